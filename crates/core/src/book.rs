@@ -1,0 +1,192 @@
+//! The normalized data model: what every broker adapter produces and every tool reads.
+//! Accounts and instruments are referred to by index, so the hot loops compare integers.
+
+use chrono::{DateTime, FixedOffset, NaiveDate};
+use rust_decimal::Decimal;
+use serde::Serialize;
+
+use crate::currency::Currency;
+use crate::fx::FxTable;
+use crate::instrument::{Instrument, InstrumentKey};
+
+/// Index of an account in [`Book::accounts`].
+pub type AccountIdx = u32;
+/// Index of an instrument in [`Book::instruments`].
+pub type InstrumentIdx = u32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Book,
+    Paper,
+    Live,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Book => "book",
+            Self::Paper => "paper",
+            Self::Live => "live",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub id: String,
+    /// Lower-case vendor name (`ibkr`, `moomoo`, ...): what tools report and filter on.
+    pub broker: String,
+    pub currency: Currency,
+    pub name: Option<String>,
+    pub mode: Mode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    Buy,
+    Sell,
+}
+
+impl Side {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Buy => "buy",
+            Self::Sell => "sell",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fill {
+    pub id: String,
+    pub account: AccountIdx,
+    pub instrument: InstrumentIdx,
+    pub side: Side,
+    /// Always > 0.
+    pub quantity: Decimal,
+    pub price: Decimal,
+    /// In `commission_currency`; zero when not known.
+    pub commission: Decimal,
+    pub commission_currency: Currency,
+    /// False where the broker reports no fees (Moomoo/Bursa deals): P&L is gross of fees.
+    pub commission_known: bool,
+    pub time: DateTime<FixedOffset>,
+    /// The calendar date of `time` in its own offset.
+    pub trade_date: NaiveDate,
+    /// Position in the source (file order), the tie-break for equal instants.
+    pub seq: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CashKind {
+    Deposit,
+    Withdrawal,
+    Dividend,
+    Interest,
+    Fee,
+}
+
+impl CashKind {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "deposit" => Some(Self::Deposit),
+            "withdrawal" => Some(Self::Withdrawal),
+            "dividend" => Some(Self::Dividend),
+            "interest" => Some(Self::Interest),
+            "fee" => Some(Self::Fee),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CashEntry {
+    pub account: AccountIdx,
+    pub kind: CashKind,
+    /// Signed as seen by the account.
+    pub amount: Decimal,
+    pub currency: Currency,
+    pub time: DateTime<FixedOffset>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportedPosition {
+    pub account: AccountIdx,
+    pub instrument: InstrumentIdx,
+    /// Signed: negative for a short.
+    pub quantity: Decimal,
+}
+
+/// Closing prices per instrument, sorted by date.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Marks {
+    by_instrument: Vec<Vec<(NaiveDate, Decimal)>>,
+}
+
+impl Marks {
+    pub fn new(instrument_count: usize, marks: impl IntoIterator<Item = (InstrumentIdx, NaiveDate, Decimal)>) -> Self {
+        let mut by_instrument = vec![Vec::new(); instrument_count];
+        for (i, date, price) in marks {
+            if let Some(series) = by_instrument.get_mut(i as usize) {
+                series.push((date, price));
+            }
+        }
+        for series in &mut by_instrument {
+            series.sort_by_key(|(date, _)| *date);
+        }
+        Self { by_instrument }
+    }
+
+    /// The latest mark on or before `on`, with its date.
+    pub fn latest(&self, instrument: InstrumentIdx, on: NaiveDate) -> Option<(NaiveDate, Decimal)> {
+        let series = self.by_instrument.get(instrument as usize)?;
+        let n = series.partition_point(|(date, _)| *date <= on);
+        n.checked_sub(1).map(|i| series[i])
+    }
+}
+
+/// A brokerage history: the in-memory form of a `tradedesk-book/1` file, or of what the
+/// live adapters fetched.
+#[derive(Debug, Clone)]
+pub struct Book {
+    pub base_currency: Currency,
+    pub as_of: NaiveDate,
+    pub accounts: Vec<Account>,
+    pub instruments: Vec<Instrument>,
+    /// In replay order: by instant, then `seq`.
+    pub fills: Vec<Fill>,
+    pub cash: Vec<CashEntry>,
+    pub marks: Marks,
+    pub fx: FxTable,
+    pub reported_positions: Vec<ReportedPosition>,
+}
+
+impl Book {
+    /// Puts fills into replay order (by instant, then source order). Callers have checked
+    /// that every index refers to an existing account and instrument.
+    pub fn sort_fills(fills: &mut [Fill]) {
+        fills.sort_by(|a, b| a.time.cmp(&b.time).then(a.seq.cmp(&b.seq)));
+    }
+
+    pub fn account(&self, idx: AccountIdx) -> &Account {
+        &self.accounts[idx as usize]
+    }
+
+    pub fn instrument(&self, idx: InstrumentIdx) -> &Instrument {
+        &self.instruments[idx as usize]
+    }
+
+    pub fn instrument_index(&self, key: &InstrumentKey) -> Option<InstrumentIdx> {
+        self.instruments
+            .iter()
+            .position(|i| &i.key == key)
+            .and_then(|i| InstrumentIdx::try_from(i).ok())
+    }
+
+    pub fn account_index(&self, id: &str) -> Option<AccountIdx> {
+        self.accounts.iter().position(|a| a.id == id).and_then(|i| AccountIdx::try_from(i).ok())
+    }
+}

@@ -1,0 +1,79 @@
+//! The one error type every layer returns to a tool: a stable code, a message for the
+//! human and a hint written for the model (its only recovery signal).
+
+use std::fmt;
+
+use serde::Serialize;
+
+/// Stable error codes of the tool contract (`tools-contract.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    InvalidArgument,
+    InvalidDate,
+    InvalidDateRange,
+    UnknownAccount,
+    UnknownBroker,
+    UnknownSymbol,
+    NoFxRate,
+    BrokerUnavailable,
+    BrokerTimeout,
+    NotSupported,
+    InvalidBook,
+    Internal,
+}
+
+impl ErrorCode {
+    /// The code as it appears on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidArgument => "invalid_argument",
+            Self::InvalidDate => "invalid_date",
+            Self::InvalidDateRange => "invalid_date_range",
+            Self::UnknownAccount => "unknown_account",
+            Self::UnknownBroker => "unknown_broker",
+            Self::UnknownSymbol => "unknown_symbol",
+            Self::NoFxRate => "no_fx_rate",
+            Self::BrokerUnavailable => "broker_unavailable",
+            Self::BrokerTimeout => "broker_timeout",
+            Self::NotSupported => "not_supported",
+            Self::InvalidBook => "invalid_book",
+            Self::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failure a tool reports as its result: `{code, message, hint}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct Error {
+    pub code: ErrorCode,
+    pub message: String,
+    pub hint: String,
+}
+
+impl Error {
+    pub fn new(code: ErrorCode, message: impl Into<String>, hint: impl Into<String>) -> Self {
+        Self { code, message: message.into(), hint: hint.into() }
+    }
+
+    pub fn invalid_argument(message: impl Into<String>, hint: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidArgument, message, hint)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(
+            ErrorCode::Internal,
+            message,
+            "this is a bug in tradedesk, not in the request; report it with the arguments used",
+        )
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

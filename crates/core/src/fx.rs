@@ -1,0 +1,232 @@
+//! FX rates and conversion under the book's rules: the latest rate on or before the date
+//! that matters; a pair quoted in either direction (the later-dated quote wins, a tie
+//! going to the straight one); only when neither direction is quoted, a cross through the
+//! base currency; otherwise `no_fx_rate`.
+
+use std::collections::HashMap;
+
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+
+use crate::currency::Currency;
+use crate::error::{Error, ErrorCode, Result};
+
+/// `1 base = rate quote` on `date`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FxQuote {
+    pub base: Currency,
+    pub quote: Currency,
+    pub rate: Decimal,
+    pub date: NaiveDate,
+}
+
+/// The rate that converts one currency into another, and the date of its oldest leg (for
+/// staleness notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FxRate {
+    pub rate: Decimal,
+    pub date: Option<NaiveDate>,
+}
+
+impl FxRate {
+    pub const IDENTITY: Self = Self { rate: Decimal::ONE, date: None };
+
+    /// Converts at full precision.
+    ///
+    /// # Errors
+    /// `internal` on decimal overflow.
+    pub fn apply(self, amount: Decimal) -> Result<Decimal> {
+        amount
+            .checked_mul(self.rate)
+            .ok_or_else(|| Error::internal(format!("overflow converting {amount} at {}", self.rate)))
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct FxTable {
+    base: Option<Currency>,
+    /// (base, quote) -> rates sorted by date, one per date.
+    series: HashMap<(Currency, Currency), Vec<(NaiveDate, Decimal)>>,
+}
+
+impl FxTable {
+    /// Builds a table that crosses through `base`. Rates must be positive; a later entry
+    /// for the same pair and date replaces an earlier one (loaders refuse duplicates).
+    pub fn new(base: Currency, quotes: impl IntoIterator<Item = FxQuote>) -> Self {
+        let mut series: HashMap<(Currency, Currency), Vec<(NaiveDate, Decimal)>> = HashMap::new();
+        for q in quotes {
+            series.entry((q.base, q.quote)).or_default().push((q.date, q.rate));
+        }
+        for rates in series.values_mut() {
+            rates.sort_by_key(|(date, _)| *date);
+            // Keep the last of equal dates (stable sort keeps file order).
+            rates.reverse();
+            rates.dedup_by_key(|(date, _)| *date);
+            rates.reverse();
+        }
+        Self { base: Some(base), series }
+    }
+
+    pub fn base(&self) -> Option<Currency> {
+        self.base
+    }
+
+    /// Every quoted pair's latest rate on or before `as_of`, sorted by pair.
+    pub fn latest_quotes(&self, as_of: NaiveDate) -> Vec<FxQuote> {
+        let mut out: Vec<FxQuote> = self
+            .series
+            .keys()
+            .filter_map(|&(base, quote)| {
+                self.latest(base, quote, as_of).map(|(date, rate)| FxQuote { base, quote, rate, date })
+            })
+            .collect();
+        out.sort_by(|a, b| (a.base.code(), a.quote.code()).cmp(&(b.base.code(), b.quote.code())));
+        out
+    }
+
+    fn latest(&self, base: Currency, quote: Currency, on: NaiveDate) -> Option<(NaiveDate, Decimal)> {
+        let rates = self.series.get(&(base, quote))?;
+        let n = rates.partition_point(|(date, _)| *date <= on);
+        n.checked_sub(1).map(|i| rates[i])
+    }
+
+    /// The pair quoted in either direction, without crossing.
+    fn direct(&self, from: Currency, to: Currency, on: NaiveDate) -> Option<(NaiveDate, Decimal)> {
+        let straight = self.latest(from, to, on);
+        let inverse = self
+            .latest(to, from, on)
+            .and_then(|(date, rate)| Decimal::ONE.checked_div(rate).map(|r| (date, r)));
+        match (straight, inverse) {
+            (Some(s), Some(i)) => Some(if i.0 > s.0 { i } else { s }),
+            (s, i) => s.or(i),
+        }
+    }
+
+    /// The rate converting `from` into `to` on `on`.
+    ///
+    /// # Errors
+    /// `no_fx_rate` when no path exists on or before `on`.
+    pub fn rate(&self, from: Currency, to: Currency, on: NaiveDate) -> Result<FxRate> {
+        if from == to {
+            return Ok(FxRate::IDENTITY);
+        }
+        if let Some((date, rate)) = self.direct(from, to, on) {
+            return Ok(FxRate { rate, date: Some(date) });
+        }
+        if let Some(base) = self.base.filter(|b| *b != from && *b != to) {
+            if let (Some((d1, r1)), Some((d2, r2))) =
+                (self.direct(from, base, on), self.direct(base, to, on))
+            {
+                if let Some(rate) = r1.checked_mul(r2) {
+                    return Ok(FxRate { rate, date: Some(d1.min(d2)) });
+                }
+            }
+        }
+        Err(no_fx_rate(from, to, on))
+    }
+
+    /// Converts `amount` of `from` into `to` at the rate of `on`, at full precision.
+    ///
+    /// # Errors
+    /// `no_fx_rate`, or `internal` on overflow.
+    pub fn convert(&self, amount: Decimal, from: Currency, to: Currency, on: NaiveDate) -> Result<Decimal> {
+        self.rate(from, to, on)?.apply(amount)
+    }
+}
+
+pub fn no_fx_rate(from: Currency, to: Currency, on: NaiveDate) -> Error {
+    Error::new(
+        ErrorCode::NoFxRate,
+        format!("no {from}/{to} rate on or before {on}, directly or through the base currency"),
+        format!(
+            "ask in a currency the book has rates for, or add a {from}/{to} rate dated on or \
+             before {on} to the fx_file named in tradedesk.toml (fx_rates entries: base, quote, rate, date)"
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use rust_decimal_macros::dec;
+
+    use super::*;
+
+    fn d(s: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+    }
+
+    fn q(base: &str, quote: &str, rate: Decimal, date: &str) -> FxQuote {
+        FxQuote { base: Currency::new(base), quote: Currency::new(quote), rate, date: d(date) }
+    }
+
+    fn table() -> FxTable {
+        FxTable::new(
+            Currency::USD,
+            [
+                q("USD", "MYR", dec!(4.40), "2026-01-02"),
+                q("USD", "MYR", dec!(4.50), "2026-02-02"),
+                q("MYR", "USD", dec!(0.25), "2026-03-02"), // inverse, later-dated
+                q("USD", "MYR", dec!(4.60), "2026-03-02"), // straight, same date: wins
+                q("USD", "EUR", dec!(0.90), "2026-01-02"),
+                q("MYR", "SGD", dec!(0.30), "2026-01-05"),
+            ],
+        )
+    }
+
+    struct TestCase {
+        from: &'static str,
+        to: &'static str,
+        on: &'static str,
+        want: Option<Decimal>,
+    }
+
+    #[test]
+    fn conversions_follow_the_as_of_and_direction_rules() {
+        let t = table();
+        let cases = [
+            // TC1: same currency is exact
+            TestCase { from: "USD", to: "USD", on: "2020-01-01", want: Some(dec!(1)) },
+            // TC2: latest on or before the date
+            TestCase { from: "USD", to: "MYR", on: "2026-01-31", want: Some(dec!(4.40)) },
+            TestCase { from: "USD", to: "MYR", on: "2026-02-02", want: Some(dec!(4.50)) },
+            // TC3: a tie between straight and inverse goes to the straight quote
+            TestCase { from: "USD", to: "MYR", on: "2026-03-02", want: Some(dec!(4.60)) },
+            // TC4: inverse direction divides; the tie goes to the straight MYR/USD quote
+            TestCase { from: "MYR", to: "USD", on: "2026-03-02", want: Some(dec!(0.25)) },
+            TestCase { from: "MYR", to: "USD", on: "2026-02-10", want: Some(dec!(1) / dec!(4.50)) },
+            // TC5: cross through the base when the pair is not quoted
+            TestCase { from: "MYR", to: "EUR", on: "2026-02-10", want: Some(dec!(1) / dec!(4.50) * dec!(0.90)) },
+            // TC6: a directly quoted pair is used before crossing
+            TestCase { from: "SGD", to: "MYR", on: "2026-02-10", want: Some(dec!(1) / dec!(0.30)) },
+            // TC7: before any rate exists
+            TestCase { from: "USD", to: "MYR", on: "2025-12-31", want: None },
+            TestCase { from: "USD", to: "JPY", on: "2026-12-31", want: None },
+        ];
+        for c in cases {
+            let got = t.rate(Currency::new(c.from), Currency::new(c.to), d(c.on));
+            match c.want {
+                Some(want) => assert_eq!(got.unwrap().rate, want, "{}->{} {}", c.from, c.to, c.on),
+                None => assert_eq!(got.unwrap_err().code, ErrorCode::NoFxRate),
+            }
+        }
+    }
+
+    #[test]
+    fn a_later_inverse_quote_beats_an_older_straight_one() {
+        let t = FxTable::new(
+            Currency::USD,
+            [q("USD", "MYR", dec!(4.00), "2026-01-01"), q("MYR", "USD", dec!(0.20), "2026-01-10")],
+        );
+        let r = t.rate(Currency::USD, Currency::MYR, d("2026-01-15")).unwrap();
+        assert_eq!(r.rate, dec!(5));
+        assert_eq!(r.date, Some(d("2026-01-10")));
+    }
+
+    #[test]
+    fn latest_quotes_respect_as_of() {
+        let quotes = table().latest_quotes(d("2026-02-15"));
+        let usd_myr = quotes.iter().find(|q| q.base == Currency::USD && q.quote == Currency::MYR);
+        assert_eq!(usd_myr.unwrap().rate, dec!(4.50));
+        assert!(!quotes.iter().any(|q| q.base == Currency::MYR && q.quote == Currency::USD));
+    }
+}

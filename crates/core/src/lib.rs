@@ -1,0 +1,24 @@
+//! tradedesk's core: money, currencies, instruments, fills, FIFO lots, FX and dates.
+//!
+//! Pure and synchronous: no I/O, no async, no vendor types. Every broker adapter maps its
+//! data into these types; every tool computes over them.
+
+pub mod book;
+pub mod currency;
+pub mod dates;
+pub mod error;
+pub mod fifo;
+pub mod fx;
+pub mod instrument;
+pub mod ledger;
+pub mod money;
+
+pub use book::{Account, AccountIdx, Book, CashEntry, CashKind, Fill, InstrumentIdx, Marks, Mode, ReportedPosition, Side};
+pub use currency::Currency;
+pub use dates::{DateRange, parse_date};
+pub use error::{Error, ErrorCode, Result};
+pub use fifo::{ClosedLot, Fifo, LotQueue, LotSide, OpenLot};
+pub use fx::{FxQuote, FxRate, FxTable};
+pub use instrument::{AssetClass, Instrument, InstrumentKey, SectorMap};
+pub use money::{Money, MoneyError};
+pub use rust_decimal::Decimal;
