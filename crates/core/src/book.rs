@@ -127,7 +127,10 @@ pub struct Marks {
 }
 
 impl Marks {
-    pub fn new(instrument_count: usize, marks: impl IntoIterator<Item = (InstrumentIdx, NaiveDate, Decimal)>) -> Self {
+    pub fn new(
+        instrument_count: usize,
+        marks: impl IntoIterator<Item = (InstrumentIdx, NaiveDate, Decimal)>,
+    ) -> Self {
         let mut by_instrument = vec![Vec::new(); instrument_count];
         for (i, date, price) in marks {
             if let Some(series) = by_instrument.get_mut(i as usize) {
@@ -138,6 +141,13 @@ impl Marks {
             series.sort_by_key(|(date, _)| *date);
         }
         Self { by_instrument }
+    }
+
+    /// Every mark of an instrument, oldest first.
+    pub fn series(&self, instrument: InstrumentIdx) -> &[(NaiveDate, Decimal)] {
+        self.by_instrument
+            .get(instrument as usize)
+            .map_or(&[], Vec::as_slice)
     }
 
     /// The latest mark on or before `on`, with its date.
@@ -187,6 +197,9 @@ impl Book {
     }
 
     pub fn account_index(&self, id: &str) -> Option<AccountIdx> {
-        self.accounts.iter().position(|a| a.id == id).and_then(|i| AccountIdx::try_from(i).ok())
+        self.accounts
+            .iter()
+            .position(|a| a.id == id)
+            .and_then(|i| AccountIdx::try_from(i).ok())
     }
 }

@@ -17,11 +17,25 @@ pub fn parse_date(field: &str, text: &str) -> Result<NaiveDate> {
     let shaped = b.len() == 10
         && b[4] == b'-'
         && b[7] == b'-'
-        && b.iter().enumerate().all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit());
-    let parsed = if shaped { NaiveDate::parse_from_str(text, "%Y-%m-%d").ok() } else { None };
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit());
+    let parsed = if shaped {
+        NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()
+    } else {
+        None
+    };
     parsed.ok_or_else(|| {
-        let what = if shaped { "is not a calendar date" } else { "is not a YYYY-MM-DD date" };
-        Error::new(ErrorCode::InvalidDate, format!("{field}: '{text}' {what}"), ABSOLUTE_HINT)
+        let what = if shaped {
+            "is not a calendar date"
+        } else {
+            "is not a YYYY-MM-DD date"
+        };
+        Error::new(
+            ErrorCode::InvalidDate,
+            format!("{field}: '{text}' {what}"),
+            ABSOLUTE_HINT,
+        )
     })
 }
 
@@ -71,18 +85,54 @@ mod tests {
     #[test]
     fn only_strict_calendar_dates_parse() {
         let cases = [
-            TestCase { text: "2026-01-31", ok: true },
-            TestCase { text: "2024-02-29", ok: true },  // TC2: leap day
-            TestCase { text: "2025-02-29", ok: false }, // TC3: not a leap year
-            TestCase { text: "2026-13-01", ok: false },
-            TestCase { text: "2026-1-31", ok: false },
-            TestCase { text: "2026/01/31", ok: false },
-            TestCase { text: " 2026-01-31", ok: false },
-            TestCase { text: "2026-01-31T00:00:00Z", ok: false },
-            TestCase { text: "last quarter", ok: false },
-            TestCase { text: "today", ok: false },
-            TestCase { text: "+2026-01-3", ok: false },
-            TestCase { text: "", ok: false },
+            TestCase {
+                text: "2026-01-31",
+                ok: true,
+            },
+            TestCase {
+                text: "2024-02-29",
+                ok: true,
+            }, // TC2: leap day
+            TestCase {
+                text: "2025-02-29",
+                ok: false,
+            }, // TC3: not a leap year
+            TestCase {
+                text: "2026-13-01",
+                ok: false,
+            },
+            TestCase {
+                text: "2026-1-31",
+                ok: false,
+            },
+            TestCase {
+                text: "2026/01/31",
+                ok: false,
+            },
+            TestCase {
+                text: " 2026-01-31",
+                ok: false,
+            },
+            TestCase {
+                text: "2026-01-31T00:00:00Z",
+                ok: false,
+            },
+            TestCase {
+                text: "last quarter",
+                ok: false,
+            },
+            TestCase {
+                text: "today",
+                ok: false,
+            },
+            TestCase {
+                text: "+2026-01-3",
+                ok: false,
+            },
+            TestCase {
+                text: "",
+                ok: false,
+            },
         ];
         for case in cases {
             let got = parse_date("start", case.text);

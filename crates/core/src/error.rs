@@ -60,7 +60,11 @@ pub struct Error {
 
 impl Error {
     pub fn new(code: ErrorCode, message: impl Into<String>, hint: impl Into<String>) -> Self {
-        Self { code, message: message.into(), hint: hint.into() }
+        Self {
+            code,
+            message: message.into(),
+            hint: hint.into(),
+        }
     }
 
     pub fn invalid_argument(message: impl Into<String>, hint: impl Into<String>) -> Self {

@@ -122,8 +122,14 @@ fn share(total: Decimal, part: Decimal, whole: Decimal) -> Result<Decimal> {
 
 impl Fifo {
     pub fn new(accounts: usize, instruments: usize) -> Self {
-        let empty = LotQueue { side: LotSide::Long, lots: VecDeque::new() };
-        Self { instruments, queues: vec![empty; accounts.saturating_mul(instruments)] }
+        let empty = LotQueue {
+            side: LotSide::Long,
+            lots: VecDeque::new(),
+        };
+        Self {
+            instruments,
+            queues: vec![empty; accounts.saturating_mul(instruments)],
+        }
     }
 
     fn slot(&self, account: AccountIdx, instrument: InstrumentIdx) -> usize {
@@ -155,7 +161,9 @@ impl Fifo {
 
         if queue.side != incoming {
             while remaining > Decimal::ZERO {
-                let Some(lot) = queue.lots.front_mut() else { break };
+                let Some(lot) = queue.lots.front_mut() else {
+                    break;
+                };
                 let matched = remaining.min(lot.quantity);
                 let open_share = share(lot.commission, matched, lot.quantity)?;
                 let close_share = share(remaining_commission, matched, remaining)?;
@@ -209,11 +217,15 @@ impl Fifo {
     /// Every non-flat (account, instrument) with its lots, in index order.
     pub fn open_positions(&self) -> impl Iterator<Item = (AccountIdx, InstrumentIdx, &LotQueue)> {
         let n = self.instruments.max(1);
-        self.queues.iter().enumerate().filter(|(_, q)| !q.lots.is_empty()).filter_map(move |(i, q)| {
-            let account = AccountIdx::try_from(i / n).ok()?;
-            let instrument = InstrumentIdx::try_from(i % n).ok()?;
-            Some((account, instrument, q))
-        })
+        self.queues
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| !q.lots.is_empty())
+            .filter_map(move |(i, q)| {
+                let account = AccountIdx::try_from(i / n).ok()?;
+                let instrument = InstrumentIdx::try_from(i % n).ok()?;
+                Some((account, instrument, q))
+            })
     }
 
     /// Number of lots currently open, over every position.
@@ -231,7 +243,8 @@ mod tests {
     use crate::currency::Currency;
 
     fn fill(i: u32, side: Side, qty: Decimal, price: Decimal, commission: Decimal) -> Fill {
-        let time = DateTime::parse_from_rfc3339(&format!("2026-01-{:02}T10:00:00-05:00", i + 1)).unwrap();
+        let time =
+            DateTime::parse_from_rfc3339(&format!("2026-01-{:02}T10:00:00-05:00", i + 1)).unwrap();
         Fill {
             id: format!("F{i}"),
             account: 0,
@@ -252,7 +265,8 @@ mod tests {
         let mut fifo = Fifo::new(1, 1);
         let mut closed = Vec::new();
         for (i, f) in fills.iter().enumerate() {
-            fifo.apply(i as u32, f, multiplier, f.commission, |c| closed.push(c)).unwrap();
+            fifo.apply(i as u32, f, multiplier, f.commission, |c| closed.push(c))
+                .unwrap();
         }
         (closed, fifo)
     }
@@ -281,9 +295,18 @@ mod tests {
             // TC1: a long opened and closed whole
             TestCase {
                 name: "round trip",
-                fills: vec![fill(0, Buy, dec!(100), dec!(10), dec!(1)), fill(1, Sell, dec!(100), dec!(12), dec!(1))],
+                fills: vec![
+                    fill(0, Buy, dec!(100), dec!(10), dec!(1)),
+                    fill(1, Sell, dec!(100), dec!(12), dec!(1)),
+                ],
                 multiplier: dec!(1),
-                closed: vec![Expected { side: LotSide::Long, quantity: dec!(100), open_fill: 0, gross: dec!(200), commissions: dec!(2) }],
+                closed: vec![Expected {
+                    side: LotSide::Long,
+                    quantity: dec!(100),
+                    open_fill: 0,
+                    gross: dec!(200),
+                    commissions: dec!(2),
+                }],
                 open_quantity: dec!(0),
             },
             // TC2: partial close across two lots, commissions prorated by matched quantity
@@ -297,37 +320,83 @@ mod tests {
                 multiplier: dec!(1),
                 closed: vec![
                     // 100 of lot 0: open share 1, close share 3*100/120 = 2.5
-                    Expected { side: LotSide::Long, quantity: dec!(100), open_fill: 0, gross: dec!(200), commissions: dec!(3.5) },
+                    Expected {
+                        side: LotSide::Long,
+                        quantity: dec!(100),
+                        open_fill: 0,
+                        gross: dec!(200),
+                        commissions: dec!(3.5),
+                    },
                     // 20 of lot 1: open share 2*20/50 = 0.8, close share the remaining 0.5
-                    Expected { side: LotSide::Long, quantity: dec!(20), open_fill: 1, gross: dec!(20), commissions: dec!(1.3) },
+                    Expected {
+                        side: LotSide::Long,
+                        quantity: dec!(20),
+                        open_fill: 1,
+                        gross: dec!(20),
+                        commissions: dec!(1.3),
+                    },
                 ],
                 open_quantity: dec!(30),
             },
             // TC3: a short, sell to open and buy to close
             TestCase {
                 name: "short",
-                fills: vec![fill(0, Sell, dec!(10), dec!(50), dec!(1)), fill(1, Buy, dec!(4), dec!(45), dec!(1))],
+                fills: vec![
+                    fill(0, Sell, dec!(10), dec!(50), dec!(1)),
+                    fill(1, Buy, dec!(4), dec!(45), dec!(1)),
+                ],
                 multiplier: dec!(1),
-                closed: vec![Expected { side: LotSide::Short, quantity: dec!(4), open_fill: 0, gross: dec!(20), commissions: dec!(1.4) }],
+                closed: vec![Expected {
+                    side: LotSide::Short,
+                    quantity: dec!(4),
+                    open_fill: 0,
+                    gross: dec!(20),
+                    commissions: dec!(1.4),
+                }],
                 open_quantity: dec!(-6),
             },
             // TC4: a long that one sell flips short; the closing commission splits 100:50
             TestCase {
                 name: "flip",
-                fills: vec![fill(0, Buy, dec!(100), dec!(10), dec!(3)), fill(1, Sell, dec!(150), dec!(9), dec!(1.5)), fill(2, Buy, dec!(50), dec!(8), dec!(0))],
+                fills: vec![
+                    fill(0, Buy, dec!(100), dec!(10), dec!(3)),
+                    fill(1, Sell, dec!(150), dec!(9), dec!(1.5)),
+                    fill(2, Buy, dec!(50), dec!(8), dec!(0)),
+                ],
                 multiplier: dec!(1),
                 closed: vec![
-                    Expected { side: LotSide::Long, quantity: dec!(100), open_fill: 0, gross: dec!(-100), commissions: dec!(4) },
-                    Expected { side: LotSide::Short, quantity: dec!(50), open_fill: 1, gross: dec!(50), commissions: dec!(0.5) },
+                    Expected {
+                        side: LotSide::Long,
+                        quantity: dec!(100),
+                        open_fill: 0,
+                        gross: dec!(-100),
+                        commissions: dec!(4),
+                    },
+                    Expected {
+                        side: LotSide::Short,
+                        quantity: dec!(50),
+                        open_fill: 1,
+                        gross: dec!(50),
+                        commissions: dec!(0.5),
+                    },
                 ],
                 open_quantity: dec!(0),
             },
             // TC5: a multiplier scales gross P&L, not commissions
             TestCase {
                 name: "future",
-                fills: vec![fill(0, Buy, dec!(2), dec!(5000), dec!(2.5)), fill(1, Sell, dec!(1), dec!(5010.25), dec!(2.5))],
+                fills: vec![
+                    fill(0, Buy, dec!(2), dec!(5000), dec!(2.5)),
+                    fill(1, Sell, dec!(1), dec!(5010.25), dec!(2.5)),
+                ],
                 multiplier: dec!(50),
-                closed: vec![Expected { side: LotSide::Long, quantity: dec!(1), open_fill: 0, gross: dec!(512.5), commissions: dec!(3.75) }],
+                closed: vec![Expected {
+                    side: LotSide::Long,
+                    quantity: dec!(1),
+                    open_fill: 0,
+                    gross: dec!(512.5),
+                    commissions: dec!(3.75),
+                }],
                 open_quantity: dec!(1),
             },
             // TC6: fractional quantities with a commission that does not divide evenly
@@ -341,9 +410,29 @@ mod tests {
                 ],
                 multiplier: dec!(1),
                 closed: vec![
-                    Expected { side: LotSide::Long, quantity: dec!(1), open_fill: 0, gross: dec!(1), commissions: dec!(1) / dec!(3) },
-                    Expected { side: LotSide::Long, quantity: dec!(1), open_fill: 0, gross: dec!(1), commissions: (dec!(1) - dec!(1) / dec!(3)) / dec!(2) },
-                    Expected { side: LotSide::Long, quantity: dec!(1), open_fill: 0, gross: dec!(1), commissions: dec!(1) - dec!(1) / dec!(3) - (dec!(1) - dec!(1) / dec!(3)) / dec!(2) },
+                    Expected {
+                        side: LotSide::Long,
+                        quantity: dec!(1),
+                        open_fill: 0,
+                        gross: dec!(1),
+                        commissions: dec!(1) / dec!(3),
+                    },
+                    Expected {
+                        side: LotSide::Long,
+                        quantity: dec!(1),
+                        open_fill: 0,
+                        gross: dec!(1),
+                        commissions: (dec!(1) - dec!(1) / dec!(3)) / dec!(2),
+                    },
+                    Expected {
+                        side: LotSide::Long,
+                        quantity: dec!(1),
+                        open_fill: 0,
+                        gross: dec!(1),
+                        commissions: dec!(1)
+                            - dec!(1) / dec!(3)
+                            - (dec!(1) - dec!(1) / dec!(3)) / dec!(2),
+                    },
                 ],
                 open_quantity: dec!(0),
             },
@@ -357,21 +446,39 @@ mod tests {
                 assert_eq!(got.open_fill, want.open_fill, "{}", case.name);
                 assert_eq!(got.gross_pnl, want.gross, "{}", case.name);
                 assert_eq!(got.commissions, want.commissions, "{}", case.name);
-                assert_eq!(got.net_pnl, got.gross_pnl - got.commissions, "{}", case.name);
+                assert_eq!(
+                    got.net_pnl,
+                    got.gross_pnl - got.commissions,
+                    "{}",
+                    case.name
+                );
             }
-            let open: Decimal = fifo.open_positions().map(|(_, _, q)| q.signed_quantity()).sum();
+            let open: Decimal = fifo
+                .open_positions()
+                .map(|(_, _, q)| q.signed_quantity())
+                .sum();
             assert_eq!(open, case.open_quantity, "{}", case.name);
             let total_commission: Decimal = case.fills.iter().map(|f| f.commission).sum();
             let consumed: Decimal = closed.iter().map(|c| c.commissions).sum();
-            let unconsumed: Decimal =
-                fifo.open_positions().flat_map(|(_, _, q)| q.lots.iter().map(|l| l.commission)).sum();
-            assert_eq!(consumed + unconsumed, total_commission, "{}: commission conserved", case.name);
+            let unconsumed: Decimal = fifo
+                .open_positions()
+                .flat_map(|(_, _, q)| q.lots.iter().map(|l| l.commission))
+                .sum();
+            assert_eq!(
+                consumed + unconsumed,
+                total_commission,
+                "{}: commission conserved",
+                case.name
+            );
         }
     }
 
     #[test]
     fn flipped_lot_keeps_its_share_of_the_commission() {
-        let fills = [fill(0, Buy, dec!(100), dec!(10), dec!(3)), fill(1, Sell, dec!(150), dec!(9), dec!(1.5))];
+        let fills = [
+            fill(0, Buy, dec!(100), dec!(10), dec!(3)),
+            fill(1, Sell, dec!(150), dec!(9), dec!(1.5)),
+        ];
         let (_, fifo) = run(&fills, dec!(1));
         let (_, _, queue) = fifo.open_positions().next().unwrap();
         assert_eq!(queue.side, LotSide::Short);
@@ -384,7 +491,10 @@ mod tests {
     fn unknown_commission_marks_the_closed_lot() {
         let mut open = fill(0, Buy, dec!(100), dec!(10), dec!(0));
         open.commission_known = false;
-        let (closed, _) = run(&[open, fill(1, Sell, dec!(100), dec!(11), dec!(1))], dec!(1));
+        let (closed, _) = run(
+            &[open, fill(1, Sell, dec!(100), dec!(11), dec!(1))],
+            dec!(1),
+        );
         assert!(!closed[0].commission_known);
     }
 }

@@ -29,16 +29,19 @@ pub struct FxRate {
 }
 
 impl FxRate {
-    pub const IDENTITY: Self = Self { rate: Decimal::ONE, date: None };
+    pub const IDENTITY: Self = Self {
+        rate: Decimal::ONE,
+        date: None,
+    };
 
     /// Converts at full precision.
     ///
     /// # Errors
     /// `internal` on decimal overflow.
     pub fn apply(self, amount: Decimal) -> Result<Decimal> {
-        amount
-            .checked_mul(self.rate)
-            .ok_or_else(|| Error::internal(format!("overflow converting {amount} at {}", self.rate)))
+        amount.checked_mul(self.rate).ok_or_else(|| {
+            Error::internal(format!("overflow converting {amount} at {}", self.rate))
+        })
     }
 }
 
@@ -55,7 +58,10 @@ impl FxTable {
     pub fn new(base: Currency, quotes: impl IntoIterator<Item = FxQuote>) -> Self {
         let mut series: HashMap<(Currency, Currency), Vec<(NaiveDate, Decimal)>> = HashMap::new();
         for q in quotes {
-            series.entry((q.base, q.quote)).or_default().push((q.date, q.rate));
+            series
+                .entry((q.base, q.quote))
+                .or_default()
+                .push((q.date, q.rate));
         }
         for rates in series.values_mut() {
             rates.sort_by_key(|(date, _)| *date);
@@ -64,7 +70,10 @@ impl FxTable {
             rates.dedup_by_key(|(date, _)| *date);
             rates.reverse();
         }
-        Self { base: Some(base), series }
+        Self {
+            base: Some(base),
+            series,
+        }
     }
 
     pub fn base(&self) -> Option<Currency> {
@@ -77,14 +86,39 @@ impl FxTable {
             .series
             .keys()
             .filter_map(|&(base, quote)| {
-                self.latest(base, quote, as_of).map(|(date, rate)| FxQuote { base, quote, rate, date })
+                self.latest(base, quote, as_of).map(|(date, rate)| FxQuote {
+                    base,
+                    quote,
+                    rate,
+                    date,
+                })
             })
             .collect();
         out.sort_by(|a, b| (a.base.code(), a.quote.code()).cmp(&(b.base.code(), b.quote.code())));
         out
     }
 
-    fn latest(&self, base: Currency, quote: Currency, on: NaiveDate) -> Option<(NaiveDate, Decimal)> {
+    /// Every rate in the table.
+    pub fn all_quotes(&self) -> Vec<FxQuote> {
+        self.series
+            .iter()
+            .flat_map(|(&(base, quote), rates)| {
+                rates.iter().map(move |&(date, rate)| FxQuote {
+                    base,
+                    quote,
+                    rate,
+                    date,
+                })
+            })
+            .collect()
+    }
+
+    fn latest(
+        &self,
+        base: Currency,
+        quote: Currency,
+        on: NaiveDate,
+    ) -> Option<(NaiveDate, Decimal)> {
         let rates = self.series.get(&(base, quote))?;
         let n = rates.partition_point(|(date, _)| *date <= on);
         n.checked_sub(1).map(|i| rates[i])
@@ -111,14 +145,20 @@ impl FxTable {
             return Ok(FxRate::IDENTITY);
         }
         if let Some((date, rate)) = self.direct(from, to, on) {
-            return Ok(FxRate { rate, date: Some(date) });
+            return Ok(FxRate {
+                rate,
+                date: Some(date),
+            });
         }
         if let Some(base) = self.base.filter(|b| *b != from && *b != to) {
             if let (Some((d1, r1)), Some((d2, r2))) =
                 (self.direct(from, base, on), self.direct(base, to, on))
             {
                 if let Some(rate) = r1.checked_mul(r2) {
-                    return Ok(FxRate { rate, date: Some(d1.min(d2)) });
+                    return Ok(FxRate {
+                        rate,
+                        date: Some(d1.min(d2)),
+                    });
                 }
             }
         }
@@ -129,7 +169,13 @@ impl FxTable {
     ///
     /// # Errors
     /// `no_fx_rate`, or `internal` on overflow.
-    pub fn convert(&self, amount: Decimal, from: Currency, to: Currency, on: NaiveDate) -> Result<Decimal> {
+    pub fn convert(
+        &self,
+        amount: Decimal,
+        from: Currency,
+        to: Currency,
+        on: NaiveDate,
+    ) -> Result<Decimal> {
         self.rate(from, to, on)?.apply(amount)
     }
 }
@@ -156,7 +202,12 @@ mod tests {
     }
 
     fn q(base: &str, quote: &str, rate: Decimal, date: &str) -> FxQuote {
-        FxQuote { base: Currency::new(base), quote: Currency::new(quote), rate, date: d(date) }
+        FxQuote {
+            base: Currency::new(base),
+            quote: Currency::new(quote),
+            rate,
+            date: d(date),
+        }
     }
 
     fn table() -> FxTable {
@@ -185,22 +236,72 @@ mod tests {
         let t = table();
         let cases = [
             // TC1: same currency is exact
-            TestCase { from: "USD", to: "USD", on: "2020-01-01", want: Some(dec!(1)) },
+            TestCase {
+                from: "USD",
+                to: "USD",
+                on: "2020-01-01",
+                want: Some(dec!(1)),
+            },
             // TC2: latest on or before the date
-            TestCase { from: "USD", to: "MYR", on: "2026-01-31", want: Some(dec!(4.40)) },
-            TestCase { from: "USD", to: "MYR", on: "2026-02-02", want: Some(dec!(4.50)) },
+            TestCase {
+                from: "USD",
+                to: "MYR",
+                on: "2026-01-31",
+                want: Some(dec!(4.40)),
+            },
+            TestCase {
+                from: "USD",
+                to: "MYR",
+                on: "2026-02-02",
+                want: Some(dec!(4.50)),
+            },
             // TC3: a tie between straight and inverse goes to the straight quote
-            TestCase { from: "USD", to: "MYR", on: "2026-03-02", want: Some(dec!(4.60)) },
+            TestCase {
+                from: "USD",
+                to: "MYR",
+                on: "2026-03-02",
+                want: Some(dec!(4.60)),
+            },
             // TC4: inverse direction divides; the tie goes to the straight MYR/USD quote
-            TestCase { from: "MYR", to: "USD", on: "2026-03-02", want: Some(dec!(0.25)) },
-            TestCase { from: "MYR", to: "USD", on: "2026-02-10", want: Some(dec!(1) / dec!(4.50)) },
+            TestCase {
+                from: "MYR",
+                to: "USD",
+                on: "2026-03-02",
+                want: Some(dec!(0.25)),
+            },
+            TestCase {
+                from: "MYR",
+                to: "USD",
+                on: "2026-02-10",
+                want: Some(dec!(1) / dec!(4.50)),
+            },
             // TC5: cross through the base when the pair is not quoted
-            TestCase { from: "MYR", to: "EUR", on: "2026-02-10", want: Some(dec!(1) / dec!(4.50) * dec!(0.90)) },
+            TestCase {
+                from: "MYR",
+                to: "EUR",
+                on: "2026-02-10",
+                want: Some(dec!(1) / dec!(4.50) * dec!(0.90)),
+            },
             // TC6: a directly quoted pair is used before crossing
-            TestCase { from: "SGD", to: "MYR", on: "2026-02-10", want: Some(dec!(1) / dec!(0.30)) },
+            TestCase {
+                from: "SGD",
+                to: "MYR",
+                on: "2026-02-10",
+                want: Some(dec!(1) / dec!(0.30)),
+            },
             // TC7: before any rate exists
-            TestCase { from: "USD", to: "MYR", on: "2025-12-31", want: None },
-            TestCase { from: "USD", to: "JPY", on: "2026-12-31", want: None },
+            TestCase {
+                from: "USD",
+                to: "MYR",
+                on: "2025-12-31",
+                want: None,
+            },
+            TestCase {
+                from: "USD",
+                to: "JPY",
+                on: "2026-12-31",
+                want: None,
+            },
         ];
         for c in cases {
             let got = t.rate(Currency::new(c.from), Currency::new(c.to), d(c.on));
@@ -215,9 +316,14 @@ mod tests {
     fn a_later_inverse_quote_beats_an_older_straight_one() {
         let t = FxTable::new(
             Currency::USD,
-            [q("USD", "MYR", dec!(4.00), "2026-01-01"), q("MYR", "USD", dec!(0.20), "2026-01-10")],
+            [
+                q("USD", "MYR", dec!(4.00), "2026-01-01"),
+                q("MYR", "USD", dec!(0.20), "2026-01-10"),
+            ],
         );
-        let r = t.rate(Currency::USD, Currency::MYR, d("2026-01-15")).unwrap();
+        let r = t
+            .rate(Currency::USD, Currency::MYR, d("2026-01-15"))
+            .unwrap();
         assert_eq!(r.rate, dec!(5));
         assert_eq!(r.date, Some(d("2026-01-10")));
     }
@@ -225,8 +331,14 @@ mod tests {
     #[test]
     fn latest_quotes_respect_as_of() {
         let quotes = table().latest_quotes(d("2026-02-15"));
-        let usd_myr = quotes.iter().find(|q| q.base == Currency::USD && q.quote == Currency::MYR);
+        let usd_myr = quotes
+            .iter()
+            .find(|q| q.base == Currency::USD && q.quote == Currency::MYR);
         assert_eq!(usd_myr.unwrap().rate, dec!(4.50));
-        assert!(!quotes.iter().any(|q| q.base == Currency::MYR && q.quote == Currency::USD));
+        assert!(
+            !quotes
+                .iter()
+                .any(|q| q.base == Currency::MYR && q.quote == Currency::USD)
+        );
     }
 }

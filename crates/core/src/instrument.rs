@@ -20,7 +20,10 @@ pub struct InstrumentKey {
 
 impl InstrumentKey {
     pub fn new(exchange: impl Into<String>, symbol: impl Into<String>) -> Self {
-        Self { exchange: exchange.into(), symbol: symbol.into() }
+        Self {
+            exchange: exchange.into(),
+            symbol: symbol.into(),
+        }
     }
 
     /// The qualified form used as a key in groups and buckets.
@@ -149,7 +152,9 @@ impl SectorMap {
         };
         let value: serde_json::Value =
             serde_json::from_str(text).map_err(|e| bad(format!("not valid JSON ({e})")))?;
-        let object = value.as_object().ok_or_else(|| bad("must be a JSON object".to_owned()))?;
+        let object = value
+            .as_object()
+            .ok_or_else(|| bad("must be a JSON object".to_owned()))?;
         let mut sectors = HashMap::with_capacity(object.len());
         for (key, sector) in object {
             let (exchange, symbol) = key
@@ -179,7 +184,10 @@ impl SectorMap {
 
     /// The instrument's own sector, else the map's, else `Unclassified`.
     pub fn sector_of(&self, instrument: &Instrument) -> &'static str {
-        instrument.sector.or_else(|| self.get(&instrument.key)).unwrap_or(UNCLASSIFIED)
+        instrument
+            .sector
+            .or_else(|| self.get(&instrument.key))
+            .unwrap_or(UNCLASSIFIED)
     }
 }
 
@@ -206,13 +214,20 @@ mod tests {
         let map = SectorMap::parse("s.json", r#"{"BURSA:1155": "Financials"}"#).unwrap();
         assert_eq!(map.sector_of(&instrument(Some("Utilities"))), "Utilities");
         assert_eq!(map.sector_of(&instrument(None)), "Financials");
-        assert_eq!(SectorMap::default().sector_of(&instrument(None)), UNCLASSIFIED);
+        assert_eq!(
+            SectorMap::default().sector_of(&instrument(None)),
+            UNCLASSIFIED
+        );
     }
 
     #[test]
     fn a_bad_sector_map_names_the_entry() {
         let e = SectorMap::parse("s.json", r#"{"1155": "Financials"}"#).unwrap_err();
-        assert!(e.message.contains("'1155' is not EXCHANGE:SYMBOL"), "{}", e.message);
+        assert!(
+            e.message.contains("'1155' is not EXCHANGE:SYMBOL"),
+            "{}",
+            e.message
+        );
         let e = SectorMap::parse("s.json", r#"{"BURSA:1155": "Banks"}"#).unwrap_err();
         assert!(e.message.contains("not a GICS sector"), "{}", e.message);
         assert!(SectorMap::parse("s.json", "[]").is_err());
@@ -220,9 +235,19 @@ mod tests {
 
     #[test]
     fn margin_settled_classes() {
-        let margin: Vec<_> =
-            AssetClass::ALL.into_iter().filter(|c| c.is_margin_settled()).collect();
-        assert_eq!(margin, [AssetClass::Future, AssetClass::Fx, AssetClass::Cfd, AssetClass::Perp]);
+        let margin: Vec<_> = AssetClass::ALL
+            .into_iter()
+            .filter(|c| c.is_margin_settled())
+            .collect();
+        assert_eq!(
+            margin,
+            [
+                AssetClass::Future,
+                AssetClass::Fx,
+                AssetClass::Cfd,
+                AssetClass::Perp
+            ]
+        );
         assert_eq!(AssetClass::parse("etf"), Some(AssetClass::Etf));
         assert_eq!(AssetClass::parse("stock"), None);
     }

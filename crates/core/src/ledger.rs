@@ -37,7 +37,12 @@ pub fn commission_in_instrument_currency(book: &Book, fill: &Fill) -> Result<Dec
     if fill.commission.is_zero() || fill.commission_currency == currency {
         return Ok(fill.commission);
     }
-    book.fx.convert(fill.commission, fill.commission_currency, currency, fill.trade_date)
+    book.fx.convert(
+        fill.commission,
+        fill.commission_currency,
+        currency,
+        fill.trade_date,
+    )
 }
 
 /// Replays every fill in order, passing each closed lot (with its closing fill) to
@@ -50,8 +55,8 @@ pub fn replay(book: &Book, mut on_close: impl FnMut(&Fill, &ClosedLot)) -> Resul
     let mut cash: BTreeMap<(AccountIdx, Currency), Decimal> = BTreeMap::new();
     let mut has_cash_entries = vec![false; book.accounts.len()];
     let add = |cash: &mut BTreeMap<(AccountIdx, Currency), Decimal>,
-                   key: (AccountIdx, Currency),
-                   amount: Decimal|
+               key: (AccountIdx, Currency),
+               amount: Decimal|
      -> Result<()> {
         let slot = cash.entry(key).or_insert(Decimal::ZERO);
         *slot = slot.checked_add(amount).ok_or_else(overflow)?;
@@ -91,11 +96,27 @@ pub fn replay(book: &Book, mut on_close: impl FnMut(&Fill, &ClosedLot)) -> Resul
                 .checked_mul(fill.price)
                 .and_then(|v| v.checked_mul(instrument.multiplier))
                 .ok_or_else(overflow)?;
-            add(&mut cash, key, if fill.side == Side::Sell { value } else { -value })?;
+            add(
+                &mut cash,
+                key,
+                if fill.side == Side::Sell {
+                    value
+                } else {
+                    -value
+                },
+            )?;
         }
         if !fill.commission.is_zero() {
-            add(&mut cash, (fill.account, fill.commission_currency), -fill.commission)?;
+            add(
+                &mut cash,
+                (fill.account, fill.commission_currency),
+                -fill.commission,
+            )?;
         }
     }
-    Ok(Ledger { fifo, cash, has_cash_entries })
+    Ok(Ledger {
+        fifo,
+        cash,
+        has_cash_entries,
+    })
 }

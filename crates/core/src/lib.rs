@@ -13,7 +13,10 @@ pub mod instrument;
 pub mod ledger;
 pub mod money;
 
-pub use book::{Account, AccountIdx, Book, CashEntry, CashKind, Fill, InstrumentIdx, Marks, Mode, ReportedPosition, Side};
+pub use book::{
+    Account, AccountIdx, Book, CashEntry, CashKind, Fill, InstrumentIdx, Marks, Mode,
+    ReportedPosition, Side,
+};
 pub use currency::Currency;
 pub use dates::{DateRange, parse_date};
 pub use error::{Error, ErrorCode, Result};

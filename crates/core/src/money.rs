@@ -36,41 +36,68 @@ impl Money {
     }
 
     pub fn zero(currency: Currency) -> Self {
-        Self { amount: Decimal::ZERO, currency }
+        Self {
+            amount: Decimal::ZERO,
+            currency,
+        }
     }
 
     /// # Errors
     /// A currency mismatch or a decimal overflow.
     pub fn checked_add(self, other: Self) -> Result<Self, MoneyError> {
         self.same_currency(other)?;
-        let amount = self.amount.checked_add(other.amount).ok_or(MoneyError::Overflow)?;
-        Ok(Self { amount, currency: self.currency })
+        let amount = self
+            .amount
+            .checked_add(other.amount)
+            .ok_or(MoneyError::Overflow)?;
+        Ok(Self {
+            amount,
+            currency: self.currency,
+        })
     }
 
     /// # Errors
     /// A currency mismatch or a decimal overflow.
     pub fn checked_sub(self, other: Self) -> Result<Self, MoneyError> {
         self.same_currency(other)?;
-        let amount = self.amount.checked_sub(other.amount).ok_or(MoneyError::Overflow)?;
-        Ok(Self { amount, currency: self.currency })
+        let amount = self
+            .amount
+            .checked_sub(other.amount)
+            .ok_or(MoneyError::Overflow)?;
+        Ok(Self {
+            amount,
+            currency: self.currency,
+        })
     }
 
     /// # Errors
     /// A decimal overflow.
     pub fn checked_mul(self, factor: Decimal) -> Result<Self, MoneyError> {
-        let amount = self.amount.checked_mul(factor).ok_or(MoneyError::Overflow)?;
-        Ok(Self { amount, currency: self.currency })
+        let amount = self
+            .amount
+            .checked_mul(factor)
+            .ok_or(MoneyError::Overflow)?;
+        Ok(Self {
+            amount,
+            currency: self.currency,
+        })
     }
 
     /// Rounded once to the currency's minor unit, half away from zero.
     #[must_use]
     pub fn rounded(self) -> Self {
-        Self { amount: self.currency.round(self.amount), currency: self.currency }
+        Self {
+            amount: self.currency.round(self.amount),
+            currency: self.currency,
+        }
     }
 
     #[must_use]
     pub fn neg(self) -> Self {
-        Self { amount: -self.amount, currency: self.currency }
+        Self {
+            amount: -self.amount,
+            currency: self.currency,
+        }
     }
 
     fn same_currency(self, other: Self) -> Result<(), MoneyError> {

@@ -1,1 +1,19 @@
+//! tradedesk's tools: plain functions over a book and a [`ToolContext`], served by every
+//! transport through the [`registry`].
 
+pub mod accounts;
+pub mod args;
+pub mod config;
+pub mod context;
+pub mod health;
+pub mod history;
+pub mod merge;
+pub mod num;
+pub mod positions;
+pub mod realized;
+pub mod registry;
+pub mod select;
+pub mod valuation;
+
+pub use context::ToolContext;
+pub use registry::{CallError, ToolOutput, ToolSpec, call, tools};

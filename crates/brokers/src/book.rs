@@ -1,0 +1,956 @@
+//! The `book` adapter: loads a `tradedesk-book/1` file with strict validation.
+//!
+//! A file that breaks any rule of `book-format.md` is refused whole, with the JSON path
+//! and the rule (`fills[12].quantity: must be > 0`); nothing is ever half-loaded.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use chrono::{DateTime, FixedOffset, NaiveDate};
+use rust_decimal::Decimal;
+use serde_json::{Map, Value};
+use tradedesk_core::instrument::gics_sector;
+use tradedesk_core::{
+    Account, AccountIdx, AssetClass, Book, CashEntry, CashKind, Currency, Fill, FxQuote, FxTable,
+    Instrument, InstrumentIdx, InstrumentKey, Marks, Mode, ReportedPosition, Side,
+};
+
+use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
+
+pub const FORMAT: &str = "tradedesk-book/1";
+
+/// One broken rule: where, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BookIssue {
+    pub path: String,
+    pub rule: String,
+}
+
+impl fmt::Display for BookIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.rule)
+    }
+}
+
+/// A book refused whole: every issue found (up to a cap), first one first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BookError {
+    pub source: String,
+    pub issues: Vec<BookIssue>,
+}
+
+const MAX_ISSUES: usize = 20;
+
+impl fmt::Display for BookError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: book refused", self.source)?;
+        for issue in &self.issues {
+            write!(f, "\n  {issue}")?;
+        }
+        if self.issues.len() >= MAX_ISSUES {
+            write!(f, "\n  (further issues not listed)")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for BookError {}
+
+impl BookError {
+    /// The first issue, `path: rule`.
+    pub fn first(&self) -> String {
+        self.issues
+            .first()
+            .map_or_else(|| "unknown problem".to_owned(), ToString::to_string)
+    }
+}
+
+/// Reads and validates a book file.
+///
+/// # Errors
+/// A [`BookError`] naming the file, and each broken rule with its JSON path.
+pub fn load_book(path: &Path) -> Result<Book, BookError> {
+    let source = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| BookError {
+        source: source.clone(),
+        issues: vec![BookIssue {
+            path: "$".to_owned(),
+            rule: format!("cannot read the file: {e}"),
+        }],
+    })?;
+    parse_book(&source, &text)
+}
+
+/// Parses and validates a book's JSON text.
+///
+/// # Errors
+/// A [`BookError`] with each broken rule and its JSON path.
+pub fn parse_book(source: &str, text: &str) -> Result<Book, BookError> {
+    let fail = |issues| BookError {
+        source: source.to_owned(),
+        issues,
+    };
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        fail(vec![BookIssue {
+            path: "$".to_owned(),
+            rule: format!(
+                "not valid JSON: {e} (line {}, column {})",
+                e.line(),
+                e.column()
+            ),
+        }])
+    })?;
+    let mut v = Validator::default();
+    let book = v.book(&value);
+    match book {
+        Some(book) if v.issues.is_empty() => Ok(book),
+        _ => Err(fail(v.issues)),
+    }
+}
+
+/// Reads the `fx_rates` of a book-format file that may hold nothing else (the config's
+/// `fx_file`): the format line and every rate are validated as in a book.
+///
+/// # Errors
+/// A [`BookError`] with each broken rule and its JSON path.
+pub fn parse_fx_file(source: &str, text: &str) -> Result<Vec<FxQuote>, BookError> {
+    let fail = |issues| BookError {
+        source: source.to_owned(),
+        issues,
+    };
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        fail(vec![BookIssue {
+            path: "$".to_owned(),
+            rule: format!("not valid JSON: {e}"),
+        }])
+    })?;
+    let mut v = Validator::default();
+    let quotes = v
+        .object("$", &value, &TOP_LEVEL)
+        .map(|top| {
+            if top.get("format").and_then(Value::as_str) != Some(FORMAT) {
+                v.issue("format", format!("must be exactly \"{FORMAT}\""));
+            }
+            let items = v.array(top, "fx_rates", true);
+            v.fx_rates(items)
+        })
+        .unwrap_or_default();
+    if v.issues.is_empty() {
+        Ok(quotes)
+    } else {
+        Err(fail(v.issues))
+    }
+}
+
+const TOP_LEVEL: [&str; 10] = [
+    "format",
+    "base_currency",
+    "as_of",
+    "accounts",
+    "instruments",
+    "fills",
+    "cash",
+    "marks",
+    "fx_rates",
+    "reported_positions",
+];
+
+#[derive(Default)]
+struct Validator {
+    issues: Vec<BookIssue>,
+}
+
+const DECIMAL_RULE: &str = "must be a decimal string such as \"150.25\" (JSON numbers are refused so no value passes through binary floating point)";
+
+impl Validator {
+    fn issue(&mut self, path: impl Into<String>, rule: impl Into<String>) {
+        if self.issues.len() < MAX_ISSUES {
+            self.issues.push(BookIssue {
+                path: path.into(),
+                rule: rule.into(),
+            });
+        }
+    }
+
+    /// An object with only the allowed keys.
+    fn object<'a>(
+        &mut self,
+        path: &str,
+        value: &'a Value,
+        allowed: &[&str],
+    ) -> Option<&'a Map<String, Value>> {
+        let Some(map) = value.as_object() else {
+            self.issue(path, "must be an object");
+            return None;
+        };
+        for key in map.keys() {
+            if !allowed.contains(&key.as_str()) {
+                self.issue(
+                    format!("{path}.{key}"),
+                    format!("unknown field (allowed: {})", allowed.join(", ")),
+                );
+            }
+        }
+        Some(map)
+    }
+
+    fn string<'a>(
+        &mut self,
+        path: &str,
+        map: &'a Map<String, Value>,
+        key: &str,
+        required: bool,
+    ) -> Option<&'a str> {
+        match map.get(key) {
+            None | Some(Value::Null) => {
+                if required {
+                    self.issue(format!("{path}.{key}"), "is required");
+                }
+                None
+            }
+            Some(Value::String(s)) if s.trim().is_empty() => {
+                self.issue(format!("{path}.{key}"), "must not be empty");
+                None
+            }
+            Some(Value::String(s)) => Some(s),
+            Some(_) => {
+                self.issue(format!("{path}.{key}"), "must be a string");
+                None
+            }
+        }
+    }
+
+    fn currency(
+        &mut self,
+        path: &str,
+        map: &Map<String, Value>,
+        key: &str,
+        required: bool,
+    ) -> Option<Currency> {
+        let text = self.string(path, map, key, required)?;
+        match Currency::new_checked(text) {
+            Ok(c) => Some(c),
+            Err(_) => {
+                self.issue(
+                    format!("{path}.{key}"),
+                    format!("'{text}' is not an upper-case ISO 4217 currency code"),
+                );
+                None
+            }
+        }
+    }
+
+    fn date(&mut self, path: &str, map: &Map<String, Value>, key: &str) -> Option<NaiveDate> {
+        let text = self.string(path, map, key, true)?;
+        match tradedesk_core::parse_date(key, text) {
+            Ok(d) => Some(d),
+            Err(_) => {
+                self.issue(
+                    format!("{path}.{key}"),
+                    format!("'{text}' is not a YYYY-MM-DD calendar date"),
+                );
+                None
+            }
+        }
+    }
+
+    fn time(
+        &mut self,
+        path: &str,
+        map: &Map<String, Value>,
+        key: &str,
+    ) -> Option<DateTime<FixedOffset>> {
+        let text = self.string(path, map, key, true)?;
+        match DateTime::parse_from_rfc3339(text) {
+            Ok(t) => Some(t),
+            Err(_) => {
+                self.issue(
+                    format!("{path}.{key}"),
+                    format!("'{text}' is not an RFC 3339 time with an offset, such as 2024-03-04T10:15:00-05:00"),
+                );
+                None
+            }
+        }
+    }
+
+    /// A decimal string; `check` states the rule on its value (e.g. "must be > 0").
+    fn decimal(
+        &mut self,
+        path: &str,
+        map: &Map<String, Value>,
+        key: &str,
+        required: bool,
+        check: Option<(fn(&Decimal) -> bool, &str)>,
+    ) -> Option<Decimal> {
+        let field = format!("{path}.{key}");
+        let text = match map.get(key) {
+            None | Some(Value::Null) => {
+                if required {
+                    self.issue(field, "is required");
+                }
+                return None;
+            }
+            Some(Value::String(s)) => s.as_str(),
+            Some(_) => {
+                self.issue(field, DECIMAL_RULE);
+                return None;
+            }
+        };
+        let Some(value) = parse_decimal(text) else {
+            self.issue(field, format!("'{text}' {DECIMAL_RULE}"));
+            return None;
+        };
+        if let Some((ok, rule)) = check {
+            if !ok(&value) {
+                self.issue(field, rule.to_owned());
+                return None;
+            }
+        }
+        Some(value)
+    }
+
+    fn array<'a>(&mut self, map: &'a Map<String, Value>, key: &str, required: bool) -> &'a [Value] {
+        match map.get(key) {
+            Some(Value::Array(items)) => items,
+            None | Some(Value::Null) if !required => &[],
+            None | Some(Value::Null) => {
+                self.issue(key, "is required (an array, possibly empty)");
+                &[]
+            }
+            Some(_) => {
+                self.issue(key, "must be an array");
+                &[]
+            }
+        }
+    }
+
+    fn book(&mut self, value: &Value) -> Option<Book> {
+        let top = self.object("$", value, &TOP_LEVEL)?;
+        match top.get("format") {
+            Some(Value::String(f)) if f == FORMAT => {}
+            Some(Value::String(f)) => self.issue(
+                "format",
+                format!("must be exactly \"{FORMAT}\", found \"{f}\""),
+            ),
+            None => self.issue("format", format!("is required: \"{FORMAT}\"")),
+            Some(_) => self.issue("format", format!("must be the string \"{FORMAT}\"")),
+        }
+        let base_currency = self.currency("$", top, "base_currency", true);
+        let as_of = self.date("$", top, "as_of");
+        // Paths of top-level fields read better without the `$.` prefix.
+        for issue in &mut self.issues {
+            if let Some(rest) = issue.path.strip_prefix("$.") {
+                issue.path = rest.to_owned();
+            }
+        }
+
+        let accounts = {
+            let items = self.array(top, "accounts", true);
+            self.accounts(items)
+        };
+        let account_ids: HashMap<&str, AccountIdx> = accounts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| Some((a.id.as_str(), AccountIdx::try_from(i).ok()?)))
+            .collect();
+        let instruments = {
+            let items = self.array(top, "instruments", true);
+            self.instruments(items)
+        };
+        let instrument_ids: HashMap<InstrumentKey, InstrumentIdx> = instruments
+            .iter()
+            .enumerate()
+            .filter_map(|(i, inst)| Some((inst.key.clone(), InstrumentIdx::try_from(i).ok()?)))
+            .collect();
+        let refs = Refs {
+            accounts: &account_ids,
+            instruments: &instrument_ids,
+            instrument_list: &instruments,
+        };
+
+        let mut fills = {
+            let items = self.array(top, "fills", true);
+            self.fills(items, &refs)
+        };
+        let cash = {
+            let items = self.array(top, "cash", false);
+            self.cash(items, &refs)
+        };
+        let marks = {
+            let items = self.array(top, "marks", false);
+            self.marks(items, &refs)
+        };
+        let fx = {
+            let items = self.array(top, "fx_rates", false);
+            self.fx_rates(items)
+        };
+        let reported_positions = {
+            let items = self.array(top, "reported_positions", false);
+            self.reported(items, &refs)
+        };
+
+        if !self.issues.is_empty() {
+            return None;
+        }
+        let (base_currency, as_of) = (base_currency?, as_of?);
+        Book::sort_fills(&mut fills);
+        Some(Book {
+            base_currency,
+            as_of,
+            marks: Marks::new(instruments.len(), marks),
+            fx: FxTable::new(base_currency, fx),
+            accounts,
+            instruments,
+            fills,
+            cash,
+            reported_positions,
+        })
+    }
+
+    fn accounts(&mut self, items: &[Value]) -> Vec<Account> {
+        if items.is_empty() && self.issues.iter().all(|i| i.path != "accounts") {
+            self.issue("accounts", "must list at least one account");
+        }
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let path = format!("accounts[{i}]");
+            let Some(map) = self.object(&path, item, &["id", "broker", "currency", "name"]) else {
+                continue;
+            };
+            let id = self.string(&path, map, "id", true);
+            let broker = self.string(&path, map, "broker", true);
+            let currency = self.currency(&path, map, "currency", true);
+            let name = self.string(&path, map, "name", false);
+            if let Some(b) = broker {
+                if !b
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+                {
+                    self.issue(
+                        format!("{path}.broker"),
+                        format!(
+                            "'{b}' must be a lower-case vendor name such as ibkr, moomoo, alpaca"
+                        ),
+                    );
+                }
+            }
+            if let Some(id) = id {
+                if let Some(first) = seen.insert(id.to_owned(), i) {
+                    self.issue(
+                        format!("{path}.id"),
+                        format!("duplicate account id '{id}' (first at accounts[{first}])"),
+                    );
+                }
+            }
+            if let (Some(id), Some(broker), Some(currency)) = (id, broker, currency) {
+                out.push(Account {
+                    id: id.to_owned(),
+                    broker: broker.to_owned(),
+                    currency,
+                    name: name.map(str::to_owned),
+                    mode: Mode::Book,
+                });
+            }
+        }
+        out
+    }
+
+    fn instruments(&mut self, items: &[Value]) -> Vec<Instrument> {
+        let mut seen: HashMap<InstrumentKey, usize> = HashMap::new();
+        let mut out = Vec::with_capacity(items.len());
+        let classes: Vec<&str> = AssetClass::ALL.iter().map(|c| c.as_str()).collect();
+        for (i, item) in items.iter().enumerate() {
+            let path = format!("instruments[{i}]");
+            let Some(map) = self.object(
+                &path,
+                item,
+                &[
+                    "symbol",
+                    "exchange",
+                    "currency",
+                    "asset_class",
+                    "multiplier",
+                    "name",
+                    "sector",
+                    "country",
+                ],
+            ) else {
+                continue;
+            };
+            let symbol = self.string(&path, map, "symbol", true);
+            let exchange = self.string(&path, map, "exchange", true);
+            if let Some(e) = exchange.filter(|e| e.contains(':')) {
+                self.issue(
+                    format!("{path}.exchange"),
+                    format!("'{e}' must not contain ':'"),
+                );
+            }
+            let currency = self.currency(&path, map, "currency", true);
+            let asset_class = self.string(&path, map, "asset_class", true).and_then(|c| {
+                let parsed = AssetClass::parse(c);
+                if parsed.is_none() {
+                    self.issue(
+                        format!("{path}.asset_class"),
+                        format!("'{c}' must be one of {}", classes.join(", ")),
+                    );
+                }
+                parsed
+            });
+            let multiplier = self
+                .decimal(
+                    &path,
+                    map,
+                    "multiplier",
+                    false,
+                    Some((|d| *d > Decimal::ZERO, "must be > 0")),
+                )
+                .unwrap_or(Decimal::ONE);
+            let name = self.string(&path, map, "name", false);
+            let sector = self.string(&path, map, "sector", false).and_then(|s| {
+                let parsed = gics_sector(s);
+                if parsed.is_none() {
+                    self.issue(
+                        format!("{path}.sector"),
+                        format!("'{s}' must be one of the eleven GICS sector names, or absent for Unclassified"),
+                    );
+                }
+                parsed
+            });
+            let country = self.string(&path, map, "country", false);
+            if let Some(c) =
+                country.filter(|c| c.len() != 2 || !c.chars().all(|ch| ch.is_ascii_uppercase()))
+            {
+                self.issue(
+                    format!("{path}.country"),
+                    format!("'{c}' must be an ISO 3166 alpha-2 code such as US, MY"),
+                );
+            }
+            let (Some(symbol), Some(exchange), Some(currency), Some(asset_class)) =
+                (symbol, exchange, currency, asset_class)
+            else {
+                continue;
+            };
+            let key = InstrumentKey::new(exchange, symbol);
+            if let Some(first) = seen.insert(key.clone(), i) {
+                self.issue(
+                    path,
+                    format!("duplicate instrument {key} (first at instruments[{first}])"),
+                );
+                continue;
+            }
+            out.push(Instrument {
+                key,
+                currency,
+                asset_class,
+                multiplier,
+                name: name.map(str::to_owned),
+                sector,
+                country: country.map(str::to_owned),
+            });
+        }
+        out
+    }
+
+    fn account_ref(
+        &mut self,
+        path: &str,
+        map: &Map<String, Value>,
+        refs: &Refs<'_>,
+    ) -> Option<AccountIdx> {
+        let id = self.string(path, map, "account", true)?;
+        let found = refs.accounts.get(id).copied();
+        if found.is_none() {
+            let mut known: Vec<&&str> = refs.accounts.keys().collect();
+            known.sort();
+            self.issue(
+                format!("{path}.account"),
+                format!("unknown account '{id}' (accounts: {known:?})"),
+            );
+        }
+        found
+    }
+
+    fn instrument_ref(
+        &mut self,
+        path: &str,
+        map: &Map<String, Value>,
+        refs: &Refs<'_>,
+    ) -> Option<InstrumentIdx> {
+        let exchange = self.string(path, map, "exchange", true);
+        let symbol = self.string(path, map, "symbol", true);
+        let key = InstrumentKey::new(exchange?, symbol?);
+        let found = refs.instruments.get(&key).copied();
+        if found.is_none() {
+            self.issue(
+                format!("{path}.symbol"),
+                format!("instrument {key} is not listed in instruments"),
+            );
+        }
+        found
+    }
+
+    fn fills(&mut self, items: &[Value], refs: &Refs<'_>) -> Vec<Fill> {
+        let mut seen: HashMap<&str, usize> = HashMap::with_capacity(items.len());
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let path = format!("fills[{i}]");
+            let Some(map) = self.object(
+                &path,
+                item,
+                &[
+                    "id",
+                    "account",
+                    "exchange",
+                    "symbol",
+                    "side",
+                    "quantity",
+                    "price",
+                    "commission",
+                    "commission_currency",
+                    "commission_known",
+                    "time",
+                ],
+            ) else {
+                continue;
+            };
+            let id = self.string(&path, map, "id", true);
+            if let Some(id) = id {
+                if let Some(first) = seen.insert(id, i) {
+                    self.issue(
+                        format!("{path}.id"),
+                        format!("duplicate fill id '{id}' (first at fills[{first}])"),
+                    );
+                }
+            }
+            let account = self.account_ref(&path, map, refs);
+            let instrument = self.instrument_ref(&path, map, refs);
+            let side = self.string(&path, map, "side", true).and_then(|s| match s {
+                "buy" => Some(Side::Buy),
+                "sell" => Some(Side::Sell),
+                other => {
+                    self.issue(
+                        format!("{path}.side"),
+                        format!("'{other}' must be buy or sell"),
+                    );
+                    None
+                }
+            });
+            let quantity = self.decimal(
+                &path,
+                map,
+                "quantity",
+                true,
+                Some((|d| *d > Decimal::ZERO, "must be > 0")),
+            );
+            let price = self.decimal(
+                &path,
+                map,
+                "price",
+                true,
+                Some((|d| *d >= Decimal::ZERO, "must be >= 0")),
+            );
+            let commission = self
+                .decimal(
+                    &path,
+                    map,
+                    "commission",
+                    false,
+                    Some((|d| *d >= Decimal::ZERO, "must be >= 0")),
+                )
+                .unwrap_or(Decimal::ZERO);
+            let commission_known = match map.get("commission_known") {
+                None | Some(Value::Null) => true,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => {
+                    self.issue(format!("{path}.commission_known"), "must be true or false");
+                    true
+                }
+            };
+            if !commission_known && !commission.is_zero() {
+                self.issue(
+                    format!("{path}.commission"),
+                    "must be absent or \"0\" when commission_known is false",
+                );
+            }
+            let commission_currency = self.currency(&path, map, "commission_currency", false);
+            let time = self.time(&path, map, "time");
+            let seq = u32::try_from(i).unwrap_or(u32::MAX);
+            let (
+                Some(id),
+                Some(account),
+                Some(instrument),
+                Some(side),
+                Some(quantity),
+                Some(price),
+                Some(time),
+            ) = (id, account, instrument, side, quantity, price, time)
+            else {
+                continue;
+            };
+            out.push(Fill {
+                id: id.to_owned(),
+                account,
+                instrument,
+                side,
+                quantity,
+                price,
+                commission,
+                commission_currency: commission_currency
+                    .unwrap_or(refs.instrument_list[instrument as usize].currency),
+                commission_known,
+                trade_date: time.date_naive(),
+                time,
+                seq,
+            });
+        }
+        out
+    }
+
+    fn cash(&mut self, items: &[Value], refs: &Refs<'_>) -> Vec<CashEntry> {
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let path = format!("cash[{i}]");
+            let Some(map) = self.object(
+                &path,
+                item,
+                &["account", "kind", "amount", "currency", "time"],
+            ) else {
+                continue;
+            };
+            let account = self.account_ref(&path, map, refs);
+            let kind = self.string(&path, map, "kind", true).and_then(|k| {
+                let parsed = CashKind::parse(k);
+                if parsed.is_none() {
+                    self.issue(
+                        format!("{path}.kind"),
+                        format!(
+                            "'{k}' must be one of deposit, withdrawal, dividend, interest, fee"
+                        ),
+                    );
+                }
+                parsed
+            });
+            let amount = self.decimal(&path, map, "amount", true, None);
+            if let (Some(kind), Some(amount)) = (kind, amount) {
+                let rule = match kind {
+                    CashKind::Deposit | CashKind::Dividend if amount <= Decimal::ZERO => Some(
+                        "must be > 0 (deposits and dividends are positive as seen by the account)",
+                    ),
+                    CashKind::Withdrawal | CashKind::Fee if amount >= Decimal::ZERO => Some(
+                        "must be < 0 (withdrawals and fees are negative as seen by the account)",
+                    ),
+                    _ => None,
+                };
+                if let Some(rule) = rule {
+                    self.issue(format!("{path}.amount"), rule);
+                }
+            }
+            let currency = self.currency(&path, map, "currency", true);
+            let time = self.time(&path, map, "time");
+            if let (Some(account), Some(kind), Some(amount), Some(currency), Some(time)) =
+                (account, kind, amount, currency, time)
+            {
+                out.push(CashEntry {
+                    account,
+                    kind,
+                    amount,
+                    currency,
+                    time,
+                });
+            }
+        }
+        out
+    }
+
+    fn marks(
+        &mut self,
+        items: &[Value],
+        refs: &Refs<'_>,
+    ) -> Vec<(InstrumentIdx, NaiveDate, Decimal)> {
+        let mut seen: HashMap<(InstrumentIdx, NaiveDate), usize> = HashMap::new();
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let path = format!("marks[{i}]");
+            let Some(map) = self.object(&path, item, &["exchange", "symbol", "price", "date"])
+            else {
+                continue;
+            };
+            let instrument = self.instrument_ref(&path, map, refs);
+            let price = self.decimal(
+                &path,
+                map,
+                "price",
+                true,
+                Some((|d| *d >= Decimal::ZERO, "must be >= 0")),
+            );
+            let date = self.date(&path, map, "date");
+            if let (Some(instrument), Some(price), Some(date)) = (instrument, price, date) {
+                if let Some(first) = seen.insert((instrument, date), i) {
+                    self.issue(path, format!("duplicate mark for the same instrument and date (first at marks[{first}])"));
+                    continue;
+                }
+                out.push((instrument, date, price));
+            }
+        }
+        out
+    }
+
+    fn fx_rates(&mut self, items: &[Value]) -> Vec<FxQuote> {
+        let mut seen: HashMap<(Currency, Currency, NaiveDate), usize> = HashMap::new();
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let path = format!("fx_rates[{i}]");
+            let Some(map) = self.object(&path, item, &["base", "quote", "rate", "date"]) else {
+                continue;
+            };
+            let base = self.currency(&path, map, "base", true);
+            let quote = self.currency(&path, map, "quote", true);
+            let rate = self.decimal(
+                &path,
+                map,
+                "rate",
+                true,
+                Some((|d| *d > Decimal::ZERO, "must be > 0")),
+            );
+            let date = self.date(&path, map, "date");
+            let (Some(base), Some(quote), Some(rate), Some(date)) = (base, quote, rate, date)
+            else {
+                continue;
+            };
+            if base == quote {
+                self.issue(format!("{path}.quote"), "must differ from base");
+                continue;
+            }
+            if let Some(first) = seen.insert((base, quote, date), i) {
+                self.issue(
+                    path,
+                    format!("duplicate {base}/{quote} rate on {date} (first at fx_rates[{first}])"),
+                );
+                continue;
+            }
+            out.push(FxQuote {
+                base,
+                quote,
+                rate,
+                date,
+            });
+        }
+        out
+    }
+
+    fn reported(&mut self, items: &[Value], refs: &Refs<'_>) -> Vec<ReportedPosition> {
+        let mut seen: HashMap<(AccountIdx, InstrumentIdx), usize> = HashMap::new();
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let path = format!("reported_positions[{i}]");
+            let Some(map) =
+                self.object(&path, item, &["account", "exchange", "symbol", "quantity"])
+            else {
+                continue;
+            };
+            let account = self.account_ref(&path, map, refs);
+            let instrument = self.instrument_ref(&path, map, refs);
+            let quantity = self.decimal(&path, map, "quantity", true, None);
+            if let (Some(account), Some(instrument), Some(quantity)) =
+                (account, instrument, quantity)
+            {
+                if let Some(first) = seen.insert((account, instrument), i) {
+                    self.issue(path, format!("duplicate position for the same account and instrument (first at reported_positions[{first}])"));
+                    continue;
+                }
+                out.push(ReportedPosition {
+                    account,
+                    instrument,
+                    quantity,
+                });
+            }
+        }
+        out
+    }
+}
+
+struct Refs<'a> {
+    accounts: &'a HashMap<&'a str, AccountIdx>,
+    instruments: &'a HashMap<InstrumentKey, InstrumentIdx>,
+    instrument_list: &'a [Instrument],
+}
+
+/// A plain decimal: optional `-`, digits, optional `.digits`. No exponent, sign `+`,
+/// spaces or thousands separators.
+fn parse_decimal(text: &str) -> Option<Decimal> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, "0"));
+    let plain = !int.is_empty()
+        && !frac.is_empty()
+        && int.bytes().all(|b| b.is_ascii_digit())
+        && frac.bytes().all(|b| b.is_ascii_digit());
+    if !plain {
+        return None;
+    }
+    Decimal::from_str_exact(text)
+        .or_else(|_| Decimal::from_str(text))
+        .ok()
+}
+
+/// A broker whose accounts come from a book file (or the embedded demo).
+#[derive(Debug)]
+pub struct BookBroker {
+    label: String,
+    book: Arc<Book>,
+}
+
+impl BookBroker {
+    pub fn new(label: impl Into<String>, book: Book) -> Self {
+        Self {
+            label: label.into(),
+            book: Arc::new(book),
+        }
+    }
+
+    /// Loads a book file.
+    ///
+    /// # Errors
+    /// The file's [`BookError`].
+    pub fn open(path: &Path) -> Result<Self, BookError> {
+        Ok(Self::new(path.display().to_string(), load_book(path)?))
+    }
+
+    pub fn path_label(&self) -> PathBuf {
+        PathBuf::from(&self.label)
+    }
+}
+
+#[async_trait]
+impl Broker for BookBroker {
+    fn accounts(&self) -> Vec<Account> {
+        self.book.accounts.clone()
+    }
+
+    async fn snapshot(&self) -> Result<Arc<Book>, BrokerError> {
+        Ok(Arc::clone(&self.book))
+    }
+
+    async fn health(&self) -> Vec<AccountHealth> {
+        let started = Instant::now();
+        let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.book
+            .accounts
+            .iter()
+            .map(|a| AccountHealth {
+                account: a.id.clone(),
+                broker: a.broker.clone(),
+                mode: Mode::Book,
+                status: HealthStatus::Ok,
+                latency_ms: Some(latency_ms),
+                detail: format!("book file {} (as of {})", self.label, self.book.as_of),
+                hint: None,
+            })
+            .collect()
+    }
+}

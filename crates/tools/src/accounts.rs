@@ -1,0 +1,219 @@
+//! get_accounts and get_portfolio_summary.
+
+use std::collections::BTreeMap;
+
+use rust_decimal::Decimal;
+use schemars::JsonSchema;
+use serde::Serialize;
+use tradedesk_core::{Book, Currency, Result};
+
+use crate::num::Num;
+use crate::valuation::{Valuation, pct};
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AccountRow {
+    pub account: String,
+    pub broker: String,
+    pub name: Option<String>,
+    pub account_currency: String,
+    /// book | paper | live
+    pub mode: String,
+    /// Account currency; null when the book has no cash entries for the account.
+    pub cash: Option<Num>,
+    /// Account currency: the sum of the positions' market values.
+    pub positions_value: Num,
+    /// Account currency: cash plus positions_value (positions_value alone when cash is null).
+    pub total_value: Num,
+    /// total_value in the report currency (each row converted from its own currency).
+    pub total_value_converted: Num,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AccountsResult {
+    pub currency: String,
+    pub total_value: Num,
+    pub accounts: Vec<AccountRow>,
+    pub notes: Vec<String>,
+}
+
+pub(crate) fn account_rows(book: &Book, v: &Valuation, notes: &mut Vec<String>) -> Vec<AccountRow> {
+    let mut rows = Vec::with_capacity(book.accounts.len());
+    for (i, account) in book.accounts.iter().enumerate() {
+        let idx = u32::try_from(i).unwrap_or(u32::MAX);
+        let marked = v
+            .positions
+            .iter()
+            .filter(|p| p.account == idx)
+            .filter_map(|p| p.marked.as_ref());
+        let (mut positions_value, mut positions_converted) = (Decimal::ZERO, Decimal::ZERO);
+        for m in marked {
+            positions_value += m.market_value_account;
+            positions_converted += m.market_value_converted;
+        }
+        let cash_known = v.cash_known.get(i).copied().unwrap_or(false);
+        let cash_rows = v.cash.iter().filter(|c| c.account == idx);
+        let cash: Option<Decimal> =
+            cash_known.then(|| cash_rows.clone().map(|c| c.amount_account).sum());
+        let cash_converted: Decimal = cash_rows.map(|c| c.converted).sum();
+        if !cash_known {
+            notes.push(format!(
+                "{}: the book has no cash entries for this account, so its cash is unknown (null) and its total value is its positions' value alone",
+                account.id
+            ));
+        }
+        rows.push(AccountRow {
+            account: account.id.clone(),
+            broker: account.broker.clone(),
+            name: account.name.clone(),
+            account_currency: account.currency.code().to_owned(),
+            mode: account.mode.as_str().to_owned(),
+            cash: cash.map(Num),
+            positions_value: Num(positions_value),
+            total_value: Num(positions_value + cash.unwrap_or_default()),
+            total_value_converted: Num(positions_converted + cash_converted),
+        });
+    }
+    rows
+}
+
+pub(crate) fn common_notes(book: &Book, v: &Valuation, notes: &mut Vec<String>) {
+    let unmarked: Vec<String> = v
+        .positions
+        .iter()
+        .filter(|p| p.marked.is_none())
+        .map(|p| {
+            format!(
+                "{} in {}",
+                book.instrument(p.instrument).key,
+                book.account(p.account).id
+            )
+        })
+        .collect();
+    if !unmarked.is_empty() {
+        notes.push(format!(
+            "left out of every total for lack of a mark on or before {}: {}",
+            v.as_of,
+            unmarked.join(", ")
+        ));
+    }
+    let gross: Vec<String> = v
+        .positions
+        .iter()
+        .filter(|p| !p.commission_known)
+        .map(|p| book.instrument(p.instrument).key.qualified())
+        .collect();
+    if !gross.is_empty() {
+        notes.push(format!(
+            "the broker reports no commissions for {}: cost basis and unrealized P&L are gross of fees",
+            gross.join(", ")
+        ));
+    }
+    for stale in &v.stale_rates {
+        notes.push(format!("stale FX rate: {stale}"));
+    }
+}
+
+pub fn get_accounts(book: &Book, v: &Valuation) -> Result<AccountsResult> {
+    let mut notes = Vec::new();
+    let accounts = account_rows(book, v, &mut notes);
+    common_notes(book, v, &mut notes);
+    Ok(AccountsResult {
+        currency: v.currency.code().to_owned(),
+        total_value: Num(accounts.iter().map(|a| a.total_value_converted.0).sum()),
+        accounts,
+        notes,
+    })
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CurrencyBucket {
+    pub currency: String,
+    pub value: Num,
+    pub pct: Option<Num>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct BrokerBucket {
+    pub broker: String,
+    pub value: Num,
+    pub pct: Option<Num>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SummaryResult {
+    pub currency: String,
+    pub as_of: String,
+    /// positions_value + cash_value.
+    pub total_value: Num,
+    /// Sum of the positions' market_value_converted.
+    pub positions_value: Num,
+    pub cash_value: Num,
+    /// Sum of the positions' unrealized_pnl_converted.
+    pub unrealized_pnl: Num,
+    /// Holdings by the currency they are held in, signed; pct of total_value.
+    pub by_currency: Vec<CurrencyBucket>,
+    pub by_broker: Vec<BrokerBucket>,
+    pub accounts: Vec<AccountRow>,
+    pub notes: Vec<String>,
+}
+
+fn sorted_buckets(map: BTreeMap<String, Decimal>) -> Vec<(String, Decimal)> {
+    let mut out: Vec<(String, Decimal)> = map.into_iter().collect();
+    out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+pub fn get_portfolio_summary(book: &Book, v: &Valuation) -> Result<SummaryResult> {
+    let mut notes = Vec::new();
+    let accounts = account_rows(book, v, &mut notes);
+    common_notes(book, v, &mut notes);
+    let mut by_currency: BTreeMap<String, Decimal> = BTreeMap::new();
+    let mut by_broker: BTreeMap<String, Decimal> = BTreeMap::new();
+    let (mut positions_value, mut unrealized) = (Decimal::ZERO, Decimal::ZERO);
+    for p in &v.positions {
+        if let Some(m) = &p.marked {
+            positions_value += m.market_value_converted;
+            unrealized += m.unrealized_pnl_converted;
+            let ccy: Currency = book.instrument(p.instrument).currency;
+            *by_currency.entry(ccy.code().to_owned()).or_default() += m.market_value_converted;
+            *by_broker
+                .entry(book.account(p.account).broker.clone())
+                .or_default() += m.market_value_converted;
+        }
+    }
+    let mut cash_value = Decimal::ZERO;
+    for c in &v.cash {
+        cash_value += c.converted;
+        *by_currency.entry(c.currency.code().to_owned()).or_default() += c.converted;
+        *by_broker
+            .entry(book.account(c.account).broker.clone())
+            .or_default() += c.converted;
+    }
+    let total = positions_value + cash_value;
+    Ok(SummaryResult {
+        currency: v.currency.code().to_owned(),
+        as_of: v.as_of.to_string(),
+        total_value: Num(total),
+        positions_value: Num(positions_value),
+        cash_value: Num(cash_value),
+        unrealized_pnl: Num(unrealized),
+        by_currency: sorted_buckets(by_currency)
+            .into_iter()
+            .map(|(currency, value)| CurrencyBucket {
+                currency,
+                pct: pct(value, total).map(Num),
+                value: Num(value),
+            })
+            .collect(),
+        by_broker: sorted_buckets(by_broker)
+            .into_iter()
+            .map(|(broker, value)| BrokerBucket {
+                broker,
+                pct: pct(value, total).map(Num),
+                value: Num(value),
+            })
+            .collect(),
+        accounts,
+        notes,
+    })
+}

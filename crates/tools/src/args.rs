@@ -1,0 +1,158 @@
+//! Tool arguments: typed, strict (an unknown name is an error), and every failure an
+//! `invalid_argument` that names the argument, so the model can read what to fix.
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tradedesk_core::{Currency, Error, Result};
+
+/// Parses a call's `arguments` object into `T`.
+///
+/// # Errors
+/// `invalid_argument` for a missing, unknown or ill-typed argument.
+pub fn parse<T: DeserializeOwned + JsonSchema>(args: Value) -> Result<T> {
+    let args = if args.is_null() {
+        Value::Object(serde_json::Map::new())
+    } else {
+        args
+    };
+    serde_json::from_value(args).map_err(|e| {
+        let message = e.to_string().replace("field", "argument");
+        let schema = schemars::schema_for!(T);
+        let allowed: Vec<String> = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+        let hint = if allowed.is_empty() {
+            "this tool takes no arguments; call it with {}".to_owned()
+        } else {
+            format!(
+                "allowed arguments: {}; see the tool's input schema for types",
+                allowed.join(", ")
+            )
+        };
+        Error::invalid_argument(message, hint)
+    })
+}
+
+/// The report currency: the argument, or the default.
+///
+/// # Errors
+/// `invalid_argument` naming `currency` when it is not an upper-case ISO 4217 code.
+pub fn report_currency(arg: Option<&str>, default: Currency) -> Result<Currency> {
+    match arg {
+        None => Ok(default),
+        Some(code) => Currency::new_checked(code)
+            .map_err(|e| Error::invalid_argument(format!("currency: {}", e.message), e.hint)),
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CurrencyArgs {
+    /// Report currency (upper-case ISO 4217 code, e.g. USD, MYR). Default: the base currency.
+    pub currency: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PositionsArgs {
+    /// Only this account id (see get_accounts).
+    pub account: Option<String>,
+    /// Only accounts at this broker (e.g. ibkr, moomoo).
+    pub broker: Option<String>,
+    /// Only this instrument: bare (AAPL, 1155) or qualified (BURSA:1155).
+    pub symbol: Option<String>,
+    /// Report currency (upper-case ISO 4217 code). Default: the base currency.
+    pub currency: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SideArg {
+    Buy,
+    Sell,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TradeHistoryArgs {
+    /// First trade date, YYYY-MM-DD, inclusive.
+    pub start: String,
+    /// Last trade date, YYYY-MM-DD, inclusive.
+    pub end: String,
+    pub account: Option<String>,
+    pub broker: Option<String>,
+    /// Bare (AAPL, 1155) or qualified (BURSA:1155).
+    pub symbol: Option<String>,
+    pub side: Option<SideArg>,
+    /// Fills to return, newest first: 1..=1000, default 100.
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    #[default]
+    Symbol,
+    Account,
+    Broker,
+    Month,
+    None,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RealizedPnlArgs {
+    /// First closing trade date, YYYY-MM-DD, inclusive.
+    pub start: String,
+    /// Last closing trade date, YYYY-MM-DD, inclusive.
+    pub end: String,
+    pub account: Option<String>,
+    pub broker: Option<String>,
+    /// Bare (AAPL, 1155) or qualified (BURSA:1155).
+    pub symbol: Option<String>,
+    /// Report currency (upper-case ISO 4217 code). Default: the base currency.
+    pub currency: Option<String>,
+    /// Grouping of the closed lots. Default: symbol.
+    pub group_by: Option<GroupBy>,
+    /// Also list every closed lot (at most 1000). Default: false.
+    pub include_lots: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ExposureBy {
+    Sector,
+    Currency,
+    Broker,
+    Account,
+    AssetClass,
+    Country,
+    Symbol,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    #[default]
+    Gross,
+    Net,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExposureArgs {
+    /// The dimension to bucket positions by.
+    pub by: ExposureBy,
+    /// gross (default): absolute notionals; net: signed notionals.
+    pub basis: Option<Basis>,
+    /// Report currency (upper-case ISO 4217 code). Default: the base currency.
+    pub currency: Option<String>,
+}

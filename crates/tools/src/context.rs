@@ -1,0 +1,148 @@
+//! What every tool runs against: the configured brokers, the base currency, the sector
+//! map, and the merged book they produce.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::OnceCell;
+use tradedesk_brokers::{AccountHealth, Broker, HealthStatus};
+use tradedesk_core::{Book, Currency, Error, ErrorCode, FxQuote, InstrumentKey, Result, SectorMap};
+
+use crate::merge::merge_books;
+
+/// The tool context: shared by every call, cheap to clone through an `Arc`.
+#[derive(Debug)]
+pub struct ToolContext {
+    brokers: Vec<Arc<dyn Broker>>,
+    /// Account ids to serve, per broker (None = every account it has).
+    selections: Vec<Option<Vec<String>>>,
+    base_currency: Option<Currency>,
+    pub sectors: SectorMap,
+    pub version: String,
+    pub broker_timeout: Duration,
+    /// Rates from the config's `fx_file`, added to every book's.
+    extra_fx: Vec<FxQuote>,
+    book: OnceCell<Arc<Book>>,
+}
+
+impl ToolContext {
+    pub fn new(version: impl Into<String>) -> Self {
+        Self {
+            brokers: Vec::new(),
+            selections: Vec::new(),
+            base_currency: None,
+            sectors: SectorMap::default(),
+            version: version.into(),
+            broker_timeout: Duration::from_secs(10),
+            extra_fx: Vec::new(),
+            book: OnceCell::new(),
+        }
+    }
+
+    /// Adds a broker, serving only `accounts` of it when given.
+    #[must_use]
+    pub fn with_broker(mut self, broker: Arc<dyn Broker>, accounts: Option<Vec<String>>) -> Self {
+        self.brokers.push(broker);
+        self.selections.push(accounts);
+        self
+    }
+
+    /// The report currency when a call names none (else the first book's).
+    #[must_use]
+    pub fn with_base_currency(mut self, currency: Currency) -> Self {
+        self.base_currency = Some(currency);
+        self
+    }
+
+    #[must_use]
+    pub fn with_fx(mut self, quotes: Vec<FxQuote>) -> Self {
+        self.extra_fx = quotes;
+        self
+    }
+
+    #[must_use]
+    pub fn with_sectors(mut self, sectors: SectorMap) -> Self {
+        self.sectors = sectors;
+        self
+    }
+
+    /// The merged book of every configured account, built once.
+    ///
+    /// # Errors
+    /// `broker_unavailable` / `broker_timeout` from an adapter, or `invalid_argument` when
+    /// two sources disagree about an instrument.
+    pub async fn book(&self) -> Result<Arc<Book>> {
+        self.book
+            .get_or_try_init(|| async {
+                let mut parts = Vec::with_capacity(self.brokers.len());
+                for (broker, selection) in self.brokers.iter().zip(&self.selections) {
+                    let snapshot = tokio::time::timeout(self.broker_timeout, broker.snapshot())
+                        .await
+                        .map_err(|_| {
+                            Error::new(
+                                ErrorCode::BrokerTimeout,
+                                format!(
+                                    "{broker:?} did not answer within {:?}",
+                                    self.broker_timeout
+                                ),
+                                "check get_server_health, then retry",
+                            )
+                        })?
+                        .map_err(Error::from)?;
+                    parts.push((snapshot, selection.clone()));
+                }
+                if parts.len() == 1
+                    && parts[0].1.is_none()
+                    && self.base_currency.is_none()
+                    && self.extra_fx.is_empty()
+                {
+                    return Ok(Arc::clone(&parts[0].0));
+                }
+                merge_books(&parts, self.base_currency, &self.extra_fx).map(Arc::new)
+            })
+            .await
+            .cloned()
+    }
+
+    /// Probes every broker, each bounded by the broker timeout.
+    pub async fn health(&self) -> Vec<AccountHealth> {
+        let mut out = Vec::new();
+        for (broker, selection) in self.brokers.iter().zip(&self.selections) {
+            match tokio::time::timeout(self.broker_timeout, broker.health()).await {
+                Ok(rows) => out.extend(rows.into_iter().filter(|r| {
+                    selection
+                        .as_ref()
+                        .is_none_or(|ids| ids.iter().any(|id| *id == r.account))
+                })),
+                Err(_) => out.extend(broker.accounts().into_iter().map(|a| AccountHealth {
+                    account: a.id,
+                    broker: a.broker,
+                    mode: a.mode,
+                    status: HealthStatus::Down,
+                    latency_ms: None,
+                    detail: format!("no answer within {:?}", self.broker_timeout),
+                    hint: Some("check that the gateway is running and reachable".to_owned()),
+                })),
+            }
+        }
+        out
+    }
+
+    /// The sector of an instrument: its own, the sector map's, or `Unclassified`.
+    pub fn sector_of(&self, book: &Book, instrument: u32) -> &'static str {
+        self.sectors.sector_of(book.instrument(instrument))
+    }
+}
+
+/// Count of instruments per bare symbol: for resolving `AAPL` vs `NASDAQ:AAPL`.
+pub(crate) fn symbols_index(book: &Book) -> HashMap<&str, Vec<&InstrumentKey>> {
+    let mut index: HashMap<&str, Vec<&InstrumentKey>> = HashMap::new();
+    for inst in &book.instruments {
+        index
+            .entry(inst.key.symbol.as_str())
+            .or_default()
+            .push(&inst.key);
+    }
+    index
+}

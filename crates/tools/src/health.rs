@@ -1,0 +1,201 @@
+//! get_server_health: each broker's state, reconciliation of what brokers report against
+//! what the fills imply, and the FX table's freshness.
+
+use std::collections::BTreeMap;
+
+use rust_decimal::Decimal;
+use schemars::JsonSchema;
+use serde::Serialize;
+use tradedesk_brokers::{AccountHealth, HealthStatus};
+use tradedesk_core::ledger::Ledger;
+use tradedesk_core::{AccountIdx, Book, InstrumentIdx, Result};
+
+use crate::num::Num;
+use crate::valuation::STALE_DAYS;
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct BrokerOut {
+    pub account: String,
+    pub broker: String,
+    pub mode: String,
+    /// ok | degraded | down
+    pub status: String,
+    pub latency_ms: Option<u64>,
+    pub detail: String,
+    pub hint: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReconciliationRow {
+    pub account: String,
+    pub exchange: String,
+    pub symbol: String,
+    pub reported_quantity: Num,
+    pub implied_quantity: Num,
+    /// reported - implied.
+    pub difference: Num,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FxPair {
+    pub base: String,
+    pub quote: String,
+    pub rate: Num,
+    pub date: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FxHealth {
+    pub as_of: String,
+    pub pairs: Vec<FxPair>,
+    /// Pairs (BASE/QUOTE) whose latest rate is more than 7 days older than as_of.
+    pub stale: Vec<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HealthResult {
+    /// ok | degraded | down
+    pub health: String,
+    pub version: String,
+    pub brokers: Vec<BrokerOut>,
+    pub reconciliation: Vec<ReconciliationRow>,
+    pub fx: Option<FxHealth>,
+    pub notes: Vec<String>,
+}
+
+fn status_str(s: HealthStatus) -> &'static str {
+    match s {
+        HealthStatus::Ok => "ok",
+        HealthStatus::Degraded => "degraded",
+        HealthStatus::Down => "down",
+    }
+}
+
+/// Every instrument where the reported and implied quantities differ, over the accounts
+/// that report positions; a side missing counts as zero.
+pub fn reconcile(book: &Book, ledger: &Ledger) -> Vec<ReconciliationRow> {
+    let mut reported: BTreeMap<(AccountIdx, InstrumentIdx), Decimal> = BTreeMap::new();
+    for r in &book.reported_positions {
+        reported.insert((r.account, r.instrument), r.quantity);
+    }
+    let reporting: Vec<AccountIdx> = {
+        let mut v: Vec<AccountIdx> = reported.keys().map(|(a, _)| *a).collect();
+        v.dedup();
+        v
+    };
+    let mut implied: BTreeMap<(AccountIdx, InstrumentIdx), Decimal> = BTreeMap::new();
+    for (account, instrument, queue) in ledger.fifo.open_positions() {
+        if reporting.contains(&account) {
+            implied.insert((account, instrument), queue.signed_quantity());
+        }
+    }
+    let mut keys: Vec<(AccountIdx, InstrumentIdx)> =
+        reported.keys().chain(implied.keys()).copied().collect();
+    keys.sort_by(|a, b| (a.0, &book.instrument(a.1).key).cmp(&(b.0, &book.instrument(b.1).key)));
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|key| {
+            let r = reported.get(&key).copied().unwrap_or_default();
+            let i = implied.get(&key).copied().unwrap_or_default();
+            (r != i).then(|| {
+                let inst = book.instrument(key.1);
+                ReconciliationRow {
+                    account: book.account(key.0).id.clone(),
+                    exchange: inst.key.exchange.clone(),
+                    symbol: inst.key.symbol.clone(),
+                    reported_quantity: Num(r),
+                    implied_quantity: Num(i),
+                    difference: Num(r - i),
+                }
+            })
+        })
+        .collect()
+}
+
+pub fn get_server_health(
+    version: &str,
+    probes: Vec<AccountHealth>,
+    book: Option<(&Book, &Ledger)>,
+    book_error: Option<String>,
+) -> Result<HealthResult> {
+    let mut notes = Vec::new();
+    let down = probes
+        .iter()
+        .filter(|p| p.status == HealthStatus::Down)
+        .count();
+    let degraded = probes
+        .iter()
+        .filter(|p| p.status == HealthStatus::Degraded)
+        .count();
+    let health = if probes.is_empty() || down == probes.len() {
+        "down"
+    } else if down > 0 || degraded > 0 || book_error.is_some() {
+        "degraded"
+    } else {
+        "ok"
+    };
+    if let Some(e) = book_error {
+        notes.push(format!("account data could not be assembled: {e}"));
+    }
+    let brokers = probes
+        .into_iter()
+        .map(|p| BrokerOut {
+            account: p.account,
+            broker: p.broker,
+            mode: p.mode.as_str().to_owned(),
+            status: status_str(p.status).to_owned(),
+            latency_ms: p.latency_ms,
+            detail: p.detail,
+            hint: p.hint,
+        })
+        .collect();
+    let (reconciliation, fx) = match book {
+        None => (Vec::new(), None),
+        Some((book, ledger)) => {
+            let rows = reconcile(book, ledger);
+            if !rows.is_empty() {
+                notes.push(format!(
+                    "{} position(s) reported by a broker disagree with the fills; answers follow the fills (reconciliation lists each)",
+                    rows.len()
+                ));
+            }
+            let quotes = book.fx.latest_quotes(book.as_of);
+            let stale: Vec<String> = quotes
+                .iter()
+                .filter(|q| (book.as_of - q.date).num_days() > STALE_DAYS)
+                .map(|q| format!("{}/{}", q.base, q.quote))
+                .collect();
+            if !stale.is_empty() {
+                notes.push(format!(
+                    "FX rates older than {STALE_DAYS} days at as_of: {}",
+                    stale.join(", ")
+                ));
+            }
+            let pairs = quotes
+                .into_iter()
+                .map(|q| FxPair {
+                    base: q.base.code().to_owned(),
+                    quote: q.quote.code().to_owned(),
+                    rate: Num(q.rate),
+                    date: q.date.to_string(),
+                })
+                .collect();
+            (
+                rows,
+                Some(FxHealth {
+                    as_of: book.as_of.to_string(),
+                    pairs,
+                    stale,
+                }),
+            )
+        }
+    };
+    Ok(HealthResult {
+        health: health.to_owned(),
+        version: version.to_owned(),
+        brokers,
+        reconciliation,
+        fx,
+        notes,
+    })
+}

@@ -1,0 +1,65 @@
+//! Decimals on the wire: JSON numbers, not strings, with no binary-float arithmetic on
+//! the way. The decimal's own text is parsed once into the nearest `f64`, which prints
+//! back as the same digits for any value of up to 15 significant digits.
+
+use std::borrow::Cow;
+
+use rust_decimal::Decimal;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Serialize, Serializer};
+
+/// A decimal serialized as a JSON number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Num(pub Decimal);
+
+impl Num {
+    pub fn to_f64(self) -> f64 {
+        self.0.normalize().to_string().parse().unwrap_or(f64::NAN)
+    }
+}
+
+impl From<Decimal> for Num {
+    fn from(d: Decimal) -> Self {
+        Self(d)
+    }
+}
+
+impl Serialize for Num {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_f64(self.to_f64())
+    }
+}
+
+impl JsonSchema for Num {
+    fn schema_name() -> Cow<'static, str> {
+        "Decimal".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({ "type": "number" })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rust_decimal_macros::dec;
+
+    use super::*;
+
+    #[test]
+    fn decimals_print_as_their_own_digits() {
+        for (d, text) in [
+            (dec!(0.1), "0.1"),
+            (dec!(123456789012.34), "123456789012.34"),
+            (dec!(-4.4650), "-4.465"),
+            (dec!(100.00), "100.0"),
+            (dec!(1) / dec!(3), "0.3333333333333333"),
+        ] {
+            assert_eq!(serde_json::to_string(&Num(d)).unwrap(), text);
+        }
+    }
+}

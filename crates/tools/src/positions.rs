@@ -1,0 +1,244 @@
+//! get_positions and get_exposure.
+
+use std::collections::BTreeMap;
+
+use rust_decimal::Decimal;
+use schemars::JsonSchema;
+use serde::Serialize;
+use tradedesk_core::instrument::{UNCLASSIFIED, UNKNOWN_COUNTRY};
+use tradedesk_core::{Book, Result, SectorMap};
+
+use crate::accounts::common_notes;
+use crate::args::{Basis, ExposureBy};
+use crate::num::Num;
+use crate::select::Selection;
+use crate::valuation::{Valuation, pct};
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PositionOut {
+    pub account: String,
+    pub broker: String,
+    pub exchange: String,
+    pub symbol: String,
+    pub name: Option<String>,
+    pub asset_class: String,
+    pub sector: String,
+    pub country: String,
+    pub instrument_currency: String,
+    /// long | short
+    pub side: String,
+    /// Signed: negative for a short.
+    pub quantity: Num,
+    /// Quantity-weighted open price of the open lots, commissions excluded.
+    pub avg_cost: Num,
+    /// |quantity| x open price x multiplier plus unconsumed opening commissions (instrument currency).
+    pub cost_basis: Num,
+    pub market_price: Option<Num>,
+    /// Date of the mark used.
+    pub market_price_date: Option<String>,
+    /// quantity x mark x multiplier, signed (instrument currency).
+    pub notional: Option<Num>,
+    pub notional_converted: Option<Num>,
+    /// What the position adds to the account's value: the notional (cash-settled) or the
+    /// gross unrealized P&L (margin-settled), instrument currency.
+    pub market_value: Option<Num>,
+    pub market_value_converted: Option<Num>,
+    pub unrealized_pnl: Option<Num>,
+    pub unrealized_pnl_converted: Option<Num>,
+    /// |notional_converted| over the sum of it across the listed, marked positions.
+    pub weight_pct: Option<Num>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PositionsResult {
+    pub currency: String,
+    pub as_of: String,
+    /// Signed sum of market_value_converted (the summary's positions_value when unfiltered).
+    pub total_market_value: Num,
+    pub positions: Vec<PositionOut>,
+    pub notes: Vec<String>,
+}
+
+pub fn get_positions(
+    book: &Book,
+    v: &Valuation,
+    sectors: &SectorMap,
+    sel: &Selection,
+) -> Result<PositionsResult> {
+    let listed: Vec<_> = v
+        .positions
+        .iter()
+        .filter(|p| sel.matches(p.account, p.instrument))
+        .collect();
+    let gross: Decimal = listed
+        .iter()
+        .filter_map(|p| p.marked.as_ref())
+        .map(|m| m.notional_converted.abs())
+        .sum();
+    let mut positions = Vec::with_capacity(listed.len());
+    let mut total = Decimal::ZERO;
+    for p in &listed {
+        let inst = book.instrument(p.instrument);
+        let account = book.account(p.account);
+        let m = p.marked.as_ref();
+        if let Some(m) = m {
+            total += m.market_value_converted;
+        }
+        positions.push(PositionOut {
+            account: account.id.clone(),
+            broker: account.broker.clone(),
+            exchange: inst.key.exchange.clone(),
+            symbol: inst.key.symbol.clone(),
+            name: inst.name.clone(),
+            asset_class: inst.asset_class.as_str().to_owned(),
+            sector: sectors.sector_of(inst).to_owned(),
+            country: inst
+                .country
+                .clone()
+                .unwrap_or_else(|| UNKNOWN_COUNTRY.to_owned()),
+            instrument_currency: inst.currency.code().to_owned(),
+            side: p.side.as_str().to_owned(),
+            quantity: Num(p.quantity),
+            avg_cost: Num(p.avg_cost),
+            cost_basis: Num(p.cost_basis),
+            market_price: m.map(|m| Num(m.price)),
+            market_price_date: m.map(|m| m.date.to_string()),
+            notional: m.map(|m| Num(m.notional)),
+            notional_converted: m.map(|m| Num(m.notional_converted)),
+            market_value: m.map(|m| Num(m.market_value)),
+            market_value_converted: m.map(|m| Num(m.market_value_converted)),
+            unrealized_pnl: m.map(|m| Num(m.unrealized_pnl)),
+            unrealized_pnl_converted: m.map(|m| Num(m.unrealized_pnl_converted)),
+            weight_pct: m
+                .and_then(|m| pct(m.notional_converted.abs(), gross))
+                .map(Num),
+        });
+    }
+    let mut notes = Vec::new();
+    let filtered = Valuation {
+        positions: listed.into_iter().cloned().collect(),
+        cash: Vec::new(),
+        cash_known: Vec::new(),
+        ..v.clone()
+    };
+    common_notes(book, &filtered, &mut notes);
+    if positions.is_empty() {
+        notes.push("no open positions match: every selected instrument is flat (a real answer, not missing data)".to_owned());
+    }
+    Ok(PositionsResult {
+        currency: v.currency.code().to_owned(),
+        as_of: v.as_of.to_string(),
+        total_market_value: Num(total),
+        positions,
+        notes,
+    })
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Bucket {
+    pub key: String,
+    pub value: Num,
+    /// value over the gross total, x 100.
+    pub pct: Option<Num>,
+    pub position_count: u32,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ExposureResult {
+    pub by: String,
+    pub basis: String,
+    pub currency: String,
+    /// Total under the chosen basis.
+    pub total: Num,
+    /// Sum of absolute notionals.
+    pub gross_total: Num,
+    pub buckets: Vec<Bucket>,
+    pub notes: Vec<String>,
+}
+
+pub fn get_exposure(
+    book: &Book,
+    v: &Valuation,
+    sectors: &SectorMap,
+    by: ExposureBy,
+    basis: Basis,
+) -> Result<ExposureResult> {
+    let mut buckets: BTreeMap<String, (Decimal, u32)> = BTreeMap::new();
+    let (mut total, mut gross_total) = (Decimal::ZERO, Decimal::ZERO);
+    for p in &v.positions {
+        let Some(m) = &p.marked else { continue };
+        let inst = book.instrument(p.instrument);
+        let account = book.account(p.account);
+        let key = match by {
+            ExposureBy::Sector => sectors.sector_of(inst).to_owned(),
+            ExposureBy::Currency => inst.currency.code().to_owned(),
+            ExposureBy::Broker => account.broker.clone(),
+            ExposureBy::Account => account.id.clone(),
+            ExposureBy::AssetClass => inst.asset_class.as_str().to_owned(),
+            ExposureBy::Country => inst
+                .country
+                .clone()
+                .unwrap_or_else(|| UNKNOWN_COUNTRY.to_owned()),
+            ExposureBy::Symbol => inst.key.qualified(),
+        };
+        let value = match basis {
+            Basis::Gross => m.notional_converted.abs(),
+            Basis::Net => m.notional_converted,
+        };
+        total += value;
+        gross_total += m.notional_converted.abs();
+        let slot = buckets.entry(key).or_default();
+        slot.0 += value;
+        slot.1 += 1;
+    }
+    let mut rows: Vec<Bucket> = buckets
+        .into_iter()
+        .map(|(key, (value, count))| Bucket {
+            key,
+            pct: pct(value, gross_total).map(Num),
+            value: Num(value),
+            position_count: count,
+        })
+        .collect();
+    rows.sort_by(|a, b| b.value.cmp(&a.value).then_with(|| a.key.cmp(&b.key)));
+    let mut notes = Vec::new();
+    common_notes(book, v, &mut notes);
+    notes.retain(|n| !n.starts_with("the broker reports no commissions"));
+    if let Some(b) = rows
+        .iter()
+        .find(|b| b.key == UNCLASSIFIED && by == ExposureBy::Sector)
+    {
+        notes.push(format!(
+            "{} position(s) have no sector and sit in the Unclassified bucket ({}% of gross); add them to the sectors_file to classify",
+            b.position_count,
+            b.pct.map_or_else(|| "-".to_owned(), |p| p.0.to_string())
+        ));
+    }
+    if let Some(b) = rows
+        .iter()
+        .find(|b| b.key == UNKNOWN_COUNTRY && by == ExposureBy::Country)
+    {
+        notes.push(format!(
+            "{} position(s) have no country and sit in the Unknown bucket",
+            b.position_count
+        ));
+    }
+    if basis == Basis::Net {
+        notes.push("net basis: bucket pct are shares of the gross total, so they add up to the net total's share of gross, not to 100".to_owned());
+    }
+    Ok(ExposureResult {
+        by: serde_json::to_value(by)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        basis: match basis {
+            Basis::Gross => "gross".to_owned(),
+            Basis::Net => "net".to_owned(),
+        },
+        currency: v.currency.code().to_owned(),
+        total: Num(total),
+        gross_total: Num(gross_total),
+        buckets: rows,
+        notes,
+    })
+}

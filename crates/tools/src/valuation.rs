@@ -1,0 +1,247 @@
+//! Positions and cash valued at `as_of`: the rows that get_positions, get_accounts,
+//! get_portfolio_summary and get_exposure all build on, so they report the same figures.
+//!
+//! Every row is computed at full precision in its own currency, converted straight into
+//! the report (or account) currency, and rounded once.
+
+use std::collections::BTreeSet;
+
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+use tradedesk_core::ledger::{self, Ledger};
+use tradedesk_core::{
+    AccountIdx, Book, Currency, Error, FxRate, InstrumentIdx, LotQueue, LotSide, Result,
+};
+
+/// Values that exist only for a marked position.
+#[derive(Debug, Clone)]
+pub struct Marked {
+    pub price: Decimal,
+    pub date: NaiveDate,
+    /// Instrument currency, rounded.
+    pub notional: Decimal,
+    pub market_value: Decimal,
+    pub unrealized_pnl: Decimal,
+    /// Report currency, rounded once from full precision.
+    pub notional_converted: Decimal,
+    pub market_value_converted: Decimal,
+    pub unrealized_pnl_converted: Decimal,
+    /// Account currency, rounded once from full precision.
+    pub market_value_account: Decimal,
+}
+
+#[derive(Debug, Clone)]
+pub struct PositionRow {
+    pub account: AccountIdx,
+    pub instrument: InstrumentIdx,
+    pub side: LotSide,
+    /// Signed.
+    pub quantity: Decimal,
+    pub avg_cost: Decimal,
+    /// Instrument currency, rounded.
+    pub cost_basis: Decimal,
+    pub commission_known: bool,
+    pub marked: Option<Marked>,
+}
+
+#[derive(Debug, Clone)]
+pub struct CashRow {
+    pub account: AccountIdx,
+    pub currency: Currency,
+    /// Full precision in `currency`.
+    pub amount: Decimal,
+    /// Rounded once, in the account currency.
+    pub amount_account: Decimal,
+    /// Rounded once, in the report currency.
+    pub converted: Decimal,
+}
+
+#[derive(Debug, Clone)]
+pub struct Valuation {
+    pub currency: Currency,
+    pub as_of: NaiveDate,
+    pub positions: Vec<PositionRow>,
+    pub cash: Vec<CashRow>,
+    /// Per account: whether its cash is known.
+    pub cash_known: Vec<bool>,
+    pub stale_rates: BTreeSet<String>,
+}
+
+/// Days after which a rate used is called stale.
+pub const STALE_DAYS: i64 = 7;
+
+pub(crate) struct Rates<'a> {
+    book: &'a Book,
+    on: NaiveDate,
+    pub stale: BTreeSet<String>,
+}
+
+impl<'a> Rates<'a> {
+    pub(crate) fn new(book: &'a Book, on: NaiveDate) -> Self {
+        Self {
+            book,
+            on,
+            stale: BTreeSet::new(),
+        }
+    }
+
+    pub(crate) fn rate(&mut self, from: Currency, to: Currency) -> Result<FxRate> {
+        let rate = self.book.fx.rate(from, to, self.on)?;
+        if let Some(date) = rate.date {
+            if (self.on - date).num_days() > STALE_DAYS {
+                self.stale.insert(format!(
+                    "{from}->{to} uses a rate from {date}, {} days before {}",
+                    (self.on - date).num_days(),
+                    self.on
+                ));
+            }
+        }
+        Ok(rate)
+    }
+
+    pub(crate) fn convert_rounded(
+        &mut self,
+        amount: Decimal,
+        from: Currency,
+        to: Currency,
+    ) -> Result<Decimal> {
+        Ok(to.round(self.rate(from, to)?.apply(amount)?))
+    }
+}
+
+fn overflow() -> Error {
+    Error::internal("decimal overflow while valuing positions")
+}
+
+fn mul(a: Decimal, b: Decimal) -> Result<Decimal> {
+    a.checked_mul(b).ok_or_else(overflow)
+}
+
+/// Values every open position and every cash balance.
+///
+/// # Errors
+/// `no_fx_rate` when a needed conversion has no rate path.
+pub fn value_book(book: &Book, currency: Currency) -> Result<Valuation> {
+    let ledger = ledger::replay(book, |_, _| {})?;
+    value_ledger(book, &ledger, currency)
+}
+
+/// As [`value_book`], over an already replayed ledger.
+///
+/// # Errors
+/// `no_fx_rate` when a needed conversion has no rate path.
+pub fn value_ledger(book: &Book, ledger: &Ledger, currency: Currency) -> Result<Valuation> {
+    let mut rates = Rates::new(book, book.as_of);
+    let mut positions = Vec::new();
+    for (account, instrument, queue) in ledger.fifo.open_positions() {
+        positions.push(position_row(
+            book, &mut rates, account, instrument, queue, currency,
+        )?);
+    }
+    positions.sort_by(|a, b| {
+        (a.account, &book.instrument(a.instrument).key)
+            .cmp(&(b.account, &book.instrument(b.instrument).key))
+    });
+    let mut cash = Vec::new();
+    for (&(account, cash_currency), &amount) in &ledger.cash {
+        if !ledger
+            .has_cash_entries
+            .get(account as usize)
+            .copied()
+            .unwrap_or(false)
+        {
+            continue;
+        }
+        let account_currency = book.account(account).currency;
+        cash.push(CashRow {
+            account,
+            currency: cash_currency,
+            amount,
+            amount_account: rates.convert_rounded(amount, cash_currency, account_currency)?,
+            converted: rates.convert_rounded(amount, cash_currency, currency)?,
+        });
+    }
+    Ok(Valuation {
+        currency,
+        as_of: book.as_of,
+        positions,
+        cash,
+        cash_known: ledger.has_cash_entries.clone(),
+        stale_rates: rates.stale,
+    })
+}
+
+fn position_row(
+    book: &Book,
+    rates: &mut Rates<'_>,
+    account: AccountIdx,
+    instrument: InstrumentIdx,
+    queue: &LotQueue,
+    currency: Currency,
+) -> Result<PositionRow> {
+    let inst = book.instrument(instrument);
+    let ccy = inst.currency;
+    let mut quantity = Decimal::ZERO;
+    let mut open_cost = Decimal::ZERO; // sum of quantity x price
+    let mut commissions = Decimal::ZERO;
+    let mut commission_known = true;
+    for lot in &queue.lots {
+        quantity += lot.quantity;
+        open_cost += mul(lot.quantity, lot.price)?;
+        commissions += lot.commission;
+        commission_known &= lot.commission_known;
+    }
+    let sign = match queue.side {
+        LotSide::Long => Decimal::ONE,
+        LotSide::Short => Decimal::NEGATIVE_ONE,
+    };
+    let open_value = mul(open_cost, inst.multiplier)?;
+    let avg_cost = open_cost
+        .checked_div(quantity)
+        .ok_or_else(overflow)?
+        .normalize();
+    let marked = match book.marks.latest(instrument, book.as_of) {
+        None => None,
+        Some((date, price)) => {
+            let notional = mul(mul(mul(quantity, price)?, inst.multiplier)?, sign)?;
+            let gross_unrealized = notional - mul(open_value, sign)?;
+            let unrealized = gross_unrealized - commissions;
+            let market_value = if inst.asset_class.is_margin_settled() {
+                gross_unrealized
+            } else {
+                notional
+            };
+            let account_currency = book.account(account).currency;
+            Some(Marked {
+                price,
+                date,
+                notional: ccy.round(notional),
+                market_value: ccy.round(market_value),
+                unrealized_pnl: ccy.round(unrealized),
+                notional_converted: rates.convert_rounded(notional, ccy, currency)?,
+                market_value_converted: rates.convert_rounded(market_value, ccy, currency)?,
+                unrealized_pnl_converted: rates.convert_rounded(unrealized, ccy, currency)?,
+                market_value_account: rates.convert_rounded(market_value, ccy, account_currency)?,
+            })
+        }
+    };
+    Ok(PositionRow {
+        account,
+        instrument,
+        side: queue.side,
+        quantity: quantity * sign,
+        avg_cost,
+        cost_basis: ccy.round(open_value + commissions),
+        commission_known,
+        marked,
+    })
+}
+
+/// `part / whole x 100`, to 2 decimals half away from zero; `None` when `whole` is zero.
+pub fn pct(part: Decimal, whole: Decimal) -> Option<Decimal> {
+    if whole.is_zero() {
+        return None;
+    }
+    let ratio = part.checked_mul(Decimal::ONE_HUNDRED)?.checked_div(whole)?;
+    Some(ratio.round_dp_with_strategy(2, rust_decimal::RoundingStrategy::MidpointAwayFromZero))
+}
