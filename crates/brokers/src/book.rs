@@ -948,7 +948,7 @@ impl Broker for BookBroker {
                 mode: Mode::Book,
                 status: HealthStatus::Ok,
                 latency_ms: Some(latency_ms),
-                detail: format!("book file {} (as of {})", self.label, self.book.as_of),
+                detail: format!("{}, as of {}", self.label, self.book.as_of),
                 hint: None,
             })
             .collect()

@@ -165,11 +165,20 @@ pub fn get_server_health(
                 .filter(|q| (book.as_of - q.date).num_days() > STALE_DAYS)
                 .map(|q| format!("{}/{}", q.base, q.quote))
                 .collect();
-            if !stale.is_empty() {
-                notes.push(format!(
-                    "FX rates older than {STALE_DAYS} days at as_of: {}",
-                    stale.join(", ")
-                ));
+            for q in quotes.iter().filter(|q| (book.as_of - q.date).num_days() > STALE_DAYS) {
+                let fresher = quotes
+                    .iter()
+                    .find(|o| o.base == q.quote && o.quote == q.base && o.date > q.date);
+                notes.push(match fresher {
+                    Some(o) => format!(
+                        "{}/{} was last quoted on {}; conversions use the newer {}/{} rate of {} instead",
+                        q.base, q.quote, q.date, o.base, o.quote, o.date
+                    ),
+                    None => format!(
+                        "{}/{} was last quoted on {}, more than {STALE_DAYS} days before {}: conversions in it are stale",
+                        q.base, q.quote, q.date, book.as_of
+                    ),
+                });
             }
             let pairs = quotes
                 .into_iter()

@@ -1,0 +1,225 @@
+//! Property tests of the money invariants over generated books: quantity and cost
+//! conservation in FIFO, realized P&L additive over any partition of a date range, the
+//! same figure from every tool that reports it, and exposure buckets adding up to 100.
+
+use std::sync::Arc;
+
+use chrono::{Duration, NaiveDate};
+use proptest::prelude::*;
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+use tradedesk_brokers::{BookBroker, parse_book};
+use tradedesk_core::{Book, LotSide, Side, ledger};
+use tradedesk_tools::{ToolContext, call};
+
+#[derive(Debug, Clone)]
+struct GenFill {
+    instrument: usize,
+    buy: bool,
+    quantity: u32,
+    price_cents: u32,
+    commission_cents: u32,
+    day: u16,
+}
+
+const INSTRUMENTS: [(&str, &str, &str, &str, &str, &str); 3] = [
+    // (exchange, symbol, currency, class, multiplier, account)
+    ("NASDAQ", "AAA", "USD", "equity", "1", "US"),
+    ("CME", "FUT", "USD", "future", "5", "US"),
+    ("BURSA", "1155", "MYR", "equity", "1", "MY"),
+];
+
+fn start() -> NaiveDate {
+    NaiveDate::from_ymd_opt(2025, 1, 1).unwrap()
+}
+
+fn book_json(fills: &[GenFill], marked: [bool; 3], rates: &[u32]) -> String {
+    let fills: Vec<Value> = fills
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let (exchange, symbol, currency, _, _, account) = INSTRUMENTS[f.instrument];
+            let offset = if currency == "MYR" { "+08:00" } else { "-05:00" };
+            let date = start() + Duration::days(i64::from(f.day));
+            json!({
+                "id": format!("F{i}"), "account": account, "exchange": exchange, "symbol": symbol,
+                "side": if f.buy { "buy" } else { "sell" },
+                "quantity": f.quantity.to_string(),
+                "price": (Decimal::from(f.price_cents) / Decimal::ONE_HUNDRED).to_string(),
+                "commission": (Decimal::from(f.commission_cents) / Decimal::ONE_HUNDRED).to_string(),
+                "time": format!("{date}T10:{:02}:00{offset}", i % 60),
+            })
+        })
+        .collect();
+    let marks: Vec<Value> = INSTRUMENTS
+        .iter()
+        .zip(marked)
+        .filter(|(_, m)| *m)
+        .map(|(i, _)| json!({"exchange": i.0, "symbol": i.1, "price": "123.45", "date": "2025-12-31"}))
+        .collect();
+    let fx: Vec<Value> = rates
+        .iter()
+        .enumerate()
+        .map(|(m, r)| {
+            let date = NaiveDate::from_ymd_opt(2025, u32::try_from(m).unwrap() + 1, 1).unwrap();
+            json!({"base": "USD", "quote": "MYR", "rate": (Decimal::from(*r) / Decimal::from(10_000)).to_string(), "date": date.to_string()})
+        })
+        .collect();
+    json!({
+        "format": "tradedesk-book/1", "base_currency": "USD", "as_of": "2025-12-31",
+        "accounts": [
+            {"id": "US", "broker": "ibkr", "currency": "USD"},
+            {"id": "MY", "broker": "moomoo", "currency": "MYR"}
+        ],
+        "instruments": INSTRUMENTS.iter().map(|i| json!({
+            "exchange": i.0, "symbol": i.1, "currency": i.2, "asset_class": i.3, "multiplier": i.4,
+            "sector": if i.1 == "FUT" { Value::Null } else { json!("Financials") }
+        })).collect::<Vec<_>>(),
+        "fills": fills,
+        "cash": [
+            {"account": "US", "kind": "deposit", "amount": "100000", "currency": "USD", "time": "2025-01-01T00:00:00Z"},
+            {"account": "MY", "kind": "deposit", "amount": "100000", "currency": "MYR", "time": "2025-01-01T00:00:00Z"}
+        ],
+        "marks": marks,
+        "fx_rates": fx,
+    })
+    .to_string()
+}
+
+fn gen_fill() -> impl Strategy<Value = GenFill> {
+    (0usize..3, any::<bool>(), 1u32..400, 100u32..50_000, 0u32..500, 0u16..364).prop_map(
+        |(instrument, buy, quantity, price_cents, commission_cents, day)| GenFill {
+            instrument,
+            buy,
+            quantity,
+            price_cents,
+            commission_cents,
+            day,
+        },
+    )
+}
+
+fn gen_book() -> impl Strategy<Value = String> {
+    (
+        prop::collection::vec(gen_fill(), 1..50),
+        any::<[bool; 3]>(),
+        prop::collection::vec(40_000u32..48_000, 12),
+    )
+        .prop_map(|(mut fills, marked, rates)| {
+            fills.sort_by_key(|f| f.day);
+            book_json(&fills, marked, &rates)
+        })
+}
+
+fn tool(ctx: &ToolContext, name: &str, args: Value) -> Value {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let out = rt.block_on(call(ctx, name, args)).unwrap().structured;
+    assert_eq!(out["status"], "ok", "{name}: {out}");
+    out
+}
+
+fn dec(v: &Value) -> Decimal {
+    let f = v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"));
+    Decimal::from_str_exact(&f.to_string()).unwrap().round_dp(6)
+}
+
+fn sum(items: &Value, field: &str) -> Decimal {
+    items.as_array().unwrap().iter().filter(|i| !i[field].is_null()).map(|i| dec(&i[field])).sum()
+}
+
+fn context(text: &str) -> (Book, ToolContext) {
+    let book = parse_book("generated", text).unwrap();
+    let ctx = ToolContext::new("prop").with_broker(Arc::new(BookBroker::new("generated", book.clone())), None);
+    (book, ctx)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn fifo_conserves_quantity_commission_and_cost(text in gen_book()) {
+        let (book, _) = context(&text);
+        let mut closed_quantity = Decimal::ZERO;
+        let mut closed_commission = Decimal::ZERO;
+        let mut realized_gross = Decimal::ZERO;
+        let led = ledger::replay(&book, |_, lot| {
+            closed_quantity += lot.quantity;
+            closed_commission += lot.commissions;
+            realized_gross += lot.gross_pnl;
+        }).unwrap();
+        let traded: Decimal = book.fills.iter().map(|f| f.quantity).sum();
+        let open: Decimal = led.fifo.open_positions().map(|(_, _, q)| q.signed_quantity().abs()).sum();
+        // Every closed unit consumed one unit of an opening fill and one of a closing fill.
+        prop_assert_eq!(traded, closed_quantity * Decimal::TWO + open);
+        for (_, instrument, queue) in led.fifo.open_positions() {
+            let net: Decimal = book.fills.iter().filter(|f| f.instrument == instrument)
+                .map(|f| if f.side == Side::Buy { f.quantity } else { -f.quantity }).sum();
+            prop_assert_eq!(net, queue.signed_quantity());
+        }
+        let commissions: Decimal = book.fills.iter().map(|f| f.commission).sum();
+        let unconsumed: Decimal = led.fifo.open_positions().flat_map(|(_, _, q)| q.lots.iter().map(|l| l.commission)).sum();
+        prop_assert!((closed_commission + unconsumed - commissions).abs() < Decimal::new(1, 18));
+        // Cost: realized gross = signed trade proceeds + what the open lots cost (long) or raised (short).
+        let proceeds: Decimal = book.fills.iter().map(|f| {
+            let m = book.instrument(f.instrument).multiplier;
+            let v = f.quantity * f.price * m;
+            if f.side == Side::Sell { v } else { -v }
+        }).sum();
+        let open_cost: Decimal = led.fifo.open_positions().map(|(_, i, q)| {
+            let m = book.instrument(i).multiplier;
+            let v: Decimal = q.lots.iter().map(|l| l.quantity * l.price * m).sum();
+            if q.side == LotSide::Long { v } else { -v }
+        }).sum();
+        prop_assert_eq!(realized_gross, proceeds + open_cost);
+    }
+
+    #[test]
+    fn realized_pnl_is_additive_over_any_partition(text in gen_book(), cut in 0i64..364, currency in prop::sample::select(vec!["USD", "MYR"])) {
+        let (_, ctx) = context(&text);
+        let mid = start() + Duration::days(cut);
+        let whole = tool(&ctx, "get_realized_pnl", json!({"start": "2025-01-01", "end": "2025-12-31", "currency": currency, "include_lots": true}));
+        let left = tool(&ctx, "get_realized_pnl", json!({"start": "2025-01-01", "end": mid.to_string(), "currency": currency}));
+        let right = tool(&ctx, "get_realized_pnl", json!({"start": (mid + Duration::days(1)).to_string(), "end": "2026-01-31", "currency": currency}));
+        prop_assert_eq!(dec(&whole["net_pnl"]), dec(&left["net_pnl"]) + dec(&right["net_pnl"]));
+        prop_assert_eq!(dec(&whole["commissions"]), dec(&left["commissions"]) + dec(&right["commissions"]));
+        // The total is the sum of its lots and of its groups, under every grouping.
+        prop_assert_eq!(dec(&whole["net_pnl"]), sum(&whole["lots"], "net_pnl_converted"));
+        for group_by in ["symbol", "account", "broker", "month"] {
+            let g = tool(&ctx, "get_realized_pnl", json!({"start": "2025-01-01", "end": "2025-12-31", "currency": currency, "group_by": group_by}));
+            prop_assert_eq!(dec(&g["net_pnl"]), sum(&g["groups"], "net_pnl"));
+            prop_assert_eq!(dec(&g["gross_pnl"]), sum(&g["groups"], "gross_pnl"));
+        }
+        prop_assert_eq!(dec(&whole["net_pnl"]), dec(&whole["gross_pnl"]) - dec(&whole["commissions"]));
+    }
+
+    #[test]
+    fn every_tool_reports_the_same_figures(text in gen_book(), currency in prop::sample::select(vec!["USD", "MYR"])) {
+        let (_, ctx) = context(&text);
+        let args = json!({"currency": currency});
+        let summary = tool(&ctx, "get_portfolio_summary", args.clone());
+        let accounts = tool(&ctx, "get_accounts", args.clone());
+        let positions = tool(&ctx, "get_positions", args.clone());
+        prop_assert_eq!(dec(&summary["total_value"]), dec(&accounts["total_value"]));
+        prop_assert_eq!(dec(&summary["total_value"]), sum(&accounts["accounts"], "total_value_converted"));
+        prop_assert_eq!(dec(&summary["positions_value"]), dec(&positions["total_market_value"]));
+        prop_assert_eq!(dec(&summary["positions_value"]), sum(&positions["positions"], "market_value_converted"));
+        prop_assert_eq!(dec(&summary["unrealized_pnl"]), sum(&positions["positions"], "unrealized_pnl_converted"));
+        prop_assert_eq!(dec(&summary["total_value"]), dec(&summary["positions_value"]) + dec(&summary["cash_value"]));
+        prop_assert_eq!(dec(&summary["total_value"]), sum(&summary["by_currency"], "value"));
+        prop_assert_eq!(dec(&summary["total_value"]), sum(&summary["by_broker"], "value"));
+        for by in ["sector", "currency", "broker", "account", "asset_class", "country", "symbol"] {
+            let e = tool(&ctx, "get_exposure", json!({"by": by, "currency": currency}));
+            let gross: Decimal = positions["positions"].as_array().unwrap().iter()
+                .filter(|p| !p["notional_converted"].is_null()).map(|p| dec(&p["notional_converted"]).abs()).sum();
+            prop_assert_eq!(dec(&e["gross_total"]), gross);
+            prop_assert_eq!(dec(&e["total"]), sum(&e["buckets"], "value"));
+            let buckets = e["buckets"].as_array().unwrap();
+            if !buckets.is_empty() {
+                let pct = sum(&e["buckets"], "pct");
+                // Each bucket is rounded to 0.01, so the sum is within half a cent per bucket.
+                let slack = Decimal::new(5, 3) * Decimal::from(buckets.len());
+                prop_assert!((pct - Decimal::ONE_HUNDRED).abs() <= slack, "{by}: {pct}");
+            }
+        }
+    }
+}
