@@ -1,1 +1,70 @@
-fn main() {}
+//! FIFO replay + realized P&L, and the portfolio summary, over 1,000,000 fills in memory;
+//! loading (JSON parse + validation) measured separately on 100,000 fills.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use std::hint::black_box;
+use tradedesk_brokers::parse_book;
+use tradedesk_core::{Currency, DateRange, ledger};
+use tradedesk_tools::accounts::get_portfolio_summary;
+use tradedesk_tools::args::GroupBy;
+use tradedesk_tools::realized::{RealizedQuery, get_realized_pnl};
+use tradedesk_tools::select::select;
+use tradedesk_tools::valuation::value_book;
+
+mod common;
+
+fn fifo(c: &mut Criterion) {
+    let mut group = c.benchmark_group("fifo");
+    group.sample_size(10);
+    for n in [100_000usize, 1_000_000] {
+        let book = common::generate(n);
+        let (start, end) = common::full_range(&book);
+        let sel = select(&book, None, None, None).unwrap_or_else(|e| panic!("{e}"));
+        let query = RealizedQuery {
+            range: DateRange::new_checked(start, end).unwrap_or_else(|e| panic!("{e}")),
+            currency: Currency::USD,
+            group_by: GroupBy::Symbol,
+            include_lots: false,
+        };
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_with_input(BenchmarkId::new("replay_only", n), &book, |b, book| {
+            b.iter(|| black_box(ledger::replay(book, |_, _| {}).map(|l| l.fifo.open_lot_count())));
+        });
+        group.bench_with_input(
+            BenchmarkId::new("replay_realized_pnl", n),
+            &book,
+            |b, book| {
+                b.iter(|| black_box(get_realized_pnl(book, &sel, &query).map(|r| r.net_pnl)));
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new("portfolio_summary", n),
+            &book,
+            |b, book| {
+                b.iter(|| {
+                    black_box(
+                        value_book(book, Currency::USD)
+                            .and_then(|v| get_portfolio_summary(book, &v))
+                            .map(|s| s.total_value),
+                    )
+                });
+            },
+        );
+    }
+    group.finish();
+}
+
+fn load(c: &mut Criterion) {
+    let mut group = c.benchmark_group("load");
+    group.sample_size(10);
+    let n = 100_000usize;
+    let json = common::to_json(&common::generate(n));
+    group.throughput(Throughput::Elements(n as u64));
+    group.bench_function(BenchmarkId::new("parse_validate", n), |b| {
+        b.iter(|| black_box(parse_book("bench", &json).map(|book| book.fills.len())));
+    });
+    group.finish();
+}
+
+criterion_group!(benches, fifo, load);
+criterion_main!(benches);

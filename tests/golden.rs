@@ -2,6 +2,13 @@
 //! any change to a figure or to the public contract shows in review.
 //! Refresh with `UPDATE_GOLDEN=1 cargo test --test golden`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::float_arithmetic
+)]
+
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
@@ -9,40 +16,102 @@ use tradedesk_tools::config::demo_context;
 use tradedesk_tools::{call, tools};
 
 fn golden(name: &str, actual: &Value) -> Option<String> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.json"));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(format!("{name}.json"));
     let text = format!("{}\n", serde_json::to_string_pretty(actual).unwrap());
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, &text).unwrap();
         return None;
     }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("{} is missing: run UPDATE_GOLDEN=1 cargo test --test golden", path.display()));
-    (expected != text).then(|| format!("{name}: result differs from {} (UPDATE_GOLDEN=1 to accept)", path.display()))
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "{} is missing: run UPDATE_GOLDEN=1 cargo test --test golden",
+            path.display()
+        )
+    });
+    (expected != text).then(|| {
+        format!(
+            "{name}: result differs from {} (UPDATE_GOLDEN=1 to accept)",
+            path.display()
+        )
+    })
 }
 
 #[test]
 fn every_tool_result_on_the_demo_matches_its_golden_file() {
     let calls: [(&str, &str, Value); 16] = [
         ("get_accounts", "get_accounts", json!({})),
-        ("get_accounts_myr", "get_accounts", json!({"currency": "MYR"})),
+        (
+            "get_accounts_myr",
+            "get_accounts",
+            json!({"currency": "MYR"}),
+        ),
         ("get_positions", "get_positions", json!({})),
-        ("get_positions_moomoo_myr", "get_positions", json!({"broker": "moomoo", "currency": "MYR"})),
-        ("get_trade_history_2026", "get_trade_history", json!({"start": "2026-01-01", "end": "2026-11-27"})),
-        ("get_trade_history_limit", "get_trade_history", json!({"start": "2023-01-01", "end": "2026-11-27", "limit": 5, "side": "sell"})),
-        ("get_realized_pnl_all_lots", "get_realized_pnl", json!({"start": "2023-01-01", "end": "2026-11-27", "include_lots": true})),
-        ("get_realized_pnl_2026_month", "get_realized_pnl", json!({"start": "2026-01-01", "end": "2026-11-27", "group_by": "month"})),
-        ("get_realized_pnl_zero", "get_realized_pnl", json!({"start": "2026-06-01", "end": "2026-06-30"})),
+        (
+            "get_positions_moomoo_myr",
+            "get_positions",
+            json!({"broker": "moomoo", "currency": "MYR"}),
+        ),
+        (
+            "get_trade_history_2026",
+            "get_trade_history",
+            json!({"start": "2026-01-01", "end": "2026-11-27"}),
+        ),
+        (
+            "get_trade_history_limit",
+            "get_trade_history",
+            json!({"start": "2023-01-01", "end": "2026-11-27", "limit": 5, "side": "sell"}),
+        ),
+        (
+            "get_realized_pnl_all_lots",
+            "get_realized_pnl",
+            json!({"start": "2023-01-01", "end": "2026-11-27", "include_lots": true}),
+        ),
+        (
+            "get_realized_pnl_2026_month",
+            "get_realized_pnl",
+            json!({"start": "2026-01-01", "end": "2026-11-27", "group_by": "month"}),
+        ),
+        (
+            "get_realized_pnl_zero",
+            "get_realized_pnl",
+            json!({"start": "2026-06-01", "end": "2026-06-30"}),
+        ),
         ("get_portfolio_summary", "get_portfolio_summary", json!({})),
-        ("get_portfolio_summary_myr", "get_portfolio_summary", json!({"currency": "MYR"})),
-        ("get_exposure_sector", "get_exposure", json!({"by": "sector"})),
-        ("get_exposure_symbol_net", "get_exposure", json!({"by": "symbol", "basis": "net"})),
-        ("get_exposure_country", "get_exposure", json!({"by": "country"})),
+        (
+            "get_portfolio_summary_myr",
+            "get_portfolio_summary",
+            json!({"currency": "MYR"}),
+        ),
+        (
+            "get_exposure_sector",
+            "get_exposure",
+            json!({"by": "sector"}),
+        ),
+        (
+            "get_exposure_symbol_net",
+            "get_exposure",
+            json!({"by": "symbol", "basis": "net"}),
+        ),
+        (
+            "get_exposure_country",
+            "get_exposure",
+            json!({"by": "country"}),
+        ),
         ("get_server_health", "get_server_health", json!({})),
-        ("error_relative_date", "get_realized_pnl", json!({"start": "last quarter", "end": "2026-11-27"})),
+        (
+            "error_relative_date",
+            "get_realized_pnl",
+            json!({"start": "last quarter", "end": "2026-11-27"}),
+        ),
     ];
     let ctx = demo_context("golden").unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let mut diffs = Vec::new();
     for (name, tool, args) in calls {
         let mut result = rt.block_on(call(&ctx, tool, args)).unwrap().structured;

@@ -2,6 +2,13 @@
 //! conservation in FIFO, realized P&L additive over any partition of a date range, the
 //! same figure from every tool that reports it, and exposure buckets adding up to 100.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::float_arithmetic
+)]
+
 use std::sync::Arc;
 
 use chrono::{Duration, NaiveDate};
@@ -87,16 +94,24 @@ fn book_json(fills: &[GenFill], marked: [bool; 3], rates: &[u32]) -> String {
 }
 
 fn gen_fill() -> impl Strategy<Value = GenFill> {
-    (0usize..3, any::<bool>(), 1u32..400, 100u32..50_000, 0u32..500, 0u16..364).prop_map(
-        |(instrument, buy, quantity, price_cents, commission_cents, day)| GenFill {
-            instrument,
-            buy,
-            quantity,
-            price_cents,
-            commission_cents,
-            day,
-        },
+    (
+        0usize..3,
+        any::<bool>(),
+        1u32..400,
+        100u32..50_000,
+        0u32..500,
+        0u16..364,
     )
+        .prop_map(
+            |(instrument, buy, quantity, price_cents, commission_cents, day)| GenFill {
+                instrument,
+                buy,
+                quantity,
+                price_cents,
+                commission_cents,
+                day,
+            },
+        )
 }
 
 fn gen_book() -> impl Strategy<Value = String> {
@@ -112,7 +127,10 @@ fn gen_book() -> impl Strategy<Value = String> {
 }
 
 fn tool(ctx: &ToolContext, name: &str, args: Value) -> Value {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let out = rt.block_on(call(ctx, name, args)).unwrap().structured;
     assert_eq!(out["status"], "ok", "{name}: {out}");
     out
@@ -124,12 +142,19 @@ fn dec(v: &Value) -> Decimal {
 }
 
 fn sum(items: &Value, field: &str) -> Decimal {
-    items.as_array().unwrap().iter().filter(|i| !i[field].is_null()).map(|i| dec(&i[field])).sum()
+    items
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| !i[field].is_null())
+        .map(|i| dec(&i[field]))
+        .sum()
 }
 
 fn context(text: &str) -> (Book, ToolContext) {
     let book = parse_book("generated", text).unwrap();
-    let ctx = ToolContext::new("prop").with_broker(Arc::new(BookBroker::new("generated", book.clone())), None);
+    let ctx = ToolContext::new("prop")
+        .with_broker(Arc::new(BookBroker::new("generated", book.clone())), None);
     (book, ctx)
 }
 

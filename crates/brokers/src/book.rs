@@ -160,6 +160,9 @@ const TOP_LEVEL: [&str; 10] = [
     "reported_positions",
 ];
 
+/// A rule on a decimal's value, and how the rule reads in an error.
+type Check = (fn(&Decimal) -> bool, &'static str);
+
 #[derive(Default)]
 struct Validator {
     issues: Vec<BookIssue>,
@@ -285,7 +288,7 @@ impl Validator {
         map: &Map<String, Value>,
         key: &str,
         required: bool,
-        check: Option<(fn(&Decimal) -> bool, &str)>,
+        check: Option<Check>,
     ) -> Option<Decimal> {
         let field = format!("{path}.{key}");
         let text = match map.get(key) {
@@ -305,11 +308,11 @@ impl Validator {
             self.issue(field, format!("'{text}' {DECIMAL_RULE}"));
             return None;
         };
-        if let Some((ok, rule)) = check {
-            if !ok(&value) {
-                self.issue(field, rule.to_owned());
-                return None;
-            }
+        if let Some((ok, rule)) = check
+            && !ok(&value)
+        {
+            self.issue(field, rule.to_owned());
+            return None;
         }
         Some(value)
     }
@@ -427,26 +430,23 @@ impl Validator {
             let broker = self.string(&path, map, "broker", true);
             let currency = self.currency(&path, map, "currency", true);
             let name = self.string(&path, map, "name", false);
-            if let Some(b) = broker {
-                if !b
+            if let Some(b) = broker
+                && !b
                     .chars()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
-                {
-                    self.issue(
-                        format!("{path}.broker"),
-                        format!(
-                            "'{b}' must be a lower-case vendor name such as ibkr, moomoo, alpaca"
-                        ),
-                    );
-                }
+            {
+                self.issue(
+                    format!("{path}.broker"),
+                    format!("'{b}' must be a lower-case vendor name such as ibkr, moomoo, alpaca"),
+                );
             }
-            if let Some(id) = id {
-                if let Some(first) = seen.insert(id.to_owned(), i) {
-                    self.issue(
-                        format!("{path}.id"),
-                        format!("duplicate account id '{id}' (first at accounts[{first}])"),
-                    );
-                }
+            if let Some(id) = id
+                && let Some(first) = seen.insert(id.to_owned(), i)
+            {
+                self.issue(
+                    format!("{path}.id"),
+                    format!("duplicate account id '{id}' (first at accounts[{first}])"),
+                );
             }
             if let (Some(id), Some(broker), Some(currency)) = (id, broker, currency) {
                 out.push(Account {
@@ -620,13 +620,13 @@ impl Validator {
                 continue;
             };
             let id = self.string(&path, map, "id", true);
-            if let Some(id) = id {
-                if let Some(first) = seen.insert(id, i) {
-                    self.issue(
-                        format!("{path}.id"),
-                        format!("duplicate fill id '{id}' (first at fills[{first}])"),
-                    );
-                }
+            if let Some(id) = id
+                && let Some(first) = seen.insert(id, i)
+            {
+                self.issue(
+                    format!("{path}.id"),
+                    format!("duplicate fill id '{id}' (first at fills[{first}])"),
+                );
             }
             let account = self.account_ref(&path, map, refs);
             let instrument = self.instrument_ref(&path, map, refs);

@@ -1,6 +1,13 @@
 //! Every rule of book-format.md: a valid book loads; each broken one is refused whole
 //! with the JSON path and the rule.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::float_arithmetic
+)]
+
 use serde_json::{Value, json};
 use tradedesk_brokers::{load_book, parse_book};
 
@@ -14,7 +21,8 @@ fn small() -> Value {
 fn refuse(edit: impl FnOnce(&mut Value)) -> Vec<String> {
     let mut book = small();
     edit(&mut book);
-    let err = parse_book("test.json", &book.to_string()).expect_err("the edited book must be refused");
+    let err =
+        parse_book("test.json", &book.to_string()).expect_err("the edited book must be refused");
     err.issues.iter().map(ToString::to_string).collect()
 }
 
@@ -40,44 +48,200 @@ fn the_small_fixture_and_the_demo_load() {
 #[test]
 fn broken_books_are_refused_with_path_and_rule() {
     let cases = [
-        TestCase { name: "format", edit: |b| b["format"] = json!("tradedesk-book/2"), expect: "format: must be exactly \"tradedesk-book/1\"" },
-        TestCase { name: "missing format", edit: |b| { b.as_object_mut().unwrap().remove("format"); }, expect: "format: is required" },
-        TestCase { name: "unknown top-level", edit: |b| b["extra"] = json!(1), expect: "extra: unknown field" },
-        TestCase { name: "base currency", edit: |b| b["base_currency"] = json!("usd"), expect: "base_currency: 'usd' is not an upper-case ISO 4217" },
-        TestCase { name: "as_of", edit: |b| b["as_of"] = json!("2026-02-30"), expect: "as_of: '2026-02-30' is not a YYYY-MM-DD" },
-        TestCase { name: "no accounts", edit: |b| b["accounts"] = json!([]), expect: "accounts: must list at least one account" },
-        TestCase { name: "duplicate account", edit: |b| b["accounts"][1]["id"] = json!("US-1"), expect: "accounts[1].id: duplicate account id 'US-1' (first at accounts[0])" },
-        TestCase { name: "broker case", edit: |b| b["accounts"][0]["broker"] = json!("IBKR"), expect: "accounts[0].broker: 'IBKR' must be a lower-case" },
-        TestCase { name: "exchange colon", edit: |b| b["instruments"][0]["exchange"] = json!("NAS:DAQ"), expect: "instruments[0].exchange: 'NAS:DAQ' must not contain ':'" },
-        TestCase { name: "asset class", edit: |b| b["instruments"][0]["asset_class"] = json!("stock"), expect: "instruments[0].asset_class: 'stock' must be one of" },
-        TestCase { name: "sector", edit: |b| b["instruments"][0]["sector"] = json!("Tech"), expect: "instruments[0].sector: 'Tech' must be one of the eleven GICS" },
-        TestCase { name: "country", edit: |b| b["instruments"][0]["country"] = json!("USA"), expect: "instruments[0].country: 'USA' must be an ISO 3166 alpha-2" },
-        TestCase { name: "multiplier", edit: |b| b["instruments"][1]["multiplier"] = json!("0"), expect: "instruments[1].multiplier: must be > 0" },
-        TestCase { name: "duplicate instrument", edit: |b| b["instruments"][1] = b["instruments"][0].clone(), expect: "instruments[1]: duplicate instrument NASDAQ:AAPL" },
-        TestCase { name: "quantity zero", edit: |b| b["fills"][2]["quantity"] = json!("0"), expect: "fills[2].quantity: must be > 0" },
-        TestCase { name: "quantity negative", edit: |b| b["fills"][2]["quantity"] = json!("-5"), expect: "fills[2].quantity: must be > 0" },
-        TestCase { name: "quantity number", edit: |b| b["fills"][2]["quantity"] = json!(5), expect: "fills[2].quantity: must be a decimal string" },
-        TestCase { name: "quantity exponent", edit: |b| b["fills"][2]["quantity"] = json!("1e3"), expect: "fills[2].quantity: '1e3' must be a decimal string" },
-        TestCase { name: "price negative", edit: |b| b["fills"][0]["price"] = json!("-1"), expect: "fills[0].price: must be >= 0" },
-        TestCase { name: "commission negative", edit: |b| b["fills"][0]["commission"] = json!("-1.00"), expect: "fills[0].commission: must be >= 0" },
-        TestCase { name: "unknown commission with a figure", edit: |b| b["fills"][5]["commission"] = json!("3.00"), expect: "fills[5].commission: must be absent or \"0\" when commission_known is false" },
-        TestCase { name: "side", edit: |b| b["fills"][0]["side"] = json!("long"), expect: "fills[0].side: 'long' must be buy or sell" },
-        TestCase { name: "time without offset", edit: |b| b["fills"][0]["time"] = json!("2026-01-05T10:00:00"), expect: "fills[0].time: '2026-01-05T10:00:00' is not an RFC 3339 time with an offset" },
-        TestCase { name: "unknown account", edit: |b| b["fills"][0]["account"] = json!("NOPE"), expect: "fills[0].account: unknown account 'NOPE'" },
-        TestCase { name: "unknown instrument", edit: |b| b["fills"][0]["symbol"] = json!("MSFT"), expect: "fills[0].symbol: instrument NASDAQ:MSFT is not listed in instruments" },
-        TestCase { name: "duplicate fill id", edit: |b| b["fills"][1]["id"] = json!("A1"), expect: "fills[1].id: duplicate fill id 'A1' (first at fills[0])" },
-        TestCase { name: "unknown fill field", edit: |b| b["fills"][0]["fee"] = json!("1"), expect: "fills[0].fee: unknown field" },
-        TestCase { name: "cash kind", edit: |b| b["cash"][0]["kind"] = json!("transfer"), expect: "cash[0].kind: 'transfer' must be one of" },
-        TestCase { name: "deposit sign", edit: |b| b["cash"][0]["amount"] = json!("-5"), expect: "cash[0].amount: must be > 0" },
-        TestCase { name: "fee sign", edit: |b| { b["cash"][0]["kind"] = json!("fee"); }, expect: "cash[0].amount: must be < 0" },
-        TestCase { name: "mark date", edit: |b| b["marks"][0]["date"] = json!("31/03/2026"), expect: "marks[0].date: '31/03/2026' is not a YYYY-MM-DD" },
-        TestCase { name: "duplicate mark", edit: |b| b["marks"][1] = b["marks"][0].clone(), expect: "marks[1]: duplicate mark" },
-        TestCase { name: "fx rate zero", edit: |b| b["fx_rates"][0]["rate"] = json!("0"), expect: "fx_rates[0].rate: must be > 0" },
-        TestCase { name: "fx same currency", edit: |b| b["fx_rates"][0]["quote"] = json!("USD"), expect: "fx_rates[0].quote: must differ from base" },
-        TestCase { name: "fx duplicate", edit: |b| b["fx_rates"][1]["date"] = json!("2026-01-01"), expect: "fx_rates[1]: duplicate USD/MYR rate on 2026-01-01" },
-        TestCase { name: "reported account", edit: |b| b["reported_positions"][0]["account"] = json!("X"), expect: "reported_positions[0].account: unknown account 'X'" },
-        TestCase { name: "fills not an array", edit: |b| b["fills"] = json!({}), expect: "fills: must be an array" },
-        TestCase { name: "fill not an object", edit: |b| b["fills"][0] = json!("A1"), expect: "fills[0]: must be an object" },
+        TestCase {
+            name: "format",
+            edit: |b| b["format"] = json!("tradedesk-book/2"),
+            expect: "format: must be exactly \"tradedesk-book/1\"",
+        },
+        TestCase {
+            name: "missing format",
+            edit: |b| {
+                b.as_object_mut().unwrap().remove("format");
+            },
+            expect: "format: is required",
+        },
+        TestCase {
+            name: "unknown top-level",
+            edit: |b| b["extra"] = json!(1),
+            expect: "extra: unknown field",
+        },
+        TestCase {
+            name: "base currency",
+            edit: |b| b["base_currency"] = json!("usd"),
+            expect: "base_currency: 'usd' is not an upper-case ISO 4217",
+        },
+        TestCase {
+            name: "as_of",
+            edit: |b| b["as_of"] = json!("2026-02-30"),
+            expect: "as_of: '2026-02-30' is not a YYYY-MM-DD",
+        },
+        TestCase {
+            name: "no accounts",
+            edit: |b| b["accounts"] = json!([]),
+            expect: "accounts: must list at least one account",
+        },
+        TestCase {
+            name: "duplicate account",
+            edit: |b| b["accounts"][1]["id"] = json!("US-1"),
+            expect: "accounts[1].id: duplicate account id 'US-1' (first at accounts[0])",
+        },
+        TestCase {
+            name: "broker case",
+            edit: |b| b["accounts"][0]["broker"] = json!("IBKR"),
+            expect: "accounts[0].broker: 'IBKR' must be a lower-case",
+        },
+        TestCase {
+            name: "exchange colon",
+            edit: |b| b["instruments"][0]["exchange"] = json!("NAS:DAQ"),
+            expect: "instruments[0].exchange: 'NAS:DAQ' must not contain ':'",
+        },
+        TestCase {
+            name: "asset class",
+            edit: |b| b["instruments"][0]["asset_class"] = json!("stock"),
+            expect: "instruments[0].asset_class: 'stock' must be one of",
+        },
+        TestCase {
+            name: "sector",
+            edit: |b| b["instruments"][0]["sector"] = json!("Tech"),
+            expect: "instruments[0].sector: 'Tech' must be one of the eleven GICS",
+        },
+        TestCase {
+            name: "country",
+            edit: |b| b["instruments"][0]["country"] = json!("USA"),
+            expect: "instruments[0].country: 'USA' must be an ISO 3166 alpha-2",
+        },
+        TestCase {
+            name: "multiplier",
+            edit: |b| b["instruments"][1]["multiplier"] = json!("0"),
+            expect: "instruments[1].multiplier: must be > 0",
+        },
+        TestCase {
+            name: "duplicate instrument",
+            edit: |b| b["instruments"][1] = b["instruments"][0].clone(),
+            expect: "instruments[1]: duplicate instrument NASDAQ:AAPL",
+        },
+        TestCase {
+            name: "quantity zero",
+            edit: |b| b["fills"][2]["quantity"] = json!("0"),
+            expect: "fills[2].quantity: must be > 0",
+        },
+        TestCase {
+            name: "quantity negative",
+            edit: |b| b["fills"][2]["quantity"] = json!("-5"),
+            expect: "fills[2].quantity: must be > 0",
+        },
+        TestCase {
+            name: "quantity number",
+            edit: |b| b["fills"][2]["quantity"] = json!(5),
+            expect: "fills[2].quantity: must be a decimal string",
+        },
+        TestCase {
+            name: "quantity exponent",
+            edit: |b| b["fills"][2]["quantity"] = json!("1e3"),
+            expect: "fills[2].quantity: '1e3' must be a decimal string",
+        },
+        TestCase {
+            name: "price negative",
+            edit: |b| b["fills"][0]["price"] = json!("-1"),
+            expect: "fills[0].price: must be >= 0",
+        },
+        TestCase {
+            name: "commission negative",
+            edit: |b| b["fills"][0]["commission"] = json!("-1.00"),
+            expect: "fills[0].commission: must be >= 0",
+        },
+        TestCase {
+            name: "unknown commission with a figure",
+            edit: |b| b["fills"][5]["commission"] = json!("3.00"),
+            expect: "fills[5].commission: must be absent or \"0\" when commission_known is false",
+        },
+        TestCase {
+            name: "side",
+            edit: |b| b["fills"][0]["side"] = json!("long"),
+            expect: "fills[0].side: 'long' must be buy or sell",
+        },
+        TestCase {
+            name: "time without offset",
+            edit: |b| b["fills"][0]["time"] = json!("2026-01-05T10:00:00"),
+            expect: "fills[0].time: '2026-01-05T10:00:00' is not an RFC 3339 time with an offset",
+        },
+        TestCase {
+            name: "unknown account",
+            edit: |b| b["fills"][0]["account"] = json!("NOPE"),
+            expect: "fills[0].account: unknown account 'NOPE'",
+        },
+        TestCase {
+            name: "unknown instrument",
+            edit: |b| b["fills"][0]["symbol"] = json!("MSFT"),
+            expect: "fills[0].symbol: instrument NASDAQ:MSFT is not listed in instruments",
+        },
+        TestCase {
+            name: "duplicate fill id",
+            edit: |b| b["fills"][1]["id"] = json!("A1"),
+            expect: "fills[1].id: duplicate fill id 'A1' (first at fills[0])",
+        },
+        TestCase {
+            name: "unknown fill field",
+            edit: |b| b["fills"][0]["fee"] = json!("1"),
+            expect: "fills[0].fee: unknown field",
+        },
+        TestCase {
+            name: "cash kind",
+            edit: |b| b["cash"][0]["kind"] = json!("transfer"),
+            expect: "cash[0].kind: 'transfer' must be one of",
+        },
+        TestCase {
+            name: "deposit sign",
+            edit: |b| b["cash"][0]["amount"] = json!("-5"),
+            expect: "cash[0].amount: must be > 0",
+        },
+        TestCase {
+            name: "fee sign",
+            edit: |b| {
+                b["cash"][0]["kind"] = json!("fee");
+            },
+            expect: "cash[0].amount: must be < 0",
+        },
+        TestCase {
+            name: "mark date",
+            edit: |b| b["marks"][0]["date"] = json!("31/03/2026"),
+            expect: "marks[0].date: '31/03/2026' is not a YYYY-MM-DD",
+        },
+        TestCase {
+            name: "duplicate mark",
+            edit: |b| b["marks"][1] = b["marks"][0].clone(),
+            expect: "marks[1]: duplicate mark",
+        },
+        TestCase {
+            name: "fx rate zero",
+            edit: |b| b["fx_rates"][0]["rate"] = json!("0"),
+            expect: "fx_rates[0].rate: must be > 0",
+        },
+        TestCase {
+            name: "fx same currency",
+            edit: |b| b["fx_rates"][0]["quote"] = json!("USD"),
+            expect: "fx_rates[0].quote: must differ from base",
+        },
+        TestCase {
+            name: "fx duplicate",
+            edit: |b| b["fx_rates"][1]["date"] = json!("2026-01-01"),
+            expect: "fx_rates[1]: duplicate USD/MYR rate on 2026-01-01",
+        },
+        TestCase {
+            name: "reported account",
+            edit: |b| b["reported_positions"][0]["account"] = json!("X"),
+            expect: "reported_positions[0].account: unknown account 'X'",
+        },
+        TestCase {
+            name: "fills not an array",
+            edit: |b| b["fills"] = json!({}),
+            expect: "fills: must be an array",
+        },
+        TestCase {
+            name: "fill not an object",
+            edit: |b| b["fills"][0] = json!("A1"),
+            expect: "fills[0]: must be an object",
+        },
     ];
     for case in cases {
         let issues = refuse(case.edit);
@@ -104,7 +268,11 @@ fn every_issue_is_reported_not_only_the_first() {
 fn malformed_json_names_line_and_column() {
     let err = parse_book("x.json", "{\n  \"format\": ,\n}").unwrap_err();
     assert_eq!(err.issues[0].path, "$");
-    assert!(err.issues[0].rule.contains("line 2"), "{}", err.issues[0].rule);
+    assert!(
+        err.issues[0].rule.contains("line 2"),
+        "{}",
+        err.issues[0].rule
+    );
 }
 
 #[test]
@@ -113,7 +281,10 @@ fn optional_sections_may_be_absent_and_defaults_apply() {
     for key in ["cash", "marks", "fx_rates", "reported_positions"] {
         book.as_object_mut().unwrap().remove(key);
     }
-    book["fills"][0].as_object_mut().unwrap().remove("commission");
+    book["fills"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("commission");
     let parsed = parse_book("x", &book.to_string()).unwrap();
     let a1 = parsed.fills.iter().find(|f| f.id == "A1").unwrap();
     assert!(a1.commission.is_zero());

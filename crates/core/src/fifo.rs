@@ -265,8 +265,14 @@ mod tests {
         let mut fifo = Fifo::new(1, 1);
         let mut closed = Vec::new();
         for (i, f) in fills.iter().enumerate() {
-            fifo.apply(i as u32, f, multiplier, f.commission, |c| closed.push(c))
-                .unwrap();
+            fifo.apply(
+                u32::try_from(i).unwrap(),
+                f,
+                multiplier,
+                f.commission,
+                |c| closed.push(c),
+            )
+            .unwrap();
         }
         (closed, fifo)
     }

@@ -150,17 +150,15 @@ impl FxTable {
                 date: Some(date),
             });
         }
-        if let Some(base) = self.base.filter(|b| *b != from && *b != to) {
-            if let (Some((d1, r1)), Some((d2, r2))) =
+        if let Some(base) = self.base.filter(|b| *b != from && *b != to)
+            && let (Some((d1, r1)), Some((d2, r2))) =
                 (self.direct(from, base, on), self.direct(base, to, on))
-            {
-                if let Some(rate) = r1.checked_mul(r2) {
-                    return Ok(FxRate {
-                        rate,
-                        date: Some(d1.min(d2)),
-                    });
-                }
-            }
+            && let Some(rate) = r1.checked_mul(r2)
+        {
+            return Ok(FxRate {
+                rate,
+                date: Some(d1.min(d2)),
+            });
         }
         Err(no_fx_rate(from, to, on))
     }

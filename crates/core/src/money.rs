@@ -5,7 +5,7 @@
 //! | `checked_add`, `checked_sub` | `Result<Money, MoneyError>` | currencies differ, or overflow |
 //! | `checked_mul` (by a plain decimal) | `Result<Money, MoneyError>` | overflow |
 //! | `rounded` | `Money` | never |
-//! | `neg` | `Money` | never |
+//! | `-` (negation) | `Money` | never |
 //!
 //! There is deliberately no `Add`/`Sub`/`Ord` on `Money`: mixing currencies is an error
 //! the caller must handle, not a panic.
@@ -92,19 +92,23 @@ impl Money {
         }
     }
 
-    #[must_use]
-    pub fn neg(self) -> Self {
-        Self {
-            amount: -self.amount,
-            currency: self.currency,
-        }
-    }
-
     fn same_currency(self, other: Self) -> Result<(), MoneyError> {
         if self.currency == other.currency {
             Ok(())
         } else {
             Err(MoneyError::CurrencyMismatch(self.currency, other.currency))
+        }
+    }
+}
+
+impl std::ops::Neg for Money {
+    type Output = Self;
+
+    /// Negation cannot overflow: a decimal's range is symmetric.
+    fn neg(self) -> Self {
+        Self {
+            amount: -self.amount,
+            currency: self.currency,
         }
     }
 }
@@ -143,7 +147,7 @@ mod tests {
     fn rounding_happens_once_to_the_minor_unit() {
         let m = Money::new(dec!(10.125), Currency::USD).rounded();
         assert_eq!(m.amount, dec!(10.13));
-        assert_eq!(m.neg().amount, dec!(-10.13));
+        assert_eq!((-m).amount, dec!(-10.13));
         assert_eq!(Money::zero(Currency::MYR).to_string(), "0 MYR");
     }
 }

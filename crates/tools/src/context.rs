@@ -113,7 +113,7 @@ impl ToolContext {
                 Ok(rows) => out.extend(rows.into_iter().filter(|r| {
                     selection
                         .as_ref()
-                        .is_none_or(|ids| ids.iter().any(|id| *id == r.account))
+                        .is_none_or(|ids| ids.contains(&r.account))
                 })),
                 Err(_) => out.extend(broker.accounts().into_iter().map(|a| AccountHealth {
                     account: a.id,

@@ -165,7 +165,10 @@ pub fn get_server_health(
                 .filter(|q| (book.as_of - q.date).num_days() > STALE_DAYS)
                 .map(|q| format!("{}/{}", q.base, q.quote))
                 .collect();
-            for q in quotes.iter().filter(|q| (book.as_of - q.date).num_days() > STALE_DAYS) {
+            for q in quotes
+                .iter()
+                .filter(|q| (book.as_of - q.date).num_days() > STALE_DAYS)
+            {
                 let fresher = quotes
                     .iter()
                     .find(|o| o.base == q.quote && o.quote == q.base && o.date > q.date);

@@ -32,30 +32,30 @@ pub fn select(
     broker: Option<&str>,
     symbol: Option<&str>,
 ) -> Result<Selection> {
-    if let Some(id) = account {
-        if book.account_index(id).is_none() {
-            let known: Vec<&str> = book.accounts.iter().map(|a| a.id.as_str()).collect();
-            return Err(Error::new(
-                ErrorCode::UnknownAccount,
-                format!("account: no account '{id}'"),
-                format!("accounts are {}; get_accounts lists them", known.join(", ")),
-            ));
-        }
+    if let Some(id) = account
+        && book.account_index(id).is_none()
+    {
+        let known: Vec<&str> = book.accounts.iter().map(|a| a.id.as_str()).collect();
+        return Err(Error::new(
+            ErrorCode::UnknownAccount,
+            format!("account: no account '{id}'"),
+            format!("accounts are {}; get_accounts lists them", known.join(", ")),
+        ));
     }
-    if let Some(name) = broker {
-        if !book.accounts.iter().any(|a| a.broker == name) {
-            let mut known: Vec<&str> = book.accounts.iter().map(|a| a.broker.as_str()).collect();
-            known.sort_unstable();
-            known.dedup();
-            return Err(Error::new(
-                ErrorCode::UnknownBroker,
-                format!("broker: no configured account is at broker '{name}'"),
-                format!(
-                    "configured brokers are {} (lower-case names)",
-                    known.join(", ")
-                ),
-            ));
-        }
+    if let Some(name) = broker
+        && !book.accounts.iter().any(|a| a.broker == name)
+    {
+        let mut known: Vec<&str> = book.accounts.iter().map(|a| a.broker.as_str()).collect();
+        known.sort_unstable();
+        known.dedup();
+        return Err(Error::new(
+            ErrorCode::UnknownBroker,
+            format!("broker: no configured account is at broker '{name}'"),
+            format!(
+                "configured brokers are {} (lower-case names)",
+                known.join(", ")
+            ),
+        ));
     }
     let accounts = book
         .accounts

@@ -87,14 +87,14 @@ impl<'a> Rates<'a> {
 
     pub(crate) fn rate(&mut self, from: Currency, to: Currency) -> Result<FxRate> {
         let rate = self.book.fx.rate(from, to, self.on)?;
-        if let Some(date) = rate.date {
-            if (self.on - date).num_days() > STALE_DAYS {
-                self.stale.insert(format!(
-                    "{from}->{to} uses a rate from {date}, {} days before {}",
-                    (self.on - date).num_days(),
-                    self.on
-                ));
-            }
+        if let Some(date) = rate.date
+            && (self.on - date).num_days() > STALE_DAYS
+        {
+            self.stale.insert(format!(
+                "{from}->{to} uses a rate from {date}, {} days before {}",
+                (self.on - date).num_days(),
+                self.on
+            ));
         }
         Ok(rate)
     }

@@ -1,0 +1,257 @@
+//! The CLI as a user runs it: exit codes, stdout carrying only the result, and books and
+//! configs refused with the path and the rule.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::float_arithmetic
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/small-book.json")
+}
+
+fn tradedesk(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tradedesk"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout_json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+#[test]
+fn the_demo_answers_with_no_configuration() {
+    let out = tradedesk(&["call", "get_portfolio_summary", "{}"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = stdout_json(&out);
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["currency"], "USD");
+    assert!(out.stderr.is_empty());
+    // Arguments default to {}.
+    assert_eq!(tradedesk(&["call", "get_accounts"]).status.code(), Some(0));
+}
+
+#[test]
+fn exit_codes_tell_ok_error_and_usage_apart() {
+    let error = tradedesk(&[
+        "call",
+        "get_realized_pnl",
+        r#"{"start": "last quarter", "end": "2026-01-01"}"#,
+    ]);
+    assert_eq!(error.status.code(), Some(1));
+    assert_eq!(stdout_json(&error)["error"]["code"], "invalid_date");
+    for usage in [
+        vec!["call", "get_everything", "{}"],
+        vec!["call", "get_accounts", "{not json"],
+        vec!["call", "get_accounts", "[1, 2]"],
+        vec!["call"],
+        vec!["frobnicate"],
+    ] {
+        let out = tradedesk(&usage);
+        assert_eq!(out.status.code(), Some(2), "{usage:?}");
+        assert!(out.stdout.is_empty(), "{usage:?} printed to stdout");
+        assert!(!out.stderr.is_empty());
+    }
+}
+
+#[test]
+fn a_book_file_is_served_instead_of_the_demo() {
+    let book = fixture();
+    let out = tradedesk(&[
+        "--book",
+        book.to_str().unwrap(),
+        "call",
+        "get_accounts",
+        "{}",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let ids: Vec<String> = stdout_json(&out)["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["account"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, ["US-1", "MY-1"]);
+}
+
+#[test]
+fn a_broken_book_is_refused_before_any_tool_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.json");
+    let text = std::fs::read_to_string(fixture()).unwrap().replacen(
+        "\"quantity\": \"120\"",
+        "\"quantity\": \"0\"",
+        1,
+    );
+    std::fs::write(&path, text).unwrap();
+    let out = tradedesk(&[
+        "--book",
+        path.to_str().unwrap(),
+        "call",
+        "get_accounts",
+        "{}",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("fills[2].quantity: must be > 0"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("broken.json"), "{stderr}");
+    let validate = tradedesk(&["validate", path.to_str().unwrap()]);
+    assert_eq!(validate.status.code(), Some(1));
+    let ok = tradedesk(&["validate", fixture().to_str().unwrap()]);
+    assert_eq!(ok.status.code(), Some(0));
+}
+
+fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("tradedesk.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_config_picks_accounts_base_currency_and_sectors() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture(), dir.path().join("book.json")).unwrap();
+    std::fs::write(
+        dir.path().join("sectors.json"),
+        r#"{"CME:MES": "Financials"}"#,
+    )
+    .unwrap();
+    let config = write_config(
+        dir.path(),
+        "base_currency = \"MYR\"\nsectors_file = \"sectors.json\"\n\n[[accounts]]\nid = \"MY-1\"\nbroker = \"book\"\npath = \"book.json\"\n",
+    );
+    let out = tradedesk(&[
+        "--config",
+        config.to_str().unwrap(),
+        "call",
+        "get_accounts",
+        "{}",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = stdout_json(&out);
+    assert_eq!(v["currency"], "MYR");
+    assert_eq!(v["accounts"].as_array().unwrap().len(), 1);
+    assert_eq!(v["total_value"].as_f64(), Some(20620.0));
+
+    let both = write_config(
+        dir.path(),
+        "sectors_file = \"sectors.json\"\n[[accounts]]\nid = \"US-1\"\nbroker = \"book\"\npath = \"book.json\"\n",
+    );
+    let out = tradedesk(&[
+        "--config",
+        both.to_str().unwrap(),
+        "call",
+        "get_exposure",
+        r#"{"by": "sector"}"#,
+    ]);
+    let v = stdout_json(&out);
+    assert!(
+        v["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|b| b["key"] != "Unclassified"),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_bad_config_is_refused_with_the_key_named() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, expect) in [
+        ("base_curency = \"USD\"\n", "base_curency"),
+        (
+            "[[accounts]]\nid = \"x\"\nbroker = \"book\"\n",
+            "needs `path`",
+        ),
+        (
+            "[[accounts]]\nid = \"x\"\nbroker = \"book\"\npath = \"missing.json\"\n",
+            "missing.json",
+        ),
+        (
+            "[[accounts]]\nid = \"x\"\nbroker = \"etrade\"\n",
+            "broker 'etrade'",
+        ),
+        (
+            "base_currency = \"usd\"\n[[accounts]]\nid = \"x\"\nbroker = \"book\"\npath = \"b.json\"\n",
+            "base_currency",
+        ),
+    ] {
+        let config = write_config(dir.path(), text);
+        let out = tradedesk(&[
+            "--config",
+            config.to_str().unwrap(),
+            "call",
+            "get_accounts",
+            "{}",
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expect), "{text}: {stderr}");
+    }
+    std::fs::copy(fixture(), dir.path().join("book.json")).unwrap();
+    let config = write_config(
+        dir.path(),
+        "[[accounts]]\nid = \"NOPE\"\nbroker = \"book\"\npath = \"book.json\"\n",
+    );
+    let out = tradedesk(&[
+        "--config",
+        config.to_str().unwrap(),
+        "call",
+        "get_accounts",
+        "{}",
+    ]);
+    assert_eq!(
+        stdout_json(&out)["error"]["message"]
+            .as_str()
+            .map(|m| m.contains("NOPE")),
+        Some(true)
+    );
+}
+
+#[test]
+fn tools_lists_all_seven() {
+    let out = tradedesk(&["tools"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in [
+        "get_accounts",
+        "get_positions",
+        "get_trade_history",
+        "get_realized_pnl",
+        "get_portfolio_summary",
+        "get_exposure",
+        "get_server_health",
+    ] {
+        assert!(text.contains(name), "{name}");
+    }
+    let json = tradedesk(&["tools", "--json"]);
+    assert_eq!(String::from_utf8_lossy(&json.stdout).lines().count(), 7);
+}
