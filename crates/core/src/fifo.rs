@@ -9,7 +9,8 @@
 //! fraction of a commission is lost or counted twice.
 //!
 //! Closed lots are handed to a callback, never stored: memory is proportional to open
-//! lots, not to history.
+//! lots, not to history. The loop runs on integers: quantities and prices at the scale
+//! their instrument's fills use, P&L and commission shares as [`Fixed`] (18 places).
 
 use std::collections::VecDeque;
 
@@ -19,6 +20,7 @@ use serde::Serialize;
 
 use crate::book::{AccountIdx, Fill, InstrumentIdx, Side};
 use crate::error::{Error, Result};
+use crate::fixed::{self, Fixed};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -43,7 +45,19 @@ impl LotSide {
     }
 }
 
-/// What remains open of one opening fill.
+/// What remains open of one opening fill. Quantity and price are integers at the
+/// queue's scales; the commission is [`Fixed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Lot {
+    fill: u32,
+    quantity: i128,
+    price: i128,
+    commission: Fixed,
+    open_date: NaiveDate,
+    commission_known: bool,
+}
+
+/// An open lot as callers see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenLot {
     /// Index of the opening fill in the replayed slice.
@@ -57,25 +71,77 @@ pub struct OpenLot {
     pub commission_known: bool,
 }
 
-/// The open lots of one (account, instrument); empty when flat.
+/// The open lots of one (account, instrument); empty when flat. Quantities are held at
+/// `quantity_scale` places and prices at `price_scale`, the most any fill of the
+/// instrument has used so far.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LotQueue {
     pub side: LotSide,
-    pub lots: VecDeque<OpenLot>,
+    lots: VecDeque<Lot>,
+    quantity_scale: u32,
+    price_scale: u32,
+}
+
+fn to_decimal(mantissa: i128, scale: u32) -> Decimal {
+    Decimal::try_from_i128_with_scale(mantissa, scale).unwrap_or_else(|_| {
+        Fixed::from_scaled(mantissa, scale)
+            .unwrap_or_default()
+            .to_decimal()
+    })
 }
 
 impl LotQueue {
+    pub fn is_empty(&self) -> bool {
+        self.lots.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.lots.len()
+    }
+
+    /// The open lots, oldest first.
+    pub fn lots(&self) -> impl Iterator<Item = OpenLot> + '_ {
+        self.lots.iter().map(|l| OpenLot {
+            fill: l.fill,
+            quantity: to_decimal(l.quantity, self.quantity_scale),
+            price: to_decimal(l.price, self.price_scale),
+            commission: l.commission.to_decimal(),
+            open_date: l.open_date,
+            commission_known: l.commission_known,
+        })
+    }
+
     /// Signed open quantity: negative for a short.
     pub fn signed_quantity(&self) -> Decimal {
-        let q: Decimal = self.lots.iter().map(|l| l.quantity).sum();
+        let q: i128 = self.lots.iter().map(|l| l.quantity).sum();
+        let q = to_decimal(q, self.quantity_scale);
         match self.side {
             LotSide::Long => q,
             LotSide::Short => -q,
         }
     }
+
+    /// Raises the scales so that a fill with these scales is held exactly.
+    fn widen(&mut self, quantity_scale: u32, price_scale: u32) -> Result<()> {
+        if quantity_scale > self.quantity_scale {
+            let k = fixed::pow10(quantity_scale - self.quantity_scale);
+            for lot in &mut self.lots {
+                lot.quantity = lot.quantity.checked_mul(k).ok_or_else(overflow)?;
+            }
+            self.quantity_scale = quantity_scale;
+        }
+        if price_scale > self.price_scale {
+            let k = fixed::pow10(price_scale - self.price_scale);
+            for lot in &mut self.lots {
+                lot.price = lot.price.checked_mul(k).ok_or_else(overflow)?;
+            }
+            self.price_scale = price_scale;
+        }
+        Ok(())
+    }
 }
 
-/// One closed portion of a lot. Money is in the instrument currency at full precision.
+/// One closed portion of a lot. P&L is in the instrument currency, at 18 places.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClosedLot {
     pub account: AccountIdx,
@@ -89,10 +155,10 @@ pub struct ClosedLot {
     pub close_date: NaiveDate,
     pub open_price: Decimal,
     pub close_price: Decimal,
-    pub gross_pnl: Decimal,
+    pub gross_pnl: Fixed,
     /// Opening share plus closing share.
-    pub commissions: Decimal,
-    pub net_pnl: Decimal,
+    pub commissions: Fixed,
+    pub net_pnl: Fixed,
     /// False when either fill's commission is unknown: the P&L is gross of fees.
     pub commission_known: bool,
 }
@@ -105,19 +171,31 @@ pub struct Fifo {
 }
 
 fn overflow() -> Error {
-    Error::internal("decimal overflow in FIFO replay")
+    Error::internal("a value is too large for FIFO arithmetic (over 1.7e20 at 18 places)")
 }
 
-fn mul(a: Decimal, b: Decimal) -> Result<Decimal> {
-    a.checked_mul(b).ok_or_else(overflow)
-}
-
-/// `total * part / whole`, exact when `part == whole`.
-fn share(total: Decimal, part: Decimal, whole: Decimal) -> Result<Decimal> {
-    if part == whole || total.is_zero() {
-        return Ok(if part == whole { total } else { Decimal::ZERO });
+/// `a x b` as a [`Fixed`], where the product is at `scale` places.
+fn scaled_product(a: i128, b: i128, scale: u32) -> Result<Fixed> {
+    if scale <= fixed::SCALE {
+        a.checked_mul(b)
+            .and_then(|p| p.checked_mul(fixed::pow10(fixed::SCALE - scale)))
+            .map(Fixed)
+            .ok_or_else(overflow)
+    } else {
+        fixed::mul_div(a, b, fixed::pow10(scale - fixed::SCALE))
+            .map(Fixed)
+            .ok_or_else(overflow)
     }
-    mul(total, part)?.checked_div(whole).ok_or_else(overflow)
+}
+
+/// `total x part / whole`, exactly `total` when `part == whole`.
+fn share(total: Fixed, part: i128, whole: i128) -> Result<Fixed> {
+    if part == whole || total.is_zero() {
+        return Ok(if part == whole { total } else { Fixed::ZERO });
+    }
+    fixed::mul_div(total.0, part, whole)
+        .map(Fixed)
+        .ok_or_else(overflow)
 }
 
 impl Fifo {
@@ -125,6 +203,8 @@ impl Fifo {
         let empty = LotQueue {
             side: LotSide::Long,
             lots: VecDeque::new(),
+            quantity_scale: 0,
+            price_scale: 0,
         };
         Self {
             instruments,
@@ -138,29 +218,49 @@ impl Fifo {
 
     /// Applies one fill. `multiplier` is the instrument's; `commission` is the fill's
     /// commission already in the instrument currency. Closed portions go to `on_close`.
+    /// Returns the fill's notional, quantity x price x multiplier.
     ///
     /// # Errors
-    /// `internal` on decimal overflow, or when the fill refers to an account or
-    /// instrument outside the sizes given to [`Fifo::new`].
+    /// `internal` when a value overflows the fixed-point range, or when the fill refers
+    /// to an account or instrument outside the sizes given to [`Fifo::new`].
     pub fn apply(
         &mut self,
         fill_index: u32,
         fill: &Fill,
         multiplier: Decimal,
-        commission: Decimal,
+        commission: Fixed,
         mut on_close: impl FnMut(ClosedLot),
-    ) -> Result<()> {
+    ) -> Result<Fixed> {
         let slot = self.slot(fill.account, fill.instrument);
         let queue = self
             .queues
             .get_mut(slot)
             .ok_or_else(|| Error::internal(format!("fill {} refers outside the book", fill.id)))?;
-        let incoming = LotSide::opened_by(fill.side);
-        let mut remaining = fill.quantity;
-        let mut remaining_commission = commission;
+        queue.widen(fill.quantity.scale(), fill.price.scale())?;
+        let (qs, ps) = (queue.quantity_scale, queue.price_scale);
+        let quantity = fill
+            .quantity
+            .mantissa()
+            .checked_mul(fixed::pow10(qs - fill.quantity.scale()))
+            .ok_or_else(overflow)?;
+        let price = fill
+            .price
+            .mantissa()
+            .checked_mul(fixed::pow10(ps - fill.price.scale()))
+            .ok_or_else(overflow)?;
+        let (mult, mult_scale) = (multiplier.mantissa(), multiplier.scale());
+        let value_scale = qs + ps + mult_scale;
+        let notional = scaled_product(
+            price,
+            quantity.checked_mul(mult).ok_or_else(overflow)?,
+            value_scale,
+        )?;
 
+        let incoming = LotSide::opened_by(fill.side);
+        let mut remaining = quantity;
+        let mut remaining_commission = commission;
         if queue.side != incoming {
-            while remaining > Decimal::ZERO {
+            while remaining > 0 {
                 let Some(lot) = queue.lots.front_mut() else {
                     break;
                 };
@@ -168,50 +268,54 @@ impl Fifo {
                 let open_share = share(lot.commission, matched, lot.quantity)?;
                 let close_share = share(remaining_commission, matched, remaining)?;
                 let diff = match queue.side {
-                    LotSide::Long => fill.price - lot.price,
-                    LotSide::Short => lot.price - fill.price,
+                    LotSide::Long => price - lot.price,
+                    LotSide::Short => lot.price - price,
                 };
-                let gross = mul(mul(diff, matched)?, multiplier)?;
-                let commissions = open_share + close_share;
+                let gross = scaled_product(
+                    diff,
+                    matched.checked_mul(mult).ok_or_else(overflow)?,
+                    value_scale,
+                )?;
+                let commissions = open_share.checked_add(close_share).ok_or_else(overflow)?;
                 on_close(ClosedLot {
                     account: fill.account,
                     instrument: fill.instrument,
                     side: queue.side,
-                    quantity: matched,
+                    quantity: to_decimal(matched, qs),
                     open_fill: lot.fill,
                     close_fill: fill_index,
                     open_date: lot.open_date,
                     close_date: fill.trade_date,
-                    open_price: lot.price,
+                    open_price: to_decimal(lot.price, ps),
                     close_price: fill.price,
                     gross_pnl: gross,
                     commissions,
-                    net_pnl: gross - commissions,
+                    net_pnl: gross.checked_sub(commissions).ok_or_else(overflow)?,
                     commission_known: lot.commission_known && fill.commission_known,
                 });
                 lot.quantity -= matched;
-                lot.commission -= open_share;
+                lot.commission = Fixed(lot.commission.0 - open_share.0);
                 remaining -= matched;
-                remaining_commission -= close_share;
-                if lot.quantity.is_zero() {
+                remaining_commission = Fixed(remaining_commission.0 - close_share.0);
+                if lot.quantity == 0 {
                     queue.lots.pop_front();
                 }
             }
         }
-        if remaining > Decimal::ZERO {
+        if remaining > 0 {
             if queue.lots.is_empty() {
                 queue.side = incoming;
             }
-            queue.lots.push_back(OpenLot {
+            queue.lots.push_back(Lot {
                 fill: fill_index,
                 quantity: remaining,
-                price: fill.price,
+                price,
                 commission: remaining_commission,
                 open_date: fill.trade_date,
                 commission_known: fill.commission_known,
             });
         }
-        Ok(())
+        Ok(notional)
     }
 
     /// Every non-flat (account, instrument) with its lots, in index order.
@@ -269,7 +373,7 @@ mod tests {
                 u32::try_from(i).unwrap(),
                 f,
                 multiplier,
-                f.commission,
+                Fixed::from_decimal(f.commission).unwrap(),
                 |c| closed.push(c),
             )
             .unwrap();
@@ -421,23 +525,22 @@ mod tests {
                         quantity: dec!(1),
                         open_fill: 0,
                         gross: dec!(1),
-                        commissions: dec!(1) / dec!(3),
+                        commissions: dec!(0.333333333333333333),
                     },
                     Expected {
                         side: LotSide::Long,
                         quantity: dec!(1),
                         open_fill: 0,
                         gross: dec!(1),
-                        commissions: (dec!(1) - dec!(1) / dec!(3)) / dec!(2),
+                        commissions: dec!(0.333333333333333334),
                     },
                     Expected {
                         side: LotSide::Long,
                         quantity: dec!(1),
                         open_fill: 0,
                         gross: dec!(1),
-                        commissions: dec!(1)
-                            - dec!(1) / dec!(3)
-                            - (dec!(1) - dec!(1) / dec!(3)) / dec!(2),
+                        // 1 - 0.333333333333333333 - 0.333333333333333334: the remainder
+                        commissions: dec!(0.333333333333333333),
                     },
                 ],
                 open_quantity: dec!(0),
@@ -450,11 +553,16 @@ mod tests {
                 assert_eq!(got.side, want.side, "{}", case.name);
                 assert_eq!(got.quantity, want.quantity, "{}", case.name);
                 assert_eq!(got.open_fill, want.open_fill, "{}", case.name);
-                assert_eq!(got.gross_pnl, want.gross, "{}", case.name);
-                assert_eq!(got.commissions, want.commissions, "{}", case.name);
+                assert_eq!(got.gross_pnl.to_decimal(), want.gross, "{}", case.name);
                 assert_eq!(
-                    got.net_pnl,
-                    got.gross_pnl - got.commissions,
+                    got.commissions.to_decimal(),
+                    want.commissions,
+                    "{}",
+                    case.name
+                );
+                assert_eq!(
+                    got.net_pnl.0,
+                    got.gross_pnl.0 - got.commissions.0,
                     "{}",
                     case.name
                 );
@@ -465,10 +573,10 @@ mod tests {
                 .sum();
             assert_eq!(open, case.open_quantity, "{}", case.name);
             let total_commission: Decimal = case.fills.iter().map(|f| f.commission).sum();
-            let consumed: Decimal = closed.iter().map(|c| c.commissions).sum();
+            let consumed: Decimal = closed.iter().map(|c| c.commissions.to_decimal()).sum();
             let unconsumed: Decimal = fifo
                 .open_positions()
-                .flat_map(|(_, _, q)| q.lots.iter().map(|l| l.commission))
+                .flat_map(|(_, _, q)| q.lots().map(|l| l.commission))
                 .sum();
             assert_eq!(
                 consumed + unconsumed,
@@ -488,9 +596,10 @@ mod tests {
         let (_, fifo) = run(&fills, dec!(1));
         let (_, _, queue) = fifo.open_positions().next().unwrap();
         assert_eq!(queue.side, LotSide::Short);
-        assert_eq!(queue.lots[0].quantity, dec!(50));
-        assert_eq!(queue.lots[0].commission, dec!(0.5));
-        assert_eq!(queue.lots[0].fill, 1);
+        let lot = queue.lots().next().unwrap();
+        assert_eq!(lot.quantity, dec!(50));
+        assert_eq!(lot.commission, dec!(0.5));
+        assert_eq!(lot.fill, 1);
     }
 
     #[test]

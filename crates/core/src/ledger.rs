@@ -12,6 +12,7 @@ use crate::book::{AccountIdx, Book, Fill, Side};
 use crate::currency::Currency;
 use crate::error::{Error, Result};
 use crate::fifo::{ClosedLot, Fifo};
+use crate::fixed::Fixed;
 
 /// The state after replaying every fill of a book.
 #[derive(Debug, Clone)]
@@ -45,6 +46,30 @@ pub fn commission_in_instrument_currency(book: &Book, fill: &Fill) -> Result<Dec
     )
 }
 
+/// Running cash per (account, currency): a handful of entries, searched linearly.
+#[derive(Default)]
+struct CashBook {
+    entries: Vec<(AccountIdx, Currency, Fixed)>,
+}
+
+impl CashBook {
+    fn add(&mut self, account: AccountIdx, currency: Currency, amount: Fixed) -> Result<()> {
+        match self
+            .entries
+            .iter_mut()
+            .find(|(a, c, _)| *a == account && *c == currency)
+        {
+            Some(entry) => entry.2 = entry.2.checked_add(amount).ok_or_else(overflow)?,
+            None => self.entries.push((account, currency, amount)),
+        }
+        Ok(())
+    }
+}
+
+fn fixed(d: Decimal) -> Result<Fixed> {
+    Fixed::from_decimal(d).ok_or_else(overflow)
+}
+
 /// Replays every fill in order, passing each closed lot (with its closing fill) to
 /// `on_close`.
 ///
@@ -52,30 +77,22 @@ pub fn commission_in_instrument_currency(book: &Book, fill: &Fill) -> Result<Dec
 /// `no_fx_rate` for a commission that cannot be converted; `internal` on overflow.
 pub fn replay(book: &Book, mut on_close: impl FnMut(&Fill, &ClosedLot)) -> Result<Ledger> {
     let mut fifo = Fifo::new(book.accounts.len(), book.instruments.len());
-    let mut cash: BTreeMap<(AccountIdx, Currency), Decimal> = BTreeMap::new();
+    let mut cash = CashBook::default();
     let mut has_cash_entries = vec![false; book.accounts.len()];
-    let add = |cash: &mut BTreeMap<(AccountIdx, Currency), Decimal>,
-               key: (AccountIdx, Currency),
-               amount: Decimal|
-     -> Result<()> {
-        let slot = cash.entry(key).or_insert(Decimal::ZERO);
-        *slot = slot.checked_add(amount).ok_or_else(overflow)?;
-        Ok(())
-    };
     for entry in &book.cash {
         if let Some(flag) = has_cash_entries.get_mut(entry.account as usize) {
             *flag = true;
         }
-        add(&mut cash, (entry.account, entry.currency), entry.amount)?;
+        cash.add(entry.account, entry.currency, fixed(entry.amount)?)?;
     }
     for (index, fill) in book.fills.iter().enumerate() {
         let instrument = book.instrument(fill.instrument);
-        let commission = commission_in_instrument_currency(book, fill)?;
+        let commission = fixed(commission_in_instrument_currency(book, fill)?)?;
         let index = u32::try_from(index).map_err(|_| Error::internal("more than 2^32 fills"))?;
         let margin = instrument.asset_class.is_margin_settled();
-        let mut margin_gross = Decimal::ZERO;
+        let mut margin_gross = Fixed::ZERO;
         let mut overflowed = false;
-        fifo.apply(index, fill, instrument.multiplier, commission, |lot| {
+        let notional = fifo.apply(index, fill, instrument.multiplier, commission, |lot| {
             if margin {
                 match margin_gross.checked_add(lot.gross_pnl) {
                     Some(sum) => margin_gross = sum,
@@ -87,33 +104,27 @@ pub fn replay(book: &Book, mut on_close: impl FnMut(&Fill, &ClosedLot)) -> Resul
         if overflowed {
             return Err(overflow());
         }
-        let key = (fill.account, instrument.currency);
-        if margin {
-            add(&mut cash, key, margin_gross)?;
+        let flow = if margin {
+            margin_gross
+        } else if fill.side == Side::Sell {
+            notional
         } else {
-            let value = fill
-                .quantity
-                .checked_mul(fill.price)
-                .and_then(|v| v.checked_mul(instrument.multiplier))
-                .ok_or_else(overflow)?;
-            add(
-                &mut cash,
-                key,
-                if fill.side == Side::Sell {
-                    value
-                } else {
-                    -value
-                },
-            )?;
-        }
+            Fixed(-notional.0)
+        };
+        cash.add(fill.account, instrument.currency, flow)?;
         if !fill.commission.is_zero() {
-            add(
-                &mut cash,
-                (fill.account, fill.commission_currency),
-                -fill.commission,
+            cash.add(
+                fill.account,
+                fill.commission_currency,
+                Fixed(-fixed(fill.commission)?.0),
             )?;
         }
     }
+    let cash = cash
+        .entries
+        .into_iter()
+        .map(|(a, c, v)| ((a, c), v.to_decimal()))
+        .collect();
     Ok(Ledger {
         fifo,
         cash,

@@ -1,14 +1,15 @@
 //! get_realized_pnl: closed lots of a FIFO replay over the full history, selected by
 //! their closing trade date and converted at that date's rate.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::NaiveDate;
+use chrono::{Datelike, NaiveDate};
 use rust_decimal::Decimal;
 use schemars::JsonSchema;
 use serde::Serialize;
+use tradedesk_core::fixed::{self, Fixed};
 use tradedesk_core::ledger;
-use tradedesk_core::{Book, ClosedLot, Currency, DateRange, Fill, Result};
+use tradedesk_core::{Book, ClosedLot, Currency, DateRange, Error, Fill, Result};
 
 use crate::args::GroupBy;
 use crate::num::Num;
@@ -80,89 +81,98 @@ pub struct RealizedPnlResult {
 /// Lots listed at most, when asked for.
 pub const MAX_LOTS: usize = 1000;
 
+/// Sums in the report currency's minor unit (an integer count of cents, say).
 #[derive(Default, Clone, Copy)]
 struct Sums {
-    net: Decimal,
-    gross: Decimal,
-    commissions: Decimal,
+    net: i128,
+    gross: i128,
     lots: u32,
 }
 
 impl Sums {
-    fn add(&mut self, net: Decimal, gross: Decimal) {
-        self.net += net;
-        self.gross += gross;
-        self.commissions += gross - net;
+    fn add(&mut self, v: &Valued) {
+        self.net += v.net;
+        self.gross += v.gross;
         self.lots += 1;
     }
 }
 
 /// Per-closing-fill total, the unit of "biggest gain / loss".
+#[derive(Clone, Copy)]
 struct FillTotal {
     fill: usize,
-    net: Decimal,
+    net: i128,
 }
 
 /// Keeps the highest positive and lowest negative per-fill totals; ties keep the earlier.
 fn finish(t: FillTotal, best: &mut Option<FillTotal>, worst: &mut Option<FillTotal>) {
-    if t.net > Decimal::ZERO && best.as_ref().is_none_or(|b| t.net > b.net) {
-        *best = Some(FillTotal {
-            fill: t.fill,
-            net: t.net,
-        });
+    if t.net > 0 && best.is_none_or(|b| t.net > b.net) {
+        *best = Some(t);
     }
-    if t.net < Decimal::ZERO && worst.as_ref().is_none_or(|w| t.net < w.net) {
+    if t.net < 0 && worst.is_none_or(|w| t.net < w.net) {
         *worst = Some(t);
     }
 }
 
-/// Rates by (currency, date), looked up once each.
+/// The last rate used per currency: closed lots arrive in date order, so it nearly
+/// always answers.
 struct RateCache<'a> {
     book: &'a Book,
     to: Currency,
-    cache: HashMap<(Currency, NaiveDate), Decimal>,
+    last: Vec<(Currency, NaiveDate, Decimal)>,
 }
 
 impl RateCache<'_> {
     fn rate(&mut self, from: Currency, on: NaiveDate) -> Result<Decimal> {
-        if from == self.to {
-            return Ok(Decimal::ONE);
-        }
-        if let Some(r) = self.cache.get(&(from, on)) {
-            return Ok(*r);
+        if let Some(&(_, _, r)) = self.last.iter().find(|(c, d, _)| *c == from && *d == on) {
+            return Ok(r);
         }
         let r = self.book.fx.rate(from, self.to, on)?.rate;
-        self.cache.insert((from, on), r);
+        match self.last.iter_mut().find(|(c, _, _)| *c == from) {
+            Some(slot) => *slot = (from, on, r),
+            None => self.last.push((from, on, r)),
+        }
         Ok(r)
     }
 }
 
-/// One closed lot valued in the report currency, rounded once.
+/// One closed lot valued in the report currency: each figure rounded once, held as an
+/// integer of minor units.
 struct Valued {
     rate: Decimal,
-    net: Decimal,
-    gross: Decimal,
+    net: i128,
+    gross: i128,
 }
 
-fn value_lot(
-    rates: &mut RateCache<'_>,
-    book: &Book,
-    lot: &ClosedLot,
-    to: Currency,
-) -> Result<Valued> {
+/// The mantissa of `d` (at most `dp` places) at exactly `dp` places.
+fn minor_units(d: Decimal, dp: u32) -> i128 {
+    d.mantissa() * fixed::pow10(dp.saturating_sub(d.scale()))
+}
+
+fn value_lot(rates: &mut RateCache<'_>, book: &Book, lot: &ClosedLot) -> Result<Valued> {
+    let to = rates.to;
+    let dp = to.minor_units();
     let ccy = book.instrument(lot.instrument).currency;
+    if ccy == to {
+        return Ok(Valued {
+            rate: Decimal::ONE,
+            net: lot.net_pnl.round_to(dp),
+            gross: lot.gross_pnl.round_to(dp),
+        });
+    }
     let rate = rates.rate(ccy, lot.close_date)?;
-    let net = to.round(
-        lot.net_pnl
+    let convert = |v: Fixed| -> Result<i128> {
+        let converted = v
+            .to_decimal()
             .checked_mul(rate)
-            .ok_or_else(|| tradedesk_core::Error::internal("overflow"))?,
-    );
-    let gross = to.round(
-        lot.gross_pnl
-            .checked_mul(rate)
-            .ok_or_else(|| tradedesk_core::Error::internal("overflow"))?,
-    );
-    Ok(Valued { rate, net, gross })
+            .ok_or_else(|| Error::internal("overflow converting P&L"))?;
+        Ok(minor_units(to.round(converted), dp))
+    };
+    Ok(Valued {
+        rate,
+        net: convert(lot.net_pnl)?,
+        gross: convert(lot.gross_pnl)?,
+    })
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -173,6 +183,40 @@ pub struct RealizedQuery {
     pub include_lots: bool,
 }
 
+/// A group's key while aggregating: an index, or a month number, never a string.
+fn group_key(book: &Book, brokers: &[&str], group_by: GroupBy, lot: &ClosedLot) -> Option<u64> {
+    match group_by {
+        GroupBy::Symbol => Some(u64::from(lot.instrument)),
+        GroupBy::Account => Some(u64::from(lot.account)),
+        GroupBy::Broker => {
+            let name = book.account(lot.account).broker.as_str();
+            brokers
+                .iter()
+                .position(|b| *b == name)
+                .and_then(|i| u64::try_from(i).ok())
+        }
+        GroupBy::Month => {
+            let (y, m) = (lot.close_date.year(), lot.close_date.month0());
+            u64::try_from(y).ok().map(|y| y * 12 + u64::from(m))
+        }
+        GroupBy::None => None,
+    }
+}
+
+fn group_label(book: &Book, brokers: &[&str], group_by: GroupBy, key: u64) -> String {
+    let idx = u32::try_from(key).unwrap_or(u32::MAX);
+    match group_by {
+        GroupBy::Symbol => book.instrument(idx).key.qualified(),
+        GroupBy::Account => book.account(idx).id.clone(),
+        GroupBy::Broker => brokers
+            .get(idx as usize)
+            .map(|b| (*b).to_owned())
+            .unwrap_or_default(),
+        GroupBy::Month => format!("{:04}-{:02}", key / 12, key % 12 + 1),
+        GroupBy::None => String::new(),
+    }
+}
+
 #[allow(clippy::too_many_lines)]
 pub fn get_realized_pnl(
     book: &Book,
@@ -180,16 +224,21 @@ pub fn get_realized_pnl(
     q: &RealizedQuery,
 ) -> Result<RealizedPnlResult> {
     let to = q.currency;
+    let dp = to.minor_units();
+    let money = |v: i128| Num(Decimal::from_i128_with_scale(v, dp));
+    let mut brokers: Vec<&str> = book.accounts.iter().map(|a| a.broker.as_str()).collect();
+    brokers.sort_unstable();
+    brokers.dedup();
     let mut rates = RateCache {
         book,
         to,
-        cache: HashMap::new(),
+        last: Vec::new(),
     };
     let mut total = Sums::default();
-    let mut groups: BTreeMap<String, Sums> = BTreeMap::new();
+    let mut groups: BTreeMap<u64, Sums> = BTreeMap::new();
     let mut lots: Vec<LotOut> = Vec::new();
     let mut lots_dropped = 0u32;
-    let mut gross_of_fees: BTreeSet<String> = BTreeSet::new();
+    let mut gross_of_fees: BTreeSet<u32> = BTreeSet::new();
     let mut current: Option<FillTotal> = None;
     let mut best: Option<FillTotal> = None;
     let mut worst: Option<FillTotal> = None;
@@ -203,28 +252,19 @@ pub fn get_realized_pnl(
         {
             return;
         }
-        let valued = match value_lot(&mut rates, book, lot, to) {
+        let valued = match value_lot(&mut rates, book, lot) {
             Ok(v) => v,
             Err(e) => {
                 failure = Some(e);
                 return;
             }
         };
-        total.add(valued.net, valued.gross);
-        let inst = book.instrument(lot.instrument);
-        let account = book.account(lot.account);
-        let key = match q.group_by {
-            GroupBy::Symbol => Some(inst.key.qualified()),
-            GroupBy::Account => Some(account.id.clone()),
-            GroupBy::Broker => Some(account.broker.clone()),
-            GroupBy::Month => Some(lot.close_date.format("%Y-%m").to_string()),
-            GroupBy::None => None,
-        };
-        if let Some(key) = key {
-            groups.entry(key).or_default().add(valued.net, valued.gross);
+        total.add(&valued);
+        if let Some(key) = group_key(book, &brokers, q.group_by, lot) {
+            groups.entry(key).or_default().add(&valued);
         }
         if !lot.commission_known {
-            gross_of_fees.insert(inst.key.qualified());
+            gross_of_fees.insert(lot.instrument);
         }
         let close = lot.close_fill as usize;
         match current.as_mut() {
@@ -243,7 +283,12 @@ pub fn get_realized_pnl(
                 lots_dropped += 1;
                 return;
             }
+            let inst = book.instrument(lot.instrument);
+            let account = book.account(lot.account);
             let ccy = inst.currency;
+            let cdp = ccy.minor_units();
+            let (gross, net) = (lot.gross_pnl.round_to(cdp), lot.net_pnl.round_to(cdp));
+            let in_ccy = |v: i128| Num(Decimal::from_i128_with_scale(v, cdp));
             lots.push(LotOut {
                 account: account.id.clone(),
                 broker: account.broker.clone(),
@@ -256,11 +301,11 @@ pub fn get_realized_pnl(
                 open_price: Num(lot.open_price),
                 close_price: Num(lot.close_price),
                 instrument_currency: ccy.code().to_owned(),
-                gross_pnl: Num(ccy.round(lot.gross_pnl)),
-                commissions: Num(ccy.round(lot.gross_pnl) - ccy.round(lot.net_pnl)),
-                net_pnl: Num(ccy.round(lot.net_pnl)),
+                gross_pnl: in_ccy(gross),
+                commissions: in_ccy(gross - net),
+                net_pnl: in_ccy(net),
                 fx_rate: Num(valued.rate.normalize()),
-                net_pnl_converted: Num(valued.net),
+                net_pnl_converted: money(valued.net),
                 open_fill_id: fills[lot.open_fill as usize].id.clone(),
                 close_fill_id: fills[close].id.clone(),
                 commission_known: lot.commission_known,
@@ -283,7 +328,7 @@ pub fn get_realized_pnl(
                 exchange: inst.key.exchange.clone(),
                 symbol: inst.key.symbol.clone(),
                 close_date: f.trade_date.to_string(),
-                net_pnl: Num(t.net),
+                net_pnl: money(t.net),
             }
         })
     };
@@ -296,9 +341,14 @@ pub fn get_realized_pnl(
         ));
     }
     if !gross_of_fees.is_empty() {
+        let mut names: Vec<String> = gross_of_fees
+            .iter()
+            .map(|i| book.instrument(*i).key.qualified())
+            .collect();
+        names.sort();
         notes.push(format!(
             "P&L is gross of fees for {}: the broker reports no commissions for these fills",
-            gross_of_fees.into_iter().collect::<Vec<_>>().join(", ")
+            names.join(", ")
         ));
     }
     if lots_dropped > 0 {
@@ -310,24 +360,26 @@ pub fn get_realized_pnl(
         "realized P&L covers closed lots only; dividends, interest and fees are cash, not P&L"
             .to_owned(),
     );
+    let mut groups: Vec<PnlGroup> = groups
+        .into_iter()
+        .map(|(key, s)| PnlGroup {
+            key: group_label(book, &brokers, q.group_by, key),
+            net_pnl: money(s.net),
+            gross_pnl: money(s.gross),
+            commissions: money(s.gross - s.net),
+            lot_count: s.lots,
+        })
+        .collect();
+    groups.sort_by(|a, b| a.key.cmp(&b.key));
     Ok(RealizedPnlResult {
         currency: to.code().to_owned(),
         start: q.range.start.to_string(),
         end: q.range.end.to_string(),
-        net_pnl: Num(total.net),
-        gross_pnl: Num(total.gross),
-        commissions: Num(total.commissions),
+        net_pnl: money(total.net),
+        gross_pnl: money(total.gross),
+        commissions: money(total.gross - total.net),
         lot_count: total.lots,
-        groups: groups
-            .into_iter()
-            .map(|(key, s)| PnlGroup {
-                key,
-                net_pnl: Num(s.net),
-                gross_pnl: Num(s.gross),
-                commissions: Num(s.commissions),
-                lot_count: s.lots,
-            })
-            .collect(),
+        groups,
         biggest_gain: extreme(best),
         biggest_loss: extreme(worst),
         lots: q.include_lots.then_some(lots),

@@ -185,7 +185,7 @@ fn position_row(
     let mut open_cost = Decimal::ZERO; // sum of quantity x price
     let mut commissions = Decimal::ZERO;
     let mut commission_known = true;
-    for lot in &queue.lots {
+    for lot in queue.lots() {
         quantity += lot.quantity;
         open_cost += mul(lot.quantity, lot.price)?;
         commissions += lot.commission;
