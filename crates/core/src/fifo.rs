@@ -176,6 +176,13 @@ fn overflow() -> Error {
 
 /// `a x b` as a [`Fixed`], where the product is at `scale` places.
 fn scaled_product(a: i128, b: i128, scale: u32) -> Result<Fixed> {
+    if let (Ok(a), Ok(b), true) = (i64::try_from(a), i64::try_from(b), scale <= fixed::SCALE) {
+        // Two 64-bit factors cannot overflow 128 bits; only the rescale can.
+        return (i128::from(a) * i128::from(b))
+            .checked_mul(fixed::pow10(fixed::SCALE - scale))
+            .map(Fixed)
+            .ok_or_else(overflow);
+    }
     if scale <= fixed::SCALE {
         a.checked_mul(b)
             .and_then(|p| p.checked_mul(fixed::pow10(fixed::SCALE - scale)))

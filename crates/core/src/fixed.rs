@@ -33,14 +33,67 @@ pub fn pow10(n: u32) -> i128 {
     POW10[n as usize]
 }
 
-/// `n / d` rounded half away from zero; `d > 0`.
+/// `n / d` rounded half away from zero; `d > 0`. One hardware division when both fit
+/// in 64 bits.
 pub fn div_round(n: i128, d: i128) -> i128 {
-    let (q, r) = (n / d, n % d);
-    if r.unsigned_abs() >= d.unsigned_abs() - r.unsigned_abs() {
-        q + n.signum()
-    } else {
-        q
+    let (a, b) = (n.unsigned_abs(), d.unsigned_abs());
+    let (q, r) = match (u64::try_from(a), u64::try_from(b)) {
+        (Ok(a), Ok(b)) => (u128::from(a / b), u128::from(a % b)),
+        _ => {
+            let q = a / b;
+            (q, a - q * b)
+        }
+    };
+    let q = if r >= b - r { q + 1 } else { q };
+    let q = q as i128; // q <= |n| / d + 1 fits, since d >= 1 and |n| <= i128::MAX + 1
+    if n < 0 { -q } else { q }
+}
+
+const POW5: [u64; 28] = {
+    let mut t = [1u64; 28];
+    let mut i = 1;
+    while i < 28 {
+        t[i] = t[i - 1] * 5;
+        i += 1;
     }
+    t
+};
+
+/// `n / 10^k` rounded half away from zero. As `10^k = 2^k x 5^k`, a shift leaves a
+/// 64-bit division for every value below about 2^(63+k): the common case.
+pub fn div_round_pow10(n: i128, k: u32) -> i128 {
+    if k == 0 {
+        return n;
+    }
+    let a = n.unsigned_abs();
+    let shifted = a >> k;
+    let q = match (u64::try_from(shifted), POW5.get(k as usize)) {
+        (Ok(s), Some(&p5)) => u128::from(s / p5),
+        _ => a / pow10(k).unsigned_abs(),
+    };
+    let d = pow10(k).unsigned_abs();
+    let r = a - q * d;
+    let q = if r >= d - r { q + 1 } else { q };
+    let q = q as i128;
+    if n < 0 { -q } else { q }
+}
+
+/// `a * b / 10^k` rounded half away from zero, for `k` up to 76, with a 256-bit
+/// intermediate; `None` when the result does not fit.
+pub fn mul_div_pow10(a: i128, b: i128, k: u32) -> Option<i128> {
+    if k <= 38 {
+        return mul_div(a, b, pow10(k));
+    }
+    // Truncate by 10^38 first, then round by 10^(k-38): the first remainder is below
+    // 10^38, so it can never carry the second one across the half-way point.
+    let negative = (a < 0) ^ (b < 0);
+    let (hi, lo) = mul_u256(a.unsigned_abs(), b.unsigned_abs());
+    let (q1, _) = div_rem_u256(hi, lo, pow10(38).unsigned_abs())?;
+    let d = pow10(k - 38).unsigned_abs();
+    let (q, r) = (q1 / d, q1 % d);
+    let q = if r >= d - r { q + 1 } else { q };
+    let q = i128::try_from(q).ok()?;
+    Some(if negative { -q } else { q })
 }
 
 /// `a * b / c` rounded half away from zero, with a 256-bit intermediate when `a * b`
@@ -54,7 +107,9 @@ pub fn mul_div(a: i128, b: i128, c: i128) -> Option<i128> {
     }
     let negative = (a < 0) ^ (b < 0) ^ (c < 0);
     let (hi, lo) = mul_u256(a.unsigned_abs(), b.unsigned_abs());
-    let q = div_u256(hi, lo, c.unsigned_abs())?;
+    let d = c.unsigned_abs();
+    let (q, rem) = div_rem_u256(hi, lo, d)?;
+    let q = if rem >= d - rem { q.checked_add(1)? } else { q };
     let q = i128::try_from(q).ok()?;
     Some(if negative { -q } else { q })
 }
@@ -72,9 +127,9 @@ fn mul_u256(a: u128, b: u128) -> (u128, u128) {
     (hi, lo)
 }
 
-/// (hi, lo) / d rounded half up, by shift and subtract; `None` if the quotient needs more
-/// than 128 bits.
-fn div_u256(hi: u128, lo: u128, d: u128) -> Option<u128> {
+/// (hi, lo) / d, truncated, with the remainder, by shift and subtract; `None` if the
+/// quotient needs more than 128 bits.
+fn div_rem_u256(hi: u128, lo: u128, d: u128) -> Option<(u128, u128)> {
     if hi >= d {
         return None;
     }
@@ -88,11 +143,7 @@ fn div_u256(hi: u128, lo: u128, d: u128) -> Option<u128> {
             q |= 1;
         }
     }
-    if rem >= d - rem {
-        q.checked_add(1)
-    } else {
-        Some(q)
-    }
+    Some((q, rem))
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -106,7 +157,7 @@ impl Fixed {
         if scale <= SCALE {
             mantissa.checked_mul(pow10(SCALE - scale)).map(Self)
         } else {
-            Some(Self(div_round(mantissa, pow10(scale - SCALE))))
+            Some(Self(div_round_pow10(mantissa, scale - SCALE)))
         }
     }
 
@@ -123,7 +174,7 @@ impl Fixed {
             if scale == 0 {
                 return if v < 0 { Decimal::MIN } else { Decimal::MAX };
             }
-            v = div_round(v, 10);
+            v = div_round_pow10(v, 1);
             scale -= 1;
         }
     }
@@ -184,6 +235,25 @@ mod tests {
         assert_eq!(div_round(7, 2), 4);
         assert_eq!(div_round(-7, 2), -4);
         assert_eq!(div_round(5, 3), 2);
+        assert_eq!(div_round(i128::MAX, 1), i128::MAX);
+        assert_eq!(div_round(-(10i128.pow(30)) - 5, 10), -(10i128.pow(29)) - 1);
+        for n in [0i128, 4, 5, 6, -5, -6, 149, 150, 10i128.pow(37) + 5 * 10i128.pow(17), -(10i128.pow(37))] {
+            for k in [1u32, 2, 16, 18, 27, 30] {
+                assert_eq!(div_round_pow10(n, k), div_round(n, pow10(k)), "{n} / 10^{k}");
+            }
+        }
+    }
+
+    #[test]
+    fn products_round_once_at_any_scale() {
+        // 1998 (18 places) x 1/4.4 (28 places) -> cents: 454.090909... -> 454.09
+        let net = 1998 * pow10(18);
+        let rate = (rust_decimal::Decimal::ONE / dec!(4.4)).mantissa();
+        assert_eq!(mul_div_pow10(net, rate, 18 + 28 - 2), Some(45409));
+        assert_eq!(mul_div_pow10(-net, rate, 44), Some(-45409));
+        assert_eq!(mul_div_pow10(5, 1, 1), Some(1));
+        assert_eq!(mul_div_pow10(15 * pow10(37), 10, 39), Some(2));
+        assert_eq!(mul_div_pow10(149_999 * pow10(33), 10, 39), Some(1));
     }
 
     #[test]

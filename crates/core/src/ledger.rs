@@ -87,7 +87,12 @@ pub fn replay(book: &Book, mut on_close: impl FnMut(&Fill, &ClosedLot)) -> Resul
     }
     for (index, fill) in book.fills.iter().enumerate() {
         let instrument = book.instrument(fill.instrument);
-        let commission = fixed(commission_in_instrument_currency(book, fill)?)?;
+        let own_commission = fixed(fill.commission)?;
+        let commission = if fill.commission_currency == instrument.currency {
+            own_commission
+        } else {
+            fixed(commission_in_instrument_currency(book, fill)?)?
+        };
         let index = u32::try_from(index).map_err(|_| Error::internal("more than 2^32 fills"))?;
         let margin = instrument.asset_class.is_margin_settled();
         let mut margin_gross = Fixed::ZERO;

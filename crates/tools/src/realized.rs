@@ -144,11 +144,6 @@ struct Valued {
     gross: i128,
 }
 
-/// The mantissa of `d` (at most `dp` places) at exactly `dp` places.
-fn minor_units(d: Decimal, dp: u32) -> i128 {
-    d.mantissa() * fixed::pow10(dp.saturating_sub(d.scale()))
-}
-
 fn value_lot(rates: &mut RateCache<'_>, book: &Book, lot: &ClosedLot) -> Result<Valued> {
     let to = rates.to;
     let dp = to.minor_units();
@@ -161,18 +156,51 @@ fn value_lot(rates: &mut RateCache<'_>, book: &Book, lot: &ClosedLot) -> Result<
         });
     }
     let rate = rates.rate(ccy, lot.close_date)?;
-    let convert = |v: Fixed| -> Result<i128> {
-        let converted = v
-            .to_decimal()
-            .checked_mul(rate)
-            .ok_or_else(|| Error::internal("overflow converting P&L"))?;
-        Ok(minor_units(to.round(converted), dp))
+    // The exact product, rounded once: (value x 10^18) x (rate x 10^s) / 10^(18 + s - dp).
+    let places = fixed::SCALE + rate.scale() - dp;
+    let convert = |v: Fixed| {
+        fixed::mul_div_pow10(v.0, rate.mantissa(), places)
+            .ok_or_else(|| Error::internal("overflow converting P&L"))
     };
-    Ok(Valued {
-        rate,
-        net: convert(lot.net_pnl)?,
-        gross: convert(lot.gross_pnl)?,
-    })
+    Ok(Valued { rate, net: convert(lot.net_pnl)?, gross: convert(lot.gross_pnl)? })
+}
+
+/// Group sums in a dense vector: keys are small indices, or months counted from the
+/// range's first month.
+struct GroupSums {
+    base: u64,
+    sums: Vec<Option<Sums>>,
+    spill: BTreeMap<u64, Sums>,
+}
+
+impl GroupSums {
+    fn new(q: &RealizedQuery) -> Self {
+        let base = match q.group_by {
+            GroupBy::Month => u64::try_from(q.range.start.year()).unwrap_or(0) * 12,
+            _ => 0,
+        };
+        Self { base, sums: Vec::new(), spill: BTreeMap::new() }
+    }
+
+    fn add(&mut self, key: u64, v: &Valued) {
+        match key.checked_sub(self.base).and_then(|k| usize::try_from(k).ok()).filter(|k| *k < 1 << 16) {
+            Some(k) => {
+                if k >= self.sums.len() {
+                    self.sums.resize(k + 1, None);
+                }
+                self.sums[k].get_or_insert_with(Sums::default).add(v);
+            }
+            None => self.spill.entry(key).or_default().add(v),
+        }
+    }
+
+    fn into_sorted(self) -> impl Iterator<Item = (u64, Sums)> {
+        let base = self.base;
+        let dense = self.sums.into_iter().enumerate().filter_map(move |(k, s)| Some((base + k as u64, s?)));
+        let mut all: Vec<(u64, Sums)> = dense.chain(self.spill).collect();
+        all.sort_by_key(|(k, _)| *k);
+        all.into_iter()
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -235,7 +263,7 @@ pub fn get_realized_pnl(
         last: Vec::new(),
     };
     let mut total = Sums::default();
-    let mut groups: BTreeMap<u64, Sums> = BTreeMap::new();
+    let mut groups = GroupSums::new(q);
     let mut lots: Vec<LotOut> = Vec::new();
     let mut lots_dropped = 0u32;
     let mut gross_of_fees: BTreeSet<u32> = BTreeSet::new();
@@ -261,7 +289,7 @@ pub fn get_realized_pnl(
         };
         total.add(&valued);
         if let Some(key) = group_key(book, &brokers, q.group_by, lot) {
-            groups.entry(key).or_default().add(&valued);
+            groups.add(key, &valued);
         }
         if !lot.commission_known {
             gross_of_fees.insert(lot.instrument);
@@ -361,7 +389,7 @@ pub fn get_realized_pnl(
             .to_owned(),
     );
     let mut groups: Vec<PnlGroup> = groups
-        .into_iter()
+        .into_sorted()
         .map(|(key, s)| PnlGroup {
             key: group_label(book, &brokers, q.group_by, key),
             net_pnl: money(s.net),
