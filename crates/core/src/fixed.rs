@@ -33,6 +33,11 @@ pub fn pow10(n: u32) -> i128 {
     POW10[n as usize]
 }
 
+/// `10^n`, or `None` past `10^38`.
+pub fn pow10_checked(n: u32) -> Option<i128> {
+    POW10.get(n as usize).copied()
+}
+
 /// `n / d` rounded half away from zero; `d > 0`. One hardware division when both fit
 /// in 64 bits.
 pub fn div_round(n: i128, d: i128) -> i128 {
@@ -237,9 +242,24 @@ mod tests {
         assert_eq!(div_round(5, 3), 2);
         assert_eq!(div_round(i128::MAX, 1), i128::MAX);
         assert_eq!(div_round(-(10i128.pow(30)) - 5, 10), -(10i128.pow(29)) - 1);
-        for n in [0i128, 4, 5, 6, -5, -6, 149, 150, 10i128.pow(37) + 5 * 10i128.pow(17), -(10i128.pow(37))] {
+        for n in [
+            0i128,
+            4,
+            5,
+            6,
+            -5,
+            -6,
+            149,
+            150,
+            10i128.pow(37) + 5 * 10i128.pow(17),
+            -(10i128.pow(37)),
+        ] {
             for k in [1u32, 2, 16, 18, 27, 30] {
-                assert_eq!(div_round_pow10(n, k), div_round(n, pow10(k)), "{n} / 10^{k}");
+                assert_eq!(
+                    div_round_pow10(n, k),
+                    div_round(n, pow10(k)),
+                    "{n} / 10^{k}"
+                );
             }
         }
     }

@@ -10,6 +10,7 @@ use rust_decimal::Decimal;
 
 use crate::currency::Currency;
 use crate::error::{Error, ErrorCode, Result};
+use crate::fixed::{self, Fixed};
 
 /// `1 base = rate quote` on `date`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,28 +21,74 @@ pub struct FxQuote {
     pub date: NaiveDate,
 }
 
-/// The rate that converts one currency into another, and the date of its oldest leg (for
-/// staleness notes).
+/// The rate that converts one currency into another, as the exact ratio `num / den` of
+/// quoted rates (an inverse quote divides, it is never turned into a rounded reciprocal),
+/// and the date of its oldest leg (for staleness notes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FxRate {
+    /// `num / den` to 28 significant digits, for display.
     pub rate: Decimal,
+    pub num: Decimal,
+    pub den: Decimal,
     pub date: Option<NaiveDate>,
 }
 
 impl FxRate {
     pub const IDENTITY: Self = Self {
         rate: Decimal::ONE,
+        num: Decimal::ONE,
+        den: Decimal::ONE,
         date: None,
     };
 
-    /// Converts at full precision.
+    fn ratio(num: Decimal, den: Decimal, date: NaiveDate) -> Option<Self> {
+        Some(Self {
+            rate: num.checked_div(den)?,
+            num,
+            den,
+            date: Some(date),
+        })
+    }
+
+    /// Converts at full precision: `amount x num / den`.
     ///
     /// # Errors
     /// `internal` on decimal overflow.
     pub fn apply(self, amount: Decimal) -> Result<Decimal> {
-        amount.checked_mul(self.rate).ok_or_else(|| {
-            Error::internal(format!("overflow converting {amount} at {}", self.rate))
-        })
+        amount
+            .checked_mul(self.num)
+            .and_then(|v| v.checked_div(self.den))
+            .ok_or_else(|| {
+                Error::internal(format!("overflow converting {amount} at {}", self.rate))
+            })
+    }
+
+    /// Converts a [`Fixed`] amount and rounds it once to `dp` places (half away from
+    /// zero), returning the mantissa: exact integer arithmetic whenever the factors fit.
+    ///
+    /// # Errors
+    /// `internal` on overflow.
+    pub fn apply_rounded(self, amount: Fixed, dp: u32) -> Result<i128> {
+        // amount/10^18 x (nm/10^sn) / (dm/10^sd) x 10^dp
+        //   = amount x nm x 10^(sd + dp) / (dm x 10^(18 + sn))
+        let (nm, sn, dm, sd) = (
+            self.num.mantissa(),
+            self.num.scale(),
+            self.den.mantissa(),
+            self.den.scale(),
+        );
+        let factors = nm
+            .checked_mul(fixed::pow10(sd + dp))
+            .zip(fixed::pow10_checked(fixed::SCALE + sn).and_then(|p| dm.checked_mul(p)));
+        if let Some((n, d)) = factors
+            && let Some(v) = fixed::mul_div(amount.0, n, d)
+        {
+            return Ok(v);
+        }
+        let converted = self.apply(amount.to_decimal())?;
+        let rounded = converted
+            .round_dp_with_strategy(dp, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
+        Ok(rounded.mantissa() * fixed::pow10(dp.saturating_sub(rounded.scale())))
     }
 }
 
@@ -125,14 +172,14 @@ impl FxTable {
     }
 
     /// The pair quoted in either direction, without crossing.
-    fn direct(&self, from: Currency, to: Currency, on: NaiveDate) -> Option<(NaiveDate, Decimal)> {
+    fn direct(&self, from: Currency, to: Currency, on: NaiveDate) -> Option<FxRate> {
         let straight = self.latest(from, to, on);
-        let inverse = self
-            .latest(to, from, on)
-            .and_then(|(date, rate)| Decimal::ONE.checked_div(rate).map(|r| (date, r)));
+        let inverse = self.latest(to, from, on);
         match (straight, inverse) {
-            (Some(s), Some(i)) => Some(if i.0 > s.0 { i } else { s }),
-            (s, i) => s.or(i),
+            (Some(s), Some(i)) if i.0 > s.0 => FxRate::ratio(Decimal::ONE, i.1, i.0),
+            (Some(s), _) => FxRate::ratio(s.1, Decimal::ONE, s.0),
+            (None, Some(i)) => FxRate::ratio(Decimal::ONE, i.1, i.0),
+            (None, None) => None,
         }
     }
 
@@ -144,20 +191,19 @@ impl FxTable {
         if from == to {
             return Ok(FxRate::IDENTITY);
         }
-        if let Some((date, rate)) = self.direct(from, to, on) {
-            return Ok(FxRate {
-                rate,
-                date: Some(date),
-            });
+        if let Some(rate) = self.direct(from, to, on) {
+            return Ok(rate);
         }
         if let Some(base) = self.base.filter(|b| *b != from && *b != to)
-            && let (Some((d1, r1)), Some((d2, r2))) =
-                (self.direct(from, base, on), self.direct(base, to, on))
-            && let Some(rate) = r1.checked_mul(r2)
+            && let (Some(a), Some(b)) = (self.direct(from, base, on), self.direct(base, to, on))
+            && let (Some(num), Some(den)) = (a.num.checked_mul(b.num), a.den.checked_mul(b.den))
+            && let Some(rate) = num.checked_div(den)
         {
             return Ok(FxRate {
                 rate,
-                date: Some(d1.min(d2)),
+                num,
+                den,
+                date: a.date.min(b.date),
             });
         }
         Err(no_fx_rate(from, to, on))
@@ -324,6 +370,21 @@ mod tests {
             .unwrap();
         assert_eq!(r.rate, dec!(5));
         assert_eq!(r.date, Some(d("2026-01-10")));
+    }
+
+    #[test]
+    fn conversion_divides_by_an_inverse_quote_exactly() {
+        let t = table();
+        let r = t
+            .rate(Currency::MYR, Currency::USD, d("2026-02-10"))
+            .unwrap();
+        assert_eq!((r.num, r.den), (dec!(1), dec!(4.50)));
+        // 1.00 MYR is 0.2222... USD; 0.0225 MYR is exactly 0.005 USD, which rounds up.
+        let fixed = |v: Decimal| Fixed::from_decimal(v).unwrap();
+        assert_eq!(r.apply_rounded(fixed(dec!(1.00)), 2).unwrap(), 22);
+        assert_eq!(r.apply_rounded(fixed(dec!(0.0225)), 2).unwrap(), 1);
+        assert_eq!(r.apply_rounded(fixed(dec!(-0.0225)), 2).unwrap(), -1);
+        assert_eq!(r.apply(dec!(9)).unwrap(), dec!(2));
     }
 
     #[test]

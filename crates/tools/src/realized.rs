@@ -7,9 +7,8 @@ use chrono::{Datelike, NaiveDate};
 use rust_decimal::Decimal;
 use schemars::JsonSchema;
 use serde::Serialize;
-use tradedesk_core::fixed::{self, Fixed};
 use tradedesk_core::ledger;
-use tradedesk_core::{Book, ClosedLot, Currency, DateRange, Error, Fill, Result};
+use tradedesk_core::{Book, ClosedLot, Currency, DateRange, Fill, FxRate, Result};
 
 use crate::args::GroupBy;
 use crate::num::Num;
@@ -119,15 +118,15 @@ fn finish(t: FillTotal, best: &mut Option<FillTotal>, worst: &mut Option<FillTot
 struct RateCache<'a> {
     book: &'a Book,
     to: Currency,
-    last: Vec<(Currency, NaiveDate, Decimal)>,
+    last: Vec<(Currency, NaiveDate, FxRate)>,
 }
 
 impl RateCache<'_> {
-    fn rate(&mut self, from: Currency, on: NaiveDate) -> Result<Decimal> {
+    fn rate(&mut self, from: Currency, on: NaiveDate) -> Result<FxRate> {
         if let Some(&(_, _, r)) = self.last.iter().find(|(c, d, _)| *c == from && *d == on) {
             return Ok(r);
         }
-        let r = self.book.fx.rate(from, self.to, on)?.rate;
+        let r = self.book.fx.rate(from, self.to, on)?;
         match self.last.iter_mut().find(|(c, _, _)| *c == from) {
             Some(slot) => *slot = (from, on, r),
             None => self.last.push((from, on, r)),
@@ -156,13 +155,11 @@ fn value_lot(rates: &mut RateCache<'_>, book: &Book, lot: &ClosedLot) -> Result<
         });
     }
     let rate = rates.rate(ccy, lot.close_date)?;
-    // The exact product, rounded once: (value x 10^18) x (rate x 10^s) / 10^(18 + s - dp).
-    let places = fixed::SCALE + rate.scale() - dp;
-    let convert = |v: Fixed| {
-        fixed::mul_div_pow10(v.0, rate.mantissa(), places)
-            .ok_or_else(|| Error::internal("overflow converting P&L"))
-    };
-    Ok(Valued { rate, net: convert(lot.net_pnl)?, gross: convert(lot.gross_pnl)? })
+    Ok(Valued {
+        rate: rate.rate,
+        net: rate.apply_rounded(lot.net_pnl, dp)?,
+        gross: rate.apply_rounded(lot.gross_pnl, dp)?,
+    })
 }
 
 /// Group sums in a dense vector: keys are small indices, or months counted from the
@@ -179,11 +176,19 @@ impl GroupSums {
             GroupBy::Month => u64::try_from(q.range.start.year()).unwrap_or(0) * 12,
             _ => 0,
         };
-        Self { base, sums: Vec::new(), spill: BTreeMap::new() }
+        Self {
+            base,
+            sums: Vec::new(),
+            spill: BTreeMap::new(),
+        }
     }
 
     fn add(&mut self, key: u64, v: &Valued) {
-        match key.checked_sub(self.base).and_then(|k| usize::try_from(k).ok()).filter(|k| *k < 1 << 16) {
+        match key
+            .checked_sub(self.base)
+            .and_then(|k| usize::try_from(k).ok())
+            .filter(|k| *k < 1 << 16)
+        {
             Some(k) => {
                 if k >= self.sums.len() {
                     self.sums.resize(k + 1, None);
@@ -196,7 +201,11 @@ impl GroupSums {
 
     fn into_sorted(self) -> impl Iterator<Item = (u64, Sums)> {
         let base = self.base;
-        let dense = self.sums.into_iter().enumerate().filter_map(move |(k, s)| Some((base + k as u64, s?)));
+        let dense = self
+            .sums
+            .into_iter()
+            .enumerate()
+            .filter_map(move |(k, s)| Some((base + k as u64, s?)));
         let mut all: Vec<(u64, Sums)> = dense.chain(self.spill).collect();
         all.sort_by_key(|(k, _)| *k);
         all.into_iter()
