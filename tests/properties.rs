@@ -168,7 +168,7 @@ proptest! {
         let mut closed_commission = Decimal::ZERO;
         let mut realized_gross = Decimal::ZERO;
         let led = ledger::replay(&book, |_, lot| {
-            closed_quantity += lot.quantity;
+            closed_quantity += lot.quantity();
             closed_commission += lot.commissions.to_decimal();
             realized_gross += lot.gross_pnl.to_decimal();
         }).unwrap();

@@ -52,6 +52,7 @@ struct Lot {
     fill: u32,
     quantity: i128,
     price: i128,
+    price_decimal: Decimal,
     commission: Fixed,
     open_date: NaiveDate,
     commission_known: bool,
@@ -104,7 +105,7 @@ impl LotQueue {
         self.lots.iter().map(|l| OpenLot {
             fill: l.fill,
             quantity: to_decimal(l.quantity, self.quantity_scale),
-            price: to_decimal(l.price, self.price_scale),
+            price: l.price_decimal,
             commission: l.commission.to_decimal(),
             open_date: l.open_date,
             commission_known: l.commission_known,
@@ -147,8 +148,9 @@ pub struct ClosedLot {
     pub account: AccountIdx,
     pub instrument: InstrumentIdx,
     pub side: LotSide,
-    /// Unsigned quantity matched.
-    pub quantity: Decimal,
+    /// Unsigned quantity matched, at `quantity_scale` places.
+    quantity_units: i128,
+    quantity_scale: u32,
     pub open_fill: u32,
     pub close_fill: u32,
     pub open_date: NaiveDate,
@@ -161,6 +163,13 @@ pub struct ClosedLot {
     pub net_pnl: Fixed,
     /// False when either fill's commission is unknown: the P&L is gross of fees.
     pub commission_known: bool,
+}
+
+impl ClosedLot {
+    /// Unsigned quantity matched.
+    pub fn quantity(&self) -> Decimal {
+        to_decimal(self.quantity_units, self.quantity_scale)
+    }
 }
 
 /// Open lots of every (account, instrument), indexed densely.
@@ -236,7 +245,7 @@ impl Fifo {
         fill: &Fill,
         multiplier: Decimal,
         commission: Fixed,
-        mut on_close: impl FnMut(ClosedLot),
+        mut on_close: impl FnMut(&ClosedLot),
     ) -> Result<Fixed> {
         let slot = self.slot(fill.account, fill.instrument);
         let queue = self
@@ -284,16 +293,17 @@ impl Fifo {
                     value_scale,
                 )?;
                 let commissions = open_share.checked_add(close_share).ok_or_else(overflow)?;
-                on_close(ClosedLot {
+                on_close(&ClosedLot {
                     account: fill.account,
                     instrument: fill.instrument,
                     side: queue.side,
-                    quantity: to_decimal(matched, qs),
+                    quantity_units: matched,
+                    quantity_scale: qs,
                     open_fill: lot.fill,
                     close_fill: fill_index,
                     open_date: lot.open_date,
                     close_date: fill.trade_date,
-                    open_price: to_decimal(lot.price, ps),
+                    open_price: lot.price_decimal,
                     close_price: fill.price,
                     gross_pnl: gross,
                     commissions,
@@ -317,6 +327,7 @@ impl Fifo {
                 fill: fill_index,
                 quantity: remaining,
                 price,
+                price_decimal: fill.price,
                 commission: remaining_commission,
                 open_date: fill.trade_date,
                 commission_known: fill.commission_known,
@@ -381,7 +392,7 @@ mod tests {
                 f,
                 multiplier,
                 Fixed::from_decimal(f.commission).unwrap(),
-                |c| closed.push(c),
+                |c| closed.push(c.clone()),
             )
             .unwrap();
         }
@@ -558,7 +569,7 @@ mod tests {
             assert_eq!(closed.len(), case.closed.len(), "{}", case.name);
             for (got, want) in closed.iter().zip(&case.closed) {
                 assert_eq!(got.side, want.side, "{}", case.name);
-                assert_eq!(got.quantity, want.quantity, "{}", case.name);
+                assert_eq!(got.quantity(), want.quantity, "{}", case.name);
                 assert_eq!(got.open_fill, want.open_fill, "{}", case.name);
                 assert_eq!(got.gross_pnl.to_decimal(), want.gross, "{}", case.name);
                 assert_eq!(

@@ -107,6 +107,9 @@ pub fn mul_div(a: i128, b: i128, c: i128) -> Option<i128> {
     if c == 0 {
         return None;
     }
+    if let (Ok(x), Ok(y)) = (i64::try_from(a), i64::try_from(b)) {
+        return Some(div_round(i128::from(x) * i128::from(y), c));
+    }
     if let Some(p) = a.checked_mul(b) {
         return Some(div_round(p, c));
     }
@@ -159,6 +162,12 @@ impl Fixed {
 
     /// The value of a mantissa at `scale` places (`scale <= 38`).
     pub fn from_scaled(mantissa: i128, scale: u32) -> Option<Self> {
+        if scale <= SCALE
+            && let Ok(m) = i64::try_from(mantissa)
+        {
+            // A 64-bit mantissa times 10^18 at most stays below 2^127.
+            return Some(Self(i128::from(m) * pow10(SCALE - scale)));
+        }
         if scale <= SCALE {
             mantissa.checked_mul(pow10(SCALE - scale)).map(Self)
         } else {

@@ -104,7 +104,7 @@ pub fn replay(book: &Book, mut on_close: impl FnMut(&Fill, &ClosedLot)) -> Resul
                     None => overflowed = true,
                 }
             }
-            on_close(fill, &lot);
+            on_close(fill, lot);
         })?;
         if overflowed {
             return Err(overflow());

@@ -332,7 +332,7 @@ pub fn get_realized_pnl(
                 exchange: inst.key.exchange.clone(),
                 symbol: inst.key.symbol.clone(),
                 side: lot.side.as_str().to_owned(),
-                quantity: Num(lot.quantity),
+                quantity: Num(lot.quantity()),
                 open_date: lot.open_date.to_string(),
                 close_date: lot.close_date.to_string(),
                 open_price: Num(lot.open_price),
