@@ -184,6 +184,7 @@ fn overflow() -> Error {
 }
 
 /// `a x b` as a [`Fixed`], where the product is at `scale` places.
+#[inline]
 fn scaled_product(a: i128, b: i128, scale: u32) -> Result<Fixed> {
     if let (Ok(a), Ok(b), true) = (i64::try_from(a), i64::try_from(b), scale <= fixed::SCALE) {
         // Two 64-bit factors cannot overflow 128 bits; only the rescale can.
@@ -204,7 +205,22 @@ fn scaled_product(a: i128, b: i128, scale: u32) -> Result<Fixed> {
     }
 }
 
+/// A fill's notional, quantity x price x multiplier, as [`Fixed`].
+///
+/// # Errors
+/// `internal` when it overflows the fixed-point range.
+pub fn notional(fill: &Fill, multiplier: Decimal) -> Result<Fixed> {
+    let scale = fill.quantity.scale() + fill.price.scale() + multiplier.scale();
+    let qm = fill
+        .quantity
+        .mantissa()
+        .checked_mul(multiplier.mantissa())
+        .ok_or_else(overflow)?;
+    scaled_product(fill.price.mantissa(), qm, scale)
+}
+
 /// `total x part / whole`, exactly `total` when `part == whole`.
+#[inline]
 fn share(total: Fixed, part: i128, whole: i128) -> Result<Fixed> {
     if part == whole || total.is_zero() {
         return Ok(if part == whole { total } else { Fixed::ZERO });
@@ -234,7 +250,6 @@ impl Fifo {
 
     /// Applies one fill. `multiplier` is the instrument's; `commission` is the fill's
     /// commission already in the instrument currency. Closed portions go to `on_close`.
-    /// Returns the fill's notional, quantity x price x multiplier.
     ///
     /// # Errors
     /// `internal` when a value overflows the fixed-point range, or when the fill refers
@@ -246,7 +261,7 @@ impl Fifo {
         multiplier: Decimal,
         commission: Fixed,
         mut on_close: impl FnMut(&ClosedLot),
-    ) -> Result<Fixed> {
+    ) -> Result<()> {
         let slot = self.slot(fill.account, fill.instrument);
         let queue = self
             .queues
@@ -266,11 +281,6 @@ impl Fifo {
             .ok_or_else(overflow)?;
         let (mult, mult_scale) = (multiplier.mantissa(), multiplier.scale());
         let value_scale = qs + ps + mult_scale;
-        let notional = scaled_product(
-            price,
-            quantity.checked_mul(mult).ok_or_else(overflow)?,
-            value_scale,
-        )?;
 
         let incoming = LotSide::opened_by(fill.side);
         let mut remaining = quantity;
@@ -333,7 +343,7 @@ impl Fifo {
                 commission_known: fill.commission_known,
             });
         }
-        Ok(notional)
+        Ok(())
     }
 
     /// Every non-flat (account, instrument) with its lots, in index order.

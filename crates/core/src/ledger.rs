@@ -11,7 +11,7 @@ use rust_decimal::Decimal;
 use crate::book::{AccountIdx, Book, Fill, Side};
 use crate::currency::Currency;
 use crate::error::{Error, Result};
-use crate::fifo::{ClosedLot, Fifo};
+use crate::fifo::{ClosedLot, Fifo, notional};
 use crate::fixed::Fixed;
 
 /// The state after replaying every fill of a book.
@@ -71,11 +71,27 @@ fn fixed(d: Decimal) -> Result<Fixed> {
 }
 
 /// Replays every fill in order, passing each closed lot (with its closing fill) to
-/// `on_close`.
+/// `on_close`, and keeps the cash the fills imply.
 ///
 /// # Errors
 /// `no_fx_rate` for a commission that cannot be converted; `internal` on overflow.
-pub fn replay(book: &Book, mut on_close: impl FnMut(&Fill, &ClosedLot)) -> Result<Ledger> {
+pub fn replay(book: &Book, on_close: impl FnMut(&Fill, &ClosedLot)) -> Result<Ledger> {
+    run::<true>(book, on_close)
+}
+
+/// As [`replay`], for callers that need only the lots: no cash is kept (its `cash` is
+/// empty).
+///
+/// # Errors
+/// As [`replay`].
+pub fn replay_lots(book: &Book, on_close: impl FnMut(&Fill, &ClosedLot)) -> Result<Ledger> {
+    run::<false>(book, on_close)
+}
+
+fn run<const CASH: bool>(
+    book: &Book,
+    mut on_close: impl FnMut(&Fill, &ClosedLot),
+) -> Result<Ledger> {
     let mut fifo = Fifo::new(book.accounts.len(), book.instruments.len());
     let mut cash = CashBook::default();
     let mut has_cash_entries = vec![false; book.accounts.len()];
@@ -83,7 +99,9 @@ pub fn replay(book: &Book, mut on_close: impl FnMut(&Fill, &ClosedLot)) -> Resul
         if let Some(flag) = has_cash_entries.get_mut(entry.account as usize) {
             *flag = true;
         }
-        cash.add(entry.account, entry.currency, fixed(entry.amount)?)?;
+        if CASH {
+            cash.add(entry.account, entry.currency, fixed(entry.amount)?)?;
+        }
     }
     for (index, fill) in book.fills.iter().enumerate() {
         let instrument = book.instrument(fill.instrument);
@@ -94,10 +112,10 @@ pub fn replay(book: &Book, mut on_close: impl FnMut(&Fill, &ClosedLot)) -> Resul
             fixed(commission_in_instrument_currency(book, fill)?)?
         };
         let index = u32::try_from(index).map_err(|_| Error::internal("more than 2^32 fills"))?;
-        let margin = instrument.asset_class.is_margin_settled();
+        let margin = CASH && instrument.asset_class.is_margin_settled();
         let mut margin_gross = Fixed::ZERO;
         let mut overflowed = false;
-        let notional = fifo.apply(index, fill, instrument.multiplier, commission, |lot| {
+        fifo.apply(index, fill, instrument.multiplier, commission, |lot| {
             if margin {
                 match margin_gross.checked_add(lot.gross_pnl) {
                     Some(sum) => margin_gross = sum,
@@ -109,19 +127,25 @@ pub fn replay(book: &Book, mut on_close: impl FnMut(&Fill, &ClosedLot)) -> Resul
         if overflowed {
             return Err(overflow());
         }
+        if !CASH {
+            continue;
+        }
         let flow = if margin {
             margin_gross
-        } else if fill.side == Side::Sell {
-            notional
         } else {
-            Fixed(-notional.0)
+            let value = notional(fill, instrument.multiplier)?;
+            if fill.side == Side::Sell {
+                value
+            } else {
+                Fixed(-value.0)
+            }
         };
         cash.add(fill.account, instrument.currency, flow)?;
         if !fill.commission.is_zero() {
             cash.add(
                 fill.account,
                 fill.commission_currency,
-                Fixed(-fixed(fill.commission)?.0),
+                Fixed(-own_commission.0),
             )?;
         }
     }

@@ -282,7 +282,7 @@ pub fn get_realized_pnl(
     let mut failure = None;
     let fills: &[Fill] = &book.fills;
 
-    ledger::replay(book, |_, lot| {
+    ledger::replay_lots(book, |_, lot| {
         if failure.is_some()
             || !q.range.contains(lot.close_date)
             || !sel.matches(lot.account, lot.instrument)

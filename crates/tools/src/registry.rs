@@ -401,7 +401,7 @@ async fn health(ctx: &ToolContext, arguments: Value) -> ToolOutput {
     let probes = ctx.health().await;
     let book = ctx.book().await;
     let result = match &book {
-        Ok(book) => match ledger::replay(book, |_, _| {}) {
+        Ok(book) => match ledger::replay_lots(book, |_, _| {}) {
             Ok(ledger) => get_server_health(&ctx.version, probes, Some((book, &ledger)), None),
             Err(e) => get_server_health(&ctx.version, probes, None, Some(e.to_string())),
         },
