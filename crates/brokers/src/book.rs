@@ -131,7 +131,7 @@ pub fn parse_fx_file(source: &str, text: &str) -> Result<Vec<FxQuote>, BookError
     })?;
     let mut v = Validator::default();
     let quotes = v
-        .object("$", &value, &TOP_LEVEL)
+        .object(&At::ROOT, &value, &TOP_LEVEL)
         .map(|top| {
             if top.get("format").and_then(Value::as_str) != Some(FORMAT) {
                 v.issue("format", format!("must be exactly \"{FORMAT}\""));
@@ -160,6 +160,48 @@ const TOP_LEVEL: [&str; 10] = [
     "reported_positions",
 ];
 
+/// Where an item sits in the file (`fills[12]`), formatted only when an issue is found.
+#[derive(Debug, Clone, Copy)]
+struct At {
+    section: &'static str,
+    index: Option<usize>,
+}
+
+impl At {
+    const ROOT: Self = Self {
+        section: "$",
+        index: None,
+    };
+
+    fn item(section: &'static str, index: usize) -> Self {
+        Self {
+            section,
+            index: Some(index),
+        }
+    }
+}
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.index {
+            Some(i) => write!(f, "{}[{i}]", self.section),
+            None => f.write_str(self.section),
+        }
+    }
+}
+
+impl From<&At> for String {
+    fn from(at: &At) -> Self {
+        at.to_string()
+    }
+}
+
+impl From<At> for String {
+    fn from(at: At) -> Self {
+        at.to_string()
+    }
+}
+
 /// A rule on a decimal's value, and how the rule reads in an error.
 type Check = (fn(&Decimal) -> bool, &'static str);
 
@@ -183,7 +225,7 @@ impl Validator {
     /// An object with only the allowed keys.
     fn object<'a>(
         &mut self,
-        path: &str,
+        path: &At,
         value: &'a Value,
         allowed: &[&str],
     ) -> Option<&'a Map<String, Value>> {
@@ -204,7 +246,7 @@ impl Validator {
 
     fn string<'a>(
         &mut self,
-        path: &str,
+        path: &At,
         map: &'a Map<String, Value>,
         key: &str,
         required: bool,
@@ -230,7 +272,7 @@ impl Validator {
 
     fn currency(
         &mut self,
-        path: &str,
+        path: &At,
         map: &Map<String, Value>,
         key: &str,
         required: bool,
@@ -248,7 +290,7 @@ impl Validator {
         }
     }
 
-    fn date(&mut self, path: &str, map: &Map<String, Value>, key: &str) -> Option<NaiveDate> {
+    fn date(&mut self, path: &At, map: &Map<String, Value>, key: &str) -> Option<NaiveDate> {
         let text = self.string(path, map, key, true)?;
         match tradedesk_core::parse_date(key, text) {
             Ok(d) => Some(d),
@@ -264,7 +306,7 @@ impl Validator {
 
     fn time(
         &mut self,
-        path: &str,
+        path: &At,
         map: &Map<String, Value>,
         key: &str,
     ) -> Option<DateTime<FixedOffset>> {
@@ -284,7 +326,7 @@ impl Validator {
     /// A decimal string; `check` states the rule on its value (e.g. "must be > 0").
     fn decimal(
         &mut self,
-        path: &str,
+        path: &At,
         map: &Map<String, Value>,
         key: &str,
         required: bool,
@@ -333,7 +375,7 @@ impl Validator {
     }
 
     fn book(&mut self, value: &Value) -> Option<Book> {
-        let top = self.object("$", value, &TOP_LEVEL)?;
+        let top = self.object(&At::ROOT, value, &TOP_LEVEL)?;
         match top.get("format") {
             Some(Value::String(f)) if f == FORMAT => {}
             Some(Value::String(f)) => self.issue(
@@ -343,8 +385,8 @@ impl Validator {
             None => self.issue("format", format!("is required: \"{FORMAT}\"")),
             Some(_) => self.issue("format", format!("must be the string \"{FORMAT}\"")),
         }
-        let base_currency = self.currency("$", top, "base_currency", true);
-        let as_of = self.date("$", top, "as_of");
+        let base_currency = self.currency(&At::ROOT, top, "base_currency", true);
+        let as_of = self.date(&At::ROOT, top, "as_of");
         // Paths of top-level fields read better without the `$.` prefix.
         for issue in &mut self.issues {
             if let Some(rest) = issue.path.strip_prefix("$.") {
@@ -365,10 +407,13 @@ impl Validator {
             let items = self.array(top, "instruments", true);
             self.instruments(items)
         };
-        let instrument_ids: HashMap<InstrumentKey, InstrumentIdx> = instruments
+        let instrument_ids: HashMap<(&str, &str), InstrumentIdx> = instruments
             .iter()
             .enumerate()
-            .filter_map(|(i, inst)| Some((inst.key.clone(), InstrumentIdx::try_from(i).ok()?)))
+            .filter_map(|(i, inst)| {
+                let key = (inst.key.exchange.as_str(), inst.key.symbol.as_str());
+                Some((key, InstrumentIdx::try_from(i).ok()?))
+            })
             .collect();
         let refs = Refs {
             accounts: &account_ids,
@@ -422,7 +467,7 @@ impl Validator {
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            let path = format!("accounts[{i}]");
+            let path = At::item("accounts", i);
             let Some(map) = self.object(&path, item, &["id", "broker", "currency", "name"]) else {
                 continue;
             };
@@ -466,7 +511,7 @@ impl Validator {
         let mut out = Vec::with_capacity(items.len());
         let classes: Vec<&str> = AssetClass::ALL.iter().map(|c| c.as_str()).collect();
         for (i, item) in items.iter().enumerate() {
-            let path = format!("instruments[{i}]");
+            let path = At::item("instruments", i);
             let Some(map) = self.object(
                 &path,
                 item,
@@ -559,7 +604,7 @@ impl Validator {
 
     fn account_ref(
         &mut self,
-        path: &str,
+        path: &At,
         map: &Map<String, Value>,
         refs: &Refs<'_>,
     ) -> Option<AccountIdx> {
@@ -578,18 +623,18 @@ impl Validator {
 
     fn instrument_ref(
         &mut self,
-        path: &str,
+        path: &At,
         map: &Map<String, Value>,
         refs: &Refs<'_>,
     ) -> Option<InstrumentIdx> {
         let exchange = self.string(path, map, "exchange", true);
         let symbol = self.string(path, map, "symbol", true);
-        let key = InstrumentKey::new(exchange?, symbol?);
-        let found = refs.instruments.get(&key).copied();
+        let (exchange, symbol) = (exchange?, symbol?);
+        let found = refs.instruments.get(&(exchange, symbol)).copied();
         if found.is_none() {
             self.issue(
                 format!("{path}.symbol"),
-                format!("instrument {key} is not listed in instruments"),
+                format!("instrument {exchange}:{symbol} is not listed in instruments"),
             );
         }
         found
@@ -599,7 +644,7 @@ impl Validator {
         let mut seen: HashMap<&str, usize> = HashMap::with_capacity(items.len());
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            let path = format!("fills[{i}]");
+            let path = At::item("fills", i);
             let Some(map) = self.object(
                 &path,
                 item,
@@ -715,7 +760,7 @@ impl Validator {
     fn cash(&mut self, items: &[Value], refs: &Refs<'_>) -> Vec<CashEntry> {
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            let path = format!("cash[{i}]");
+            let path = At::item("cash", i);
             let Some(map) = self.object(
                 &path,
                 item,
@@ -776,7 +821,7 @@ impl Validator {
         let mut seen: HashMap<(InstrumentIdx, NaiveDate), usize> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            let path = format!("marks[{i}]");
+            let path = At::item("marks", i);
             let Some(map) = self.object(&path, item, &["exchange", "symbol", "price", "date"])
             else {
                 continue;
@@ -805,7 +850,7 @@ impl Validator {
         let mut seen: HashMap<(Currency, Currency, NaiveDate), usize> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            let path = format!("fx_rates[{i}]");
+            let path = At::item("fx_rates", i);
             let Some(map) = self.object(&path, item, &["base", "quote", "rate", "date"]) else {
                 continue;
             };
@@ -848,7 +893,7 @@ impl Validator {
         let mut seen: HashMap<(AccountIdx, InstrumentIdx), usize> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            let path = format!("reported_positions[{i}]");
+            let path = At::item("reported_positions", i);
             let Some(map) =
                 self.object(&path, item, &["account", "exchange", "symbol", "quantity"])
             else {
@@ -877,7 +922,7 @@ impl Validator {
 
 struct Refs<'a> {
     accounts: &'a HashMap<&'a str, AccountIdx>,
-    instruments: &'a HashMap<InstrumentKey, InstrumentIdx>,
+    instruments: &'a HashMap<(&'a str, &'a str), InstrumentIdx>,
     instrument_list: &'a [Instrument],
 }
 
