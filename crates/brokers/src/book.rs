@@ -16,8 +16,8 @@ use rust_decimal::Decimal;
 use serde_json::{Map, Value};
 use tradedesk_core::instrument::gics_sector;
 use tradedesk_core::{
-    Account, AccountIdx, AssetClass, Book, CashEntry, CashKind, Currency, Fill, FxQuote, FxTable,
-    Instrument, InstrumentIdx, InstrumentKey, Marks, Mode, ReportedPosition, Side,
+    Account, AccountIdx, AssetClass, Book, BookParts, CashEntry, CashKind, Currency, Fill, FxQuote,
+    Instrument, InstrumentIdx, InstrumentKey, Mode, ReportedPosition, Side,
 };
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
@@ -421,7 +421,7 @@ impl Validator {
             instrument_list: &instruments,
         };
 
-        let mut fills = {
+        let fills = {
             let items = self.array(top, "fills", true);
             self.fills(items, &refs)
         };
@@ -445,19 +445,17 @@ impl Validator {
         if !self.issues.is_empty() {
             return None;
         }
-        let (base_currency, as_of) = (base_currency?, as_of?);
-        Book::sort_fills(&mut fills);
-        Some(Book {
-            base_currency,
-            as_of,
-            marks: Marks::new(instruments.len(), marks),
-            fx: FxTable::new(base_currency, fx),
+        Some(Book::assemble(BookParts {
+            base_currency: base_currency?,
+            as_of: as_of?,
             accounts,
             instruments,
             fills,
             cash,
+            marks,
+            fx_rates: fx,
             reported_positions,
-        })
+        }))
     }
 
     fn accounts(&mut self, items: &[Value]) -> Vec<Account> {

@@ -6,7 +6,7 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 
 use crate::currency::Currency;
-use crate::fx::FxTable;
+use crate::fx::{FxQuote, FxTable};
 use crate::instrument::{Instrument, InstrumentKey};
 
 /// Index of an account in [`Book::accounts`].
@@ -174,11 +174,48 @@ pub struct Book {
     pub reported_positions: Vec<ReportedPosition>,
 }
 
+/// The parts a book is assembled from; every index already checked by the caller.
+#[derive(Debug, Clone)]
+pub struct BookParts {
+    pub base_currency: Currency,
+    pub as_of: NaiveDate,
+    pub accounts: Vec<Account>,
+    pub instruments: Vec<Instrument>,
+    /// In any order: assembling sorts them into replay order.
+    pub fills: Vec<Fill>,
+    pub cash: Vec<CashEntry>,
+    pub marks: Vec<(InstrumentIdx, NaiveDate, Decimal)>,
+    pub fx_rates: Vec<FxQuote>,
+    pub reported_positions: Vec<ReportedPosition>,
+}
+
 impl Book {
-    /// Puts fills into replay order (by instant, then source order). Callers have checked
-    /// that every index refers to an existing account and instrument.
-    pub fn sort_fills(fills: &mut [Fill]) {
+    /// Puts the fills into replay order (by instant, then source order) and indexes the
+    /// marks and rates.
+    pub fn assemble(parts: BookParts) -> Self {
+        let BookParts {
+            base_currency,
+            as_of,
+            accounts,
+            instruments,
+            mut fills,
+            cash,
+            marks,
+            fx_rates,
+            reported_positions,
+        } = parts;
         fills.sort_by(|a, b| a.time.cmp(&b.time).then(a.seq.cmp(&b.seq)));
+        Self {
+            base_currency,
+            as_of,
+            marks: Marks::new(instruments.len(), marks),
+            fx: FxTable::new(base_currency, fx_rates),
+            accounts,
+            instruments,
+            fills,
+            cash,
+            reported_positions,
+        }
     }
 
     pub fn account(&self, idx: AccountIdx) -> &Account {

@@ -15,7 +15,7 @@ pub mod ledger;
 pub mod money;
 
 pub use book::{
-    Account, AccountIdx, Book, CashEntry, CashKind, Fill, InstrumentIdx, Marks, Mode,
+    Account, AccountIdx, Book, BookParts, CashEntry, CashKind, Fill, InstrumentIdx, Marks, Mode,
     ReportedPosition, Side,
 };
 pub use currency::Currency;

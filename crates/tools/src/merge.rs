@@ -4,8 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use tradedesk_core::{
-    AccountIdx, Book, Currency, Error, FxQuote, FxTable, InstrumentIdx, InstrumentKey, Marks,
-    Result,
+    AccountIdx, Book, BookParts, Currency, Error, FxQuote, InstrumentIdx, InstrumentKey, Result,
 };
 
 /// Merges books, keeping only the selected accounts of each. Instruments are matched by
@@ -142,16 +141,15 @@ pub fn merge_books(
         );
     }
     fx.extend_from_slice(extra_fx);
-    Book::sort_fills(&mut fills);
-    Ok(Book {
+    Ok(Book::assemble(BookParts {
         base_currency,
         as_of,
-        marks: Marks::new(instruments.len(), marks),
-        fx: FxTable::new(base_currency, fx),
         accounts,
         instruments,
         fills,
         cash,
+        marks,
+        fx_rates: fx,
         reported_positions: reported,
-    })
+    }))
 }
