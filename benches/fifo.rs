@@ -9,7 +9,7 @@ use tradedesk_tools::accounts::get_portfolio_summary;
 use tradedesk_tools::args::GroupBy;
 use tradedesk_tools::realized::{RealizedQuery, get_realized_pnl};
 use tradedesk_tools::select::select;
-use tradedesk_tools::valuation::value_book;
+use tradedesk_tools::valuation::{Scope, value_book};
 
 mod common;
 
@@ -43,7 +43,7 @@ fn fifo(c: &mut Criterion) {
             |b, book| {
                 b.iter(|| {
                     black_box(
-                        value_book(book, Currency::USD)
+                        value_book(book, Currency::USD, Scope::ACCOUNTS)
                             .and_then(|v| get_portfolio_summary(book, &v))
                             .map(|s| s.total_value),
                     )

@@ -202,6 +202,11 @@ impl From<At> for String {
     }
 }
 
+/// Decimal places any value may have (the FIFO engine is exact to 18).
+const MAX_PLACES: u32 = 18;
+/// Largest size of any value: a quantity, price, rate or amount.
+const MAX_MAGNITUDE: i64 = 1_000_000_000_000;
+
 /// A rule on a decimal's value, and how the rule reads in an error.
 type Check = (fn(&Decimal) -> bool, &'static str);
 
@@ -350,6 +355,22 @@ impl Validator {
             self.issue(field, format!("'{text}' {DECIMAL_RULE}"));
             return None;
         };
+        // Bounds that keep every row and total far inside exact decimal and fixed-point
+        // arithmetic: no real price, quantity or amount comes near them.
+        if value.scale() > MAX_PLACES {
+            self.issue(
+                field,
+                format!("'{text}' has more than {MAX_PLACES} decimal places"),
+            );
+            return None;
+        }
+        if value.abs() > Decimal::from(MAX_MAGNITUDE) {
+            self.issue(
+                field,
+                format!("'{text}' is larger than the supported 1e12 in size"),
+            );
+            return None;
+        }
         if let Some((ok, rule)) = check
             && !ok(&value)
         {
@@ -459,9 +480,6 @@ impl Validator {
     }
 
     fn accounts(&mut self, items: &[Value]) -> Vec<Account> {
-        if items.is_empty() && self.issues.iter().all(|i| i.path != "accounts") {
-            self.issue("accounts", "must list at least one account");
-        }
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {

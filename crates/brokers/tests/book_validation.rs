@@ -76,9 +76,14 @@ fn broken_books_are_refused_with_path_and_rule() {
             expect: "as_of: '2026-02-30' is not a YYYY-MM-DD",
         },
         TestCase {
-            name: "no accounts",
-            edit: |b| b["accounts"] = json!([]),
-            expect: "accounts: must list at least one account",
+            name: "too many places",
+            edit: |b| b["fills"][0]["price"] = json!("1.0000000000000000001"),
+            expect: "fills[0].price: '1.0000000000000000001' has more than 18 decimal places",
+        },
+        TestCase {
+            name: "absurd size",
+            edit: |b| b["marks"][0]["price"] = json!("50000000000000000000000000000"),
+            expect: "marks[0].price: '50000000000000000000000000000' is larger than the supported 1e12",
         },
         TestCase {
             name: "duplicate account",
@@ -252,6 +257,16 @@ fn broken_books_are_refused_with_path_and_rule() {
             case.expect
         );
     }
+}
+
+#[test]
+fn a_book_without_accounts_loads_empty() {
+    let mut book = small();
+    for key in ["accounts", "fills", "cash", "reported_positions"] {
+        book[key] = json!([]);
+    }
+    let parsed = parse_book("x", &book.to_string()).unwrap();
+    assert!(parsed.accounts.is_empty());
 }
 
 #[test]

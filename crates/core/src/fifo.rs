@@ -12,7 +12,7 @@
 //! lots, not to history. The loop runs on integers: quantities and prices at the scale
 //! their instrument's fills use, P&L and commission shares as [`Fixed`] (18 places).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
@@ -92,6 +92,13 @@ fn to_decimal(mantissa: i128, scale: u32) -> Decimal {
 }
 
 impl LotQueue {
+    const EMPTY: Self = Self {
+        side: LotSide::Long,
+        lots: VecDeque::new(),
+        quantity_scale: 0,
+        price_scale: 0,
+    };
+
     pub fn is_empty(&self) -> bool {
         self.lots.is_empty()
     }
@@ -172,11 +179,23 @@ impl ClosedLot {
     }
 }
 
-/// Open lots of every (account, instrument), indexed densely.
+/// Where each (account, instrument) queue lives: a dense table for the usual book, a map
+/// for one with so many accounts and instruments that a table would waste memory.
+#[derive(Debug, Clone)]
+enum Slots {
+    Dense { accounts: usize, instruments: usize },
+    Sparse(HashMap<(AccountIdx, InstrumentIdx), usize>),
+}
+
+/// Dense tables up to this many (account, instrument) pairs.
+const DENSE_MAX: usize = 1 << 16;
+
+/// Open lots of every (account, instrument).
 #[derive(Debug, Clone)]
 pub struct Fifo {
-    instruments: usize,
+    slots: Slots,
     queues: Vec<LotQueue>,
+    keys: Vec<(AccountIdx, InstrumentIdx)>,
 }
 
 fn overflow() -> Error {
@@ -194,15 +213,16 @@ fn scaled_product(a: i128, b: i128, scale: u32) -> Result<Fixed> {
             .ok_or_else(overflow);
     }
     if scale <= fixed::SCALE {
-        a.checked_mul(b)
+        return a
+            .checked_mul(b)
             .and_then(|p| p.checked_mul(fixed::pow10(fixed::SCALE - scale)))
             .map(Fixed)
-            .ok_or_else(overflow)
-    } else {
-        fixed::mul_div(a, b, fixed::pow10(scale - fixed::SCALE))
-            .map(Fixed)
-            .ok_or_else(overflow)
+            .ok_or_else(overflow);
     }
+    // Products of up to 28 + 28 + 28 places: rounded to 18, through 256 bits.
+    fixed::mul_div_pow10(a, b, scale - fixed::SCALE)
+        .map(Fixed)
+        .ok_or_else(overflow)
 }
 
 /// A fill's notional, quantity x price x multiplier, as [`Fixed`].
@@ -232,20 +252,56 @@ fn share(total: Fixed, part: i128, whole: i128) -> Result<Fixed> {
 
 impl Fifo {
     pub fn new(accounts: usize, instruments: usize) -> Self {
-        let empty = LotQueue {
-            side: LotSide::Long,
-            lots: VecDeque::new(),
-            quantity_scale: 0,
-            price_scale: 0,
-        };
+        let pairs = accounts.saturating_mul(instruments);
+        if pairs > DENSE_MAX {
+            return Self {
+                slots: Slots::Sparse(HashMap::new()),
+                queues: Vec::new(),
+                keys: Vec::new(),
+            };
+        }
+        let keys = (0..accounts)
+            .flat_map(|a| (0..instruments).map(move |i| (a, i)))
+            .filter_map(|(a, i)| {
+                Some((
+                    AccountIdx::try_from(a).ok()?,
+                    InstrumentIdx::try_from(i).ok()?,
+                ))
+            })
+            .collect();
         Self {
-            instruments,
-            queues: vec![empty; accounts.saturating_mul(instruments)],
+            slots: Slots::Dense {
+                accounts,
+                instruments,
+            },
+            queues: vec![LotQueue::EMPTY; pairs],
+            keys,
         }
     }
 
-    fn slot(&self, account: AccountIdx, instrument: InstrumentIdx) -> usize {
-        account as usize * self.instruments + instrument as usize
+    fn queue_mut(
+        &mut self,
+        account: AccountIdx,
+        instrument: InstrumentIdx,
+    ) -> Option<&mut LotQueue> {
+        let slot = match &mut self.slots {
+            Slots::Dense {
+                accounts,
+                instruments,
+            } => {
+                let (a, i) = (account as usize, instrument as usize);
+                if a >= *accounts || i >= *instruments {
+                    return None;
+                }
+                a * *instruments + i
+            }
+            Slots::Sparse(map) => *map.entry((account, instrument)).or_insert_with(|| {
+                self.queues.push(LotQueue::EMPTY);
+                self.keys.push((account, instrument));
+                self.queues.len() - 1
+            }),
+        };
+        self.queues.get_mut(slot)
     }
 
     /// Applies one fill. `multiplier` is the instrument's; `commission` is the fill's
@@ -262,10 +318,8 @@ impl Fifo {
         commission: Fixed,
         mut on_close: impl FnMut(&ClosedLot),
     ) -> Result<()> {
-        let slot = self.slot(fill.account, fill.instrument);
         let queue = self
-            .queues
-            .get_mut(slot)
+            .queue_mut(fill.account, fill.instrument)
             .ok_or_else(|| Error::internal(format!("fill {} refers outside the book", fill.id)))?;
         queue.widen(fill.quantity.scale(), fill.price.scale())?;
         let (qs, ps) = (queue.quantity_scale, queue.price_scale);
@@ -346,18 +400,14 @@ impl Fifo {
         Ok(())
     }
 
-    /// Every non-flat (account, instrument) with its lots, in index order.
+    /// Every non-flat (account, instrument) with its lots (in index order for the usual,
+    /// dense book; callers that need an order sort).
     pub fn open_positions(&self) -> impl Iterator<Item = (AccountIdx, InstrumentIdx, &LotQueue)> {
-        let n = self.instruments.max(1);
         self.queues
             .iter()
-            .enumerate()
-            .filter(|(_, q)| !q.lots.is_empty())
-            .filter_map(move |(i, q)| {
-                let account = AccountIdx::try_from(i / n).ok()?;
-                let instrument = InstrumentIdx::try_from(i % n).ok()?;
-                Some((account, instrument, q))
-            })
+            .zip(&self.keys)
+            .filter(|(q, _)| !q.lots.is_empty())
+            .map(|(q, &(a, i))| (a, i, q))
     }
 
     /// Number of lots currently open, over every position.

@@ -38,9 +38,12 @@ pub fn pow10_checked(n: u32) -> Option<i128> {
     POW10.get(n as usize).copied()
 }
 
-/// `n / d` rounded half away from zero; `d > 0`. One hardware division when both fit
-/// in 64 bits.
+/// `n / d` rounded half away from zero (`d != 0`; a zero divisor gives 0). One hardware
+/// division when both fit in 64 bits.
 pub fn div_round(n: i128, d: i128) -> i128 {
+    if d == 0 {
+        return 0;
+    }
     let (a, b) = (n.unsigned_abs(), d.unsigned_abs());
     let (q, r) = match (u64::try_from(a), u64::try_from(b)) {
         (Ok(a), Ok(b)) => (u128::from(a / b), u128::from(a % b)),
@@ -50,8 +53,17 @@ pub fn div_round(n: i128, d: i128) -> i128 {
         }
     };
     let q = if r >= b - r { q + 1 } else { q };
-    let q = q as i128; // q <= |n| / d + 1 fits, since d >= 1 and |n| <= i128::MAX + 1
-    if n < 0 { -q } else { q }
+    signed(q, (n < 0) != (d < 0))
+}
+
+/// `q` with a sign, saturating at the ends of `i128` (reached only by `i128::MIN / 1`).
+fn signed(q: u128, negative: bool) -> i128 {
+    match (i128::try_from(q), negative) {
+        (Ok(q), true) => -q,
+        (Ok(q), false) => q,
+        (Err(_), true) => i128::MIN,
+        (Err(_), false) => i128::MAX,
+    }
 }
 
 const POW5: [u64; 28] = {
@@ -64,7 +76,7 @@ const POW5: [u64; 28] = {
     t
 };
 
-/// `n / 10^k` rounded half away from zero. As `10^k = 2^k x 5^k`, a shift leaves a
+/// `n / 10^k` rounded half away from zero (`k <= 38`). As `10^k = 2^k x 5^k`, a shift leaves a
 /// 64-bit division for every value below about 2^(63+k): the common case.
 pub fn div_round_pow10(n: i128, k: u32) -> i128 {
     if k == 0 {
@@ -79,8 +91,7 @@ pub fn div_round_pow10(n: i128, k: u32) -> i128 {
     let d = pow10(k).unsigned_abs();
     let r = a - q * d;
     let q = if r >= d - r { q + 1 } else { q };
-    let q = q as i128;
-    if n < 0 { -q } else { q }
+    signed(q, n < 0)
 }
 
 /// `a * b / 10^k` rounded half away from zero, for `k` up to 76, with a 256-bit
@@ -88,6 +99,9 @@ pub fn div_round_pow10(n: i128, k: u32) -> i128 {
 pub fn mul_div_pow10(a: i128, b: i128, k: u32) -> Option<i128> {
     if k <= 38 {
         return mul_div(a, b, pow10(k));
+    }
+    if k > 76 {
+        return None;
     }
     // Truncate by 10^38 first, then round by 10^(k-38): the first remainder is below
     // 10^38, so it can never carry the second one across the half-way point.
@@ -250,6 +264,9 @@ mod tests {
         assert_eq!(div_round(-7, 2), -4);
         assert_eq!(div_round(5, 3), 2);
         assert_eq!(div_round(i128::MAX, 1), i128::MAX);
+        assert_eq!(div_round(7, -2), -4);
+        assert_eq!(mul_div(1, 1, -1), Some(-1));
+        assert_eq!(mul_div_pow10(1, 1, 77), None);
         assert_eq!(div_round(-(10i128.pow(30)) - 5, 10), -(10i128.pow(29)) - 1);
         for n in [
             0i128,

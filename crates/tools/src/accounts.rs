@@ -8,7 +8,7 @@ use serde::Serialize;
 use tradedesk_core::{Book, Currency, Result};
 
 use crate::num::Num;
-use crate::valuation::{Valuation, pct};
+use crate::valuation::{PositionRow, Valuation, pct};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct AccountRow {
@@ -47,7 +47,7 @@ pub(crate) fn account_rows(book: &Book, v: &Valuation, notes: &mut Vec<String>) 
             .filter_map(|p| p.marked.as_ref());
         let (mut positions_value, mut positions_converted) = (Decimal::ZERO, Decimal::ZERO);
         for m in marked {
-            positions_value += m.market_value_account;
+            positions_value += m.market_value_account.unwrap_or_default();
             positions_converted += m.market_value_converted;
         }
         let cash_known = v.cash_known.get(i).copied().unwrap_or(false);
@@ -76,9 +76,14 @@ pub(crate) fn account_rows(book: &Book, v: &Valuation, notes: &mut Vec<String>) 
     rows
 }
 
-pub(crate) fn common_notes(book: &Book, v: &Valuation, notes: &mut Vec<String>) {
-    let unmarked: Vec<String> = v
-        .positions
+/// Notes every valuation-based answer carries: unmarked positions, fees unknown, stale rates.
+pub(crate) fn common_notes(
+    book: &Book,
+    v: &Valuation,
+    positions: &[PositionRow],
+    notes: &mut Vec<String>,
+) {
+    let unmarked: Vec<String> = positions
         .iter()
         .filter(|p| p.marked.is_none())
         .map(|p| {
@@ -96,8 +101,7 @@ pub(crate) fn common_notes(book: &Book, v: &Valuation, notes: &mut Vec<String>) 
             unmarked.join(", ")
         ));
     }
-    let gross: Vec<String> = v
-        .positions
+    let gross: Vec<String> = positions
         .iter()
         .filter(|p| !p.commission_known)
         .map(|p| book.instrument(p.instrument).key.qualified())
@@ -116,7 +120,7 @@ pub(crate) fn common_notes(book: &Book, v: &Valuation, notes: &mut Vec<String>) 
 pub fn get_accounts(book: &Book, v: &Valuation) -> Result<AccountsResult> {
     let mut notes = Vec::new();
     let accounts = account_rows(book, v, &mut notes);
-    common_notes(book, v, &mut notes);
+    common_notes(book, v, &v.positions, &mut notes);
     Ok(AccountsResult {
         currency: v.currency.code().to_owned(),
         total_value: Num(accounts.iter().map(|a| a.total_value_converted.0).sum()),
@@ -166,7 +170,7 @@ fn sorted_buckets(map: BTreeMap<String, Decimal>) -> Vec<(String, Decimal)> {
 pub fn get_portfolio_summary(book: &Book, v: &Valuation) -> Result<SummaryResult> {
     let mut notes = Vec::new();
     let accounts = account_rows(book, v, &mut notes);
-    common_notes(book, v, &mut notes);
+    common_notes(book, v, &v.positions, &mut notes);
     let mut by_currency: BTreeMap<String, Decimal> = BTreeMap::new();
     let mut by_broker: BTreeMap<String, Decimal> = BTreeMap::new();
     let (mut positions_value, mut unrealized) = (Decimal::ZERO, Decimal::ZERO);

@@ -17,8 +17,18 @@ pub fn parse<T: DeserializeOwned + JsonSchema>(args: Value) -> Result<T> {
     } else {
         args
     };
-    serde_json::from_value(args).map_err(|e| {
-        let message = e.to_string().replace("field", "argument");
+    serde_path_to_error::deserialize(args).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        // serde names missing and unknown fields itself; an ill-typed value gets its path.
+        let message =
+            if path == "." || inner.contains("missing field") || inner.contains("unknown field") {
+                inner
+                    .replacen("missing field", "missing argument", 1)
+                    .replacen("unknown field", "unknown argument", 1)
+            } else {
+                format!("{path}: {inner}")
+            };
         let schema = schemars::schema_for!(T);
         let allowed: Vec<String> = schema
             .get("properties")

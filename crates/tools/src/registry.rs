@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tradedesk_core::ledger;
-use tradedesk_core::{DateRange, Error, Result};
+use tradedesk_core::{Book, DateRange, Error, Result};
 
 use crate::accounts::{AccountsResult, SummaryResult, get_accounts, get_portfolio_summary};
 use crate::args::{
@@ -18,7 +18,7 @@ use crate::history::{TradeHistoryResult, check_limit, get_trade_history};
 use crate::positions::{ExposureResult, PositionsResult, get_exposure, get_positions};
 use crate::realized::{RealizedPnlResult, RealizedQuery, get_realized_pnl};
 use crate::select::select;
-use crate::valuation::value_book;
+use crate::valuation::{Scope, value_book};
 
 /// A tool as clients see it.
 #[derive(Debug, Clone)]
@@ -244,12 +244,25 @@ async fn dispatch(ctx: &ToolContext, name: &str, arguments: Value) -> ToolOutput
         Ok(book) => book,
         Err(e) => return error_output(&e),
     };
+    // The tools are pure functions over the book; should one ever panic, the caller gets
+    // an `internal` error result and the server stays up.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_tool(ctx, &book, name, arguments)
+    }))
+    .unwrap_or_else(|_| {
+        error_output(&Error::internal(format!(
+            "{name} failed unexpectedly; the server is still running"
+        )))
+    })
+}
+
+fn run_tool(ctx: &ToolContext, book: &Book, name: &str, arguments: Value) -> ToolOutput {
     let base = book.base_currency;
     match name {
         "get_accounts" => output(
             args::parse::<CurrencyArgs>(arguments)
                 .and_then(|a| report_currency(a.currency.as_deref(), base))
-                .and_then(|ccy| get_accounts(&book, &value_book(&book, ccy)?)),
+                .and_then(|ccy| get_accounts(book, &value_book(book, ccy, Scope::ACCOUNTS)?)),
             |r: &AccountsResult| {
                 format!(
                     "{} account(s), total value {} {}.{}",
@@ -264,12 +277,16 @@ async fn dispatch(ctx: &ToolContext, name: &str, arguments: Value) -> ToolOutput
             args::parse::<PositionsArgs>(arguments).and_then(|a| {
                 let ccy = report_currency(a.currency.as_deref(), base)?;
                 let sel = select(
-                    &book,
+                    book,
                     a.account.as_deref(),
                     a.broker.as_deref(),
                     a.symbol.as_deref(),
                 )?;
-                get_positions(&book, &value_book(&book, ccy)?, &ctx.sectors, &sel)
+                let scope = Scope {
+                    accounts: false,
+                    selection: Some(&sel),
+                };
+                get_positions(book, &value_book(book, ccy, scope)?, &ctx.sectors, &sel)
             }),
             |r: &PositionsResult| {
                 format!(
@@ -287,12 +304,12 @@ async fn dispatch(ctx: &ToolContext, name: &str, arguments: Value) -> ToolOutput
                 let range = DateRange::parse(&a.start, &a.end)?;
                 let limit = check_limit(a.limit)?;
                 let sel = select(
-                    &book,
+                    book,
                     a.account.as_deref(),
                     a.broker.as_deref(),
                     a.symbol.as_deref(),
                 )?;
-                get_trade_history(&book, range, &sel, a.side, limit)
+                get_trade_history(book, range, &sel, a.side, limit)
             }),
             |r: &TradeHistoryResult| {
                 format!(
@@ -310,7 +327,7 @@ async fn dispatch(ctx: &ToolContext, name: &str, arguments: Value) -> ToolOutput
                 let range = DateRange::parse(&a.start, &a.end)?;
                 let currency = report_currency(a.currency.as_deref(), base)?;
                 let sel = select(
-                    &book,
+                    book,
                     a.account.as_deref(),
                     a.broker.as_deref(),
                     a.symbol.as_deref(),
@@ -321,7 +338,7 @@ async fn dispatch(ctx: &ToolContext, name: &str, arguments: Value) -> ToolOutput
                     group_by: a.group_by.unwrap_or_default(),
                     include_lots: a.include_lots.unwrap_or(false),
                 };
-                get_realized_pnl(&book, &sel, &query)
+                get_realized_pnl(book, &sel, &query)
             }),
             |r: &RealizedPnlResult| {
                 format!(
@@ -340,7 +357,9 @@ async fn dispatch(ctx: &ToolContext, name: &str, arguments: Value) -> ToolOutput
         "get_portfolio_summary" => output(
             args::parse::<CurrencyArgs>(arguments)
                 .and_then(|a| report_currency(a.currency.as_deref(), base))
-                .and_then(|ccy| get_portfolio_summary(&book, &value_book(&book, ccy)?)),
+                .and_then(|ccy| {
+                    get_portfolio_summary(book, &value_book(book, ccy, Scope::ACCOUNTS)?)
+                }),
             |r: &SummaryResult| {
                 format!(
                     "Total value {} {} as of {} (positions {}, cash {}, unrealized P&L {}).{}",
@@ -358,8 +377,8 @@ async fn dispatch(ctx: &ToolContext, name: &str, arguments: Value) -> ToolOutput
             args::parse::<ExposureArgs>(arguments).and_then(|a| {
                 let ccy = report_currency(a.currency.as_deref(), base)?;
                 get_exposure(
-                    &book,
-                    &value_book(&book, ccy)?,
+                    book,
+                    &value_book(book, ccy, Scope::POSITIONS)?,
                     &ctx.sectors,
                     a.by,
                     a.basis.unwrap_or_default(),

@@ -9,6 +9,8 @@ use std::collections::BTreeSet;
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use tradedesk_core::ledger::{self, Ledger};
+
+use crate::select::Selection;
 use tradedesk_core::{
     AccountIdx, Book, Currency, Error, FxRate, InstrumentIdx, LotQueue, LotSide, Result,
 };
@@ -26,8 +28,8 @@ pub struct Marked {
     pub notional_converted: Decimal,
     pub market_value_converted: Decimal,
     pub unrealized_pnl_converted: Decimal,
-    /// Account currency, rounded once from full precision.
-    pub market_value_account: Decimal,
+    /// Account currency, rounded once from full precision (with [`Scope::accounts`]).
+    pub market_value_account: Option<Decimal>,
 }
 
 #[derive(Debug, Clone)]
@@ -117,25 +119,69 @@ fn mul(a: Decimal, b: Decimal) -> Result<Decimal> {
     a.checked_mul(b).ok_or_else(overflow)
 }
 
-/// Values every open position and every cash balance.
+/// What a valuation covers: only what the asking tool reports is converted, so a rate
+/// that is not needed can never fail the call.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scope<'a> {
+    /// Cash rows, and each position's value in its account's currency.
+    pub accounts: bool,
+    /// Only the positions this selection matches.
+    pub selection: Option<&'a Selection>,
+}
+
+impl Scope<'_> {
+    /// Everything: for get_accounts and get_portfolio_summary.
+    pub const ACCOUNTS: Self = Self {
+        accounts: true,
+        selection: None,
+    };
+    /// Every position, no cash: for get_exposure.
+    pub const POSITIONS: Self = Self {
+        accounts: false,
+        selection: None,
+    };
+}
+
+/// Values the open positions and cash balances `scope` asks for.
 ///
 /// # Errors
 /// `no_fx_rate` when a needed conversion has no rate path.
-pub fn value_book(book: &Book, currency: Currency) -> Result<Valuation> {
-    let ledger = ledger::replay(book, |_, _| {})?;
-    value_ledger(book, &ledger, currency)
+pub fn value_book(book: &Book, currency: Currency, scope: Scope<'_>) -> Result<Valuation> {
+    let ledger = if scope.accounts {
+        ledger::replay(book, |_, _| {})?
+    } else {
+        ledger::replay_lots(book, |_, _| {})?
+    };
+    value_ledger(book, &ledger, currency, scope)
 }
 
 /// As [`value_book`], over an already replayed ledger.
 ///
 /// # Errors
 /// `no_fx_rate` when a needed conversion has no rate path.
-pub fn value_ledger(book: &Book, ledger: &Ledger, currency: Currency) -> Result<Valuation> {
+pub fn value_ledger(
+    book: &Book,
+    ledger: &Ledger,
+    currency: Currency,
+    scope: Scope<'_>,
+) -> Result<Valuation> {
     let mut rates = Rates::new(book, book.as_of);
     let mut positions = Vec::new();
     for (account, instrument, queue) in ledger.fifo.open_positions() {
+        if scope
+            .selection
+            .is_some_and(|s| !s.matches(account, instrument))
+        {
+            continue;
+        }
         positions.push(position_row(
-            book, &mut rates, account, instrument, queue, currency,
+            book,
+            &mut rates,
+            account,
+            instrument,
+            queue,
+            currency,
+            scope.accounts,
         )?);
     }
     positions.sort_by(|a, b| {
@@ -144,11 +190,12 @@ pub fn value_ledger(book: &Book, ledger: &Ledger, currency: Currency) -> Result<
     });
     let mut cash = Vec::new();
     for (&(account, cash_currency), &amount) in &ledger.cash {
-        if !ledger
-            .has_cash_entries
-            .get(account as usize)
-            .copied()
-            .unwrap_or(false)
+        if !scope.accounts
+            || !ledger
+                .has_cash_entries
+                .get(account as usize)
+                .copied()
+                .unwrap_or(false)
         {
             continue;
         }
@@ -178,6 +225,7 @@ fn position_row(
     instrument: InstrumentIdx,
     queue: &LotQueue,
     currency: Currency,
+    in_account_currency: bool,
 ) -> Result<PositionRow> {
     let inst = book.instrument(instrument);
     let ccy = inst.currency;
@@ -221,7 +269,11 @@ fn position_row(
                 notional_converted: rates.convert_rounded(notional, ccy, currency)?,
                 market_value_converted: rates.convert_rounded(market_value, ccy, currency)?,
                 unrealized_pnl_converted: rates.convert_rounded(unrealized, ccy, currency)?,
-                market_value_account: rates.convert_rounded(market_value, ccy, account_currency)?,
+                market_value_account: if in_account_currency {
+                    Some(rates.convert_rounded(market_value, ccy, account_currency)?)
+                } else {
+                    None
+                },
             })
         }
     };
