@@ -3,12 +3,17 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use serde_json::Value;
 use tradedesk_brokers::load_book;
+use tradedesk_server::http::{HttpOptions, serve_http, shutdown_signal};
+use tradedesk_server::telemetry::Telemetry;
+use tradedesk_server::{TradedeskServer, serve_stdio};
 use tradedesk_tools::config::{Config, book_context, config_context, demo_context};
 use tradedesk_tools::{CallError, ToolContext, call, tools};
 
@@ -47,6 +52,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run the MCP server: stdio by default (for Claude Desktop and other clients that
+    /// spawn it), or Streamable HTTP on /mcp with --http.
+    Serve {
+        /// Serve HTTP on this address instead of stdio (default 127.0.0.1:8765).
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8765")]
+        http: Option<String>,
+        /// Where state lives (telemetry by default); default $XDG_STATE_HOME/tradedesk or
+        /// ~/.local/state/tradedesk.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        /// Write no telemetry.
+        #[arg(long)]
+        no_telemetry: bool,
+    },
     /// Validate a book file and print what it holds (exit 1 with path and rule if broken).
     Validate {
         /// The tradedesk-book/1 file.
@@ -54,13 +73,115 @@ enum Command {
     },
 }
 
-fn context(cli: &Cli) -> Result<ToolContext, String> {
-    let result = match (&cli.book, &cli.config) {
+fn load_config(cli: &Cli) -> Result<Option<Config>, String> {
+    match (&cli.book, &cli.config) {
+        (None, Some(path)) => Config::load(path)
+            .map(Some)
+            .map_err(|e| format!("{}\nhint: {}", e.message, e.hint)),
+        _ => Ok(None),
+    }
+}
+
+fn context(cli: &Cli, config: Option<&Config>) -> Result<ToolContext, String> {
+    let result = match (&cli.book, config) {
         (Some(path), _) => book_context(VERSION, path),
-        (None, Some(path)) => Config::load(path).and_then(|c| config_context(VERSION, &c)),
+        (None, Some(config)) => config_context(VERSION, config),
         (None, None) => demo_context(VERSION),
     };
     result.map_err(|e| format!("{}\nhint: {}", e.message, e.hint))
+}
+
+fn state_dir(explicit: Option<&PathBuf>) -> Option<PathBuf> {
+    if let Some(dir) = explicit {
+        return Some(dir.clone());
+    }
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir).join("tradedesk"));
+    }
+    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state/tradedesk"))
+}
+
+fn serve(
+    cli: &Cli,
+    http: Option<&str>,
+    state: Option<&PathBuf>,
+    no_telemetry: bool,
+) -> Result<(), String> {
+    let config = load_config(cli)?;
+    let ctx = Arc::new(context(cli, config.as_ref())?);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async move {
+        let book = ctx
+            .book()
+            .await
+            .map_err(|e| format!("{}\nhint: {}", e.message, e.hint))?;
+        let telemetry_config = config
+            .as_ref()
+            .and_then(|c| c.telemetry.clone())
+            .unwrap_or_default();
+        let telemetry = if no_telemetry || telemetry_config.enabled == Some(false) {
+            None
+        } else {
+            let path = telemetry_config
+                .path
+                .clone()
+                .or_else(|| state_dir(state).map(|d| d.join("telemetry.jsonl")));
+            path.and_then(|p| match Telemetry::open(&p) {
+                Ok(t) => Some(Arc::new(t)),
+                Err(e) => {
+                    eprintln!("warning: telemetry off: cannot open {}: {e}", p.display());
+                    None
+                }
+            })
+        };
+        let server = TradedeskServer::new(Arc::clone(&ctx), telemetry, book.base_currency.code());
+        match http {
+            None => serve_stdio(server)
+                .await
+                .map_err(|e| format!("stdio session failed: {e}")),
+            Some(addr) => {
+                let addr: SocketAddr = addr.parse().map_err(|_| {
+                    format!("--http: '{addr}' is not an address such as 127.0.0.1:8765")
+                })?;
+                let mut options = HttpOptions::new(addr);
+                options.token = std::env::var("TRADEDESK_HTTP_TOKEN")
+                    .ok()
+                    .filter(|t| !t.is_empty());
+                if let Some(h) = config.as_ref().and_then(|c| c.http.clone()) {
+                    if let Some(v) = h.allowed_hosts {
+                        options.allowed_hosts = v;
+                    }
+                    if let Some(v) = h.allowed_origins {
+                        options.allowed_origins = v;
+                    }
+                    if let Some(v) = h.cors_origins {
+                        options.cors_origins = v;
+                    }
+                    if let Some(v) = h.rate_limit_per_minute {
+                        options.rate_limit_per_minute = v;
+                    }
+                }
+                if let Ok(v) = std::env::var("TRADEDESK_RATE_LIMIT") {
+                    options.rate_limit_per_minute = v.parse().map_err(|_| {
+                        format!(
+                            "TRADEDESK_RATE_LIMIT: '{v}' is not a number of requests per minute"
+                        )
+                    })?;
+                }
+                serve_http(
+                    server,
+                    options,
+                    |bound| eprintln!("tradedesk {VERSION} listening on http://{bound}/mcp"),
+                    shutdown_signal(),
+                )
+                .await
+            }
+        }
+    })
 }
 
 fn print_json(value: &Value) -> ExitCode {
@@ -90,6 +211,17 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Command::Serve {
+            http,
+            state_dir,
+            no_telemetry,
+        } => match serve(&cli, http.as_deref(), state_dir.as_ref(), *no_telemetry) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("error: {message}");
+                ExitCode::from(1)
+            }
+        },
         Command::Validate { path } => match load_book(path) {
             Ok(book) => {
                 println!(
@@ -118,7 +250,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let ctx = match context(&cli) {
+            let ctx = match load_config(&cli).and_then(|config| context(&cli, config.as_ref())) {
                 Ok(ctx) => ctx,
                 Err(message) => {
                     eprintln!("error: {message}");

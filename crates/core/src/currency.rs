@@ -8,7 +8,7 @@ use std::fmt;
 
 use rust_decimal::{Decimal, RoundingStrategy};
 
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Result, quote};
 
 /// (code, minor unit). Active ISO 4217 codes; then stablecoins used as account currencies.
 const TABLE: &[(&str, u32)] = &[
@@ -217,7 +217,7 @@ impl Currency {
                 };
                 Error::new(
                     ErrorCode::InvalidArgument,
-                    format!("'{code}' is not an ISO 4217 currency code"),
+                    format!("{} is not an ISO 4217 currency code", quote(code)),
                     hint,
                 )
             })

@@ -3,7 +3,7 @@
 
 use chrono::NaiveDate;
 
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, ErrorCode, Result, quote};
 
 const ABSOLUTE_HINT: &str = "dates must be absolute YYYY-MM-DD (e.g. 2026-01-31); resolve relative \
      phrases such as 'last quarter' or 'this year' to calendar dates yourself";
@@ -33,7 +33,7 @@ pub fn parse_date(field: &str, text: &str) -> Result<NaiveDate> {
         };
         Error::new(
             ErrorCode::InvalidDate,
-            format!("{field}: '{text}' {what}"),
+            format!("{field}: {} {what}", quote(text)),
             ABSOLUTE_HINT,
         )
     })

@@ -81,3 +81,35 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Characters of a caller's text an error message may quote.
+pub const QUOTE_CHARS: usize = 64;
+
+/// Quotes untrusted text for an error message: single-quoted, control characters
+/// blanked, cut to [`QUOTE_CHARS`] with an ellipsis, so a huge argument never comes back
+/// huge.
+pub fn quote(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(QUOTE_CHARS)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if text.chars().nth(QUOTE_CHARS).is_some() {
+        out.push('…');
+    }
+    format!("'{out}'")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_are_short_and_single_line() {
+        assert_eq!(quote("AAPL"), "'AAPL'");
+        assert_eq!(quote("a\nb"), "'a b'");
+        let long = quote(&"x".repeat(10_000));
+        assert_eq!(long.chars().count(), QUOTE_CHARS + 3);
+        assert!(long.ends_with("…'"));
+    }
+}

@@ -8,21 +8,7 @@ use rmcp::model::{
 use serde_json::{Map, Value};
 use tradedesk_core::parse_date;
 
-/// Echoed text is cut to this many characters, so a huge argument never comes back huge.
-pub const EXCERPT_CHARS: usize = 80;
-
-/// A short, single-line excerpt of untrusted text for an error message.
-pub fn excerpt(text: &str) -> String {
-    let mut out: String = text
-        .chars()
-        .take(EXCERPT_CHARS)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if text.chars().count() > EXCERPT_CHARS {
-        out.push('…');
-    }
-    format!("'{out}'")
-}
+pub use tradedesk_core::error::quote as excerpt;
 
 struct Doc {
     uri: &'static str,

@@ -120,7 +120,7 @@ impl ServerHandler for TradedeskServer {
                 let names: Vec<&str> = self.specs.iter().map(|s| s.name).collect();
                 return Err(ErrorData::invalid_params(
                     format!(
-                        "unknown tool '{}'; tools are {}",
+                        "unknown tool {}; tools are {}",
                         content::excerpt(&tool),
                         names.join(", ")
                     ),

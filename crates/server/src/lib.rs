@@ -3,6 +3,7 @@
 
 pub mod content;
 pub mod handler;
+pub mod http;
 pub mod telemetry;
 
 pub use handler::TradedeskServer;

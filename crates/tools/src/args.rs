@@ -19,7 +19,8 @@ pub fn parse<T: DeserializeOwned + JsonSchema>(args: Value) -> Result<T> {
     };
     serde_path_to_error::deserialize(args).map_err(|e| {
         let path = e.path().to_string();
-        let inner = e.into_inner().to_string();
+        // serde quotes the offending value: keep the message short whatever was sent.
+        let inner: String = e.into_inner().to_string().chars().take(200).collect();
         // serde names missing and unknown fields itself; an ill-typed value gets its path.
         let message =
             if path == "." || inner.contains("missing field") || inner.contains("unknown field") {

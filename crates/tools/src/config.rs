@@ -23,6 +23,26 @@ pub struct Config {
     pub fx_file: Option<PathBuf>,
     /// Per-call bound on a broker, in milliseconds.
     pub broker_timeout_ms: Option<u64>,
+    pub http: Option<HttpConfig>,
+    pub telemetry: Option<TelemetryConfig>,
+}
+
+/// `[http]`: the Streamable HTTP transport's guards.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    pub allowed_hosts: Option<Vec<String>>,
+    pub allowed_origins: Option<Vec<String>>,
+    pub cors_origins: Option<Vec<String>>,
+    pub rate_limit_per_minute: Option<u32>,
+}
+
+/// `[telemetry]`: one JSON line per tool call.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    pub enabled: Option<bool>,
+    pub path: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -63,6 +83,9 @@ impl Config {
             }
         };
         config.sectors_file.as_mut().map(resolve);
+        if let Some(path) = config.telemetry.as_mut().and_then(|t| t.path.as_mut()) {
+            resolve(path);
+        }
         config.fx_file.as_mut().map(resolve);
         for account in &mut config.accounts {
             account.path.as_mut().map(resolve);

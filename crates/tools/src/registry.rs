@@ -50,7 +50,9 @@ pub enum CallError {
 impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::UnknownTool(name) => write!(f, "unknown tool '{name}'"),
+            Self::UnknownTool(name) => {
+                write!(f, "unknown tool {}", tradedesk_core::error::quote(name))
+            }
             Self::ArgumentsNotObject => f.write_str("arguments must be a JSON object"),
         }
     }

@@ -1,6 +1,7 @@
 //! The `account`, `broker` and `symbol` filters: resolved against the book, combined with
 //! AND; an unknown name is an error, never an empty answer.
 
+use tradedesk_core::error::quote;
 use tradedesk_core::{AccountIdx, Book, Error, ErrorCode, InstrumentIdx, InstrumentKey, Result};
 
 use crate::context::symbols_index;
@@ -38,7 +39,7 @@ pub fn select(
         let known: Vec<&str> = book.accounts.iter().map(|a| a.id.as_str()).collect();
         return Err(Error::new(
             ErrorCode::UnknownAccount,
-            format!("account: no account '{id}'"),
+            format!("account: no account {}", quote(id)),
             format!("accounts are {}; get_accounts lists them", known.join(", ")),
         ));
     }
@@ -50,7 +51,7 @@ pub fn select(
         known.dedup();
         return Err(Error::new(
             ErrorCode::UnknownBroker,
-            format!("broker: no configured account is at broker '{name}'"),
+            format!("broker: no configured account is at broker {}", quote(name)),
             format!(
                 "configured brokers are {} (lower-case names)",
                 known.join(", ")
@@ -104,7 +105,8 @@ pub fn resolve_symbol(book: &Book, text: &str) -> Result<InstrumentIdx> {
             names.sort();
             Err(Error::invalid_argument(
                 format!(
-                    "symbol: '{text}' matches several instruments: {}",
+                    "symbol: {} matches several instruments: {}",
+                    quote(text),
                     names.join(", ")
                 ),
                 format!("qualify it as EXCHANGE:SYMBOL, e.g. {}", names[0]),
@@ -123,7 +125,10 @@ fn unknown_symbol(book: &Book, text: &str) -> Error {
     }
     Error::new(
         ErrorCode::UnknownSymbol,
-        format!("symbol: no instrument '{text}' in the configured accounts"),
+        format!(
+            "symbol: no instrument {} in the configured accounts",
+            quote(text)
+        ),
         hint,
     )
 }

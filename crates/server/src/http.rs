@@ -1,0 +1,425 @@
+//! Streamable HTTP on `/mcp`, behind guards checked in this order: Host allow-list (403),
+//! Origin allow-list (403), bearer token (401, with a per-IP lockout after repeated
+//! failures that never blocks a valid token), per-client rate limit (429 with
+//! `Retry-After` and JSON-RPC -32029), body cap (413), strict JSON (400, -32700). A plain
+//! `GET /mcp` describes the server. The MCP exchange itself is rmcp's, for both protocol
+//! eras: 2026-07-28 stateless requests and legacy 2025-11-25 .. 2024-11-05 clients.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes, to_bytes};
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::IntoResponse;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+
+use crate::handler::TradedeskServer;
+
+/// Request bodies above this are refused with 413.
+pub const BODY_LIMIT: usize = 64 * 1024;
+/// Failed authentications from one IP within a minute before it is locked out.
+const LOCKOUT_FAILURES: u32 = 10;
+const LOCKOUT: Duration = Duration::from_secs(300);
+
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub addr: SocketAddr,
+    /// Required when binding beyond loopback.
+    pub token: Option<String>,
+    /// Host names (without port) the server answers to.
+    pub allowed_hosts: Vec<String>,
+    /// Origins a browser page may call from: `scheme://host:port`, `:*` for any port.
+    pub allowed_origins: Vec<String>,
+    /// Origins granted CORS headers; empty = CORS off.
+    pub cors_origins: Vec<String>,
+    /// Requests per minute per client IP; 0 = unlimited.
+    pub rate_limit_per_minute: u32,
+}
+
+impl HttpOptions {
+    pub fn new(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            token: None,
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            allowed_origins: vec![
+                "http://localhost:*".into(),
+                "http://127.0.0.1:*".into(),
+                "https://localhost:*".into(),
+                "https://127.0.0.1:*".into(),
+            ],
+            cors_origins: Vec::new(),
+            rate_limit_per_minute: 60,
+        }
+    }
+
+    /// Refuses an unauthenticated server reachable beyond this machine.
+    ///
+    /// # Errors
+    /// A message saying what to set.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.addr.ip().is_loopback() && self.token.as_deref().is_none_or(str::is_empty) {
+            return Err(format!(
+                "refusing to listen on {} without a token: anyone who can reach it could read the accounts. \
+                 Set TRADEDESK_HTTP_TOKEN, or bind 127.0.0.1",
+                self.addr
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Default)]
+struct Client {
+    window_start: Option<Instant>,
+    requests: u32,
+    failures: u32,
+    failures_start: Option<Instant>,
+    locked_until: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Guard {
+    options: HttpOptions,
+    clients: Mutex<HashMap<IpAddr, Client>>,
+    description: Value,
+}
+
+fn json_rpc_error(status: StatusCode, code: i64, message: &str) -> Response<Body> {
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    allowed.iter().any(|a| a.eq_ignore_ascii_case(name))
+}
+
+fn origin_matches(origin: &str, pattern: &str) -> bool {
+    match pattern.strip_suffix(":*") {
+        Some(base) => {
+            origin.eq_ignore_ascii_case(base)
+                || origin
+                    .get(..base.len())
+                    .is_some_and(|head| head.eq_ignore_ascii_case(base))
+                    && origin[base.len()..]
+                        .strip_prefix(':')
+                        .is_some_and(|port| port.bytes().all(|b| b.is_ascii_digit()))
+        }
+        None => origin.eq_ignore_ascii_case(pattern),
+    }
+}
+
+fn token_of(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+}
+
+impl Guard {
+    fn valid_token(&self, headers: &HeaderMap) -> Option<bool> {
+        let expected = self.options.token.as_deref()?;
+        let given = token_of(headers).unwrap_or_default();
+        Some(bool::from(given.as_bytes().ct_eq(expected.as_bytes())))
+    }
+
+    /// Counts a request against the client's minute; `Some(wait)` when over the limit.
+    fn rate_limited(&self, ip: IpAddr, now: Instant) -> Option<Duration> {
+        let limit = self.options.rate_limit_per_minute;
+        if limit == 0 {
+            return None;
+        }
+        let mut clients = self.clients.lock().ok()?;
+        let c = clients.entry(ip).or_default();
+        let start = *c.window_start.get_or_insert(now);
+        if now.duration_since(start) >= Duration::from_secs(60) {
+            c.window_start = Some(now);
+            c.requests = 0;
+        }
+        c.requests += 1;
+        (c.requests > limit).then(|| {
+            Duration::from_secs(60)
+                .saturating_sub(now.duration_since(start))
+                .max(Duration::from_secs(1))
+        })
+    }
+
+    fn locked_out(&self, ip: IpAddr, now: Instant) -> bool {
+        self.clients.lock().is_ok_and(|c| {
+            c.get(&ip)
+                .and_then(|c| c.locked_until)
+                .is_some_and(|t| t > now)
+        })
+    }
+
+    fn record_failure(&self, ip: IpAddr, now: Instant) {
+        if let Ok(mut clients) = self.clients.lock() {
+            let c = clients.entry(ip).or_default();
+            let start = *c.failures_start.get_or_insert(now);
+            if now.duration_since(start) >= Duration::from_secs(60) {
+                c.failures_start = Some(now);
+                c.failures = 0;
+            }
+            c.failures += 1;
+            if c.failures >= LOCKOUT_FAILURES {
+                c.locked_until = Some(now + LOCKOUT);
+            }
+        }
+    }
+
+    fn cors_origin(&self, headers: &HeaderMap) -> Option<HeaderValue> {
+        let origin = headers.get(header::ORIGIN)?;
+        let text = origin.to_str().ok()?;
+        self.options
+            .cors_origins
+            .iter()
+            .any(|p| origin_matches(text, p))
+            .then(|| origin.clone())
+    }
+}
+
+async fn guard(
+    State(guard): State<Arc<Guard>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request<Body>,
+    next: Next,
+) -> Response<Body> {
+    let now = Instant::now();
+    let headers = request.headers().clone();
+    if !host_allowed(&headers, &guard.options.allowed_hosts) {
+        return json_rpc_error(StatusCode::FORBIDDEN, -32600, "Host not allowed");
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let text = origin.to_str().unwrap_or_default();
+        let allowed = guard
+            .options
+            .allowed_origins
+            .iter()
+            .chain(&guard.options.cors_origins);
+        if !allowed.clone().any(|p| origin_matches(text, p)) {
+            return json_rpc_error(StatusCode::FORBIDDEN, -32600, "Origin not allowed");
+        }
+    }
+    let cors = guard.cors_origin(&headers);
+    if request.method() == Method::OPTIONS {
+        return with_cors(StatusCode::NO_CONTENT.into_response(), cors);
+    }
+    let ip = peer.ip();
+    match guard.valid_token(&headers) {
+        Some(true) => {}
+        Some(false) => {
+            if guard.locked_out(ip, now) {
+                return json_rpc_error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    -32029,
+                    "too many failed authentications; try later",
+                );
+            }
+            guard.record_failure(ip, now);
+            let mut response = json_rpc_error(
+                StatusCode::UNAUTHORIZED,
+                -32001,
+                "missing or wrong bearer token",
+            );
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return response;
+        }
+        None => {}
+    }
+    if let Some(wait) = guard.rate_limited(ip, now) {
+        let mut response = json_rpc_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            -32029,
+            "rate limit exceeded; retry later",
+        );
+        if let Ok(v) = HeaderValue::from_str(&wait.as_secs().to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return with_cors(response, cors);
+    }
+    let response = match *request.method() {
+        Method::GET if !accepts_sse(&headers) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            guard.description.to_string(),
+        )
+            .into_response(),
+        Method::POST => match strict_body(request).await {
+            Ok(request) => next.run(request).await,
+            Err(response) => response,
+        },
+        _ => next.run(request).await,
+    };
+    with_cors(response, cors)
+}
+
+fn accepts_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"))
+}
+
+fn with_cors(mut response: Response<Body>, origin: Option<HeaderValue>) -> Response<Body> {
+    if let Some(origin) = origin {
+        let h = response.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        h.insert(header::VARY, HeaderValue::from_static("Origin"));
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static("GET, POST, DELETE, OPTIONS"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static(
+                "content-type, accept, authorization, x-api-key, mcp-protocol-version, mcp-session-id, mcp-method, mcp-name",
+            ),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("mcp-session-id"),
+        );
+    }
+    response
+}
+
+/// Reads the body within the cap and refuses anything that is not strict JSON.
+async fn strict_body(request: Request<Body>) -> Result<Request<Body>, Response<Body>> {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > BODY_LIMIT) {
+        return Err(json_rpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            -32600,
+            "request body over 64 KiB",
+        ));
+    }
+    let (parts, body) = request.into_parts();
+    let bytes: Bytes = to_bytes(body, BODY_LIMIT).await.map_err(|_| {
+        json_rpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            -32600,
+            "request body over 64 KiB",
+        )
+    })?;
+    if serde_json::from_slice::<Value>(&bytes).is_err() {
+        return Err(json_rpc_error(
+            StatusCode::BAD_REQUEST,
+            -32700,
+            "parse error: the body is not strict JSON",
+        ));
+    }
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// The server's HTTP application: `/mcp` behind the guards.
+pub fn router(server: TradedeskServer, options: HttpOptions) -> Router {
+    let description = json!({
+        "name": "tradedesk",
+        "version": env!("CARGO_PKG_VERSION"),
+        "description": "MCP server for brokerage accounts: positions, trade history, FIFO realized P&L, exposure, reconciliation, in one currency",
+        "endpoint": "/mcp",
+        "transport": "streamable-http",
+        "protocol_versions": ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"],
+        "tools": tradedesk_tools::tools().iter().map(|t| t.name).collect::<Vec<_>>(),
+        "auth": if options.token.is_some() { "bearer" } else { "none (loopback only)" },
+    });
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_allowed_hosts(options.allowed_hosts.clone())
+        .with_allowed_origins(
+            options
+                .allowed_origins
+                .iter()
+                .chain(&options.cors_origins)
+                .cloned(),
+        )
+        .with_max_request_body_bytes(BODY_LIMIT);
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let guard = Arc::new(Guard {
+        options,
+        clients: Mutex::new(HashMap::new()),
+        description,
+    });
+    Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn_with_state(guard, self::guard))
+}
+
+/// Serves until `shutdown` resolves, then finishes the requests in flight.
+///
+/// # Errors
+/// A refusal from [`HttpOptions::check`], or the bind error.
+pub async fn serve_http(
+    server: TradedeskServer,
+    options: HttpOptions,
+    on_bound: impl FnOnce(SocketAddr),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    options.check()?;
+    let addr = options.addr;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    on_bound(bound);
+    let app = router(server, options).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

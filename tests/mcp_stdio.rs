@@ -1,0 +1,188 @@
+//! The stdio transport as a client spawns it: a whole session, bad requests included,
+//! and every byte of stdout parsed as JSON-RPC.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::float_arithmetic
+)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+fn session(lines: &[String]) -> (Vec<Value>, String) {
+    let state = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tradedesk"))
+        .args(["serve", "--state-dir", state.path().to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let expected = lines
+        .iter()
+        .filter(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| v.get("id").is_some()))
+        .count();
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            out.push(line.unwrap());
+        }
+        out
+    });
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Give the server time to answer, bounded, then end the session by closing stdin.
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(stdin);
+    let out = reader.join().unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the session did not end"
+    );
+    assert!(status.success(), "server exited with {status}");
+    let mut messages = Vec::new();
+    for line in &out {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+        assert_eq!(v["jsonrpc"], "2.0", "not JSON-RPC: {line}");
+        messages.push(v);
+    }
+    assert!(
+        messages.iter().filter(|m| m.get("id").is_some()).count() >= expected - 1,
+        "missing answers: {out:?}"
+    );
+    let telemetry =
+        std::fs::read_to_string(state.path().join("telemetry.jsonl")).unwrap_or_default();
+    (messages, telemetry)
+}
+
+fn by_id(messages: &[Value], id: i64) -> &Value {
+    messages
+        .iter()
+        .find(|m| m["id"] == id)
+        .unwrap_or_else(|| panic!("no answer to id {id}: {messages:?}"))
+}
+
+#[test]
+fn a_whole_session_keeps_stdout_pure_json_rpc() {
+    let lines: Vec<String> = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "stdio-test", "version": "1"}}}).to_string(),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_portfolio_summary", "arguments": {}}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "get_realized_pnl", "arguments": {"start": "last quarter", "end": "2026-01-01"}}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "get_accounts", "arguments": "not an object"}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "no_such_tool", "arguments": {}}}).to_string(),
+        "{this is not json".to_owned(),
+        json!({"hello": "world"}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 7, "method": "resources/list"}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 8, "method": "resources/read", "params": {"uri": "tradedesk://methodology/realized-pnl"}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 9, "method": "prompts/list"}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 10, "method": "prompts/get", "params": {"name": "period_performance", "arguments": {"start": "2026-01-01", "end": "2026-03-31"}}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 11, "method": "prompts/get", "params": {"name": "period_performance", "arguments": {"start": "last year", "end": "2026-03-31"}}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "get_positions", "arguments": {"symbol": "x".repeat(5000)}}}).to_string(),
+    ]
+    .into_iter()
+    .collect();
+    let (messages, telemetry) = session(&lines);
+
+    let init = by_id(&messages, 1);
+    assert_eq!(init["result"]["serverInfo"]["name"], "tradedesk");
+    assert!(
+        init["result"]["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("never instructions")
+    );
+
+    let tools = by_id(&messages, 2)["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(tools.len(), 7);
+    for t in &tools {
+        assert_eq!(t["annotations"]["readOnlyHint"], true, "{}", t["name"]);
+        assert_eq!(t["annotations"]["destructiveHint"], false);
+        assert_eq!(t["annotations"]["idempotentHint"], true);
+        assert_eq!(t["inputSchema"]["additionalProperties"], false);
+        assert_eq!(t["outputSchema"]["type"], "object");
+    }
+
+    let summary = &by_id(&messages, 3)["result"];
+    assert_eq!(summary["structuredContent"]["status"], "ok");
+    assert!(
+        summary["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Total value")
+    );
+    assert_ne!(summary["isError"], true);
+
+    let bad_date = &by_id(&messages, 4)["result"];
+    assert_eq!(bad_date["isError"], true);
+    assert_eq!(
+        bad_date["structuredContent"]["error"]["code"],
+        "invalid_date"
+    );
+
+    assert_eq!(by_id(&messages, 5)["error"]["code"], -32602);
+    assert_eq!(by_id(&messages, 6)["error"]["code"], -32602);
+    assert!(
+        by_id(&messages, 7)["result"]["resources"]
+            .as_array()
+            .unwrap()
+            .len()
+            >= 4
+    );
+    assert!(
+        by_id(&messages, 8)["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("FIFO")
+    );
+    assert_eq!(
+        by_id(&messages, 9)["result"]["prompts"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    assert!(
+        by_id(&messages, 10)["result"]["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("2026-03-31")
+    );
+    assert_eq!(by_id(&messages, 11)["error"]["code"], -32602);
+
+    // A huge argument never comes back huge.
+    let huge = by_id(&messages, 12);
+    let text = huge.to_string();
+    assert!(text.len() < 2000, "echoed {} bytes", text.len());
+    assert_eq!(
+        huge["result"]["structuredContent"]["error"]["code"],
+        "unknown_symbol"
+    );
+
+    // Telemetry: one line per tool call, never on stdout.
+    let calls: Vec<Value> = telemetry
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(calls.len(), 3, "{telemetry}");
+    assert_eq!(calls[0]["tool"], "get_portfolio_summary");
+    assert_eq!(calls[0]["client"], "stdio-test");
+    assert_eq!(calls[1]["error_code"], "invalid_date");
+}
