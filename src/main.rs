@@ -172,11 +172,12 @@ fn serve(
                         )
                     })?;
                 }
+                let shutdown = shutdown_signal();
                 serve_http(
                     server,
                     options,
                     |bound| eprintln!("tradedesk {VERSION} listening on http://{bound}/mcp"),
-                    shutdown_signal(),
+                    shutdown,
                 )
                 .await
             }

@@ -402,24 +402,35 @@ pub async fn serve_http(
         .map_err(|e| e.to_string())
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// A future that resolves on SIGINT or SIGTERM. The handlers are installed when this is
+/// called (inside the runtime), not when the future is first polled, so a signal that
+/// arrives while the server is still binding is not lost.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term = signal(SignalKind::terminate()).ok();
+        let interrupt = signal(SignalKind::interrupt()).ok();
+        async move {
+            tokio::select! {
+                () = recv(term) => {},
+                () = recv(interrupt) => {},
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Waits for a signal; forever when its handler could not be installed.
+#[cfg(unix)]
+async fn recv(signal: Option<tokio::signal::unix::Signal>) {
+    match signal {
+        Some(mut s) => {
+            s.recv().await;
+        }
+        None => std::future::pending::<()>().await,
     }
 }

@@ -1,0 +1,362 @@
+//! Streamable HTTP over a real socket: both protocol eras, and every guard, with the
+//! server spawned as users run it.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::float_arithmetic
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+struct Server {
+    child: Child,
+    addr: String,
+    _state: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(env: &[(&str, &str)], bind: &str) -> Result<Server, String> {
+    let state = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tradedesk"));
+    cmd.args([
+        "serve",
+        "--http",
+        bind,
+        "--state-dir",
+        state.path().to_str().unwrap(),
+    ])
+    .env_remove("TRADEDESK_HTTP_TOKEN")
+    .env("TRADEDESK_RATE_LIMIT", "0")
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let Some(rest) = line.trim().split("http://").nth(1) else {
+        let mut rest = String::new();
+        let _ = stderr.read_to_string(&mut rest);
+        let _ = child.wait();
+        return Err(format!("{line}{rest}"));
+    };
+    let addr = rest.trim_end_matches("/mcp").to_owned();
+    Ok(Server {
+        child,
+        addr,
+        _state: state,
+    })
+}
+
+struct Reply {
+    status: u16,
+    headers: String,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.body))
+    }
+}
+
+fn request(addr: &str, method: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut head = format!(
+        "{method} /mcp HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    let _ = stream.write_all(body);
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (headers, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = headers
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Reply {
+        status,
+        headers: headers.to_ascii_lowercase(),
+        body: body.to_owned(),
+    }
+}
+
+const JSON: (&str, &str) = ("Content-Type", "application/json");
+const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
+
+fn post(addr: &str, extra: &[(&str, &str)], body: &Value) -> Reply {
+    let mut headers = vec![JSON, ACCEPT];
+    headers.extend_from_slice(extra);
+    request(addr, "POST", &headers, body.to_string().as_bytes())
+}
+
+fn meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}})
+}
+
+#[test]
+fn legacy_and_stateless_clients_share_the_endpoint() {
+    let s = start(&[], "127.0.0.1:0").unwrap();
+    // Legacy: initialize, then calls.
+    let init = post(
+        &s.addr,
+        &[],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    assert_eq!(init.status, 200, "{}", init.body);
+    assert_eq!(init.json()["result"]["protocolVersion"], "2025-03-26");
+    let legacy = [("MCP-Protocol-Version", "2025-03-26")];
+    let list = post(
+        &s.addr,
+        &legacy,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    );
+    assert_eq!(list.json()["result"]["tools"].as_array().unwrap().len(), 7);
+    let call = post(
+        &s.addr,
+        &legacy,
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_exposure", "arguments": {"by": "currency"}}}),
+    );
+    assert_eq!(call.json()["result"]["structuredContent"]["status"], "ok");
+
+    // 2026-07-28: no initialize; headers name the method and the tool.
+    let modern = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "get_realized_pnl"),
+    ];
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "get_realized_pnl", "arguments": {"start": "2026-01-01", "end": "2026-11-27"}, "_meta": meta()}});
+    let r = post(&s.addr, &modern, &body);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.json()["result"]["structuredContent"]["biggest_loss"]["fill_id"],
+        "IB-0028"
+    );
+    let mismatch = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "get_accounts"),
+    ];
+    assert_eq!(post(&s.addr, &mismatch, &body).status, 400);
+    let discover = post(
+        &s.addr,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "server/discover"),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "server/discover", "params": {"_meta": meta()}}),
+    );
+    assert_eq!(discover.status, 200, "{}", discover.body);
+    assert!(discover.body.contains("tradedesk"));
+
+    // Malformed calls are JSON-RPC errors; bad arguments are tool results.
+    let not_object = post(
+        &s.addr,
+        &legacy,
+        &json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "get_accounts", "arguments": 5}}),
+    );
+    assert_eq!(not_object.json()["error"]["code"], -32602);
+    let bad_arg = post(
+        &s.addr,
+        &legacy,
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "get_trade_history", "arguments": {"start": "2026-01-01", "end": "2026-01-31", "limit": 0}}}),
+    );
+    assert_eq!(bad_arg.json()["result"]["isError"], true);
+    assert_eq!(
+        bad_arg.json()["result"]["structuredContent"]["error"]["code"],
+        "invalid_argument"
+    );
+
+    // A plain GET describes the server.
+    let get = request(&s.addr, "GET", &[], b"");
+    assert_eq!(get.status, 200);
+    assert_eq!(get.json()["name"], "tradedesk");
+}
+
+#[test]
+fn hostile_input_gets_the_right_status_and_the_server_stays_up() {
+    let s = start(&[], "127.0.0.1:0").unwrap();
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let legacy = ("MCP-Protocol-Version", "2025-06-18");
+    let cases: Vec<(&str, Reply, u16)> = vec![
+        (
+            "bad origin",
+            post(
+                &s.addr,
+                &[legacy, ("Origin", "https://evil.example")],
+                &ping,
+            ),
+            403,
+        ),
+        (
+            "bad host",
+            post(&s.addr, &[legacy, ("Host", "evil.example:80")], &ping),
+            403,
+        ),
+        (
+            "NaN",
+            request(
+                &s.addr,
+                "POST",
+                &[JSON, ACCEPT, legacy],
+                br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"x":NaN}}"#,
+            ),
+            400,
+        ),
+        (
+            "trailing garbage",
+            request(
+                &s.addr,
+                "POST",
+                &[JSON, ACCEPT, legacy],
+                br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"} xyz"#,
+            ),
+            400,
+        ),
+        (
+            "not json",
+            request(&s.addr, "POST", &[JSON, ACCEPT, legacy], b"{{{{"),
+            400,
+        ),
+        (
+            "oversize",
+            request(
+                &s.addr,
+                "POST",
+                &[JSON, ACCEPT, legacy],
+                &vec![b' '; 70 * 1024],
+            ),
+            413,
+        ),
+        (
+            "wrong content type",
+            request(
+                &s.addr,
+                "POST",
+                &[("Content-Type", "text/plain"), ACCEPT, legacy],
+                ping.to_string().as_bytes(),
+            ),
+            415,
+        ),
+    ];
+    for (name, reply, status) in cases {
+        assert_eq!(reply.status, status, "{name}: {}", reply.body);
+    }
+    let parse = request(
+        &s.addr,
+        "POST",
+        &[JSON, ACCEPT, legacy],
+        b"{\"a\": Infinity}",
+    );
+    assert_eq!(parse.json()["error"]["code"], -32700);
+    // A flood of 200 requests, then the server still answers.
+    for _ in 0..200 {
+        let _ = request(&s.addr, "POST", &[JSON, ACCEPT, legacy], b"[");
+    }
+    let ok = post(
+        &s.addr,
+        &[legacy],
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    assert_eq!(ok.status, 200, "{}", ok.body);
+}
+
+#[test]
+fn tokens_are_required_and_a_lockout_never_blocks_the_valid_one() {
+    let s = start(&[("TRADEDESK_HTTP_TOKEN", "s3cret-token")], "127.0.0.1:0").unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    assert_eq!(post(&s.addr, &[], &init).status, 401);
+    assert_eq!(
+        post(&s.addr, &[("Authorization", "Bearer wrong")], &init).status,
+        401
+    );
+    assert_eq!(
+        post(&s.addr, &[("Authorization", "Bearer s3cret-token")], &init).status,
+        200
+    );
+    assert_eq!(
+        post(&s.addr, &[("x-api-key", "s3cret-token")], &init).status,
+        200
+    );
+    for _ in 0..12 {
+        let _ = post(&s.addr, &[("Authorization", "Bearer guess")], &init);
+    }
+    let locked = post(&s.addr, &[("Authorization", "Bearer guess")], &init);
+    assert_eq!(locked.status, 429);
+    assert_eq!(
+        post(&s.addr, &[("Authorization", "Bearer s3cret-token")], &init).status,
+        200
+    );
+}
+
+#[test]
+fn the_rate_limit_answers_429_with_retry_after() {
+    let s = start(&[("TRADEDESK_RATE_LIMIT", "5")], "127.0.0.1:0").unwrap();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let statuses: Vec<u16> = (0..7)
+        .map(|_| post(&s.addr, &[("MCP-Protocol-Version", "2025-06-18")], &list).status)
+        .collect();
+    assert_eq!(&statuses[..5], &[200; 5]);
+    let limited = post(&s.addr, &[("MCP-Protocol-Version", "2025-06-18")], &list);
+    assert_eq!(limited.status, 429);
+    assert!(
+        limited.headers.contains("retry-after:"),
+        "{}",
+        limited.headers
+    );
+    assert_eq!(limited.json()["error"]["code"], -32029);
+}
+
+#[test]
+fn binding_beyond_loopback_without_a_token_refuses_to_start() {
+    let err = start(&[], "0.0.0.0:0").err().expect("must refuse");
+    assert!(err.contains("TRADEDESK_HTTP_TOKEN"), "{err}");
+}
+
+#[test]
+fn sigterm_shuts_down_gracefully() {
+    let mut s = start(&[], "127.0.0.1:0").unwrap();
+    let pid = s.child.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let started = Instant::now();
+    loop {
+        if let Some(status) = s.child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
