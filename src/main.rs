@@ -51,6 +51,9 @@ enum Command {
         /// Print the full specs (schemas, annotations) as JSON.
         #[arg(long)]
         json: bool,
+        /// Print docs/tools.md (descriptions, arguments, result fields, examples on the demo).
+        #[arg(long, conflicts_with = "json")]
+        markdown: bool,
     },
     /// Run the MCP server: stdio by default (for Claude Desktop and other clients that
     /// spawn it), or Streamable HTTP on /mcp with --http.
@@ -197,7 +200,32 @@ fn print_json(value: &Value) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
-        Command::Tools { json } => {
+        Command::Tools { markdown: true, .. } => {
+            let ctx = match demo_context(VERSION) {
+                Ok(ctx) => ctx,
+                Err(e) => {
+                    eprintln!("error: {}", e.message);
+                    return ExitCode::from(1);
+                }
+            };
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => {
+                    print!(
+                        "{}",
+                        rt.block_on(tradedesk_tools::docs::tools_markdown(&ctx))
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: cannot start the runtime: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Tools { json, .. } => {
             for t in tools() {
                 if *json {
                     let spec = serde_json::json!({

@@ -98,10 +98,13 @@ pub struct TradeHistoryArgs {
     pub start: String,
     /// Last trade date, YYYY-MM-DD, inclusive.
     pub end: String,
+    /// Only this account id (see get_accounts).
     pub account: Option<String>,
+    /// Only accounts at this broker (e.g. ibkr, moomoo).
     pub broker: Option<String>,
     /// Bare (AAPL, 1155) or qualified (BURSA:1155).
     pub symbol: Option<String>,
+    /// Only buys or only sells.
     pub side: Option<SideArg>,
     /// Fills to return, newest first: 1..=1000, default 100.
     pub limit: Option<i64>,
@@ -125,13 +128,16 @@ pub struct RealizedPnlArgs {
     pub start: String,
     /// Last closing trade date, YYYY-MM-DD, inclusive.
     pub end: String,
+    /// Only this account id (see get_accounts).
     pub account: Option<String>,
+    /// Only accounts at this broker (e.g. ibkr, moomoo).
     pub broker: Option<String>,
     /// Bare (AAPL, 1155) or qualified (BURSA:1155).
     pub symbol: Option<String>,
     /// Report currency (upper-case ISO 4217 code). Default: the base currency.
     pub currency: Option<String>,
-    /// Grouping of the closed lots. Default: symbol.
+    /// Grouping of the closed lots: symbol (default), account, broker, month (YYYY-MM of
+    /// the closing date) or none.
     pub group_by: Option<GroupBy>,
     /// Also list every closed lot (at most 1000). Default: false.
     pub include_lots: Option<bool>,

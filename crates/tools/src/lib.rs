@@ -5,6 +5,7 @@ pub mod accounts;
 pub mod args;
 pub mod config;
 pub mod context;
+pub mod docs;
 pub mod health;
 pub mod history;
 pub mod merge;

@@ -1,0 +1,186 @@
+//! `docs/tools.md`, generated from the registry so it can never drift from what clients
+//! are served: each tool's description, arguments, result fields, annotations and an
+//! example on the embedded demo.
+
+use std::fmt::Write;
+
+use serde_json::{Value, json};
+
+use crate::context::ToolContext;
+use crate::registry::{call, tools};
+
+/// Example arguments per tool, run against the demo.
+fn example(name: &str) -> Value {
+    match name {
+        "get_positions" => json!({"broker": "moomoo", "currency": "MYR"}),
+        "get_trade_history" => json!({"start": "2026-10-01", "end": "2026-11-27", "limit": 2}),
+        "get_realized_pnl" => {
+            json!({"start": "2026-01-01", "end": "2026-11-27", "group_by": "month"})
+        }
+        "get_exposure" => json!({"by": "sector"}),
+        _ => json!({}),
+    }
+}
+
+fn type_of(schema: &Value) -> String {
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        return values
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" \\| ");
+    }
+    match schema.get("type") {
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|t| *t != "null")
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => schema
+            .get("anyOf")
+            .or_else(|| schema.get("oneOf"))
+            .and_then(Value::as_array)
+            .map(|alts| {
+                alts.iter()
+                    .map(type_of)
+                    .filter(|t| !t.is_empty() && t != "null")
+                    .collect::<Vec<_>>()
+                    .join(" \\| ")
+            })
+            .unwrap_or_default(),
+    }
+}
+
+fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
+    let reference = schema
+        .get("$ref")
+        .or_else(|| {
+            schema
+                .get("anyOf")
+                .and_then(|a| a.get(0))
+                .and_then(|s| s.get("$ref"))
+        })
+        .and_then(Value::as_str);
+    match reference.and_then(|r| r.strip_prefix("#/$defs/")) {
+        Some(name) => root.pointer(&format!("/$defs/{name}")).unwrap_or(schema),
+        None => schema,
+    }
+}
+
+/// Lists an object schema's properties, and the fields of arrays and objects inside it.
+fn fields(out: &mut String, root: &Value, schema: &Value, depth: usize) {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    for (name, field) in props {
+        if depth == 0 && (name == "status" || name == "error") {
+            continue;
+        }
+        let field = resolve(root, field);
+        let description = field
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .replace('\n', " ");
+        let _ = writeln!(
+            out,
+            "{}- `{name}` ({}){}",
+            "  ".repeat(depth),
+            type_of(field),
+            if description.is_empty() {
+                String::new()
+            } else {
+                format!(": {description}")
+            }
+        );
+        let inner = field
+            .get("items")
+            .map_or(field, |items| resolve(root, items));
+        if depth < 2 && inner.get("properties").is_some() {
+            fields(out, root, inner, depth + 1);
+        }
+    }
+}
+
+/// The whole document. Examples run on the context given (the demo, in the docs test).
+pub async fn tools_markdown(ctx: &ToolContext) -> String {
+    let mut out = String::from(
+        "# Tools\n\nGenerated from the tool registry by `tradedesk tools --markdown`; a test fails when this \
+         file is stale. Every result carries `\"status\": \"ok\"` or `\"status\": \"error\"` with `error.code`, \
+         `error.message` and `error.hint`. Examples run on the embedded demo book.\n",
+    );
+    for spec in tools() {
+        let _ = write!(
+            out,
+            "\n## `{}`: {}\n\n{}\n\n",
+            spec.name, spec.title, spec.description
+        );
+        let _ = writeln!(
+            out,
+            "Annotations: `readOnlyHint: {}`, `destructiveHint: {}`, `idempotentHint: {}`, `openWorldHint: false`.\n",
+            spec.read_only, !spec.read_only, spec.read_only
+        );
+        let required: Vec<&str> = spec
+            .input_schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let props = spec
+            .input_schema
+            .get("properties")
+            .and_then(Value::as_object);
+        match props.filter(|p| !p.is_empty()) {
+            None => out.push_str("Arguments: none.\n"),
+            Some(props) => {
+                out.push_str(
+                    "| argument | type | required | meaning |\n| --- | --- | --- | --- |\n",
+                );
+                for (name, schema) in props {
+                    let schema = resolve(&spec.input_schema, schema);
+                    let description = schema
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    let _ = writeln!(
+                        out,
+                        "| `{name}` | {} | {} | {} |",
+                        type_of(schema),
+                        if required.contains(&name.as_str()) {
+                            "yes"
+                        } else {
+                            "no"
+                        },
+                        description.replace('\n', " ")
+                    );
+                }
+            }
+        }
+        out.push_str("\nResult fields:\n\n");
+        fields(&mut out, &spec.output_schema, &spec.output_schema, 0);
+        let args = example(spec.name);
+        let _ = write!(
+            out,
+            "\nExample: `tradedesk call {} '{}'`\n\n",
+            spec.name, args
+        );
+        if let Ok(result) = call(ctx, spec.name, args).await {
+            let text = serde_json::to_string_pretty(&result.structured).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let shown = lines
+                .iter()
+                .take(40)
+                .copied()
+                .collect::<Vec<_>>()
+                .join("\n");
+            let _ = write!(
+                out,
+                "```json\n{shown}\n{}```\n",
+                if lines.len() > 40 { "…\n" } else { "" }
+            );
+        }
+    }
+    out
+}
