@@ -60,8 +60,40 @@ impl std::fmt::Display for CallError {
 
 impl std::error::Error for CallError {}
 
+/// Drops schemars' integer-width formats (`uint32`, `int64`, `double`, ...): not JSON
+/// Schema formats, and validators such as ajv warn on every one.
+fn strip_nonstandard_formats(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            let nonstandard = map.get("format").and_then(Value::as_str).is_some_and(|f| {
+                matches!(
+                    f,
+                    "int8"
+                        | "int16"
+                        | "int32"
+                        | "int64"
+                        | "uint"
+                        | "uint8"
+                        | "uint16"
+                        | "uint32"
+                        | "uint64"
+                        | "float"
+                        | "double"
+                )
+            });
+            if nonstandard {
+                map.remove("format");
+            }
+            map.values_mut().for_each(strip_nonstandard_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_nonstandard_formats),
+        _ => {}
+    }
+}
+
 fn input_schema<T: JsonSchema>() -> Value {
     let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_else(|_| json!({}));
+    strip_nonstandard_formats(&mut schema);
     if let Some(obj) = schema.as_object_mut() {
         obj.remove("$schema");
         obj.remove("title");
@@ -74,6 +106,7 @@ fn input_schema<T: JsonSchema>() -> Value {
 
 fn output_schema<T: JsonSchema>() -> Value {
     let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_else(|_| json!({}));
+    strip_nonstandard_formats(&mut schema);
     if let Some(obj) = schema.as_object_mut() {
         obj.remove("$schema");
         obj.remove("title");
