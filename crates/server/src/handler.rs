@@ -25,6 +25,8 @@ pub struct TradedeskServer {
     ctx: Arc<ToolContext>,
     telemetry: Option<Arc<Telemetry>>,
     specs: Arc<Vec<ToolSpec>>,
+    /// The specs as MCP tools, converted once.
+    listed: Arc<Vec<Tool>>,
     instructions: Arc<String>,
 }
 
@@ -37,6 +39,7 @@ impl TradedeskServer {
         Self {
             ctx,
             telemetry,
+            listed: Arc::new(tools().iter().map(Self::tool).collect()),
             specs: Arc::new(tools()),
             instructions: Arc::new(instructions(base_currency)),
         }
@@ -96,7 +99,7 @@ impl ServerHandler for TradedeskServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.specs.iter().find(|s| s.name == name).map(Self::tool)
+        self.listed.iter().find(|t| t.name == name).cloned()
     }
 
     async fn call_tool(

@@ -341,6 +341,17 @@ async fn strict_body(request: Request<Body>) -> Result<Request<Body>, Response<B
 
 /// The server's HTTP application: `/mcp` behind the guards.
 pub fn router(server: TradedeskServer, options: HttpOptions) -> Router {
+    router_with(server, options, false)
+}
+
+/// `/mcp` behind the guards for any handler. `sessions` keeps legacy (pre-2026) clients
+/// in sessions with SSE streams, which server-to-client requests (sampling, elicitation)
+/// need; tradedesk itself answers every legacy request statelessly in plain JSON.
+pub fn router_with<H: rmcp::ServerHandler + Clone>(
+    server: H,
+    options: HttpOptions,
+    sessions: bool,
+) -> Router {
     let description = json!({
         "name": "tradedesk",
         "version": env!("CARGO_PKG_VERSION"),
@@ -352,8 +363,8 @@ pub fn router(server: TradedeskServer, options: HttpOptions) -> Router {
         "auth": if options.token.is_some() { "bearer" } else { "none (loopback only)" },
     });
     let config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
-        .with_json_response(true)
+        .with_legacy_session_mode(sessions)
+        .with_json_response(!sessions)
         .with_allowed_hosts(options.allowed_hosts.clone())
         .with_allowed_origins(
             options
@@ -388,6 +399,20 @@ pub async fn serve_http(
     on_bound: impl FnOnce(SocketAddr),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
+    serve_http_with(server, options, false, on_bound, shutdown).await
+}
+
+/// [`serve_http`] for any handler (see [`router_with`]).
+///
+/// # Errors
+/// As [`serve_http`].
+pub async fn serve_http_with<H: rmcp::ServerHandler + Clone>(
+    server: H,
+    options: HttpOptions,
+    sessions: bool,
+    on_bound: impl FnOnce(SocketAddr),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
     options.check()?;
     let addr = options.addr;
     let listener = tokio::net::TcpListener::bind(addr)
@@ -395,7 +420,8 @@ pub async fn serve_http(
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     on_bound(bound);
-    let app = router(server, options).into_make_service_with_connect_info::<SocketAddr>();
+    let app =
+        router_with(server, options, sessions).into_make_service_with_connect_info::<SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await

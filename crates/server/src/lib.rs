@@ -1,6 +1,8 @@
 //! tradedesk's MCP server: one handler over the tool registry, served on stdio (a client
 //! spawns the binary) and on Streamable HTTP (hardened: see [`http`]).
 
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod content;
 pub mod handler;
 pub mod http;

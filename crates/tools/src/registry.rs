@@ -132,8 +132,19 @@ fn output_schema<T: JsonSchema>() -> Value {
     schema
 }
 
-/// Every tool, in the order clients list them.
+/// Every tool, in the order clients list them. Built once: generating the schemas is
+/// far costlier than most tool calls.
 pub fn tools() -> Vec<ToolSpec> {
+    specs().to_vec()
+}
+
+/// The registry's specs, built on first use.
+pub fn specs() -> &'static [ToolSpec] {
+    static SPECS: std::sync::OnceLock<Vec<ToolSpec>> = std::sync::OnceLock::new();
+    SPECS.get_or_init(build_specs)
+}
+
+fn build_specs() -> Vec<ToolSpec> {
     vec![
         ToolSpec {
             name: "get_accounts",
@@ -262,7 +273,7 @@ pub async fn call(
     name: &str,
     arguments: Value,
 ) -> Result<ToolOutput, CallError> {
-    if !tools().iter().any(|t| t.name == name) {
+    if !specs().iter().any(|t| t.name == name) {
         return Err(CallError::UnknownTool(name.to_owned()));
     }
     if !(arguments.is_object() || arguments.is_null()) {
