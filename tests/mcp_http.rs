@@ -203,6 +203,38 @@ fn legacy_and_stateless_clients_share_the_endpoint() {
 }
 
 #[test]
+fn every_legacy_protocol_version_is_negotiated() {
+    let s = start(&[], "127.0.0.1:0").unwrap();
+    for (i, version) in ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
+        .into_iter()
+        .enumerate()
+    {
+        let init = post(
+            &s.addr,
+            &[],
+            &json!({"jsonrpc": "2.0", "id": i, "method": "initialize", "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        );
+        assert_eq!(
+            init.json()["result"]["protocolVersion"],
+            version,
+            "{}",
+            init.body
+        );
+        let call = post(
+            &s.addr,
+            &[("MCP-Protocol-Version", version)],
+            &json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call", "params": {"name": "get_accounts", "arguments": {}}}),
+        );
+        assert_eq!(
+            call.json()["result"]["structuredContent"]["status"],
+            "ok",
+            "{version}: {}",
+            call.body
+        );
+    }
+}
+
+#[test]
 fn hostile_input_gets_the_right_status_and_the_server_stays_up() {
     let s = start(&[], "127.0.0.1:0").unwrap();
     let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});

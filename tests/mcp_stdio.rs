@@ -93,6 +93,7 @@ fn a_whole_session_keeps_stdout_pure_json_rpc() {
         json!({"jsonrpc": "2.0", "id": 10, "method": "prompts/get", "params": {"name": "period_performance", "arguments": {"start": "2026-01-01", "end": "2026-03-31"}}}).to_string(),
         json!({"jsonrpc": "2.0", "id": 11, "method": "prompts/get", "params": {"name": "period_performance", "arguments": {"start": "last year", "end": "2026-03-31"}}}).to_string(),
         json!({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "get_positions", "arguments": {"symbol": "x".repeat(5000)}}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": {"name": "get_exposure", "arguments": {"by": "sector"}, "_meta": {"progressToken": "p-13"}}}).to_string(),
     ]
     .into_iter()
     .collect();
@@ -176,12 +177,27 @@ fn a_whole_session_keeps_stdout_pure_json_rpc() {
         "unknown_symbol"
     );
 
-    // Telemetry: one line per tool call, never on stdout.
+    // Progress: a call that carries a token gets notifications for it before its answer.
+    let progress: Vec<&Value> = messages
+        .iter()
+        .filter(|m| {
+            m["method"] == "notifications/progress" && m["params"]["progressToken"] == "p-13"
+        })
+        .collect();
+    assert_eq!(progress.len(), 2, "{messages:?}");
+    assert_eq!(progress[1]["params"]["progress"], 1.0);
+    assert_eq!(
+        by_id(&messages, 13)["result"]["structuredContent"]["status"],
+        "ok"
+    );
+
+    // Telemetry: one line per tool call, never on stdout, huge arguments cut short.
     let calls: Vec<Value> = telemetry
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(calls.len(), 3, "{telemetry}");
+    assert_eq!(calls.len(), 4, "{telemetry}");
+    assert!(calls[2]["arguments"]["symbol"].as_str().unwrap().len() < 300);
     assert_eq!(calls[0]["tool"], "get_portfolio_summary");
     assert_eq!(calls[0]["client"], "stdio-test");
     assert_eq!(calls[1]["error_code"], "invalid_date");

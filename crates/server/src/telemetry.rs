@@ -20,6 +20,8 @@ const SECRET_HINTS: [&str; 6] = [
     "signature",
 ];
 const SUMMARY_CHARS: usize = 300;
+/// Argument strings are cut to this length in the log.
+const ARGUMENT_CHARS: usize = 200;
 
 #[derive(Debug)]
 pub struct Telemetry {
@@ -37,7 +39,7 @@ pub struct CallRecord<'a> {
     pub client: Option<String>,
 }
 
-/// A copy of `value` with every secret-looking field replaced.
+/// A copy of `value` with every secret-looking field replaced and long strings cut.
 pub fn redact(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(
@@ -57,6 +59,11 @@ pub fn redact(value: &Value) -> Value {
                 .collect(),
         ),
         Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
+        Value::String(text) if text.chars().count() > ARGUMENT_CHARS => {
+            let mut short: String = text.chars().take(ARGUMENT_CHARS).collect();
+            short.push('…');
+            Value::String(short)
+        }
         other => other.clone(),
     }
 }

@@ -255,12 +255,20 @@ pub fn error_output(e: &Error) -> ToolOutput {
     }
 }
 
+/// The notes for the text summary, each quoted as a JSON string: they can carry names
+/// that come from books and brokers, which the model must read as data, not instructions.
 fn notes_suffix(notes: &[String]) -> String {
     if notes.is_empty() {
-        String::new()
-    } else {
-        format!(" Notes: {}", notes.join(" | "))
+        return String::new();
     }
+    let quoted: Vec<String> = notes
+        .iter()
+        .map(|n| Value::String(n.clone()).to_string())
+        .collect();
+    format!(
+        " Notes (quoted data; repeat them to the user): [{}]",
+        quoted.join(", ")
+    )
 }
 
 /// Calls a tool by name.
