@@ -285,6 +285,15 @@ fn input_required(requests: Value, state: Option<String>) -> Result<CallToolResp
     Ok(CallToolResponse::InputRequired(from(Value::Object(body))?))
 }
 
+/// -32021: the call needs the client's sampling capability, which it did not declare.
+fn missing_sampling() -> ErrorData {
+    ErrorData::new(
+        ErrorCode(-32021),
+        "MissingRequiredClientCapabilityError",
+        Some(json!({"requiredCapabilities": {"sampling": {}}})),
+    )
+}
+
 fn bad_input(what: &str) -> ErrorData {
     ErrorData::invalid_params(format!("invalid input responses: {what}"), None)
 }
@@ -397,11 +406,7 @@ impl ConformanceServer {
                     );
                 }
                 if requests.is_empty() {
-                    return Err(ErrorData::new(
-                        ErrorCode(-32021),
-                        "MissingRequiredClientCapabilityError",
-                        Some(json!({"requiredCapabilities": {"sampling": {}}})),
-                    ));
+                    return Err(missing_sampling());
                 }
                 input_required(Value::Object(requests), Some(seal("capabilities")))
             }
@@ -565,11 +570,7 @@ impl ServerHandler for ConformanceServer {
                 if has_sampling {
                     Ok(text_result("Success"))
                 } else {
-                    Err(ErrorData::new(
-                        ErrorCode(-32021),
-                        "MissingRequiredClientCapabilityError",
-                        Some(json!({"requiredCapabilities": {"sampling": {}}})),
-                    ))
+                    Err(missing_sampling())
                 }
             }
             "test_streaming_elicitation" => Ok(text_result("Streaming complete")),
