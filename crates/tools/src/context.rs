@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::OnceCell;
 use tradedesk_brokers::{AccountHealth, Broker, HealthStatus};
+use tradedesk_core::ledger::{self, Ledger};
 use tradedesk_core::{Book, Currency, Error, ErrorCode, FxQuote, InstrumentKey, Result, SectorMap};
 
 use crate::merge::merge_books;
@@ -24,6 +25,8 @@ pub struct ToolContext {
     /// Rates from the config's `fx_file`, added to every book's.
     extra_fx: Vec<FxQuote>,
     book: OnceCell<Arc<Book>>,
+    /// The book replayed once: open lots and cash, for every tool that values holdings.
+    ledger: OnceCell<Arc<Ledger>>,
 }
 
 impl ToolContext {
@@ -37,6 +40,7 @@ impl ToolContext {
             broker_timeout: Duration::from_secs(10),
             extra_fx: Vec::new(),
             book: OnceCell::new(),
+            ledger: OnceCell::new(),
         }
     }
 
@@ -103,6 +107,22 @@ impl ToolContext {
             })
             .await
             .cloned()
+    }
+
+    /// The merged book replayed once (open lots and implied cash), shared by every call
+    /// that values holdings. Realized P&L replays on its own: it needs the closed lots,
+    /// which are never stored.
+    ///
+    /// # Errors
+    /// As [`ToolContext::book`], or the replay's `no_fx_rate` / `internal`.
+    pub async fn ledger(&self) -> Result<(Arc<Book>, Arc<Ledger>)> {
+        let book = self.book().await?;
+        let ledger = self
+            .ledger
+            .get_or_try_init(|| async { ledger::replay(&book, |_, _| {}).map(Arc::new) })
+            .await?
+            .clone();
+        Ok((book, ledger))
     }
 
     /// Probes every broker, each bounded by the broker timeout.

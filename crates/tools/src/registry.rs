@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tradedesk_core::ledger;
+use tradedesk_core::ledger::Ledger;
 use tradedesk_core::{Book, DateRange, Error, Result};
 
 use crate::accounts::{AccountsResult, SummaryResult, get_accounts, get_portfolio_summary};
@@ -18,7 +18,7 @@ use crate::history::{TradeHistoryResult, check_limit, get_trade_history};
 use crate::positions::{ExposureResult, PositionsResult, get_exposure, get_positions};
 use crate::realized::{RealizedPnlResult, RealizedQuery, get_realized_pnl};
 use crate::select::select;
-use crate::valuation::{Scope, value_book};
+use crate::valuation::{Scope, value_ledger};
 
 /// A tool as clients see it.
 #[derive(Debug, Clone)]
@@ -294,14 +294,14 @@ async fn dispatch(ctx: &ToolContext, name: &str, arguments: Value) -> ToolOutput
     if name == "get_server_health" {
         return health(ctx, arguments).await;
     }
-    let book = match ctx.book().await {
-        Ok(book) => book,
+    let (book, ledger) = match ctx.ledger().await {
+        Ok(pair) => pair,
         Err(e) => return error_output(&e),
     };
     // The tools are pure functions over the book; should one ever panic, the caller gets
     // an `internal` error result and the server stays up.
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_tool(ctx, &book, name, arguments)
+        run_tool(ctx, &book, &ledger, name, arguments)
     }))
     .unwrap_or_else(|_| {
         error_output(&Error::internal(format!(
@@ -310,13 +310,21 @@ async fn dispatch(ctx: &ToolContext, name: &str, arguments: Value) -> ToolOutput
     })
 }
 
-fn run_tool(ctx: &ToolContext, book: &Book, name: &str, arguments: Value) -> ToolOutput {
+fn run_tool(
+    ctx: &ToolContext,
+    book: &Book,
+    ledger: &Ledger,
+    name: &str,
+    arguments: Value,
+) -> ToolOutput {
     let base = book.base_currency;
     match name {
         "get_accounts" => output(
             args::parse::<CurrencyArgs>(arguments)
                 .and_then(|a| report_currency(a.currency.as_deref(), base))
-                .and_then(|ccy| get_accounts(book, &value_book(book, ccy, Scope::ACCOUNTS)?)),
+                .and_then(|ccy| {
+                    get_accounts(book, &value_ledger(book, ledger, ccy, Scope::ACCOUNTS)?)
+                }),
             |r: &AccountsResult| {
                 format!(
                     "{} account(s), total value {} {}.{}",
@@ -340,7 +348,12 @@ fn run_tool(ctx: &ToolContext, book: &Book, name: &str, arguments: Value) -> Too
                     accounts: false,
                     selection: Some(&sel),
                 };
-                get_positions(book, &value_book(book, ccy, scope)?, &ctx.sectors, &sel)
+                get_positions(
+                    book,
+                    &value_ledger(book, ledger, ccy, scope)?,
+                    &ctx.sectors,
+                    &sel,
+                )
             }),
             |r: &PositionsResult| {
                 format!(
@@ -412,7 +425,7 @@ fn run_tool(ctx: &ToolContext, book: &Book, name: &str, arguments: Value) -> Too
             args::parse::<CurrencyArgs>(arguments)
                 .and_then(|a| report_currency(a.currency.as_deref(), base))
                 .and_then(|ccy| {
-                    get_portfolio_summary(book, &value_book(book, ccy, Scope::ACCOUNTS)?)
+                    get_portfolio_summary(book, &value_ledger(book, ledger, ccy, Scope::ACCOUNTS)?)
                 }),
             |r: &SummaryResult| {
                 format!(
@@ -432,7 +445,7 @@ fn run_tool(ctx: &ToolContext, book: &Book, name: &str, arguments: Value) -> Too
                 let ccy = report_currency(a.currency.as_deref(), base)?;
                 get_exposure(
                     book,
-                    &value_book(book, ccy, Scope::POSITIONS)?,
+                    &value_ledger(book, ledger, ccy, Scope::POSITIONS)?,
                     &ctx.sectors,
                     a.by,
                     a.basis.unwrap_or_default(),
@@ -472,12 +485,8 @@ async fn health(ctx: &ToolContext, arguments: Value) -> ToolOutput {
         return error_output(&e);
     }
     let probes = ctx.health().await;
-    let book = ctx.book().await;
-    let result = match &book {
-        Ok(book) => match ledger::replay_lots(book, |_, _| {}) {
-            Ok(ledger) => get_server_health(&ctx.version, probes, Some((book, &ledger)), None),
-            Err(e) => get_server_health(&ctx.version, probes, None, Some(e.to_string())),
-        },
+    let result = match ctx.ledger().await {
+        Ok((book, ledger)) => get_server_health(&ctx.version, probes, Some((&book, &ledger)), None),
         Err(e) => get_server_health(&ctx.version, probes, None, Some(e.to_string())),
     };
     output(result, |r: &HealthResult| {
