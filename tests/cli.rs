@@ -255,3 +255,78 @@ fn tools_lists_all_seven() {
     let json = tradedesk(&["tools", "--json"]);
     assert_eq!(String::from_utf8_lossy(&json.stdout).lines().count(), 7);
 }
+
+#[test]
+fn accounts_from_two_book_files_merge_into_one_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let book: Value = serde_json::from_str(&std::fs::read_to_string(fixture()).unwrap()).unwrap();
+    // Split the small book by account: each file keeps its own account's fills and cash,
+    // and both carry every instrument, mark and rate.
+    for (file, account) in [("us.json", "US-1"), ("my.json", "MY-1")] {
+        let mut part = book.clone();
+        let keep = |key: &str, part: &mut Value| {
+            let items: Vec<Value> = book[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|i| i["account"] == account)
+                .cloned()
+                .collect();
+            part[key] = Value::Array(items);
+        };
+        for key in ["fills", "cash", "reported_positions"] {
+            keep(key, &mut part);
+        }
+        part["accounts"] = Value::Array(
+            book["accounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|a| a["id"] == account)
+                .cloned()
+                .collect(),
+        );
+        std::fs::write(dir.path().join(file), part.to_string()).unwrap();
+    }
+    let config = write_config(
+        dir.path(),
+        "[[accounts]]\nid = \"US-1\"\nbroker = \"book\"\npath = \"us.json\"\n\n[[accounts]]\nid = \"MY-1\"\nbroker = \"book\"\npath = \"my.json\"\n",
+    );
+    let merged = tradedesk(&[
+        "--config",
+        config.to_str().unwrap(),
+        "call",
+        "get_portfolio_summary",
+        "{}",
+    ]);
+    assert_eq!(
+        merged.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    let whole = tradedesk(&[
+        "--book",
+        fixture().to_str().unwrap(),
+        "call",
+        "get_portfolio_summary",
+        "{}",
+    ]);
+    let (merged, whole) = (stdout_json(&merged), stdout_json(&whole));
+    for field in [
+        "total_value",
+        "positions_value",
+        "cash_value",
+        "unrealized_pnl",
+    ] {
+        assert_eq!(merged[field], whole[field], "{field}");
+    }
+    let pnl = tradedesk(&[
+        "--config",
+        config.to_str().unwrap(),
+        "call",
+        "get_realized_pnl",
+        r#"{"start": "2026-01-01", "end": "2026-03-31"}"#,
+    ]);
+    assert_eq!(stdout_json(&pnl)["net_pnl"].as_f64(), Some(2490.91));
+}
