@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -980,10 +980,6 @@ impl BookBroker {
     /// The file's [`BookError`].
     pub fn open(path: &Path) -> Result<Self, BookError> {
         Ok(Self::new(path.display().to_string(), load_book(path)?))
-    }
-
-    pub fn path_label(&self) -> PathBuf {
-        PathBuf::from(&self.label)
     }
 }
 

@@ -103,10 +103,6 @@ impl LotQueue {
         self.lots.is_empty()
     }
 
-    pub fn len(&self) -> usize {
-        self.lots.len()
-    }
-
     /// The open lots, oldest first.
     pub fn lots(&self) -> impl Iterator<Item = OpenLot> + '_ {
         self.lots.iter().map(|l| OpenLot {

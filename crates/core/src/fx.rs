@@ -123,10 +123,6 @@ impl FxTable {
         }
     }
 
-    pub fn base(&self) -> Option<Currency> {
-        self.base
-    }
-
     /// Every quoted pair's latest rate on or before `as_of`, sorted by pair.
     pub fn latest_quotes(&self, as_of: NaiveDate) -> Vec<FxQuote> {
         let mut out: Vec<FxQuote> = self

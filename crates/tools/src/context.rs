@@ -148,11 +148,6 @@ impl ToolContext {
         }
         out
     }
-
-    /// The sector of an instrument: its own, the sector map's, or `Unclassified`.
-    pub fn sector_of(&self, book: &Book, instrument: u32) -> &'static str {
-        self.sectors.sector_of(book.instrument(instrument))
-    }
 }
 
 /// Count of instruments per bare symbol: for resolving `AAPL` vs `NASDAQ:AAPL`.
