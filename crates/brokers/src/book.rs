@@ -13,7 +13,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use chrono::{DateTime, FixedOffset, NaiveDate};
 use rust_decimal::Decimal;
-use serde_json::{Map, Value};
+use serde_json_borrow::{ObjectAsVec as Map, Value};
 use tradedesk_core::instrument::gics_sector;
 use tradedesk_core::{
     Account, AccountIdx, AssetClass, Book, BookParts, CashEntry, CashKind, Currency, Fill, FxQuote,
@@ -95,7 +95,7 @@ pub fn parse_book(source: &str, text: &str) -> Result<Book, BookError> {
         source: source.to_owned(),
         issues,
     };
-    let value: Value = serde_json::from_str(text).map_err(|e| {
+    let value: Value<'_> = serde_json::from_str(text).map_err(|e| {
         fail(vec![BookIssue {
             path: "$".to_owned(),
             rule: format!(
@@ -123,7 +123,7 @@ pub fn parse_fx_file(source: &str, text: &str) -> Result<Vec<FxQuote>, BookError
         source: source.to_owned(),
         issues,
     };
-    let value: Value = serde_json::from_str(text).map_err(|e| {
+    let value: Value<'_> = serde_json::from_str(text).map_err(|e| {
         fail(vec![BookIssue {
             path: "$".to_owned(),
             rule: format!("not valid JSON: {e}"),
@@ -228,18 +228,21 @@ impl Validator {
     }
 
     /// An object with only the allowed keys.
-    fn object<'a>(
+    fn object<'a, 'v>(
         &mut self,
         path: &At,
-        value: &'a Value,
+        value: &'a Value<'v>,
         allowed: &[&str],
-    ) -> Option<&'a Map<String, Value>> {
+    ) -> Option<&'a Map<'v>> {
         let Some(map) = value.as_object() else {
             self.issue(path, "must be an object");
             return None;
         };
-        for key in map.keys() {
-            if !allowed.contains(&key.as_str()) {
+        for (i, key) in map.keys().enumerate() {
+            if map.keys().take(i).any(|earlier| earlier == key) {
+                self.issue(format!("{path}.{key}"), "appears twice in the same object");
+            }
+            if !allowed.contains(&key) {
                 self.issue(
                     format!("{path}.{key}"),
                     format!("unknown field (allowed: {})", allowed.join(", ")),
@@ -252,7 +255,7 @@ impl Validator {
     fn string<'a>(
         &mut self,
         path: &At,
-        map: &'a Map<String, Value>,
+        map: &'a Map<'_>,
         key: &str,
         required: bool,
     ) -> Option<&'a str> {
@@ -263,11 +266,11 @@ impl Validator {
                 }
                 None
             }
-            Some(Value::String(s)) if s.trim().is_empty() => {
+            Some(Value::Str(s)) if s.trim().is_empty() => {
                 self.issue(format!("{path}.{key}"), "must not be empty");
                 None
             }
-            Some(Value::String(s)) => Some(s),
+            Some(Value::Str(s)) => Some(s),
             Some(_) => {
                 self.issue(format!("{path}.{key}"), "must be a string");
                 None
@@ -278,7 +281,7 @@ impl Validator {
     fn currency(
         &mut self,
         path: &At,
-        map: &Map<String, Value>,
+        map: &Map<'_>,
         key: &str,
         required: bool,
     ) -> Option<Currency> {
@@ -295,7 +298,7 @@ impl Validator {
         }
     }
 
-    fn date(&mut self, path: &At, map: &Map<String, Value>, key: &str) -> Option<NaiveDate> {
+    fn date(&mut self, path: &At, map: &Map<'_>, key: &str) -> Option<NaiveDate> {
         let text = self.string(path, map, key, true)?;
         match tradedesk_core::parse_date(key, text) {
             Ok(d) => Some(d),
@@ -309,12 +312,7 @@ impl Validator {
         }
     }
 
-    fn time(
-        &mut self,
-        path: &At,
-        map: &Map<String, Value>,
-        key: &str,
-    ) -> Option<DateTime<FixedOffset>> {
+    fn time(&mut self, path: &At, map: &Map<'_>, key: &str) -> Option<DateTime<FixedOffset>> {
         let text = self.string(path, map, key, true)?;
         match DateTime::parse_from_rfc3339(text) {
             Ok(t) => Some(t),
@@ -332,7 +330,7 @@ impl Validator {
     fn decimal(
         &mut self,
         path: &At,
-        map: &Map<String, Value>,
+        map: &Map<'_>,
         key: &str,
         required: bool,
         check: Option<Check>,
@@ -345,7 +343,7 @@ impl Validator {
                 }
                 return None;
             }
-            Some(Value::String(s)) => s.as_str(),
+            Some(Value::Str(s)) => s.as_ref(),
             Some(_) => {
                 self.issue(field, DECIMAL_RULE);
                 return None;
@@ -380,7 +378,7 @@ impl Validator {
         Some(value)
     }
 
-    fn array<'a>(&mut self, map: &'a Map<String, Value>, key: &str, required: bool) -> &'a [Value] {
+    fn array<'a>(&mut self, map: &'a Map<'a>, key: &str, required: bool) -> &'a [Value<'a>] {
         match map.get(key) {
             Some(Value::Array(items)) => items,
             None | Some(Value::Null) if !required => &[],
@@ -395,11 +393,11 @@ impl Validator {
         }
     }
 
-    fn book(&mut self, value: &Value) -> Option<Book> {
+    fn book(&mut self, value: &Value<'_>) -> Option<Book> {
         let top = self.object(&At::ROOT, value, &TOP_LEVEL)?;
         match top.get("format") {
-            Some(Value::String(f)) if f == FORMAT => {}
-            Some(Value::String(f)) => self.issue(
+            Some(Value::Str(f)) if f == FORMAT => {}
+            Some(Value::Str(f)) => self.issue(
                 "format",
                 format!("must be exactly \"{FORMAT}\", found \"{f}\""),
             ),
@@ -479,7 +477,7 @@ impl Validator {
         }))
     }
 
-    fn accounts(&mut self, items: &[Value]) -> Vec<Account> {
+    fn accounts(&mut self, items: &[Value<'_>]) -> Vec<Account> {
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
@@ -522,7 +520,7 @@ impl Validator {
         out
     }
 
-    fn instruments(&mut self, items: &[Value]) -> Vec<Instrument> {
+    fn instruments(&mut self, items: &[Value<'_>]) -> Vec<Instrument> {
         let mut seen: HashMap<InstrumentKey, usize> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
         let classes: Vec<&str> = AssetClass::ALL.iter().map(|c| c.as_str()).collect();
@@ -618,12 +616,7 @@ impl Validator {
         out
     }
 
-    fn account_ref(
-        &mut self,
-        path: &At,
-        map: &Map<String, Value>,
-        refs: &Refs<'_>,
-    ) -> Option<AccountIdx> {
+    fn account_ref(&mut self, path: &At, map: &Map<'_>, refs: &Refs<'_>) -> Option<AccountIdx> {
         let id = self.string(path, map, "account", true)?;
         let found = refs.accounts.get(id).copied();
         if found.is_none() {
@@ -640,7 +633,7 @@ impl Validator {
     fn instrument_ref(
         &mut self,
         path: &At,
-        map: &Map<String, Value>,
+        map: &Map<'_>,
         refs: &Refs<'_>,
     ) -> Option<InstrumentIdx> {
         let exchange = self.string(path, map, "exchange", true);
@@ -656,7 +649,7 @@ impl Validator {
         found
     }
 
-    fn fills(&mut self, items: &[Value], refs: &Refs<'_>) -> Vec<Fill> {
+    fn fills(&mut self, items: &[Value<'_>], refs: &Refs<'_>) -> Vec<Fill> {
         let mut seen: HashMap<&str, usize> = HashMap::with_capacity(items.len());
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
@@ -773,7 +766,7 @@ impl Validator {
         out
     }
 
-    fn cash(&mut self, items: &[Value], refs: &Refs<'_>) -> Vec<CashEntry> {
+    fn cash(&mut self, items: &[Value<'_>], refs: &Refs<'_>) -> Vec<CashEntry> {
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
             let path = At::item("cash", i);
@@ -831,7 +824,7 @@ impl Validator {
 
     fn marks(
         &mut self,
-        items: &[Value],
+        items: &[Value<'_>],
         refs: &Refs<'_>,
     ) -> Vec<(InstrumentIdx, NaiveDate, Decimal)> {
         let mut seen: HashMap<(InstrumentIdx, NaiveDate), usize> = HashMap::new();
@@ -862,7 +855,7 @@ impl Validator {
         out
     }
 
-    fn fx_rates(&mut self, items: &[Value]) -> Vec<FxQuote> {
+    fn fx_rates(&mut self, items: &[Value<'_>]) -> Vec<FxQuote> {
         let mut seen: HashMap<(Currency, Currency, NaiveDate), usize> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
@@ -905,7 +898,7 @@ impl Validator {
         out
     }
 
-    fn reported(&mut self, items: &[Value], refs: &Refs<'_>) -> Vec<ReportedPosition> {
+    fn reported(&mut self, items: &[Value<'_>], refs: &Refs<'_>) -> Vec<ReportedPosition> {
         let mut seen: HashMap<(AccountIdx, InstrumentIdx), usize> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {

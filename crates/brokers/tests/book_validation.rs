@@ -280,6 +280,31 @@ fn every_issue_is_reported_not_only_the_first() {
 }
 
 #[test]
+fn a_key_given_twice_is_refused() {
+    let text = SMALL.replacen(
+        "\"quantity\": \"100\",",
+        "\"quantity\": \"100\", \"quantity\": \"5\",",
+        1,
+    );
+    assert_ne!(text, SMALL);
+    let err = parse_book("x.json", &text).unwrap_err();
+    assert_eq!(
+        err.issues[0].to_string(),
+        "fills[0].quantity: appears twice in the same object"
+    );
+}
+
+#[test]
+fn escaped_strings_load() {
+    let text = SMALL.replacen("Small US account", "Small \\u0055S \\\"account\\\"", 1);
+    let book = parse_book("x.json", &text).unwrap();
+    assert_eq!(
+        book.accounts[0].name.as_deref(),
+        Some("Small US \"account\"")
+    );
+}
+
+#[test]
 fn malformed_json_names_line_and_column() {
     let err = parse_book("x.json", "{\n  \"format\": ,\n}").unwrap_err();
     assert_eq!(err.issues[0].path, "$");
