@@ -324,7 +324,11 @@ fn hostile_input_gets_the_right_status_and_the_server_stays_up() {
 
 #[test]
 fn tokens_are_required_and_a_lockout_never_blocks_the_valid_one() {
-    let s = start(&[("TRADEDESK_HTTP_TOKEN", "s3cret-token")], "127.0.0.1:0").unwrap();
+    let s = start(
+        &[("TRADEDESK_HTTP_TOKEN", "s3cret-token-0123456789")],
+        "127.0.0.1:0",
+    )
+    .unwrap();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
     assert_eq!(post(&s.addr, &[], &init).status, 401);
     assert_eq!(
@@ -332,11 +336,16 @@ fn tokens_are_required_and_a_lockout_never_blocks_the_valid_one() {
         401
     );
     assert_eq!(
-        post(&s.addr, &[("Authorization", "Bearer s3cret-token")], &init).status,
+        post(
+            &s.addr,
+            &[("Authorization", "Bearer s3cret-token-0123456789")],
+            &init
+        )
+        .status,
         200
     );
     assert_eq!(
-        post(&s.addr, &[("x-api-key", "s3cret-token")], &init).status,
+        post(&s.addr, &[("x-api-key", "s3cret-token-0123456789")], &init).status,
         200
     );
     for _ in 0..12 {
@@ -345,9 +354,22 @@ fn tokens_are_required_and_a_lockout_never_blocks_the_valid_one() {
     let locked = post(&s.addr, &[("Authorization", "Bearer guess")], &init);
     assert_eq!(locked.status, 429);
     assert_eq!(
-        post(&s.addr, &[("Authorization", "Bearer s3cret-token")], &init).status,
+        post(
+            &s.addr,
+            &[("Authorization", "Bearer s3cret-token-0123456789")],
+            &init
+        )
+        .status,
         200
     );
+}
+
+#[test]
+fn a_short_token_is_refused_at_start() {
+    let err = start(&[("TRADEDESK_HTTP_TOKEN", "short")], "127.0.0.1:0")
+        .err()
+        .expect("must refuse");
+    assert!(err.contains("shorter than"), "{err}");
 }
 
 #[test]

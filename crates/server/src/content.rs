@@ -158,7 +158,30 @@ pub fn prompt(name: &str, args: &Map<String, Value>) -> Result<GetPromptResult, 
         }
         "pre_trade_checklist" => {
             let symbol = required(args, "symbol")?;
-            let side = string_arg(args, "side").unwrap_or("trade");
+            let well_formed = symbol.len() <= 40
+                && symbol
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ".:-_/".contains(c));
+            if !well_formed {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "symbol {} is not a symbol such as AAPL, 1155 or BURSA:1155",
+                        excerpt(symbol)
+                    ),
+                    None,
+                ));
+            }
+            let side = match string_arg(args, "side") {
+                None => "trade",
+                Some("buy") => "buy",
+                Some("sell") => "sell",
+                Some(other) => {
+                    return Err(ErrorData::invalid_params(
+                        format!("side {} must be buy or sell", excerpt(other)),
+                        None,
+                    ));
+                }
+            };
             format!(
                 "Before I {side} {symbol}: call get_positions with symbol {symbol} for what I hold, get_exposure by \
                  sector and by currency to show the concentration this adds to, get_realized_pnl for this year \

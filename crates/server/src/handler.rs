@@ -110,7 +110,11 @@ impl ServerHandler for TradedeskServer {
         let started = Instant::now();
         let name = params.name.to_string();
         let arguments = params.arguments.map_or(Value::Null, Value::Object);
-        let progress = ctx.meta.get_progress_token();
+        // Progress only for a tool that exists: its name is then ours, not the caller's text.
+        let progress = ctx
+            .meta
+            .get_progress_token()
+            .filter(|_| self.specs.iter().any(|t| t.name == name));
         if let Some(token) = &progress {
             let note = ProgressNotificationParam::new(token.clone(), 0.0)
                 .with_total(1.0)

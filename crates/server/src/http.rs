@@ -19,15 +19,24 @@ use axum::response::IntoResponse;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::handler::TradedeskServer;
 
 /// Request bodies above this are refused with 413.
 pub const BODY_LIMIT: usize = 64 * 1024;
-/// Failed authentications from one IP within a minute before it is locked out.
+/// Failed authentications from one client within the failure window before it is locked out.
 const LOCKOUT_FAILURES: u32 = 10;
 const LOCKOUT: Duration = Duration::from_secs(300);
+/// Failed authentications are counted over this window.
+const FAILURE_WINDOW: Duration = Duration::from_secs(600);
+/// A request body must arrive within this.
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// After a shutdown signal, requests in flight get this long to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// Shortest bearer token accepted.
+const MIN_TOKEN_CHARS: usize = 16;
 
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -73,6 +82,15 @@ impl HttpOptions {
                 self.addr
             ));
         }
+        if self
+            .token
+            .as_deref()
+            .is_some_and(|t| t.len() < MIN_TOKEN_CHARS)
+        {
+            return Err(format!(
+                "TRADEDESK_HTTP_TOKEN is shorter than {MIN_TOKEN_CHARS} characters: use a long random one, e.g. `openssl rand -hex 32`"
+            ));
+        }
         Ok(())
     }
 }
@@ -103,16 +121,40 @@ fn json_rpc_error(status: StatusCode, code: i64, message: &str) -> Response<Body
         .into_response()
 }
 
+/// `host`, `host:port`, `[v6]` or `[v6]:port`, the port all digits: `[::1]evil` and
+/// `localhost:notaport` are not hosts.
+fn well_formed_authority(authority: &str) -> bool {
+    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    match authority.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').is_some_and(|(_, after)| {
+            after.is_empty() || after.strip_prefix(':').is_some_and(digits)
+        }),
+        None => authority
+            .rsplit_once(':')
+            .is_none_or(|(_, port)| digits(port)),
+    }
+}
+
+/// The Host header, parsed as an authority, against the allow-list: an entry without a
+/// port allows any port, an entry with one (`example.com:8080`) only that port.
 fn host_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+    let Some(authority) = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.parse::<axum::http::uri::Authority>().ok())
+        .filter(|a| !a.as_str().contains('@') && well_formed_authority(a.as_str()))
+    else {
         return false;
     };
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']').next().unwrap_or_default()
-    } else {
-        host.rsplit_once(':').map_or(host, |(h, _)| h)
-    };
-    allowed.iter().any(|a| a.eq_ignore_ascii_case(name))
+    let bare = |h: &str| h.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let (host, port) = (bare(authority.host()), authority.port_u16());
+    allowed.iter().any(|entry| {
+        let (name, entry_port) = match entry.parse::<axum::http::uri::Authority>() {
+            Ok(a) => (bare(a.host()), a.port_u16()),
+            Err(_) => (bare(entry), None),
+        };
+        name.eq_ignore_ascii_case(&host) && entry_port.is_none_or(|p| Some(p) == port)
+    })
 }
 
 fn origin_matches(origin: &str, pattern: &str) -> bool {
@@ -138,11 +180,54 @@ fn token_of(headers: &HeaderMap) -> Option<&str> {
         .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
 }
 
+/// Clients tracked before idle ones are dropped.
+const MAX_CLIENTS: usize = 10_000;
+
+/// Drops clients with nothing left to remember once the table is large, so it is bounded
+/// by the clients active in the last minutes, not by every address ever seen.
+fn sweep(clients: &mut HashMap<IpAddr, Client>, now: Instant) {
+    if clients.len() < MAX_CLIENTS {
+        return;
+    }
+    let recent =
+        |t: Option<Instant>, window: Duration| t.is_some_and(|t| now.duration_since(t) < window);
+    clients.retain(|_, c| {
+        recent(c.window_start, Duration::from_secs(60))
+            || recent(c.failures_start, FAILURE_WINDOW)
+            || c.locked_until.is_some_and(|t| t > now)
+    });
+}
+
+/// The key a client is counted under: its address, or its /64 for IPv6, where one host
+/// commonly holds a whole prefix.
+fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
+            let s = v6.segments();
+            IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+        }
+        other => other,
+    }
+}
+
 impl Guard {
+    /// Compares digests in constant time, so neither the content nor the length of the
+    /// token leaks through timing.
     fn valid_token(&self, headers: &HeaderMap) -> Option<bool> {
         let expected = self.options.token.as_deref()?;
         let given = token_of(headers).unwrap_or_default();
-        Some(bool::from(given.as_bytes().ct_eq(expected.as_bytes())))
+        let (a, b) = (
+            Sha256::digest(given.as_bytes()),
+            Sha256::digest(expected.as_bytes()),
+        );
+        Some(bool::from(a.as_slice().ct_eq(b.as_slice())))
+    }
+
+    fn clients(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Client>> {
+        // Nothing under the lock can panic; should it ever be poisoned, keep enforcing.
+        self.clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Counts a request against the client's minute; `Some(wait)` when over the limit.
@@ -151,14 +236,15 @@ impl Guard {
         if limit == 0 {
             return None;
         }
-        let mut clients = self.clients.lock().ok()?;
+        let mut clients = self.clients();
+        sweep(&mut clients, now);
         let c = clients.entry(ip).or_default();
         let start = *c.window_start.get_or_insert(now);
         if now.duration_since(start) >= Duration::from_secs(60) {
             c.window_start = Some(now);
             c.requests = 0;
         }
-        c.requests += 1;
+        c.requests = c.requests.saturating_add(1);
         (c.requests > limit).then(|| {
             Duration::from_secs(60)
                 .saturating_sub(now.duration_since(start))
@@ -167,25 +253,24 @@ impl Guard {
     }
 
     fn locked_out(&self, ip: IpAddr, now: Instant) -> bool {
-        self.clients.lock().is_ok_and(|c| {
-            c.get(&ip)
-                .and_then(|c| c.locked_until)
-                .is_some_and(|t| t > now)
-        })
+        self.clients()
+            .get(&ip)
+            .and_then(|c| c.locked_until)
+            .is_some_and(|t| t > now)
     }
 
     fn record_failure(&self, ip: IpAddr, now: Instant) {
-        if let Ok(mut clients) = self.clients.lock() {
-            let c = clients.entry(ip).or_default();
-            let start = *c.failures_start.get_or_insert(now);
-            if now.duration_since(start) >= Duration::from_secs(60) {
-                c.failures_start = Some(now);
-                c.failures = 0;
-            }
-            c.failures += 1;
-            if c.failures >= LOCKOUT_FAILURES {
-                c.locked_until = Some(now + LOCKOUT);
-            }
+        let mut clients = self.clients();
+        sweep(&mut clients, now);
+        let c = clients.entry(ip).or_default();
+        let start = *c.failures_start.get_or_insert(now);
+        if now.duration_since(start) >= FAILURE_WINDOW {
+            c.failures_start = Some(now);
+            c.failures = 0;
+        }
+        c.failures = c.failures.saturating_add(1);
+        if c.failures >= LOCKOUT_FAILURES {
+            c.locked_until = Some(now + LOCKOUT);
         }
     }
 
@@ -226,16 +311,20 @@ async fn guard(
     if request.method() == Method::OPTIONS {
         return with_cors(StatusCode::NO_CONTENT.into_response(), cors);
     }
-    let ip = peer.ip();
+    let ip = client_key(peer.ip());
     match guard.valid_token(&headers) {
         Some(true) => {}
         Some(false) => {
             if guard.locked_out(ip, now) {
-                return json_rpc_error(
+                let mut response = json_rpc_error(
                     StatusCode::TOO_MANY_REQUESTS,
                     -32029,
                     "too many failed authentications; try later",
                 );
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(LOCKOUT.as_secs()));
+                return with_cors(response, cors);
             }
             guard.record_failure(ip, now);
             let mut response = json_rpc_error(
@@ -246,7 +335,7 @@ async fn guard(
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return response;
+            return with_cors(response, cors);
         }
         None => {}
     }
@@ -322,13 +411,22 @@ async fn strict_body(request: Request<Body>) -> Result<Request<Body>, Response<B
         ));
     }
     let (parts, body) = request.into_parts();
-    let bytes: Bytes = to_bytes(body, BODY_LIMIT).await.map_err(|_| {
-        json_rpc_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            -32600,
-            "request body over 64 KiB",
-        )
-    })?;
+    let bytes: Bytes = tokio::time::timeout(BODY_TIMEOUT, to_bytes(body, BODY_LIMIT))
+        .await
+        .map_err(|_| {
+            json_rpc_error(
+                StatusCode::REQUEST_TIMEOUT,
+                -32600,
+                "request body not received in time",
+            )
+        })?
+        .map_err(|_| {
+            json_rpc_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                "request body over 64 KiB",
+            )
+        })?;
     if serde_json::from_slice::<Value>(&bytes).is_err() {
         return Err(json_rpc_error(
             StatusCode::BAD_REQUEST,
@@ -422,10 +520,22 @@ pub async fn serve_http_with<H: rmcp::ServerHandler + Clone>(
     on_bound(bound);
     let app =
         router_with(server, options, sessions).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| e.to_string())
+    let (signalled, mut on_signal) = tokio::sync::watch::channel(false);
+    let graceful = async move {
+        shutdown.await;
+        let _ = signalled.send(true);
+    };
+    let serving = axum::serve(listener, app).with_graceful_shutdown(graceful);
+    // A connection that never finishes (a slow client, an open stream) must not keep the
+    // process alive: after the grace period, stop anyway.
+    let deadline = async move {
+        let _ = on_signal.wait_for(|signalled| *signalled).await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        result = serving => result.map_err(|e| e.to_string()),
+        () = deadline => Ok(()),
+    }
 }
 
 /// A future that resolves on SIGINT or SIGTERM. The handlers are installed when this is
@@ -446,7 +556,10 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'stat
     }
     #[cfg(not(unix))]
     async {
-        let _ = tokio::signal::ctrl_c().await;
+        if tokio::signal::ctrl_c().await.is_err() {
+            // No handler could be installed: never shut down by mistake.
+            std::future::pending::<()>().await;
+        }
     }
 }
 
@@ -458,5 +571,63 @@ async fn recv(signal: Option<tokio::signal::unix::Signal>) {
             s.recv().await;
         }
         None => std::future::pending::<()>().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, HeaderValue::from_str(value).unwrap());
+        h
+    }
+
+    #[test]
+    fn hosts_are_parsed_as_authorities() {
+        let allowed: Vec<String> = ["localhost", "127.0.0.1", "::1", "example.com:8080"]
+            .map(String::from)
+            .to_vec();
+        for (value, ok) in [
+            ("localhost:8765", true),
+            ("LOCALHOST", true),
+            ("127.0.0.1:1", true),
+            ("[::1]:8765", true),
+            ("example.com:8080", true),
+            ("example.com:8081", false),
+            ("example.com", false),
+            ("[::1]evil", false),
+            ("localhost:notaport", false),
+            ("user@localhost", false),
+            ("localhost.evil.com", false),
+            ("evil.example", false),
+        ] {
+            assert_eq!(host_allowed(&host(value), &allowed), ok, "{value}");
+        }
+        assert!(!host_allowed(&HeaderMap::new(), &allowed));
+    }
+
+    #[test]
+    fn origins_match_scheme_host_and_port() {
+        for (origin, pattern, ok) in [
+            ("http://localhost:3000", "http://localhost:*", true),
+            ("http://localhost", "http://localhost:*", true),
+            ("http://localhost.evil.com", "http://localhost:*", false),
+            ("http://localhost:80@evil.com", "http://localhost:*", false),
+            ("https://localhost:3000", "http://localhost:*", false),
+            ("https://app.example.com", "https://app.example.com", true),
+        ] {
+            assert_eq!(origin_matches(origin, pattern), ok, "{origin} vs {pattern}");
+        }
+    }
+
+    #[test]
+    fn ipv6_clients_count_per_64() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
+        assert_eq!(client_key(a), client_key(b));
+        let v4: IpAddr = "10.0.0.1".parse().unwrap();
+        assert_eq!(client_key(v4), v4);
     }
 }

@@ -20,8 +20,11 @@ const SECRET_HINTS: [&str; 6] = [
     "signature",
 ];
 const SUMMARY_CHARS: usize = 300;
-/// Argument strings are cut to this length in the log.
+/// Argument strings and names are cut to this length in the log.
 const ARGUMENT_CHARS: usize = 200;
+/// A record's arguments beyond this size are replaced by a note, so one call can never
+/// write much: every line stays a few KiB.
+const ARGUMENTS_BYTES: usize = 2048;
 
 #[derive(Debug)]
 pub struct Telemetry {
@@ -68,6 +71,14 @@ pub fn redact(value: &Value) -> Value {
     }
 }
 
+fn bounded(arguments: Value) -> Value {
+    let size = arguments.to_string().len();
+    if size <= ARGUMENTS_BYTES {
+        return arguments;
+    }
+    json!({"truncated": true, "bytes": size})
+}
+
 impl Telemetry {
     /// Opens (creating folders and file) the log for appending.
     ///
@@ -77,7 +88,15 @@ impl Telemetry {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let mut options = OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        {
+            // Arguments name accounts and symbols: readable by the owner only.
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let file = options.open(path)?;
         Ok(Self {
             path: path.to_owned(),
             file: Mutex::new(file),
@@ -95,13 +114,13 @@ impl Telemetry {
         let line = json!({
             "time": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             "tool": r.tool,
-            "arguments": redact(r.arguments),
+            "arguments": bounded(redact(r.arguments)),
             "latency_us": u64::try_from(r.latency.as_micros()).unwrap_or(u64::MAX),
             "status": structured.get("status").cloned().unwrap_or(Value::Null),
             "error_code": structured.pointer("/error/code").cloned().unwrap_or(Value::Null),
             "summary": summary,
             "protocol_version": r.protocol_version,
-            "client": r.client,
+            "client": r.client.as_deref().map(|c| c.chars().take(ARGUMENT_CHARS).collect::<String>()),
         });
         if let Ok(mut file) = self.file.lock() {
             let _ = writeln!(file, "{line}");
@@ -122,5 +141,8 @@ mod tests {
         assert_eq!(r["nested"]["Token"], "[redacted]");
         assert_eq!(r["nested"]["keep"], 1);
         assert_eq!(r["list"][0]["password"], "[redacted]");
+        let huge = json!({"x".repeat(5000): 1, "y": "z".repeat(10_000)});
+        let r = bounded(redact(&huge));
+        assert!(r.to_string().len() <= ARGUMENTS_BYTES, "{r}");
     }
 }
