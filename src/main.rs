@@ -168,6 +168,26 @@ fn serve(
                         options.rate_limit_per_minute = v;
                     }
                 }
+                // The same lists from the environment (comma-separated), for `--book` and
+                // for deployments that configure by environment; they override the config.
+                let list = |name: &str| {
+                    std::env::var(name).ok().map(|v| {
+                        v.split(',')
+                            .map(str::trim)
+                            .filter(|s| !s.is_empty())
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>()
+                    })
+                };
+                if let Some(v) = list("TRADEDESK_ALLOWED_HOSTS") {
+                    options.allowed_hosts = v;
+                }
+                if let Some(v) = list("TRADEDESK_ALLOWED_ORIGINS") {
+                    options.allowed_origins = v;
+                }
+                if let Some(v) = list("TRADEDESK_CORS_ORIGINS") {
+                    options.cors_origins = v;
+                }
                 if let Ok(v) = std::env::var("TRADEDESK_RATE_LIMIT") {
                     options.rate_limit_per_minute = v.parse().map_err(|_| {
                         format!(

@@ -365,6 +365,58 @@ fn tokens_are_required_and_a_lockout_never_blocks_the_valid_one() {
 }
 
 #[test]
+fn cors_is_off_by_default_and_configurable_from_the_environment() {
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let legacy = ("MCP-Protocol-Version", "2025-06-18");
+    let off = start(&[], "127.0.0.1:0").unwrap();
+    let r = post(
+        &off.addr,
+        &[legacy, ("Origin", "http://localhost:3000")],
+        &list,
+    );
+    assert_eq!(r.status, 200);
+    assert!(
+        !r.headers.contains("access-control-allow-origin"),
+        "{}",
+        r.headers
+    );
+    let on = start(
+        &[("TRADEDESK_CORS_ORIGINS", "https://app.example.com")],
+        "127.0.0.1:0",
+    )
+    .unwrap();
+    let r = post(
+        &on.addr,
+        &[legacy, ("Origin", "https://app.example.com")],
+        &list,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.headers
+            .contains("access-control-allow-origin: https://app.example.com"),
+        "{}",
+        r.headers
+    );
+    let preflight = request(
+        &on.addr,
+        "OPTIONS",
+        &[("Origin", "https://app.example.com")],
+        b"",
+    );
+    assert_eq!(preflight.status, 204);
+    assert!(preflight.headers.contains("access-control-allow-headers"));
+    assert_eq!(
+        post(
+            &on.addr,
+            &[legacy, ("Origin", "https://other.example.com")],
+            &list
+        )
+        .status,
+        403
+    );
+}
+
+#[test]
 fn a_short_token_is_refused_at_start() {
     let err = start(&[("TRADEDESK_HTTP_TOKEN", "short")], "127.0.0.1:0")
         .err()
