@@ -466,3 +466,31 @@ fn sigterm_shuts_down_gracefully() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    let s = start(&[], "127.0.0.1:0").unwrap();
+    let mut stream = TcpStream::connect(&s.addr).unwrap();
+    stream
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .unwrap();
+    // The server's header timeout is 10 s; 40 s is the generous bound that proves the
+    // connection cannot be held open forever.
+    stream
+        .set_read_timeout(Some(Duration::from_secs(40)))
+        .unwrap();
+    let started = Instant::now();
+    let mut buf = Vec::new();
+    let _ = stream.read_to_end(&mut buf);
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "the half-sent request was never cut off"
+    );
+    // Meanwhile the server kept answering others.
+    let ok = post(
+        &s.addr,
+        &[("MCP-Protocol-Version", "2025-06-18")],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    );
+    assert_eq!(ok.status, 200);
+}

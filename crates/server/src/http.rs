@@ -33,6 +33,10 @@ const LOCKOUT: Duration = Duration::from_secs(300);
 const FAILURE_WINDOW: Duration = Duration::from_secs(600);
 /// A request body must arrive within this.
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// A request's head (line and headers) must arrive within this.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Open connections at most; more are closed as they arrive.
+const MAX_CONNECTIONS: usize = 512;
 /// After a shutdown signal, requests in flight get this long to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Shortest bearer token accepted.
@@ -518,24 +522,61 @@ pub async fn serve_http_with<H: rmcp::ServerHandler + Clone>(
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     on_bound(bound);
-    let app =
-        router_with(server, options, sessions).into_make_service_with_connect_info::<SocketAddr>();
-    let (signalled, mut on_signal) = tokio::sync::watch::channel(false);
-    let graceful = async move {
-        shutdown.await;
-        let _ = signalled.send(true);
-    };
-    let serving = axum::serve(listener, app).with_graceful_shutdown(graceful);
-    // A connection that never finishes (a slow client, an open stream) must not keep the
-    // process alive: after the grace period, stop anyway.
-    let deadline = async move {
-        let _ = on_signal.wait_for(|signalled| *signalled).await;
-        tokio::time::sleep(SHUTDOWN_GRACE).await;
-    };
-    tokio::select! {
-        result = serving => result.map_err(|e| e.to_string()),
-        () = deadline => Ok(()),
+    let app = router_with(server, options, sessions);
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder =
+        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    // A client gets HEADER_TIMEOUT to send its request head: a slow trickle cannot hold
+    // a connection (and, with MAX_CONNECTIONS, the server) forever.
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT);
+    let shutdown = shutdown;
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                // Out of file descriptors or similar: back off instead of spinning.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        // Over the connection cap, the newcomer is closed at once; the others go on.
+        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let app = app.clone();
+        let service = tower::service_fn(move |request: Request<hyper::body::Incoming>| {
+            let mut request = request.map(Body::new);
+            request.extensions_mut().insert(ConnectInfo(peer));
+            tower::ServiceExt::oneshot(app.clone(), request)
+        });
+        let connection = builder
+            .serve_connection_with_upgrades(
+                hyper_util::rt::TokioIo::new(stream),
+                hyper_util::service::TowerToHyperService::new(service),
+            )
+            .into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _ = connection.await;
+            drop(permit);
+        });
     }
+    // Requests in flight may finish; a connection that never does must not keep the
+    // process alive past the grace period.
+    tokio::select! {
+        () = graceful.shutdown() => {},
+        () = tokio::time::sleep(SHUTDOWN_GRACE) => {},
+    }
+    Ok(())
 }
 
 /// A future that resolves on SIGINT or SIGTERM. The handlers are installed when this is
