@@ -1,4 +1,4 @@
-//! The `tradedesk` binary: the CLI over the tool registry (and, later, the MCP server).
+//! The `tradedesk` binary: the CLI over the tool registry, and the MCP server (`serve`).
 // The CLI's job is to print results: stdout carries the result, stderr the diagnostics.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -250,7 +250,12 @@ fn main() -> ExitCode {
                 if *json {
                     let spec = serde_json::json!({
                         "name": t.name, "title": t.title, "description": t.description,
-                        "annotations": {"readOnlyHint": t.read_only},
+                        "annotations": {
+                            "readOnlyHint": t.annotations().read_only,
+                            "destructiveHint": t.annotations().destructive,
+                            "idempotentHint": t.annotations().idempotent,
+                            "openWorldHint": t.annotations().open_world,
+                        },
                         "inputSchema": t.input_schema, "outputSchema": t.output_schema,
                     });
                     println!("{spec}");

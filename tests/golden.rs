@@ -124,7 +124,7 @@ fn every_tool_result_on_the_demo_matches_its_golden_file() {
         diffs.extend(golden(name, &result));
     }
     let list: Vec<Value> = tools()
-        .into_iter()
+        .iter()
         .map(|t| {
             json!({"name": t.name, "title": t.title, "description": t.description, "readOnly": t.read_only,
                    "inputSchema": t.input_schema, "outputSchema": t.output_schema})

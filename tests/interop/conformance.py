@@ -3,7 +3,7 @@
 package.json) against tradedesk's HTTP transport, serving the suite's fixtures from the
 `tradedesk-conformance` build (crates/server, feature `conformance`).
 
-Usage (from the repository root, after `npm ci` in tests/interop and
+Usage (from the repository root, after `npm install --no-save` in tests/interop and
 `cargo build -p tradedesk-server --features conformance --bin tradedesk-conformance`):
     python3 tests/interop/conformance.py target/debug/tradedesk-conformance
 
@@ -22,8 +22,11 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from harness import wait_for_url  # noqa: E402
 NODE_BIN = os.path.join(HERE, "node_modules", "node", "bin")
 SUITE = os.path.join(HERE, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
+
 
 
 def main() -> int:
@@ -31,11 +34,7 @@ def main() -> int:
     server = subprocess.Popen([binary, "--http", "127.0.0.1:0"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     passed = failed = 0
     try:
-        deadline = time.time() + 15
-        url = None
-        while time.time() < deadline and url is None:
-            m = re.search(r"(http://\S+/mcp)", server.stderr.readline() or "")
-            url = m.group(1) if m else None
+        url = wait_for_url(server, 15)
         if url is None:
             print("FAIL conformance fixtures did not start")
             print("0 passed, 1 failed")

@@ -2,7 +2,7 @@
 """Interop test: the MCP Inspector CLI (npm @modelcontextprotocol/inspector, Node 22)
 lists and calls tradedesk's tools over stdio and over Streamable HTTP.
 
-Usage (from the repository root, after `npm ci` in tests/interop):
+Usage (from the repository root, after `npm install --no-save` in tests/interop):
     python3 tests/interop/inspector_cli.py target/debug/tradedesk
 
 Each check prints PASS/FAIL; the last line is `N passed, M failed`; exit 1 on failure.
@@ -20,6 +20,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from harness import wait_for_url  # noqa: E402
 NODE_BIN = os.path.join(HERE, "node_modules", "node", "bin")
 INSPECTOR = os.path.join(HERE, "node_modules", ".bin", "mcp-inspector")
 results: list[tuple[str, bool, str]] = []
@@ -73,6 +75,7 @@ def run_suite(label: str, target: list[str]) -> None:
     check(f"{label}: prompts/list", code == 0 and len((res or {}).get("prompts", [])) == 3, err)
 
 
+
 def main() -> int:
     binary = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/debug/tradedesk")
     state = tempfile.mkdtemp(prefix="tradedesk-inspector-")
@@ -83,13 +86,7 @@ def main() -> int:
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
     )
     try:
-        deadline = time.time() + 15
-        url = None
-        while time.time() < deadline and url is None:
-            line = server.stderr.readline()
-            m = re.search(r"(http://\S+/mcp)", line or "")
-            if m:
-                url = m.group(1)
+        url = wait_for_url(server, 15)
         check("http: server started", url is not None)
         if url:
             run_suite("http", [url, "--transport", "http"])

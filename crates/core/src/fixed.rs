@@ -7,7 +7,7 @@
 //! | `from_decimal` | `Option<Fixed>` | the value is 1.7e20 or more (more than 18 places are rounded half away from zero) |
 //! | `checked_add`, `checked_sub` | `Option<Fixed>` | overflow |
 //! | `to_decimal` | `Decimal` | never (past 7.9e10 the last places are rounded) |
-//! | `round_to(dp)` | `i128`, the mantissa at `dp` places | never |
+//! | `round_to(dp)` | `i128`, the mantissa at `dp` places | never, for `dp <= 18` (every currency's minor unit) |
 //!
 //! Every value of a book (prices, quantities, commissions of at most 18 places) converts
 //! exactly. Commission shares, the one division in FIFO, are rounded at the 18th place;
@@ -215,7 +215,8 @@ impl Fixed {
         self.0.checked_sub(o.0).map(Self)
     }
 
-    /// The mantissa of this value rounded to `dp` places (half away from zero).
+    /// The mantissa of this value rounded to `dp <= 18` places (half away from zero);
+    /// more places than the value has saturate.
     pub fn round_to(self, dp: u32) -> i128 {
         if dp >= SCALE {
             self.0 * pow10(dp - SCALE)

@@ -24,8 +24,7 @@ use crate::telemetry::{CallRecord, Telemetry};
 pub struct TradedeskServer {
     ctx: Arc<ToolContext>,
     telemetry: Option<Arc<Telemetry>>,
-    specs: Arc<Vec<ToolSpec>>,
-    /// The specs as MCP tools, converted once.
+    /// The registry's specs as MCP tools, converted once.
     listed: Arc<Vec<Tool>>,
     instructions: Arc<String>,
 }
@@ -40,18 +39,18 @@ impl TradedeskServer {
             ctx,
             telemetry,
             listed: Arc::new(tools().iter().map(Self::tool).collect()),
-            specs: Arc::new(tools()),
             instructions: Arc::new(instructions(base_currency)),
         }
     }
 
     fn tool(spec: &ToolSpec) -> Tool {
         let object = |v: &Value| v.as_object().cloned().unwrap_or_default();
+        let a = spec.annotations();
         let annotations = ToolAnnotations::new()
-            .read_only(spec.read_only)
-            .destructive(!spec.read_only)
-            .idempotent(spec.read_only)
-            .open_world(false);
+            .read_only(a.read_only)
+            .destructive(a.destructive)
+            .idempotent(a.idempotent)
+            .open_world(a.open_world);
         Tool::new(spec.name, spec.description, object(&spec.input_schema))
             .with_title(spec.title)
             .with_raw_output_schema(Arc::new(object(&spec.output_schema)))
@@ -60,7 +59,7 @@ impl TradedeskServer {
 }
 
 /// What the model reads before it calls anything.
-pub fn instructions(base_currency: &str) -> String {
+fn instructions(base_currency: &str) -> String {
     format!(
         "tradedesk reads brokerage accounts and answers from their fills in one currency. \
          It is read-only: no tool here places, changes or cancels an order. \
@@ -94,7 +93,7 @@ impl ServerHandler for TradedeskServer {
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(
-            self.specs.iter().map(Self::tool).collect(),
+            self.listed.as_ref().clone(),
         ))
     }
 
@@ -114,7 +113,7 @@ impl ServerHandler for TradedeskServer {
         let progress = ctx
             .meta
             .get_progress_token()
-            .filter(|_| self.specs.iter().any(|t| t.name == name));
+            .filter(|_| tools().iter().any(|t| t.name == name));
         if let Some(token) = &progress {
             let note = ProgressNotificationParam::new(token.clone(), 0.0)
                 .with_total(1.0)
@@ -124,7 +123,7 @@ impl ServerHandler for TradedeskServer {
         let output = match call(&self.ctx, &name, arguments.clone()).await {
             Ok(output) => output,
             Err(CallError::UnknownTool(tool)) => {
-                let names: Vec<&str> = self.specs.iter().map(|s| s.name).collect();
+                let names: Vec<&str> = tools().iter().map(|s| s.name).collect();
                 return Err(ErrorData::invalid_params(
                     format!(
                         "unknown tool {}; tools are {}",

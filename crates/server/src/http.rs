@@ -256,6 +256,13 @@ impl Guard {
         })
     }
 
+    fn lockout_left(&self, ip: IpAddr, now: Instant) -> Duration {
+        self.clients()
+            .get(&ip)
+            .and_then(|c| c.locked_until)
+            .map_or(Duration::ZERO, |t| t.saturating_duration_since(now))
+    }
+
     fn locked_out(&self, ip: IpAddr, now: Instant) -> bool {
         self.clients()
             .get(&ip)
@@ -325,9 +332,10 @@ async fn guard(
                     -32029,
                     "too many failed authentications; try later",
                 );
+                let left = guard.lockout_left(ip, now).as_secs().max(1);
                 response
                     .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from(LOCKOUT.as_secs()));
+                    .insert(header::RETRY_AFTER, HeaderValue::from(left));
                 return with_cors(response, cors);
             }
             guard.record_failure(ip, now);
@@ -439,11 +447,6 @@ async fn strict_body(request: Request<Body>) -> Result<Request<Body>, Response<B
         ));
     }
     Ok(Request::from_parts(parts, Body::from(bytes)))
-}
-
-/// The server's HTTP application: `/mcp` behind the guards.
-pub fn router(server: TradedeskServer, options: HttpOptions) -> Router {
-    router_with(server, options, false)
 }
 
 /// `/mcp` behind the guards for any handler. `sessions` keeps legacy (pre-2026) clients

@@ -122,9 +122,11 @@ impl Telemetry {
             "protocol_version": r.protocol_version,
             "client": r.client.as_deref().map(|c| c.chars().take(ARGUMENT_CHARS).collect::<String>()),
         });
-        if let Ok(mut file) = self.file.lock() {
-            let _ = writeln!(file, "{line}");
-        }
+        let mut file = self
+            .file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _ = writeln!(file, "{line}");
     }
 }
 

@@ -121,8 +121,8 @@ pub fn book_context(version: &str, path: &Path) -> Result<ToolContext> {
 /// The context a config describes.
 ///
 /// # Errors
-/// `invalid_argument` for a config that names an unknown broker, a missing path or a
-/// bad sectors/FX file; `invalid_book` for a book that fails validation.
+/// `not_supported` for a broker this build has no adapter for; `invalid_argument` for a
+/// missing path or a bad sectors/FX file; `invalid_book` for a book that fails validation.
 pub fn config_context(version: &str, config: &Config) -> Result<ToolContext> {
     let mut ctx = ToolContext::new(version);
     if let Some(code) = &config.base_currency {

@@ -12,6 +12,17 @@ use tradedesk_core::{Book, Currency, Error, ErrorCode, FxQuote, InstrumentKey, R
 
 use crate::merge::merge_books;
 
+/// A broker named by its accounts, for messages (never its `Debug` form, which could
+/// carry its whole book or its configuration).
+fn account_names(broker: &dyn Broker) -> String {
+    broker
+        .accounts()
+        .iter()
+        .map(|a| a.id.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The tool context: shared by every call, cheap to clone through an `Arc`.
 #[derive(Debug)]
 pub struct ToolContext {
@@ -87,7 +98,8 @@ impl ToolContext {
                             Error::new(
                                 ErrorCode::BrokerTimeout,
                                 format!(
-                                    "{broker:?} did not answer within {:?}",
+                                    "accounts {} did not answer within {:?}",
+                                    account_names(broker.as_ref()),
                                     self.broker_timeout
                                 ),
                                 "check get_server_health, then retry",
@@ -129,28 +141,31 @@ impl ToolContext {
     pub async fn health(&self) -> Vec<AccountHealth> {
         let mut out = Vec::new();
         for (broker, selection) in self.brokers.iter().zip(&self.selections) {
+            let served = |account: &str| {
+                selection
+                    .as_ref()
+                    .is_none_or(|ids| ids.iter().any(|id| id == account))
+            };
             match tokio::time::timeout(self.broker_timeout, broker.health()).await {
-                Ok(rows) => out.extend(rows.into_iter().filter(|r| {
-                    selection
-                        .as_ref()
-                        .is_none_or(|ids| ids.contains(&r.account))
-                })),
-                Err(_) => out.extend(broker.accounts().into_iter().map(|a| AccountHealth {
-                    account: a.id,
-                    broker: a.broker,
-                    mode: a.mode,
-                    status: HealthStatus::Down,
-                    latency_ms: None,
-                    detail: format!("no answer within {:?}", self.broker_timeout),
-                    hint: Some("check that the gateway is running and reachable".to_owned()),
-                })),
+                Ok(rows) => out.extend(rows.into_iter().filter(|r| served(&r.account))),
+                Err(_) => out.extend(broker.accounts().into_iter().filter(|a| served(&a.id)).map(
+                    |a| AccountHealth {
+                        account: a.id,
+                        broker: a.broker,
+                        mode: a.mode,
+                        status: HealthStatus::Down,
+                        latency_ms: None,
+                        detail: format!("no answer within {:?}", self.broker_timeout),
+                        hint: Some("check that the gateway is running and reachable".to_owned()),
+                    },
+                )),
             }
         }
         out
     }
 }
 
-/// Count of instruments per bare symbol: for resolving `AAPL` vs `NASDAQ:AAPL`.
+/// The instruments of each bare symbol: for resolving `AAPL` against `NASDAQ:AAPL`.
 pub(crate) fn symbols_index(book: &Book) -> HashMap<&str, Vec<&InstrumentKey>> {
     let mut index: HashMap<&str, Vec<&InstrumentKey>> = HashMap::new();
     for inst in &book.instruments {

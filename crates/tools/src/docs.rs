@@ -117,10 +117,11 @@ pub async fn tools_markdown(ctx: &ToolContext) -> String {
             "\n## `{}`: {}\n\n{}\n\n",
             spec.name, spec.title, spec.description
         );
+        let a = spec.annotations();
         let _ = writeln!(
             out,
-            "Annotations: `readOnlyHint: {}`, `destructiveHint: {}`, `idempotentHint: {}`, `openWorldHint: false`.\n",
-            spec.read_only, !spec.read_only, spec.read_only
+            "Annotations: `readOnlyHint: {}`, `destructiveHint: {}`, `idempotentHint: {}`, `openWorldHint: {}`.\n",
+            a.read_only, a.destructive, a.idempotent, a.open_world
         );
         let required: Vec<&str> = spec
             .input_schema

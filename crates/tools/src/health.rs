@@ -11,7 +11,7 @@ use tradedesk_core::ledger::Ledger;
 use tradedesk_core::{AccountIdx, Book, InstrumentIdx, Result};
 
 use crate::num::Num;
-use crate::valuation::STALE_DAYS;
+use crate::valuation::{STALE_DAYS, is_stale};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct BrokerOut {
@@ -162,13 +162,10 @@ pub fn get_server_health(
             let quotes = book.fx.latest_quotes(book.as_of);
             let stale: Vec<String> = quotes
                 .iter()
-                .filter(|q| (book.as_of - q.date).num_days() > STALE_DAYS)
+                .filter(|q| is_stale(book.as_of, q.date))
                 .map(|q| format!("{}/{}", q.base, q.quote))
                 .collect();
-            for q in quotes
-                .iter()
-                .filter(|q| (book.as_of - q.date).num_days() > STALE_DAYS)
-            {
+            for q in quotes.iter().filter(|q| is_stale(book.as_of, q.date)) {
                 let fresher = quotes
                     .iter()
                     .find(|o| o.base == q.quote && o.quote == q.base && o.date > q.date);

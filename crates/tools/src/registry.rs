@@ -31,6 +31,28 @@ pub struct ToolSpec {
     pub output_schema: Value,
 }
 
+/// MCP tool annotations, the same wherever a tool is described.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Annotations {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+    pub open_world: bool,
+}
+
+impl ToolSpec {
+    /// Read tools change nothing, so they are idempotent and not destructive; no tool
+    /// here reaches beyond the configured accounts.
+    pub fn annotations(&self) -> Annotations {
+        Annotations {
+            read_only: self.read_only,
+            destructive: !self.read_only,
+            idempotent: self.read_only,
+            open_world: false,
+        }
+    }
+}
+
 /// The outcome of a call: the structured result (`status` ok or error) and a short text
 /// summary for the model.
 #[derive(Debug, Clone)]
@@ -132,14 +154,9 @@ fn output_schema<T: JsonSchema>() -> Value {
     schema
 }
 
-/// Every tool, in the order clients list them. Built once: generating the schemas is
-/// far costlier than most tool calls.
-pub fn tools() -> Vec<ToolSpec> {
-    specs().to_vec()
-}
-
-/// The registry's specs, built on first use.
-pub fn specs() -> &'static [ToolSpec] {
+/// Every tool, in the order clients list them. Built once, on first use: generating the
+/// schemas is far costlier than most tool calls.
+pub fn tools() -> &'static [ToolSpec] {
     static SPECS: std::sync::OnceLock<Vec<ToolSpec>> = std::sync::OnceLock::new();
     SPECS.get_or_init(build_specs)
 }
@@ -243,7 +260,7 @@ fn output<T: Serialize>(result: Result<T>, summary: impl FnOnce(&T) -> String) -
     }
 }
 
-pub fn error_output(e: &Error) -> ToolOutput {
+fn error_output(e: &Error) -> ToolOutput {
     let structured = json!({
         "status": "error",
         "error": {"code": e.code.as_str(), "message": e.message, "hint": e.hint},
@@ -281,7 +298,7 @@ pub async fn call(
     name: &str,
     arguments: Value,
 ) -> Result<ToolOutput, CallError> {
-    if !specs().iter().any(|t| t.name == name) {
+    if !tools().iter().any(|t| t.name == name) {
         return Err(CallError::UnknownTool(name.to_owned()));
     }
     if !(arguments.is_object() || arguments.is_null()) {

@@ -72,6 +72,11 @@ pub struct Valuation {
 /// Days after which a rate used is called stale.
 pub const STALE_DAYS: i64 = 7;
 
+/// Whether a rate dated `date` is stale on `on`.
+pub fn is_stale(on: NaiveDate, date: NaiveDate) -> bool {
+    (on - date).num_days() > STALE_DAYS
+}
+
 pub(crate) struct Rates<'a> {
     book: &'a Book,
     on: NaiveDate,
@@ -90,7 +95,7 @@ impl<'a> Rates<'a> {
     pub(crate) fn rate(&mut self, from: Currency, to: Currency) -> Result<FxRate> {
         let rate = self.book.fx.rate(from, to, self.on)?;
         if let Some(date) = rate.date
-            && (self.on - date).num_days() > STALE_DAYS
+            && is_stale(self.on, date)
         {
             self.stale.insert(format!(
                 "{from}->{to} uses a rate from {date}, {} days before {}",
