@@ -24,6 +24,20 @@ fn tradedesk(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `tradedesk SOURCE... call TOOL ARGS`, which must succeed; its result.
+fn call_ok(source: &[&str], tool: &str, args: &str) -> Value {
+    let mut argv = source.to_vec();
+    argv.extend(["call", tool, args]);
+    let out = tradedesk(&argv);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{argv:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout_json(&out)
+}
+
 fn stdout_json(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -143,20 +157,11 @@ fn a_config_picks_accounts_base_currency_and_sectors() {
         dir.path(),
         "base_currency = \"MYR\"\nsectors_file = \"sectors.json\"\n\n[[accounts]]\nid = \"MY-1\"\nbroker = \"book\"\npath = \"book.json\"\n",
     );
-    let out = tradedesk(&[
-        "--config",
-        config.to_str().unwrap(),
-        "call",
+    let v = call_ok(
+        &["--config", config.to_str().unwrap()],
         "get_accounts",
         "{}",
-    ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
-    let v = stdout_json(&out);
     assert_eq!(v["currency"], "MYR");
     assert_eq!(v["accounts"].as_array().unwrap().len(), 1);
     assert_eq!(v["total_value"].as_f64(), Some(20620.0));
@@ -165,14 +170,11 @@ fn a_config_picks_accounts_base_currency_and_sectors() {
         dir.path(),
         "sectors_file = \"sectors.json\"\n[[accounts]]\nid = \"US-1\"\nbroker = \"book\"\npath = \"book.json\"\n",
     );
-    let out = tradedesk(&[
-        "--config",
-        both.to_str().unwrap(),
-        "call",
+    let v = call_ok(
+        &["--config", both.to_str().unwrap()],
         "get_exposure",
         r#"{"by": "sector"}"#,
-    ]);
-    let v = stdout_json(&out);
+    );
     assert!(
         v["buckets"]
             .as_array()
@@ -292,27 +294,16 @@ fn accounts_from_two_book_files_merge_into_one_answer() {
         dir.path(),
         "[[accounts]]\nid = \"US-1\"\nbroker = \"book\"\npath = \"us.json\"\n\n[[accounts]]\nid = \"MY-1\"\nbroker = \"book\"\npath = \"my.json\"\n",
     );
-    let merged = tradedesk(&[
-        "--config",
-        config.to_str().unwrap(),
-        "call",
+    let merged = call_ok(
+        &["--config", config.to_str().unwrap()],
         "get_portfolio_summary",
         "{}",
-    ]);
-    assert_eq!(
-        merged.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&merged.stderr)
     );
-    let whole = tradedesk(&[
-        "--book",
-        fixture().to_str().unwrap(),
-        "call",
+    let whole = call_ok(
+        &["--book", fixture().to_str().unwrap()],
         "get_portfolio_summary",
         "{}",
-    ]);
-    let (merged, whole) = (stdout_json(&merged), stdout_json(&whole));
+    );
     for field in [
         "total_value",
         "positions_value",
@@ -321,12 +312,10 @@ fn accounts_from_two_book_files_merge_into_one_answer() {
     ] {
         assert_eq!(merged[field], whole[field], "{field}");
     }
-    let pnl = tradedesk(&[
-        "--config",
-        config.to_str().unwrap(),
-        "call",
+    let pnl = call_ok(
+        &["--config", config.to_str().unwrap()],
         "get_realized_pnl",
         r#"{"start": "2026-01-01", "end": "2026-03-31"}"#,
-    ]);
-    assert_eq!(stdout_json(&pnl)["net_pnl"].as_f64(), Some(2490.91));
+    );
+    assert_eq!(pnl["net_pnl"].as_f64(), Some(2490.91));
 }

@@ -77,14 +77,14 @@ pub(crate) fn account_rows(book: &Book, v: &Valuation, notes: &mut Vec<String>) 
 }
 
 /// Notes every valuation-based answer carries: unmarked positions, fees unknown, stale rates.
-pub(crate) fn common_notes(
+pub(crate) fn common_notes<'a>(
     book: &Book,
     v: &Valuation,
-    positions: &[PositionRow],
+    positions: impl Iterator<Item = &'a PositionRow> + Clone,
     notes: &mut Vec<String>,
 ) {
     let unmarked: Vec<String> = positions
-        .iter()
+        .clone()
         .filter(|p| p.marked.is_none())
         .map(|p| {
             format!(
@@ -102,7 +102,6 @@ pub(crate) fn common_notes(
         ));
     }
     let gross: Vec<String> = positions
-        .iter()
         .filter(|p| !p.commission_known)
         .map(|p| book.instrument(p.instrument).key.qualified())
         .collect();
@@ -120,7 +119,7 @@ pub(crate) fn common_notes(
 pub fn get_accounts(book: &Book, v: &Valuation) -> Result<AccountsResult> {
     let mut notes = Vec::new();
     let accounts = account_rows(book, v, &mut notes);
-    common_notes(book, v, &v.positions, &mut notes);
+    common_notes(book, v, v.positions.iter(), &mut notes);
     Ok(AccountsResult {
         currency: v.currency.code().to_owned(),
         total_value: Num(accounts.iter().map(|a| a.total_value_converted.0).sum()),
@@ -170,7 +169,7 @@ fn sorted_buckets(map: BTreeMap<String, Decimal>) -> Vec<(String, Decimal)> {
 pub fn get_portfolio_summary(book: &Book, v: &Valuation) -> Result<SummaryResult> {
     let mut notes = Vec::new();
     let accounts = account_rows(book, v, &mut notes);
-    common_notes(book, v, &v.positions, &mut notes);
+    common_notes(book, v, v.positions.iter(), &mut notes);
     let mut by_currency: BTreeMap<String, Decimal> = BTreeMap::new();
     let mut by_broker: BTreeMap<String, Decimal> = BTreeMap::new();
     let (mut positions_value, mut unrealized) = (Decimal::ZERO, Decimal::ZERO);

@@ -103,18 +103,23 @@ pub fn demo_context(version: &str) -> Result<ToolContext> {
     Ok(ToolContext::new(version).with_broker(Arc::new(BookBroker::new(DEMO_SOURCE, book)), None))
 }
 
-/// The context serving every account of one book file (`--book PATH`).
-///
-/// # Errors
-/// `invalid_book` with the file's first broken rule.
-pub fn book_context(version: &str, path: &Path) -> Result<ToolContext> {
-    let broker = BookBroker::open(path).map_err(|e| {
+/// Opens a book file; a broken one is `invalid_book` with every path and rule.
+fn open_book(path: &Path) -> Result<BookBroker> {
+    BookBroker::open(path).map_err(|e| {
         Error::new(
             ErrorCode::InvalidBook,
             e.to_string(),
             "fix the file at the JSON path named, then retry",
         )
-    })?;
+    })
+}
+
+/// The context serving every account of one book file (`--book PATH`).
+///
+/// # Errors
+/// `invalid_book` with the file's first broken rule.
+pub fn book_context(version: &str, path: &Path) -> Result<ToolContext> {
+    let broker = open_book(path)?;
     Ok(ToolContext::new(version).with_broker(Arc::new(broker), None))
 }
 
@@ -156,13 +161,7 @@ pub fn config_context(version: &str, config: &Config) -> Result<ToolContext> {
                 if let Some(entry) = opened.iter_mut().find(|(p, _, _)| *p == path) {
                     entry.2.push(account.id.clone());
                 } else {
-                    let broker = BookBroker::open(&path).map_err(|e| {
-                        Error::new(
-                            ErrorCode::InvalidBook,
-                            e.to_string(),
-                            "fix the file at the JSON path named, then retry",
-                        )
-                    })?;
+                    let broker = open_book(&path)?;
                     opened.push((path, Arc::new(broker), vec![account.id.clone()]));
                 }
             }

@@ -1,14 +1,13 @@
 //! What every tool runs against: the configured brokers, the base currency, the sector
 //! map, and the merged book they produce.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::OnceCell;
 use tradedesk_brokers::{AccountHealth, Broker, HealthStatus};
 use tradedesk_core::ledger::{self, Ledger};
-use tradedesk_core::{Book, Currency, Error, ErrorCode, FxQuote, InstrumentKey, Result, SectorMap};
+use tradedesk_core::{Book, Currency, Error, ErrorCode, FxQuote, Result, SectorMap};
 
 use crate::merge::merge_books;
 
@@ -163,16 +162,4 @@ impl ToolContext {
         }
         out
     }
-}
-
-/// The instruments of each bare symbol: for resolving `AAPL` against `NASDAQ:AAPL`.
-pub(crate) fn symbols_index(book: &Book) -> HashMap<&str, Vec<&InstrumentKey>> {
-    let mut index: HashMap<&str, Vec<&InstrumentKey>> = HashMap::new();
-    for inst in &book.instruments {
-        index
-            .entry(inst.key.symbol.as_str())
-            .or_default()
-            .push(&inst.key);
-    }
-    index
 }

@@ -11,7 +11,7 @@ use tradedesk_core::ledger::Ledger;
 use tradedesk_core::{AccountIdx, Book, InstrumentIdx, Result};
 
 use crate::num::Num;
-use crate::valuation::{STALE_DAYS, is_stale};
+use crate::rates::{STALE_DAYS, is_stale};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct BrokerOut {

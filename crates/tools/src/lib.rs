@@ -11,6 +11,7 @@ pub mod history;
 pub mod merge;
 pub mod num;
 pub mod positions;
+pub mod rates;
 pub mod realized;
 pub mod registry;
 pub mod select;

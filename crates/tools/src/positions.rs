@@ -12,7 +12,7 @@ use crate::accounts::common_notes;
 use crate::args::{Basis, ExposureBy};
 use crate::num::Num;
 use crate::select::Selection;
-use crate::valuation::{PositionRow, Valuation, pct};
+use crate::valuation::{Valuation, pct};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct PositionOut {
@@ -115,8 +115,7 @@ pub fn get_positions(
         });
     }
     let mut notes = Vec::new();
-    let listed_rows: Vec<PositionRow> = listed.iter().map(|p| (*p).clone()).collect();
-    common_notes(book, v, &listed_rows, &mut notes);
+    common_notes(book, v, listed.iter().copied(), &mut notes);
     if positions.is_empty() {
         notes.push("no open positions match: every selected instrument is flat (a real answer, not missing data)".to_owned());
     }
@@ -197,7 +196,7 @@ pub fn get_exposure(
         .collect();
     rows.sort_by(|a, b| b.value.cmp(&a.value).then_with(|| a.key.cmp(&b.key)));
     let mut notes = Vec::new();
-    common_notes(book, v, &v.positions, &mut notes);
+    common_notes(book, v, v.positions.iter(), &mut notes);
     notes.retain(|n| !n.starts_with("the broker reports no commissions"));
     if let Some(b) = rows
         .iter()

@@ -3,12 +3,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::{Datelike, NaiveDate};
+use chrono::Datelike;
 use rust_decimal::Decimal;
 use schemars::JsonSchema;
 use serde::Serialize;
 use tradedesk_core::ledger;
-use tradedesk_core::{Book, ClosedLot, Currency, DateRange, Fill, FxRate, Result};
+use tradedesk_core::{Book, ClosedLot, Currency, DateRange, Fill, Result};
+
+use crate::rates::Rates;
 
 use crate::args::GroupBy;
 use crate::num::Num;
@@ -113,28 +115,6 @@ fn finish(t: FillTotal, best: &mut Option<FillTotal>, worst: &mut Option<FillTot
     }
 }
 
-/// The last rate used per currency: closed lots arrive in date order, so it nearly
-/// always answers.
-struct RateCache<'a> {
-    book: &'a Book,
-    to: Currency,
-    last: Vec<(Currency, NaiveDate, FxRate)>,
-}
-
-impl RateCache<'_> {
-    fn rate(&mut self, from: Currency, on: NaiveDate) -> Result<FxRate> {
-        if let Some(&(_, _, r)) = self.last.iter().find(|(c, d, _)| *c == from && *d == on) {
-            return Ok(r);
-        }
-        let r = self.book.fx.rate(from, self.to, on)?;
-        match self.last.iter_mut().find(|(c, _, _)| *c == from) {
-            Some(slot) => *slot = (from, on, r),
-            None => self.last.push((from, on, r)),
-        }
-        Ok(r)
-    }
-}
-
 /// One closed lot valued in the report currency: each figure rounded once, held as an
 /// integer of minor units.
 struct Valued {
@@ -143,8 +123,7 @@ struct Valued {
     gross: i128,
 }
 
-fn value_lot(rates: &mut RateCache<'_>, book: &Book, lot: &ClosedLot) -> Result<Valued> {
-    let to = rates.to;
+fn value_lot(rates: &mut Rates<'_>, to: Currency, book: &Book, lot: &ClosedLot) -> Result<Valued> {
     let dp = to.minor_units();
     let ccy = book.instrument(lot.instrument).currency;
     if ccy == to {
@@ -154,7 +133,7 @@ fn value_lot(rates: &mut RateCache<'_>, book: &Book, lot: &ClosedLot) -> Result<
             gross: lot.gross_pnl.round_to(dp),
         });
     }
-    let rate = rates.rate(ccy, lot.close_date)?;
+    let rate = rates.rate(ccy, to, lot.close_date)?;
     Ok(Valued {
         rate: rate.rate,
         net: rate.apply_rounded(lot.net_pnl, dp)?,
@@ -199,16 +178,15 @@ impl GroupSums {
         }
     }
 
-    fn into_sorted(self) -> impl Iterator<Item = (u64, Sums)> {
+    /// Every group with lots, in no particular order (the caller sorts by label).
+    fn into_groups(self) -> impl Iterator<Item = (u64, Sums)> {
         let base = self.base;
         let dense = self
             .sums
             .into_iter()
             .enumerate()
             .filter_map(move |(k, s)| Some((base + k as u64, s?)));
-        let mut all: Vec<(u64, Sums)> = dense.chain(self.spill).collect();
-        all.sort_by_key(|(k, _)| *k);
-        all.into_iter()
+        dense.chain(self.spill)
     }
 }
 
@@ -266,11 +244,8 @@ pub fn get_realized_pnl(
     let mut brokers: Vec<&str> = book.accounts.iter().map(|a| a.broker.as_str()).collect();
     brokers.sort_unstable();
     brokers.dedup();
-    let mut rates = RateCache {
-        book,
-        to,
-        last: Vec::new(),
-    };
+    // Staleness is not noted here: a book quoted monthly would flag most closing dates.
+    let mut rates = Rates::new(book);
     let mut total = Sums::default();
     let mut groups = GroupSums::new(q);
     let mut lots: Vec<LotOut> = Vec::new();
@@ -289,7 +264,7 @@ pub fn get_realized_pnl(
         {
             return;
         }
-        let valued = match value_lot(&mut rates, book, lot) {
+        let valued = match value_lot(&mut rates, to, book, lot) {
             Ok(v) => v,
             Err(e) => {
                 failure = Some(e);
@@ -398,7 +373,7 @@ pub fn get_realized_pnl(
             .to_owned(),
     );
     let mut groups: Vec<PnlGroup> = groups
-        .into_sorted()
+        .into_groups()
         .map(|(key, s)| PnlGroup {
             key: group_label(book, &brokers, q.group_by, key),
             net_pnl: money(s.net),

@@ -4,8 +4,6 @@
 use tradedesk_core::error::quote;
 use tradedesk_core::{AccountIdx, Book, Error, ErrorCode, InstrumentIdx, InstrumentKey, Result};
 
-use crate::context::symbols_index;
-
 #[derive(Debug, Clone)]
 pub struct Selection {
     accounts: Vec<bool>,
@@ -89,11 +87,11 @@ pub fn resolve_symbol(book: &Book, text: &str) -> Result<InstrumentIdx> {
         });
         return found.ok_or_else(|| unknown_symbol(book, text));
     }
-    let index = symbols_index(book);
-    let matches: Vec<&InstrumentKey> = index
+    let matches: Vec<&InstrumentKey> = book
+        .instruments
         .iter()
-        .filter(|(s, _)| s.eq_ignore_ascii_case(text))
-        .flat_map(|(_, keys)| keys.iter().copied())
+        .map(|i| &i.key)
+        .filter(|k| k.symbol.eq_ignore_ascii_case(text))
         .collect();
     match matches.as_slice() {
         [] => Err(unknown_symbol(book, text)),

@@ -10,10 +10,9 @@ use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use tradedesk_core::ledger::{self, Ledger};
 
+use crate::rates::Rates;
 use crate::select::Selection;
-use tradedesk_core::{
-    AccountIdx, Book, Currency, Error, FxRate, InstrumentIdx, LotQueue, LotSide, Result,
-};
+use tradedesk_core::{AccountIdx, Book, Currency, Error, InstrumentIdx, LotQueue, LotSide, Result};
 
 /// Values that exist only for a marked position.
 #[derive(Debug, Clone)]
@@ -67,53 +66,6 @@ pub struct Valuation {
     /// Per account: whether its cash is known.
     pub cash_known: Vec<bool>,
     pub stale_rates: BTreeSet<String>,
-}
-
-/// Days after which a rate used is called stale.
-pub const STALE_DAYS: i64 = 7;
-
-/// Whether a rate dated `date` is stale on `on`.
-pub fn is_stale(on: NaiveDate, date: NaiveDate) -> bool {
-    (on - date).num_days() > STALE_DAYS
-}
-
-pub(crate) struct Rates<'a> {
-    book: &'a Book,
-    on: NaiveDate,
-    pub stale: BTreeSet<String>,
-}
-
-impl<'a> Rates<'a> {
-    pub(crate) fn new(book: &'a Book, on: NaiveDate) -> Self {
-        Self {
-            book,
-            on,
-            stale: BTreeSet::new(),
-        }
-    }
-
-    pub(crate) fn rate(&mut self, from: Currency, to: Currency) -> Result<FxRate> {
-        let rate = self.book.fx.rate(from, to, self.on)?;
-        if let Some(date) = rate.date
-            && is_stale(self.on, date)
-        {
-            self.stale.insert(format!(
-                "{from}->{to} uses a rate from {date}, {} days before {}",
-                (self.on - date).num_days(),
-                self.on
-            ));
-        }
-        Ok(rate)
-    }
-
-    pub(crate) fn convert_rounded(
-        &mut self,
-        amount: Decimal,
-        from: Currency,
-        to: Currency,
-    ) -> Result<Decimal> {
-        Ok(to.round(self.rate(from, to)?.apply(amount)?))
-    }
 }
 
 fn overflow() -> Error {
@@ -170,7 +122,8 @@ pub fn value_ledger(
     currency: Currency,
     scope: Scope<'_>,
 ) -> Result<Valuation> {
-    let mut rates = Rates::new(book, book.as_of);
+    let mut rates = Rates::new(book);
+    let on = book.as_of;
     let mut positions = Vec::new();
     for (account, instrument, queue) in ledger.fifo.open_positions() {
         if scope
@@ -209,8 +162,8 @@ pub fn value_ledger(
             account,
             currency: cash_currency,
             amount,
-            amount_account: rates.convert_rounded(amount, cash_currency, account_currency)?,
-            converted: rates.convert_rounded(amount, cash_currency, currency)?,
+            amount_account: rates.convert_rounded(amount, cash_currency, account_currency, on)?,
+            converted: rates.convert_rounded(amount, cash_currency, currency, on)?,
         });
     }
     Ok(Valuation {
@@ -234,6 +187,7 @@ fn position_row(
 ) -> Result<PositionRow> {
     let inst = book.instrument(instrument);
     let ccy = inst.currency;
+    let on = book.as_of;
     let mut quantity = Decimal::ZERO;
     let mut open_cost = Decimal::ZERO; // sum of quantity x price
     let mut commissions = Decimal::ZERO;
@@ -271,11 +225,11 @@ fn position_row(
                 notional: ccy.round(notional),
                 market_value: ccy.round(market_value),
                 unrealized_pnl: ccy.round(unrealized),
-                notional_converted: rates.convert_rounded(notional, ccy, currency)?,
-                market_value_converted: rates.convert_rounded(market_value, ccy, currency)?,
-                unrealized_pnl_converted: rates.convert_rounded(unrealized, ccy, currency)?,
+                notional_converted: rates.convert_rounded(notional, ccy, currency, on)?,
+                market_value_converted: rates.convert_rounded(market_value, ccy, currency, on)?,
+                unrealized_pnl_converted: rates.convert_rounded(unrealized, ccy, currency, on)?,
                 market_value_account: if in_account_currency {
-                    Some(rates.convert_rounded(market_value, ccy, account_currency)?)
+                    Some(rates.convert_rounded(market_value, ccy, account_currency, on)?)
                 } else {
                     None
                 },
