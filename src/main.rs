@@ -14,7 +14,9 @@ use tradedesk_brokers::load_book;
 use tradedesk_server::http::{HttpOptions, serve_http, shutdown_signal};
 use tradedesk_server::telemetry::Telemetry;
 use tradedesk_server::{TradedeskServer, serve_stdio};
-use tradedesk_tools::config::{Config, book_context, config_context, demo_context};
+use tradedesk_tools::config::{
+    Config, State, book_context, config_context, default_context, docs_context,
+};
 use tradedesk_tools::{CallError, ToolContext, call, tools};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -32,6 +34,10 @@ struct Cli {
     /// Read tradedesk.toml (base currency, accounts).
     #[arg(long, global = true, value_name = "PATH")]
     config: Option<PathBuf>,
+    /// Where state lives (the sim ledger, idempotency keys, tokens, the audit log,
+    /// telemetry); default $XDG_STATE_HOME/tradedesk or ~/.local/state/tradedesk.
+    #[arg(long, global = true, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -61,10 +67,6 @@ enum Command {
         /// Serve HTTP on this address instead of stdio (default 127.0.0.1:8765).
         #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8765")]
         http: Option<String>,
-        /// Where state lives (telemetry by default); default $XDG_STATE_HOME/tradedesk or
-        /// ~/.local/state/tradedesk.
-        #[arg(long, value_name = "DIR")]
-        state_dir: Option<PathBuf>,
         /// Write no telemetry.
         #[arg(long)]
         no_telemetry: bool,
@@ -74,6 +76,19 @@ enum Command {
         /// The tradedesk-book/1 file.
         path: PathBuf,
     },
+    /// The audit log of every order attempt and outcome.
+    Audit {
+        #[command(subcommand)]
+        action: AuditAction,
+    },
+    /// Check each configured account and print what to fix (exit 0 only when all answer).
+    Doctor,
+}
+
+#[derive(Debug, Subcommand)]
+enum AuditAction {
+    /// Walk the hash chain: exit 0 when intact, 1 naming the first entry that breaks it.
+    Verify,
 }
 
 fn load_config(cli: &Cli) -> Result<Option<Config>, String> {
@@ -86,32 +101,138 @@ fn load_config(cli: &Cli) -> Result<Option<Config>, String> {
 }
 
 fn context(cli: &Cli, config: Option<&Config>) -> Result<ToolContext, String> {
+    let open_state = || {
+        let dir = state_dir(cli.state_dir.as_ref()).ok_or_else(|| {
+            tradedesk_core::Error::invalid_argument(
+                "no state directory: HOME and XDG_STATE_HOME are unset",
+                "pass --state-dir DIR",
+            )
+        })?;
+        State::open(&dir)
+    };
     let result = match (&cli.book, config) {
         (Some(path), _) => book_context(VERSION, path),
-        (None, Some(config)) => config_context(VERSION, config),
-        (None, None) => demo_context(VERSION),
+        (None, Some(config)) => {
+            open_state().and_then(|state| config_context(VERSION, config, &state))
+        }
+        (None, None) => open_state().and_then(|state| default_context(VERSION, &state)),
     };
     result.map_err(|e| format!("{}\nhint: {}", e.message, e.hint))
 }
 
 fn state_dir(explicit: Option<&PathBuf>) -> Option<PathBuf> {
-    if let Some(dir) = explicit {
-        return Some(dir.clone());
-    }
-    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir).join("tradedesk"));
-    }
-    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state/tradedesk"))
+    explicit
+        .cloned()
+        .or_else(tradedesk_store::default_state_dir)
 }
 
-fn serve(
-    cli: &Cli,
-    http: Option<&str>,
-    state: Option<&PathBuf>,
-    no_telemetry: bool,
-) -> Result<(), String> {
+fn audit_verify(cli: &Cli) -> ExitCode {
+    let Some(dir) = state_dir(cli.state_dir.as_ref()) else {
+        eprintln!("error: no state directory\nhint: pass --state-dir DIR");
+        return ExitCode::from(2);
+    };
+    if !dir.join(tradedesk_store::DB_FILE).exists() {
+        eprintln!(
+            "error: no audit log in {}\nhint: pass the --state-dir the server uses",
+            dir.display()
+        );
+        return ExitCode::from(1);
+    }
+    let verdict = tradedesk_store::Store::open(&dir)
+        .and_then(|store| store.read(tradedesk_store::audit::verify));
+    match verdict {
+        Ok(tradedesk_store::audit::Verdict::Intact { entries }) => {
+            println!("audit chain intact: {entries} entries in {}", dir.display());
+            ExitCode::SUCCESS
+        }
+        Ok(tradedesk_store::audit::Verdict::Broken { seq, reason }) => {
+            println!("audit chain BROKEN at entry {seq}: {reason}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn doctor(cli: &Cli) -> ExitCode {
+    let ctx = match load_config(cli).and_then(|config| context(cli, config.as_ref())) {
+        Ok(ctx) => ctx,
+        Err(message) => {
+            println!("config: FAILED\n  {message}");
+            return ExitCode::from(1);
+        }
+    };
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        eprintln!("error: cannot start the runtime");
+        return ExitCode::from(1);
+    };
+    let rows = runtime.block_on(ctx.health());
+    let mut all_ok = true;
+    for row in &rows {
+        let ok = row.status == tradedesk_brokers::HealthStatus::Ok;
+        all_ok &= ok;
+        println!(
+            "{} ({}, {}): {} - {}",
+            row.account,
+            row.broker,
+            row.mode.as_str(),
+            if ok { "ok" } else { "FAILED" },
+            row.detail
+        );
+        if let Some(hint) = &row.hint {
+            println!("  fix: {hint}");
+        }
+    }
+    if let Some(trading) = &ctx.trading {
+        let s = &trading.settings;
+        println!(
+            "trading: {}{}",
+            if s.enabled { "enabled" } else { "off" },
+            if trading.kill_switch_on() {
+                " (KILL SWITCH ON)"
+            } else {
+                ""
+            }
+        );
+        if s.enabled && !s.confirm_live {
+            println!("  warning: confirm_live = false: live orders need no confirmation");
+        }
+    }
+    if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn serve(cli: &Cli, http: Option<&str>, no_telemetry: bool) -> Result<(), String> {
+    let state = cli.state_dir.as_ref();
     let config = load_config(cli)?;
-    let ctx = Arc::new(context(cli, config.as_ref())?);
+    let mut ctx = context(cli, config.as_ref())?;
+    if http.is_some() {
+        // Over HTTP the caller may be remote: CSV files only from the configured folders.
+        ctx.data_dirs = Some(ctx.configured_data_dirs.clone());
+    }
+    if let Some(trading) = &ctx.trading
+        && trading.settings.enabled
+    {
+        eprintln!(
+            "tradedesk: trading is ENABLED (max {} per order, {} per day){}",
+            trading.settings.max_order_notional,
+            trading.settings.max_daily_notional,
+            if trading.settings.confirm_live {
+                ""
+            } else {
+                "; warning: confirm_live = false"
+            }
+        );
+    }
+    let ctx = Arc::new(ctx);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -122,6 +243,13 @@ fn serve(
             .book()
             .await
             .map_err(|e| format!("{}\nhint: {}", e.message, e.hint))?;
+        match tradedesk_tools::trading::orders::recover(&ctx).await {
+            Ok(0) => {}
+            Ok(n) => {
+                eprintln!("tradedesk: resolved {n} order(s) left unresolved by an earlier run");
+            }
+            Err(e) => eprintln!("warning: could not resolve earlier orders: {}", e.message),
+        }
         let telemetry_config = config
             .as_ref()
             .and_then(|c| c.telemetry.clone())
@@ -221,7 +349,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
         Command::Tools { markdown: true, .. } => {
-            let ctx = match demo_context(VERSION) {
+            // The examples trade on a throwaway paper account, never the user's.
+            let scratch =
+                std::env::temp_dir().join(format!("tradedesk-docs-{}", std::process::id()));
+            let ctx = match State::open(&scratch).and_then(|state| docs_context(VERSION, &state)) {
                 Ok(ctx) => ctx,
                 Err(e) => {
                     eprintln!("error: {}", e.message);
@@ -233,10 +364,9 @@ fn main() -> ExitCode {
                 .build()
             {
                 Ok(rt) => {
-                    print!(
-                        "{}",
-                        rt.block_on(tradedesk_tools::docs::tools_markdown(&ctx))
-                    );
+                    let text = rt.block_on(tradedesk_tools::docs::tools_markdown(&ctx));
+                    let _ = std::fs::remove_dir_all(&scratch);
+                    print!("{text}");
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
@@ -265,17 +395,19 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::Serve {
-            http,
-            state_dir,
-            no_telemetry,
-        } => match serve(&cli, http.as_deref(), state_dir.as_ref(), *no_telemetry) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(message) => {
-                eprintln!("error: {message}");
-                ExitCode::from(1)
+        Command::Audit {
+            action: AuditAction::Verify,
+        } => audit_verify(&cli),
+        Command::Doctor => doctor(&cli),
+        Command::Serve { http, no_telemetry } => {
+            match serve(&cli, http.as_deref(), *no_telemetry) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    ExitCode::from(1)
+                }
             }
-        },
+        }
         Command::Validate { path } => match load_book(path) {
             Ok(book) => {
                 println!(

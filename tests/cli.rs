@@ -17,9 +17,16 @@ fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/small-book.json")
 }
 
+/// The state directory every CLI test shares: never the user's own.
+fn state_home() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
 fn tradedesk(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tradedesk"))
         .args(args)
+        .env("XDG_STATE_HOME", state_home())
         .output()
         .unwrap()
 }
@@ -240,7 +247,7 @@ fn a_bad_config_is_refused_with_the_key_named() {
 }
 
 #[test]
-fn tools_lists_all_seven() {
+fn tools_lists_every_tool() {
     let out = tradedesk(&["tools"]);
     let text = String::from_utf8_lossy(&out.stdout);
     for name in [
@@ -251,11 +258,19 @@ fn tools_lists_all_seven() {
         "get_portfolio_summary",
         "get_exposure",
         "get_server_health",
+        "get_quote",
+        "get_bars",
+        "get_orders",
+        "preview_order",
+        "place_order",
+        "close_position",
+        "modify_position",
+        "cancel_order",
     ] {
         assert!(text.contains(name), "{name}");
     }
     let json = tradedesk(&["tools", "--json"]);
-    assert_eq!(String::from_utf8_lossy(&json.stdout).lines().count(), 7);
+    assert_eq!(String::from_utf8_lossy(&json.stdout).lines().count(), 15);
 }
 
 #[test]

@@ -3,12 +3,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use tradedesk_tools::config::demo_context;
+use tradedesk_tools::config::{State, docs_context};
 use tradedesk_tools::docs::tools_markdown;
 
 #[test]
 fn docs_tools_md_matches_the_registry() {
-    let ctx = demo_context(env!("CARGO_PKG_VERSION")).unwrap();
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    let ctx = docs_context(env!("CARGO_PKG_VERSION"), &state).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -29,8 +29,14 @@ impl Drop for Server {
 }
 
 fn start(env: &[(&str, &str)], bind: &str) -> Result<Server, String> {
+    start_with(&[], env, bind)
+}
+
+/// Starts the server with global options (`--config PATH`) before `serve`.
+fn start_with(global: &[&str], env: &[(&str, &str)], bind: &str) -> Result<Server, String> {
     let state = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tradedesk"));
+    cmd.args(global);
     cmd.args([
         "serve",
         "--http",
@@ -48,7 +54,10 @@ fn start(env: &[(&str, &str)], bind: &str) -> Result<Server, String> {
     let mut child = cmd.spawn().unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
+    // Notices (trading switched on) may come before the address.
+    while stderr.read_line(&mut line).unwrap() > 0 && line.starts_with("tradedesk: ") {
+        line.clear();
+    }
     let Some(rest) = line.trim().split("http://").nth(1) else {
         let mut rest = String::new();
         let _ = stderr.read_to_string(&mut rest);
@@ -140,7 +149,26 @@ fn legacy_and_stateless_clients_share_the_endpoint() {
         &legacy,
         &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
     );
-    assert_eq!(list.json()["result"]["tools"].as_array().unwrap().len(), 7);
+    // Trading is off by default: the read tools only, no write tool.
+    let names: Vec<String> = list.json()["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names.len(), 10, "{names:?}");
+    for write in [
+        "preview_order",
+        "place_order",
+        "close_position",
+        "modify_position",
+        "cancel_order",
+    ] {
+        assert!(
+            !names.iter().any(|n| n == write),
+            "{write} listed with trading off"
+        );
+    }
     let call = post(
         &s.addr,
         &legacy,
@@ -493,4 +521,156 @@ fn a_client_that_never_finishes_its_headers_is_disconnected() {
         &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
     );
     assert_eq!(ok.status, 200);
+}
+
+const TRADING_CONFIG: &str = r#"
+base_currency = "USD"
+data_dirs = ["data"]
+[[accounts]]
+id = "SIM"
+broker = "sim"
+clock = "2026-11-30T15:00:00Z"
+[trading]
+enabled = true
+confirm_paper = true
+"#;
+
+fn stateless_call(addr: &str, id: u64, tool: &str, params: Value) -> Value {
+    let mut params = params;
+    params["name"] = json!(tool);
+    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+    let reply = post(
+        addr,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", tool),
+        ],
+        &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}),
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    reply.json()
+}
+
+#[test]
+fn a_stateless_client_confirms_an_order_through_input_required() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tradedesk.toml");
+    std::fs::write(&config, TRADING_CONFIG).unwrap();
+    let s = start_with(&["--config", config.to_str().unwrap()], &[], "127.0.0.1:0").unwrap();
+    let order = json!({"account": "SIM", "symbol": "AAPL", "side": "buy", "quantity": 2});
+
+    // No token: the server asks the user through the client and ends the call.
+    let first = stateless_call(&s.addr, 1, "place_order", json!({"arguments": order}));
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first:#}");
+    let ask = &result["inputRequests"]["confirm_order"];
+    assert_eq!(ask["method"], "elicitation/create");
+    let message = ask["params"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("buy 2 shares NASDAQ:AAPL") && message.contains("PAPER"),
+        "{message}"
+    );
+    let state = result["requestState"].as_str().unwrap().to_owned();
+
+    // The answer for this order does not stand for another one.
+    let accept = json!({"confirm_order": {"action": "accept", "content": {"confirm": true}}});
+    let mut other = order.clone();
+    other["quantity"] = json!(3);
+    let swapped = stateless_call(
+        &s.addr,
+        2,
+        "place_order",
+        json!({"arguments": other, "inputResponses": accept, "requestState": state}),
+    );
+    assert_eq!(
+        swapped["result"]["structuredContent"]["error"]["code"], "confirmation_required",
+        "{swapped:#}"
+    );
+
+    // A refusal places nothing.
+    let declined = stateless_call(
+        &s.addr,
+        3,
+        "place_order",
+        json!({"arguments": order, "inputResponses": {"confirm_order": {"action": "decline"}}, "requestState": state}),
+    );
+    assert_eq!(declined["result"]["isError"], true);
+    assert_eq!(
+        declined["result"]["structuredContent"]["error"]["code"],
+        "confirmation_required"
+    );
+
+    // Acceptance for this order places it.
+    let placed = stateless_call(
+        &s.addr,
+        4,
+        "place_order",
+        json!({"arguments": order, "inputResponses": accept, "requestState": state}),
+    );
+    let placed = &placed["result"]["structuredContent"];
+    assert_eq!(placed["status"], "ok", "{placed:#}");
+    assert_eq!(placed["outcome"], "filled");
+    assert_eq!(placed["mode"], "paper");
+
+    // The write tools are listed now that trading is on.
+    let list = post(
+        &s.addr,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/list"),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"_meta": meta()}}),
+    );
+    let names: Vec<String> = list.json()["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names.len(), 15, "{names:?}");
+    let orders = stateless_call(
+        &s.addr,
+        6,
+        "get_orders",
+        json!({"arguments": {"status": "all"}}),
+    );
+    assert_eq!(
+        orders["result"]["structuredContent"]["count"], 1,
+        "{orders:#}"
+    );
+}
+
+#[test]
+fn over_http_bar_files_are_read_only_inside_data_dirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tradedesk.toml");
+    std::fs::write(&config, TRADING_CONFIG).unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    let csv = "date,open,high,low,close\n2026-01-02,1,2,0.5,1.5\n2026-01-03,1.5,2,1,1.8\n";
+    let inside = dir.path().join("data/ACME.csv");
+    let outside = dir.path().join("SECRET.csv");
+    std::fs::write(&inside, csv).unwrap();
+    std::fs::write(&outside, csv).unwrap();
+    let s = start_with(&["--config", config.to_str().unwrap()], &[], "127.0.0.1:0").unwrap();
+    let ok = stateless_call(
+        &s.addr,
+        1,
+        "get_bars",
+        json!({"arguments": {"source": {"csv": inside.to_str().unwrap()}}}),
+    );
+    assert_eq!(ok["result"]["structuredContent"]["total"], 2, "{ok:#}");
+    let refused = stateless_call(
+        &s.addr,
+        2,
+        "get_bars",
+        json!({"arguments": {"source": {"csv": outside.to_str().unwrap()}}}),
+    );
+    let error = &refused["result"]["structuredContent"]["error"];
+    assert_eq!(error["code"], "invalid_argument", "{refused:#}");
+    assert!(
+        error["message"].as_str().unwrap().contains("data_dirs"),
+        "{error}"
+    );
 }

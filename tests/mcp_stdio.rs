@@ -112,8 +112,21 @@ fn a_whole_session_keeps_stdout_pure_json_rpc() {
         .as_array()
         .unwrap()
         .clone();
-    assert_eq!(tools.len(), 7);
+    // Trading is off by default: the read tools only, no write tool.
+    assert_eq!(tools.len(), 10);
     for t in &tools {
+        assert!(
+            ![
+                "preview_order",
+                "place_order",
+                "close_position",
+                "modify_position",
+                "cancel_order"
+            ]
+            .contains(&t["name"].as_str().unwrap()),
+            "{} listed with trading off",
+            t["name"]
+        );
         assert_eq!(t["annotations"]["readOnlyHint"], true, "{}", t["name"]);
         assert_eq!(t["annotations"]["destructiveHint"], false);
         assert_eq!(t["annotations"]["idempotentHint"], true);

@@ -13,6 +13,12 @@ Runs the same checks over four connections:
     http-modern    Streamable HTTP on /mcp, protocol 2026-07-28
     http-legacy    Streamable HTTP on /mcp, initialize handshake (2025-11-25)
 
+and then a "trading" section over stdio-legacy: a config with trading enabled on a
+simulated account (SIM, clock frozen at 2026-11-30T15:00Z), a client with an
+elicitation_callback, previews, paper orders confirmed by token, by elicitation
+(accepted and declined) and by a tampered token; then "trading-off": the same
+account with trading disabled, where the write tools are hidden and refused.
+
 The SDK's legacy mode always proposes its newest handshake version (2025-11-25);
 it has no public option to propose an older one, so 2025-06-18 and older are
 not exercised here.
@@ -45,6 +51,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.types import ElicitRequestParams, ElicitResult
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"  # what Client(mode="legacy") proposes in mcp 2.3.0
@@ -62,7 +69,12 @@ EXPECTED_TOOLS = {
     "get_portfolio_summary",
     "get_exposure",
     "get_server_health",
+    "get_quote",
+    "get_bars",
+    "get_orders",
 }
+TRADING_TOOLS = {"preview_order", "place_order", "close_position", "modify_position", "cancel_order"}
+WRITE_TOOLS = TRADING_TOOLS - {"preview_order"}  # preview_order changes nothing: read-only
 PERIOD = {"start": "2026-01-01", "end": "2026-12-31"}
 RESOURCE_URI = "tradedesk://methodology/realized-pnl"
 
@@ -280,7 +292,7 @@ async def run_checks(mode: str, client: Client, expected_version: str) -> None:
         check(mode, "tools/list", False, describe(exc))
         tools = []
     names = {t.name for t in tools}
-    check(mode, "tools/list returns the 7 tools", len(tools) == 7 and names == EXPECTED_TOOLS, f"got {sorted(names)}")
+    check(mode, "tools/list returns the 10 read tools (trading off)", len(tools) == 10 and names == EXPECTED_TOOLS, f"got {sorted(names)}")
     not_ro = [t.name for t in tools if not (t.annotations and t.annotations.read_only_hint is True)]
     check(mode, "every tool has annotations.readOnlyHint true", bool(tools) and not not_ro, f"missing on {not_ro}")
     no_out = [t.name for t in tools if not (isinstance(t.output_schema, dict) and t.output_schema.get("type") == "object")]
@@ -582,6 +594,264 @@ async def run_http(binary: str, mode: str, version: str) -> None:
         await anyio.to_thread.run_sync(stop_http_server, proc)
 
 
+# --------------------------------------------------------------------------- trading
+
+TRADING_CLOCK_DATE = "2026-11-30"  # the sim account's frozen clock (2026-11-30T15:00:00Z)
+
+
+def write_trading_config(enabled: bool) -> str:
+    """A config with one simulated account; trading on (paper orders need confirmation) or off."""
+    d = temp_dir("tradedesk-interop-cfg-")
+    path = os.path.join(d, "tradedesk.toml")
+    with open(path, "w") as f:
+        f.write(
+            'base_currency = "USD"\n'
+            "[[accounts]]\n"
+            'id = "SIM"\n'
+            'broker = "sim"\n'
+            f'clock = "{TRADING_CLOCK_DATE}T15:00:00Z"\n'
+            "[trading]\n"
+            f"enabled = {'true' if enabled else 'false'}\n"
+            "confirm_paper = true\n"
+            "max_order_notional = 5000\n"
+            "max_daily_notional = 20000\n"
+        )
+    return path
+
+
+class Elicitor:
+    """elicitation_callback that records every request and accepts or declines as `accept` says."""
+
+    def __init__(self) -> None:
+        self.accept = True
+        self.requests: list[ElicitRequestParams] = []
+
+    async def __call__(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
+        self.requests.append(params)
+        if self.accept:
+            return ElicitResult(action="accept", content={"confirm": True})
+        return ElicitResult(action="decline")
+
+
+def trading_params(binary: str, enabled: bool) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=binary,
+        args=[
+            "--config",
+            write_trading_config(enabled),
+            "--state-dir",
+            temp_dir("tradedesk-interop-trading-"),
+            "serve",
+        ],
+        env={"TRADEDESK_RATE_LIMIT": "0"},
+    )
+
+
+async def call_raw(mode: str, client: Client, tool: str, args: dict[str, Any]) -> Any:
+    """Call a tool and return the result, or None (after a FAIL) when the call raises."""
+    try:
+        return await client.call_tool(tool, args)
+    except Exception as exc:
+        check(mode, f"{tool}({short(args, 80)}) returns a result", False, describe(exc))
+        return None
+
+
+def error_code(res: Any) -> str | None:
+    sc = res.structured_content if res is not None else None
+    err = sc.get("error") if isinstance(sc, dict) else None
+    return err.get("code") if isinstance(err, dict) else None
+
+
+def tampered(token: str) -> str:
+    return token[:-1] + ("a" if token[-1:] != "a" else "b")
+
+
+async def run_trading_checks(mode: str, client: Client, elicitor: Elicitor) -> None:
+    check(mode, f"negotiated protocol version {LEGACY}", client.protocol_version == LEGACY, f"got {client.protocol_version}")
+
+    # ---- tools/list: the read tools plus the trading tools
+    try:
+        tools = (await client.list_tools()).tools
+    except Exception as exc:
+        check(mode, "tools/list", False, describe(exc))
+        tools = []
+    names = {t.name for t in tools}
+    want = EXPECTED_TOOLS | TRADING_TOOLS
+    check(mode, "tools/list returns 15 tools: the 10 read tools and the 5 trading tools", len(tools) == 15 and names == want, f"got {sorted(names)}")
+    by_name = {t.name: t for t in tools}
+    bad_ann = [
+        n
+        for n in sorted(WRITE_TOOLS)
+        if not (
+            n in by_name
+            and by_name[n].annotations is not None
+            and by_name[n].annotations.read_only_hint is False
+            and by_name[n].annotations.destructive_hint is True
+        )
+    ]
+    check(mode, "write tools (place/close/modify/cancel) have readOnlyHint false, destructiveHint true", not bad_ann, f"wrong on {bad_ann}")
+    pv = by_name.get("preview_order")
+    check(
+        mode,
+        "preview_order has readOnlyHint true",
+        pv is not None and pv.annotations is not None and pv.annotations.read_only_hint is True,
+        f"annotations={pv.annotations if pv else None}",
+    )
+
+    # ---- get_quote
+    quote = await call_ok(mode, client, "get_quote", {"account": "SIM", "symbol": "EURUSD"})
+    if quote is not None:
+        check(
+            mode,
+            "get_quote EURUSD: bid < ask, spread_pips a number",
+            is_number(quote.get("bid")) and is_number(quote.get("ask")) and quote["bid"] < quote["ask"] and is_number(quote.get("spread_pips")),
+            short(quote),
+        )
+
+    # ---- preview, then place with the token: no elicitation
+    aapl = {"account": "SIM", "symbol": "AAPL", "side": "buy", "quantity": 3}
+    preview = await call_ok(mode, client, "preview_order", aapl)
+    token = preview.get("confirmation_token") if preview is not None else None
+    if preview is not None:
+        checks = preview.get("checks")
+        check(
+            mode,
+            "preview_order AAPL: allowed, confirmation_token a string, checks non-empty, confirmation_required",
+            preview.get("allowed") is True
+            and isinstance(token, str)
+            and bool(token)
+            and isinstance(checks, list)
+            and len(checks) > 0
+            and preview.get("confirmation_required") is True,
+            short(preview, 400),
+        )
+    if isinstance(token, str) and token:
+        before = len(elicitor.requests)
+        placed = await call_ok(mode, client, "place_order", {**aapl, "confirmation_token": token})
+        if placed is not None:
+            check(
+                mode,
+                "place_order AAPL with token: filled, paper, not replayed",
+                placed.get("outcome") == "filled" and placed.get("mode") == "paper" and placed.get("replayed") is False,
+                short(placed),
+            )
+        check(mode, "place_order with a token asks no elicitation", len(elicitor.requests) == before, f"{len(elicitor.requests) - before} elicitation(s)")
+
+    # ---- no token, the user accepts the elicitation
+    msft = {"account": "SIM", "symbol": "MSFT", "side": "buy", "quantity": 1}
+    elicitor.accept = True
+    before = len(elicitor.requests)
+    placed = await call_ok(mode, client, "place_order", msft)
+    if placed is not None:
+        check(
+            mode,
+            "place_order MSFT without token, elicitation accepted: filled, paper",
+            placed.get("outcome") == "filled" and placed.get("mode") == "paper",
+            short(placed),
+        )
+    asked = elicitor.requests[before:]
+    check(mode, "place_order without token asks exactly one elicitation", len(asked) == 1, f"{len(asked)} elicitation(s)")
+    if asked:
+        req = asked[0]
+        schema = req.requested_schema if hasattr(req, "requested_schema") else None
+        props = schema.get("properties") if isinstance(schema, dict) else None
+        check(
+            mode,
+            "elicitation: message mentions MSFT; requestedSchema asks for a required boolean confirm",
+            "MSFT" in (getattr(req, "message", "") or "")
+            and isinstance(schema, dict)
+            and schema.get("type") == "object"
+            and isinstance(props, dict)
+            and (props.get("confirm") or {}).get("type") == "boolean"
+            and "confirm" in (schema.get("required") or []),
+            short(req.model_dump(by_alias=True, exclude_none=True)),
+        )
+
+    # ---- no token, the user declines
+    elicitor.accept = False
+    before = len(elicitor.requests)
+    res = await call_raw(mode, client, "place_order", msft)
+    if res is not None:
+        check(
+            mode,
+            "place_order MSFT without token, elicitation declined -> isError with code confirmation_required",
+            res.is_error is True and error_code(res) == "confirmation_required",
+            f"isError={res.is_error} structuredContent={short(res.structured_content)}",
+        )
+    check(mode, "the declined order asked exactly one elicitation", len(elicitor.requests) - before == 1, f"{len(elicitor.requests) - before} elicitation(s)")
+    elicitor.accept = True
+
+    # ---- a tampered token (from a fresh preview, so tampering is the only fault)
+    aapl2 = {**aapl, "quantity": 2}
+    preview2 = await call_ok(mode, client, "preview_order", aapl2)
+    token2 = preview2.get("confirmation_token") if preview2 is not None else None
+    if isinstance(token2, str) and token2:
+        before = len(elicitor.requests)
+        res = await call_raw(mode, client, "place_order", {**aapl2, "confirmation_token": tampered(token2)})
+        if res is not None:
+            check(
+                mode,
+                "place_order with a tampered token -> isError with code confirmation_invalid",
+                res.is_error is True and error_code(res) == "confirmation_invalid",
+                f"isError={res.is_error} structuredContent={short(res.structured_content)}",
+            )
+        check(mode, "a tampered token asks no elicitation", len(elicitor.requests) == before, f"{len(elicitor.requests) - before} elicitation(s)")
+    else:
+        check(mode, "preview_order for the tampered-token check returns a token", False, short(preview2))
+
+    # ---- the fills: AAPL 3 and MSFT 1, nothing else
+    hist = await call_ok(mode, client, "get_trade_history", {"start": TRADING_CLOCK_DATE, "end": TRADING_CLOCK_DATE})
+    if hist is not None:
+        fills = hist.get("fills") if isinstance(hist.get("fills"), list) else []
+        got = sorted((f.get("account"), f.get("symbol"), f.get("side"), f.get("quantity")) for f in fills)
+        check(
+            mode,
+            "get_trade_history on the sim's day: exactly the AAPL 3 and MSFT 1 paper buys on SIM",
+            got == [("SIM", "AAPL", "buy", 3), ("SIM", "MSFT", "buy", 1)],
+            f"got {got}",
+        )
+
+
+async def run_trading(binary: str, mode: str, errlog: Any) -> None:
+    elicitor = Elicitor()
+    params = trading_params(binary, enabled=True)
+    async with Client(stdio_client(params, errlog=errlog), elicitation_callback=elicitor, **client_kwargs(LEGACY)) as client:
+        await run_trading_checks(mode, client, elicitor)
+
+
+async def run_trading_off(binary: str, mode: str, errlog: Any) -> None:
+    elicitor = Elicitor()
+    params = trading_params(binary, enabled=False)
+    async with Client(stdio_client(params, errlog=errlog), elicitation_callback=elicitor, **client_kwargs(LEGACY)) as client:
+        try:
+            tools = (await client.list_tools()).tools
+        except Exception as exc:
+            check(mode, "tools/list", False, describe(exc))
+            tools = []
+        names = {t.name for t in tools}
+        check(
+            mode,
+            "tools/list with [trading] enabled = false: exactly the 10 read tools, no trading tool",
+            len(tools) == 10 and names == EXPECTED_TOOLS and not (names & TRADING_TOOLS),
+            f"got {sorted(names)}",
+        )
+        label = "place_order while trading is off -> trading_disabled"
+        try:
+            res = await client.call_tool("place_order", {"account": "SIM", "symbol": "MSFT", "side": "buy", "quantity": 1})
+        except MCPError as exc:
+            check(mode, f"{label} (as a JSON-RPC error {exc.code})", "trading_disabled" in (exc.message or "") or exc.code == INVALID_PARAMS, f"got {exc.code}: {exc.message}")
+        except Exception as exc:
+            check(mode, label, False, f"raised {describe(exc)}")
+        else:
+            check(
+                mode,
+                f"{label} (as a tool result with isError)",
+                res.is_error is True and error_code(res) == "trading_disabled",
+                f"isError={res.is_error} structuredContent={short(res.structured_content)}",
+            )
+        check(mode, "no elicitation while trading is off", not elicitor.requests, f"{len(elicitor.requests)} elicitation(s)")
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -593,6 +863,8 @@ async def amain(binary: str) -> None:
             ("stdio-legacy", lambda: run_stdio(binary, "stdio-legacy", LEGACY, errlog)),
             ("http-modern", lambda: run_http(binary, "http-modern", MODERN)),
             ("http-legacy", lambda: run_http(binary, "http-legacy", LEGACY)),
+            ("trading", lambda: run_trading(binary, "trading", errlog)),
+            ("trading-off", lambda: run_trading_off(binary, "trading-off", errlog)),
         ]
         skip(
             "legacy-2025-06-18-and-older",

@@ -8,11 +8,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use serde::Serialize;
-use tradedesk_core::{Account, Book, Error, ErrorCode, Mode};
+use tradedesk_core::{
+    Account, Bar, Book, Error, ErrorCode, Interval, Mode, OrderRecord, OrderRequest, Quote,
+    TradableInstrument,
+};
 
 pub mod book;
 pub mod demo;
+pub mod sim;
 
 pub use book::{BookBroker, BookError, BookIssue, load_book, parse_book, parse_fx_file};
 
@@ -38,6 +43,15 @@ pub enum BrokerError {
     Rejected { account: String, reason: String },
     #[error("{account}: invalid request: {reason}")]
     InvalidRequest { account: String, reason: String },
+    #[error("{account}: unknown symbol {symbol}")]
+    UnknownSymbol {
+        account: String,
+        symbol: String,
+        /// The symbols the account can trade, for the hint.
+        known: String,
+    },
+    #[error("{account}: no such order: {reference}")]
+    UnknownOrder { account: String, reference: String },
     #[error("{account}: outcome unknown: {detail}")]
     Uncertain { account: String, detail: String },
     #[error("{account}: {capability} is not supported by this broker")]
@@ -69,16 +83,29 @@ impl From<BrokerError> for Error {
                     None => "retry in a minute".to_owned(),
                 },
             ),
-            BrokerError::Rejected { .. } | BrokerError::InvalidRequest { .. } => {
-                Error::invalid_argument(
-                    message,
-                    "the broker refused the request as given; change it rather than retrying",
-                )
-            }
-            BrokerError::Uncertain { .. } => Error::new(
-                ErrorCode::BrokerTimeout,
+            BrokerError::Rejected { .. } => Error::new(
+                ErrorCode::BrokerRejected,
                 message,
-                "do not resubmit: look the order up by its client order id first",
+                "the broker refused the order as given; change it rather than retrying",
+            ),
+            BrokerError::InvalidRequest { .. } => Error::invalid_argument(
+                message,
+                "the broker refused the request as given; change it rather than retrying",
+            ),
+            BrokerError::UnknownSymbol { known, .. } => Error::new(
+                ErrorCode::UnknownSymbol,
+                message,
+                format!("this account trades: {known}"),
+            ),
+            BrokerError::UnknownOrder { .. } => Error::new(
+                ErrorCode::UnknownOrder,
+                message,
+                "list the account's orders with get_orders (status all) for valid ids",
+            ),
+            BrokerError::Uncertain { .. } => Error::new(
+                ErrorCode::Uncertain,
+                message,
+                "do not resend: look the order up with get_orders by its client_order_id",
             ),
             BrokerError::Unsupported { .. } => Error::new(
                 ErrorCode::NotSupported,
@@ -109,8 +136,39 @@ pub struct AccountHealth {
     pub hint: Option<String>,
 }
 
-/// The read side of a broker. (The write side arrives with trading; a capability an
-/// adapter lacks answers [`BrokerError::Unsupported`], never a silent success.)
+/// Which orders `orders` lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderFilter {
+    Open,
+    Closed,
+    All,
+}
+
+/// A broker's answer to an order it took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    pub order: OrderRecord,
+    /// What the broker said, for the result's `message`.
+    pub message: String,
+}
+
+/// Which order to cancel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OrderRef {
+    OrderId(String),
+    ClientOrderId(String),
+}
+
+fn unsupported<T>(account: &str, capability: &'static str) -> Result<T, BrokerError> {
+    Err(BrokerError::Unsupported {
+        account: account.to_owned(),
+        capability,
+    })
+}
+
+/// A broker: the read side every adapter has, and market data and a write side that an
+/// adapter may lack. A capability an adapter lacks answers
+/// [`BrokerError::Unsupported`], never a silent success.
 #[async_trait]
 pub trait Broker: Send + Sync + fmt::Debug {
     /// The accounts this adapter serves, without contacting the venue.
@@ -121,4 +179,97 @@ pub trait Broker: Send + Sync + fmt::Debug {
 
     /// A bounded-time probe of each account.
     async fn health(&self) -> Vec<AccountHealth>;
+
+    /// Changes whenever `snapshot` would answer differently (new fills, new marks), so
+    /// callers can cache a snapshot until it moves. A static source stays at 0.
+    fn generation(&self) -> u64 {
+        0
+    }
+
+    /// The modes an account can trade in (empty: it cannot trade here).
+    fn trading_modes(&self, _account: &str) -> Vec<Mode> {
+        Vec::new()
+    }
+
+    /// Resolves a symbol (bare or `EXCHANGE:SYMBOL`) to what the venue trades.
+    async fn instrument(
+        &self,
+        account: &str,
+        _symbol: &str,
+    ) -> Result<TradableInstrument, BrokerError> {
+        unsupported(account, "trading instruments")
+    }
+
+    /// The broker's commission for a fill, in the instrument's currency, when it can
+    /// tell in advance.
+    fn estimate_commission(
+        &self,
+        _account: &str,
+        _instrument: &TradableInstrument,
+        _quantity: rust_decimal::Decimal,
+        _price: rust_decimal::Decimal,
+    ) -> Option<rust_decimal::Decimal> {
+        None
+    }
+
+    async fn quote(&self, account: &str, _symbol: &str) -> Result<Quote, BrokerError> {
+        unsupported(account, "quotes")
+    }
+
+    /// Bars whose start lies in `[start, end]`, oldest first.
+    async fn bars(
+        &self,
+        account: &str,
+        _symbol: &str,
+        _interval: Interval,
+        _start: DateTime<Utc>,
+        _end: DateTime<Utc>,
+    ) -> Result<Vec<Bar>, BrokerError> {
+        unsupported(account, "bars")
+    }
+
+    /// Orders of `account` (every account of this broker when `None`), newest first.
+    async fn orders(
+        &self,
+        account: Option<&str>,
+        _filter: OrderFilter,
+    ) -> Result<Vec<OrderRecord>, BrokerError> {
+        unsupported(account.unwrap_or("this broker"), "orders")
+    }
+
+    /// The order with this client order id, if the broker has it: how an uncertain
+    /// outcome is resolved (never by sending the order again).
+    async fn find_order(
+        &self,
+        account: &str,
+        _client_order_id: &str,
+    ) -> Result<Option<OrderRecord>, BrokerError> {
+        unsupported(account, "order lookup")
+    }
+
+    async fn place(&self, order: &OrderRequest) -> Result<Placed, BrokerError> {
+        unsupported(&order.account, "placing orders")
+    }
+
+    /// Cancels a working order: the order as it now stands, and whether this call
+    /// cancelled it (false: it had already filled, expired or been cancelled).
+    async fn cancel(
+        &self,
+        account: &str,
+        _order: &OrderRef,
+    ) -> Result<(OrderRecord, bool), BrokerError> {
+        unsupported(account, "cancelling orders")
+    }
+
+    /// Sets the stop-loss and take-profit of an open position (`None` leaves one as it
+    /// is); answers the levels now in force.
+    async fn modify_position(
+        &self,
+        account: &str,
+        _symbol: &str,
+        _stop_loss: Option<rust_decimal::Decimal>,
+        _take_profit: Option<rust_decimal::Decimal>,
+    ) -> Result<(Option<rust_decimal::Decimal>, Option<rust_decimal::Decimal>), BrokerError> {
+        unsupported(account, "modifying positions")
+    }
 }

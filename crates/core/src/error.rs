@@ -3,10 +3,10 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Stable error codes of the tool contract (`tools-contract.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     InvalidArgument,
@@ -21,6 +21,19 @@ pub enum ErrorCode {
     NotSupported,
     InvalidBook,
     Internal,
+    TradingDisabled,
+    LiveNotAllowed,
+    ConfirmationRequired,
+    ConfirmationInvalid,
+    LimitExceeded,
+    PriceUnavailable,
+    SymbolNotAllowed,
+    KillSwitch,
+    InvalidOrder,
+    InvalidQuantity,
+    UnknownOrder,
+    BrokerRejected,
+    Uncertain,
 }
 
 impl ErrorCode {
@@ -39,6 +52,19 @@ impl ErrorCode {
             Self::NotSupported => "not_supported",
             Self::InvalidBook => "invalid_book",
             Self::Internal => "internal",
+            Self::TradingDisabled => "trading_disabled",
+            Self::LiveNotAllowed => "live_not_allowed",
+            Self::ConfirmationRequired => "confirmation_required",
+            Self::ConfirmationInvalid => "confirmation_invalid",
+            Self::LimitExceeded => "limit_exceeded",
+            Self::PriceUnavailable => "price_unavailable",
+            Self::SymbolNotAllowed => "symbol_not_allowed",
+            Self::KillSwitch => "kill_switch",
+            Self::InvalidOrder => "invalid_order",
+            Self::InvalidQuantity => "invalid_quantity",
+            Self::UnknownOrder => "unknown_order",
+            Self::BrokerRejected => "broker_rejected",
+            Self::Uncertain => "uncertain",
         }
     }
 }
@@ -49,13 +75,21 @@ impl fmt::Display for ErrorCode {
     }
 }
 
-/// A failure a tool reports as its result: `{code, message, hint}`.
+/// A failure a tool reports as its result: `{code, message, hint}`, plus, for order
+/// errors, the rule that refused it and the order's identifiers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct Error {
     pub code: ErrorCode,
     pub message: String,
     pub hint: String,
+    /// The named rule (`sl_above_tp`, `lot_step`, `max_order_notional`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_order_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub order_id: Option<String>,
 }
 
 impl Error {
@@ -64,7 +98,31 @@ impl Error {
             code,
             message: message.into(),
             hint: hint.into(),
+            rule: None,
+            client_order_id: None,
+            order_id: None,
         }
+    }
+
+    /// An order refused by a named rule.
+    pub fn rule(
+        code: ErrorCode,
+        rule: &'static str,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Self {
+        Self {
+            rule: Some(rule),
+            ..Self::new(code, message, hint)
+        }
+    }
+
+    /// Attaches the identifiers of the order the error is about.
+    #[must_use]
+    pub fn with_order(mut self, client_order_id: Option<String>, order_id: Option<String>) -> Self {
+        self.client_order_id = client_order_id;
+        self.order_id = order_id;
+        self
     }
 
     pub fn invalid_argument(message: impl Into<String>, hint: impl Into<String>) -> Self {

@@ -13,6 +13,7 @@ pub mod fx;
 pub mod instrument;
 pub mod ledger;
 pub mod money;
+pub mod order;
 
 pub use book::{
     Account, AccountIdx, Book, BookParts, CashEntry, CashKind, Fill, InstrumentIdx, Marks, Mode,
@@ -26,4 +27,8 @@ pub use fixed::Fixed;
 pub use fx::{FxQuote, FxRate, FxTable};
 pub use instrument::{AssetClass, Instrument, InstrumentKey, SectorMap};
 pub use money::{Money, MoneyError};
+pub use order::{
+    Bar, Interval, OrderRecord, OrderRequest, OrderStatus, OrderType, Quote, TimeInForce,
+    TradableInstrument,
+};
 pub use rust_decimal::Decimal;

@@ -14,7 +14,8 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::Value;
-use tradedesk_tools::{CallError, ToolContext, ToolSpec, call, tools};
+use tradedesk_tools::trading::orders::{Confirmation, Confirmer};
+use tradedesk_tools::{CallError, ToolContext, ToolSpec, call_with, listed, tools};
 
 use crate::content;
 use crate::telemetry::{CallRecord, Telemetry};
@@ -36,10 +37,10 @@ impl TradedeskServer {
         base_currency: &str,
     ) -> Self {
         Self {
-            ctx,
             telemetry,
-            listed: Arc::new(tools().iter().map(Self::tool).collect()),
-            instructions: Arc::new(instructions(base_currency)),
+            listed: Arc::new(listed(&ctx).map(Self::tool).collect()),
+            instructions: Arc::new(instructions(base_currency, ctx.trading_enabled())),
+            ctx,
         }
     }
 
@@ -59,10 +60,18 @@ impl TradedeskServer {
 }
 
 /// What the model reads before it calls anything.
-fn instructions(base_currency: &str) -> String {
+fn instructions(base_currency: &str, trading: bool) -> String {
+    let trading = if trading {
+        "Trading is ON: preview_order shows an order's plan and every guard's verdict; show it to the \
+         user and place it only when they agree. place_order states the mode it ran in (paper unless \
+         the owner allowed live). Never resend an order whose outcome is uncertain: look it up with \
+         get_orders, or retry with the same client_order_id. "
+    } else {
+        "Trading is off: no tool here places, changes or cancels an order. "
+    };
     format!(
         "tradedesk reads brokerage accounts and answers from their fills in one currency. \
-         It is read-only: no tool here places, changes or cancels an order. \
+         {trading}\
          Dates are always absolute YYYY-MM-DD and inclusive at both ends: resolve 'last quarter' or \
          'this year' to calendar dates yourself before calling. Money is reported in {base_currency} \
          (the base currency) unless you pass `currency`. Start with get_accounts or \
@@ -120,7 +129,9 @@ impl ServerHandler for TradedeskServer {
                 .with_message(name.clone());
             let _ = ctx.peer.notify_progress(note).await;
         }
-        let output = match call(&self.ctx, &name, arguments.clone()).await {
+        let confirmer =
+            McpConfirmer::new(&ctx, &params.input_responses, params.request_state.clone());
+        let output = match call_with(&self.ctx, &name, arguments.clone(), Some(&confirmer)).await {
             Ok(output) => output,
             Err(CallError::UnknownTool(tool)) => {
                 let names: Vec<&str> = tools().iter().map(|s| s.name).collect();
@@ -156,6 +167,9 @@ impl ServerHandler for TradedeskServer {
                 protocol_version: ctx.protocol_version().map(|v| v.to_string()),
                 client,
             });
+        }
+        if let Some((prompt, seal)) = confirmer.take_pending() {
+            return input_required(&prompt, &seal);
         }
         let mut result = if output.is_error {
             CallToolResult::error(vec![ContentBlock::text(output.summary)])
@@ -234,5 +248,130 @@ impl ServerHandler for TradedeskServer {
     ) -> Result<GetPromptResponse, ErrorData> {
         let args = params.arguments.unwrap_or_default();
         content::prompt(&params.name, &args).map(Into::into)
+    }
+}
+
+/// The key of the order confirmation among a 2026-07-28 call's input requests.
+const CONFIRM_KEY: &str = "confirm_order";
+
+fn confirm_request(prompt: &str) -> Value {
+    serde_json::json!({
+        "message": prompt,
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "confirm": {
+                    "type": "boolean",
+                    "title": "Place this order?",
+                    "description": "true places the order exactly as described; anything else refuses it"
+                }
+            },
+            "required": ["confirm"]
+        }
+    })
+}
+
+/// Whether an elicitation answer is an acceptance with `confirm: true`.
+fn accepted(answer: &Value) -> bool {
+    answer.get("action").and_then(Value::as_str) == Some("accept")
+        && answer.pointer("/content/confirm") == Some(&Value::Bool(true))
+}
+
+/// Ends a 2026-07-28 call with a request for the user's confirmation; the client
+/// retries the same call with the answer and `requestState`.
+fn input_required(prompt: &str, seal: &str) -> Result<CallToolResponse, ErrorData> {
+    let body = serde_json::json!({
+        "resultType": "input_required",
+        "inputRequests": {CONFIRM_KEY: {"method": "elicitation/create", "params": confirm_request(prompt)}},
+        "requestState": seal,
+    });
+    serde_json::from_value(body)
+        .map(CallToolResponse::InputRequired)
+        .map_err(|e| ErrorData::internal_error(format!("cannot build input_required: {e}"), None))
+}
+
+/// Asks the human through the client: `elicitation/create` on a legacy session, or an
+/// `input_required` result on the 2026-07-28 stateless protocol.
+struct McpConfirmer<'a> {
+    ctx: &'a RequestContext<RoleServer>,
+    stateless: bool,
+    can_elicit: bool,
+    answer: Option<Value>,
+    request_state: Option<String>,
+    pending: std::sync::Mutex<Option<(String, String)>>,
+}
+
+impl<'a> McpConfirmer<'a> {
+    fn new(
+        ctx: &'a RequestContext<RoleServer>,
+        responses: &Option<rmcp::model::InputResponses>,
+        request_state: Option<String>,
+    ) -> Self {
+        let answer = responses
+            .as_ref()
+            .and_then(|r| serde_json::to_value(r).ok())
+            .and_then(|v| v.get(CONFIRM_KEY).cloned());
+        Self {
+            ctx,
+            stateless: ctx.protocol_version() == Some(rmcp::model::ProtocolVersion::V_2026_07_28),
+            can_elicit: ctx
+                .client_capabilities()
+                .is_some_and(|c| c.elicitation.is_some()),
+            answer,
+            request_state,
+            pending: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn take_pending(&self) -> Option<(String, String)> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
+#[async_trait::async_trait]
+impl Confirmer for McpConfirmer<'_> {
+    async fn confirm(&self, prompt: &str, seal: &str) -> Confirmation {
+        if self.stateless {
+            if let Some(answer) = &self.answer {
+                // An answer is good only for the order it was asked about.
+                if self.request_state.as_deref() != Some(seal) {
+                    return Confirmation::Declined;
+                }
+                return if accepted(answer) {
+                    Confirmation::Accepted
+                } else {
+                    Confirmation::Declined
+                };
+            }
+            if !self.can_elicit {
+                return Confirmation::Unavailable;
+            }
+            *self
+                .pending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Some((prompt.to_owned(), seal.to_owned()));
+            return Confirmation::Pending;
+        }
+        if !self.can_elicit {
+            return Confirmation::Unavailable;
+        }
+        let Ok(params) = serde_json::from_value(confirm_request(prompt)) else {
+            return Confirmation::Unavailable;
+        };
+        match self.ctx.peer.create_elicitation(params).await {
+            Ok(result) => {
+                let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+                if accepted(&value) {
+                    Confirmation::Accepted
+                } else {
+                    Confirmation::Declined
+                }
+            }
+            Err(_) => Confirmation::Unavailable,
+        }
     }
 }

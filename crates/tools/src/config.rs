@@ -6,14 +6,19 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rust_decimal::Decimal;
 use serde::Deserialize;
 use tradedesk_brokers::demo::{DEMO_SOURCE, demo_book};
+use tradedesk_brokers::sim::{Clock, ManualClock, SimBroker, SimConfig, WallClock};
 use tradedesk_brokers::{BookBroker, parse_fx_file};
 use tradedesk_core::{Currency, Error, ErrorCode, Result, SectorMap};
+use tradedesk_store::Store;
+use tradedesk_store::tokens::TokenKey;
 
 use crate::context::ToolContext;
+use crate::trading::{Trading, TradingSettings, store_error};
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     pub base_currency: Option<String>,
@@ -25,6 +30,54 @@ pub struct Config {
     pub broker_timeout_ms: Option<u64>,
     pub http: Option<HttpConfig>,
     pub telemetry: Option<TelemetryConfig>,
+    pub trading: Option<TradingConfig>,
+    /// Folders CSV bar files may be read from over HTTP.
+    pub data_dirs: Option<Vec<PathBuf>>,
+}
+
+/// A number in the config: an integer, a float or a decimal string, read as a decimal.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum ConfigNumber {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+impl ConfigNumber {
+    fn decimal(&self, key: &str) -> Result<Decimal> {
+        let text = match self {
+            Self::Int(i) => i.to_string(),
+            Self::Float(f) => f.to_string(),
+            Self::Text(t) => t.clone(),
+        };
+        text.parse::<Decimal>()
+            .ok()
+            .filter(|d| !d.is_sign_negative())
+            .ok_or_else(|| {
+                config_error(
+                    format!("trading.{key}: '{text}' is not a non-negative number"),
+                    "write a plain number, e.g. 1000",
+                )
+            })
+    }
+}
+
+/// `[trading]` (trading-contract.md).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TradingConfig {
+    pub enabled: Option<bool>,
+    pub confirm_paper: Option<bool>,
+    pub confirm_live: Option<bool>,
+    pub max_order_notional: Option<ConfigNumber>,
+    pub max_daily_notional: Option<ConfigNumber>,
+    pub max_position_weight_pct: Option<ConfigNumber>,
+    pub max_orders_per_day: Option<u32>,
+    pub allow_symbols: Option<Vec<String>>,
+    pub deny_symbols: Option<Vec<String>>,
+    pub kill_switch_file: Option<PathBuf>,
+    pub token_ttl_seconds: Option<u32>,
 }
 
 /// `[http]`: the Streamable HTTP transport's guards.
@@ -52,6 +105,16 @@ pub struct AccountConfig {
     pub broker: String,
     /// `book`: the book file holding this account.
     pub path: Option<PathBuf>,
+    /// May trade live (with `mode: "live"` on each call).
+    pub live: Option<bool>,
+    /// `sim`: the price process's seed.
+    pub seed: Option<u64>,
+    /// `sim`: the account currency (default USD).
+    pub currency: Option<String>,
+    /// `sim`: the cash deposited when the account is first used (default 100000).
+    pub cash: Option<u64>,
+    /// `sim`: freezes the clock at this RFC 3339 instant (tests and reproducible demos).
+    pub clock: Option<String>,
 }
 
 fn config_error(message: String, hint: &str) -> Error {
@@ -87,6 +150,16 @@ impl Config {
             resolve(path);
         }
         config.fx_file.as_mut().map(resolve);
+        if let Some(dirs) = config.data_dirs.as_mut() {
+            dirs.iter_mut().for_each(resolve);
+        }
+        if let Some(path) = config
+            .trading
+            .as_mut()
+            .and_then(|t| t.kill_switch_file.as_mut())
+        {
+            resolve(path);
+        }
         for account in &mut config.accounts {
             account.path.as_mut().map(resolve);
         }
@@ -101,6 +174,148 @@ impl Config {
 pub fn demo_context(version: &str) -> Result<ToolContext> {
     let book = demo_book().map_err(|e| Error::internal(e.to_string()))?;
     Ok(ToolContext::new(version).with_broker(Arc::new(BookBroker::new(DEMO_SOURCE, book)), None))
+}
+
+/// The id of the demo's paper account.
+pub const DEMO_SIM_ACCOUNT: &str = "SIM-PAPER";
+
+/// The durable state of a state directory, opened once per process.
+#[derive(Debug, Clone)]
+pub struct State {
+    pub dir: PathBuf,
+    pub store: Arc<Store>,
+}
+
+impl State {
+    /// Opens (creating) the state directory's database.
+    ///
+    /// # Errors
+    /// `internal` naming the directory when it cannot be created or opened.
+    pub fn open(dir: &Path) -> Result<Self> {
+        let store = Store::open(dir).map_err(|e| {
+            Error::new(
+                ErrorCode::Internal,
+                format!("cannot open the state directory: {e}"),
+                "pass --state-dir with a writable folder, or fix the permissions",
+            )
+        })?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            store: Arc::new(store),
+        })
+    }
+}
+
+fn sim_clock(text: Option<&str>, id: &str) -> Result<Arc<dyn Clock>> {
+    match text {
+        None => Ok(Arc::new(WallClock)),
+        Some(t) => {
+            let at = chrono::DateTime::parse_from_rfc3339(t).map_err(|_| {
+                config_error(
+                    format!("accounts ({id}): clock '{t}' is not an RFC 3339 time"),
+                    "write it like 2026-11-30T15:00:00Z, or remove clock for wall time",
+                )
+            })?;
+            Ok(Arc::new(ManualClock::new(at.with_timezone(&chrono::Utc))))
+        }
+    }
+}
+
+/// The trading guards for a context, from `[trading]` (defaults when absent).
+///
+/// # Errors
+/// A bad number in `[trading]`, or the token key cannot be read or made.
+pub fn trading_for(
+    config: Option<&TradingConfig>,
+    live_accounts: Vec<String>,
+    state: &State,
+    clock: Arc<dyn Clock>,
+) -> Result<Trading> {
+    let mut settings = TradingSettings::defaults(&state.dir);
+    settings.live_accounts = live_accounts;
+    if let Some(t) = config {
+        let set_bool = |v: Option<bool>, d: bool| v.unwrap_or(d);
+        settings.enabled = set_bool(t.enabled, settings.enabled);
+        settings.confirm_paper = set_bool(t.confirm_paper, settings.confirm_paper);
+        settings.confirm_live = set_bool(t.confirm_live, settings.confirm_live);
+        if let Some(n) = &t.max_order_notional {
+            settings.max_order_notional = n.decimal("max_order_notional")?;
+        }
+        if let Some(n) = &t.max_daily_notional {
+            settings.max_daily_notional = n.decimal("max_daily_notional")?;
+        }
+        if let Some(n) = &t.max_position_weight_pct {
+            settings.max_position_weight_pct = n.decimal("max_position_weight_pct")?;
+        }
+        if let Some(n) = t.max_orders_per_day {
+            settings.max_orders_per_day = n;
+        }
+        if let Some(list) = &t.allow_symbols {
+            settings.allow_symbols.clone_from(list);
+        }
+        if let Some(list) = &t.deny_symbols {
+            settings.deny_symbols.clone_from(list);
+        }
+        if let Some(path) = &t.kill_switch_file
+            && !path.as_os_str().is_empty()
+        {
+            settings.kill_switch_file.clone_from(path);
+        }
+        if let Some(ttl) = t.token_ttl_seconds {
+            settings.token_ttl_seconds = i64::from(ttl.max(1));
+        }
+    }
+    let key = TokenKey::load_or_create(&state.dir).map_err(|e| store_error(&e))?;
+    Ok(Trading::new(settings, Arc::clone(&state.store), key, clock))
+}
+
+/// No configuration: the demo book plus the `SIM-PAPER` paper account, with trading
+/// off.
+///
+/// # Errors
+/// The state directory cannot be opened.
+pub fn default_context(version: &str, state: &State) -> Result<ToolContext> {
+    let book = demo_book().map_err(|e| Error::internal(e.to_string()))?;
+    let clock: Arc<dyn Clock> = Arc::new(WallClock);
+    let sim = SimBroker::new(
+        SimConfig::new(DEMO_SIM_ACCOUNT),
+        &book,
+        Arc::clone(&state.store),
+        Arc::clone(&clock),
+    );
+    let trading = trading_for(None, Vec::new(), state, clock)?;
+    Ok(ToolContext::new(version)
+        .with_broker(Arc::new(BookBroker::new(DEMO_SOURCE, book)), None)
+        .with_broker(Arc::new(sim), None)
+        .with_trading(Arc::new(trading)))
+}
+
+/// The instant the documentation's examples run at.
+pub const DOCS_CLOCK: &str = "2026-11-30T15:00:00Z";
+
+/// The demo with trading on and the sim's clock frozen at [`DOCS_CLOCK`]: what
+/// `docs/tools.md`'s examples run on, the same on every machine.
+///
+/// # Errors
+/// The state directory cannot be opened.
+pub fn docs_context(version: &str, state: &State) -> Result<ToolContext> {
+    let book = demo_book().map_err(|e| Error::internal(e.to_string()))?;
+    let clock = sim_clock(Some(DOCS_CLOCK), DEMO_SIM_ACCOUNT)?;
+    let sim = SimBroker::new(
+        SimConfig::new(DEMO_SIM_ACCOUNT),
+        &book,
+        Arc::clone(&state.store),
+        Arc::clone(&clock),
+    );
+    let enabled = TradingConfig {
+        enabled: Some(true),
+        ..TradingConfig::default()
+    };
+    let trading = trading_for(Some(&enabled), Vec::new(), state, clock)?;
+    Ok(ToolContext::new(version)
+        .with_broker(Arc::new(BookBroker::new(DEMO_SOURCE, book)), None)
+        .with_broker(Arc::new(sim), None)
+        .with_trading(Arc::new(trading)))
 }
 
 /// Opens a book file; a broken one is `invalid_book` with every path and rule.
@@ -128,8 +343,11 @@ pub fn book_context(version: &str, path: &Path) -> Result<ToolContext> {
 /// # Errors
 /// `not_supported` for a broker this build has no adapter for; `invalid_argument` for a
 /// missing path or a bad sectors/FX file; `invalid_book` for a book that fails validation.
-pub fn config_context(version: &str, config: &Config) -> Result<ToolContext> {
+pub fn config_context(version: &str, config: &Config, state: &State) -> Result<ToolContext> {
     let mut ctx = ToolContext::new(version);
+    let mut clock: Arc<dyn Clock> = Arc::new(WallClock);
+    let mut live_accounts = Vec::new();
+    let mut demo: Option<tradedesk_core::Book> = None;
     if let Some(code) = &config.base_currency {
         ctx = ctx.with_base_currency(
             Currency::new_checked(code)
@@ -147,6 +365,9 @@ pub fn config_context(version: &str, config: &Config) -> Result<ToolContext> {
     }
     let mut opened: Vec<(PathBuf, Arc<BookBroker>, Vec<String>)> = Vec::new();
     for (i, account) in config.accounts.iter().enumerate() {
+        if account.live == Some(true) {
+            live_accounts.push(account.id.clone());
+        }
         match account.broker.as_str() {
             "book" => {
                 let path = account.path.clone().ok_or_else(|| {
@@ -165,6 +386,44 @@ pub fn config_context(version: &str, config: &Config) -> Result<ToolContext> {
                     opened.push((path, Arc::new(broker), vec![account.id.clone()]));
                 }
             }
+            "sim" => {
+                if account.live == Some(true) {
+                    return Err(config_error(
+                        format!(
+                            "accounts[{i}] ({}): a sim account has no live side",
+                            account.id
+                        ),
+                        "remove live = true; the sim is paper only",
+                    ));
+                }
+                let mut sim = SimConfig::new(account.id.clone());
+                if let Some(seed) = account.seed {
+                    sim.seed = seed;
+                }
+                if let Some(code) = &account.currency {
+                    sim.currency = Currency::new_checked(code).map_err(|e| {
+                        config_error(
+                            format!("accounts[{i}] ({}): currency: {}", account.id, e.message),
+                            &e.hint,
+                        )
+                    })?;
+                }
+                if let Some(cash) = account.cash {
+                    sim.initial_cash = Decimal::from(cash);
+                }
+                if account.clock.is_some() {
+                    clock = sim_clock(account.clock.as_deref(), &account.id)?;
+                }
+                if demo.is_none() {
+                    demo = Some(demo_book().map_err(|e| Error::internal(e.to_string()))?);
+                }
+                let book = demo
+                    .as_ref()
+                    .ok_or_else(|| Error::internal("demo book missing"))?;
+                let broker =
+                    SimBroker::new(sim, book, Arc::clone(&state.store), Arc::clone(&clock));
+                ctx = ctx.with_broker(Arc::new(broker), None);
+            }
             other => {
                 return Err(Error::new(
                     ErrorCode::NotSupported,
@@ -172,7 +431,7 @@ pub fn config_context(version: &str, config: &Config) -> Result<ToolContext> {
                         "accounts[{i}] ({}): broker '{other}' is not available in this build",
                         account.id
                     ),
-                    "this build reads `book` accounts (a tradedesk-book/1 file); export the account's history to a book file",
+                    "this build has `book` accounts (a tradedesk-book/1 file) and `sim` (the embedded paper exchange)",
                 ));
             }
         }
@@ -205,5 +464,9 @@ pub fn config_context(version: &str, config: &Config) -> Result<ToolContext> {
         })?;
         ctx = ctx.with_fx(quotes);
     }
-    Ok(ctx)
+    if let Some(dirs) = &config.data_dirs {
+        ctx.configured_data_dirs.clone_from(dirs);
+    }
+    let trading = trading_for(config.trading.as_ref(), live_accounts, state, clock)?;
+    Ok(ctx.with_trading(Arc::new(trading)))
 }

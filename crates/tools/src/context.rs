@@ -1,15 +1,17 @@
 //! What every tool runs against: the configured brokers, the base currency, the sector
 //! map, and the merged book they produce.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::OnceCell;
+use tokio::sync::Mutex;
 use tradedesk_brokers::{AccountHealth, Broker, HealthStatus};
 use tradedesk_core::ledger::{self, Ledger};
 use tradedesk_core::{Book, Currency, Error, ErrorCode, FxQuote, Result, SectorMap};
 
 use crate::merge::merge_books;
+use crate::trading::Trading;
 
 /// A broker named by its accounts, for messages (never its `Debug` form, which could
 /// carry its whole book or its configuration).
@@ -34,9 +36,23 @@ pub struct ToolContext {
     pub broker_timeout: Duration,
     /// Rates from the config's `fx_file`, added to every book's.
     extra_fx: Vec<FxQuote>,
-    book: OnceCell<Arc<Book>>,
-    /// The book replayed once: open lots and cash, for every tool that values holdings.
-    ledger: OnceCell<Arc<Ledger>>,
+    /// The merged book and its replay (open lots and cash), kept until a broker's
+    /// generation moves (a paper fill, a new minute of sim marks).
+    cache: Mutex<Option<Cached>>,
+    /// Order guards and durable state; `None` when no account can trade.
+    pub trading: Option<Arc<Trading>>,
+    /// Where CSV bar files may be read from: `None` for the local user (stdio, CLI),
+    /// the configured `data_dirs` over HTTP.
+    pub data_dirs: Option<Vec<PathBuf>>,
+    /// `data_dirs` from the config, applied when serving HTTP.
+    pub configured_data_dirs: Vec<PathBuf>,
+}
+
+#[derive(Debug)]
+struct Cached {
+    generation: u64,
+    book: Arc<Book>,
+    ledger: Option<Arc<Ledger>>,
 }
 
 impl ToolContext {
@@ -49,9 +65,58 @@ impl ToolContext {
             version: version.into(),
             broker_timeout: Duration::from_secs(10),
             extra_fx: Vec::new(),
-            book: OnceCell::new(),
-            ledger: OnceCell::new(),
+            cache: Mutex::new(None),
+            trading: None,
+            data_dirs: None,
+            configured_data_dirs: Vec::new(),
         }
+    }
+
+    #[must_use]
+    pub fn with_trading(mut self, trading: Arc<Trading>) -> Self {
+        self.trading = Some(trading);
+        self
+    }
+
+    /// Whether the write tools are served.
+    pub fn trading_enabled(&self) -> bool {
+        self.trading.as_ref().is_some_and(|t| t.settings.enabled)
+    }
+
+    /// The broker serving `account`, if any.
+    pub fn broker_for(&self, account: &str) -> Option<Arc<dyn Broker>> {
+        self.brokers
+            .iter()
+            .zip(&self.selections)
+            .find(|(broker, selection)| {
+                broker.accounts().iter().any(|a| a.id == account)
+                    && selection
+                        .as_ref()
+                        .is_none_or(|ids| ids.iter().any(|id| id == account))
+            })
+            .map(|(broker, _)| Arc::clone(broker))
+    }
+
+    /// Every served account id with its broker.
+    pub fn served_accounts(&self) -> Vec<(tradedesk_core::Account, Arc<dyn Broker>)> {
+        let mut out = Vec::new();
+        for (broker, selection) in self.brokers.iter().zip(&self.selections) {
+            for account in broker.accounts() {
+                if selection
+                    .as_ref()
+                    .is_none_or(|ids| ids.contains(&account.id))
+                {
+                    out.push((account, Arc::clone(broker)));
+                }
+            }
+        }
+        out
+    }
+
+    fn generation(&self) -> u64 {
+        self.brokers.iter().fold(0_u64, |acc, b| {
+            acc.wrapping_mul(31).wrapping_add(b.generation())
+        })
     }
 
     /// Adds a broker, serving only `accounts` of it when given.
@@ -87,37 +152,49 @@ impl ToolContext {
     /// `broker_unavailable` / `broker_timeout` from an adapter, or `invalid_argument` when
     /// two sources disagree about an instrument.
     pub async fn book(&self) -> Result<Arc<Book>> {
-        self.book
-            .get_or_try_init(|| async {
-                let mut parts = Vec::with_capacity(self.brokers.len());
-                for (broker, selection) in self.brokers.iter().zip(&self.selections) {
-                    let snapshot = tokio::time::timeout(self.broker_timeout, broker.snapshot())
-                        .await
-                        .map_err(|_| {
-                            Error::new(
-                                ErrorCode::BrokerTimeout,
-                                format!(
-                                    "accounts {} did not answer within {:?}",
-                                    account_names(broker.as_ref()),
-                                    self.broker_timeout
-                                ),
-                                "check get_server_health, then retry",
-                            )
-                        })?
-                        .map_err(Error::from)?;
-                    parts.push((snapshot, selection.clone()));
-                }
-                if parts.len() == 1
-                    && parts[0].1.is_none()
-                    && self.base_currency.is_none()
-                    && self.extra_fx.is_empty()
-                {
-                    return Ok(Arc::clone(&parts[0].0));
-                }
-                merge_books(&parts, self.base_currency, &self.extra_fx).map(Arc::new)
-            })
-            .await
-            .cloned()
+        let generation = self.generation();
+        let mut cache = self.cache.lock().await;
+        if let Some(cached) = cache.as_ref()
+            && cached.generation == generation
+        {
+            return Ok(Arc::clone(&cached.book));
+        }
+        let book = self.build_book().await?;
+        *cache = Some(Cached {
+            generation,
+            book: Arc::clone(&book),
+            ledger: None,
+        });
+        Ok(book)
+    }
+
+    async fn build_book(&self) -> Result<Arc<Book>> {
+        let mut parts = Vec::with_capacity(self.brokers.len());
+        for (broker, selection) in self.brokers.iter().zip(&self.selections) {
+            let snapshot = tokio::time::timeout(self.broker_timeout, broker.snapshot())
+                .await
+                .map_err(|_| {
+                    Error::new(
+                        ErrorCode::BrokerTimeout,
+                        format!(
+                            "accounts {} did not answer within {:?}",
+                            account_names(broker.as_ref()),
+                            self.broker_timeout
+                        ),
+                        "check get_server_health, then retry",
+                    )
+                })?
+                .map_err(Error::from)?;
+            parts.push((snapshot, selection.clone()));
+        }
+        if parts.len() == 1
+            && parts[0].1.is_none()
+            && self.base_currency.is_none()
+            && self.extra_fx.is_empty()
+        {
+            return Ok(Arc::clone(&parts[0].0));
+        }
+        merge_books(&parts, self.base_currency, &self.extra_fx).map(Arc::new)
     }
 
     /// The merged book replayed once (open lots and implied cash), shared by every call
@@ -128,11 +205,18 @@ impl ToolContext {
     /// As [`ToolContext::book`], or the replay's `no_fx_rate` / `internal`.
     pub async fn ledger(&self) -> Result<(Arc<Book>, Arc<Ledger>)> {
         let book = self.book().await?;
-        let ledger = self
-            .ledger
-            .get_or_try_init(|| async { ledger::replay(&book, |_, _| {}).map(Arc::new) })
-            .await?
-            .clone();
+        let mut cache = self.cache.lock().await;
+        if let Some(cached) = cache.as_mut()
+            && Arc::ptr_eq(&cached.book, &book)
+        {
+            if let Some(ledger) = &cached.ledger {
+                return Ok((book, Arc::clone(ledger)));
+            }
+            let ledger = Arc::new(ledger::replay(&book, |_, _| {})?);
+            cached.ledger = Some(Arc::clone(&ledger));
+            return Ok((book, ledger));
+        }
+        let ledger = Arc::new(ledger::replay(&book, |_, _| {})?);
         Ok((book, ledger))
     }
 

@@ -18,6 +18,21 @@ fn example(name: &str) -> Value {
             json!({"start": "2026-01-01", "end": "2026-11-27", "group_by": "month"})
         }
         "get_exposure" => json!({"by": "sector"}),
+        "get_quote" => json!({"account": "SIM-PAPER", "symbol": "EURUSD"}),
+        "get_bars" => json!({"source": {"symbol": "AAPL", "account": "SIM-PAPER", "interval": "1d",
+            "start": "2026-11-02", "end": "2026-11-27"}, "max_rows": 4}),
+        "get_orders" => json!({"status": "all"}),
+        "preview_order" => {
+            json!({"account": "SIM-PAPER", "symbol": "AAPL", "side": "buy", "quantity": 3,
+            "type": "limit", "limit_price": 280, "stop_loss": 260, "take_profit": 300})
+        }
+        "place_order" => {
+            json!({"account": "SIM-PAPER", "symbol": "AAPL", "side": "buy", "quantity": 3,
+            "type": "limit", "limit_price": 280, "stop_loss": 260, "take_profit": 300, "client_order_id": "docs-1"})
+        }
+        "close_position" => json!({"account": "SIM-PAPER", "symbol": "AAPL", "quantity": 1}),
+        "modify_position" => json!({"account": "SIM-PAPER", "symbol": "AAPL", "stop_loss": 265}),
+        "cancel_order" => json!({"account": "SIM-PAPER", "client_order_id": "docs-1"}),
         _ => json!({}),
     }
 }
@@ -109,7 +124,8 @@ pub async fn tools_markdown(ctx: &ToolContext) -> String {
     let mut out = String::from(
         "# Tools\n\nGenerated from the tool registry by `tradedesk tools --markdown`; a test fails when this \
          file is stale. Every result carries `\"status\": \"ok\"` or `\"status\": \"error\"` with `error.code`, \
-         `error.message` and `error.hint`. Examples run on the embedded demo book.\n",
+         `error.message` and `error.hint`. Examples run on the embedded demo book, with trading switched on \
+         and the sim's clock at 2026-11-30T15:00:00Z. The write tools are listed only while `[trading] enabled = true`.\n",
     );
     for spec in tools() {
         let _ = write!(
@@ -167,7 +183,13 @@ pub async fn tools_markdown(ctx: &ToolContext) -> String {
             "\nExample: `tradedesk call {} '{}'`\n\n",
             spec.name, args
         );
-        if let Ok(result) = call(ctx, spec.name, args).await {
+        if let Ok(mut result) = call(ctx, spec.name, args).await {
+            // A token is random: the example shows its shape, not its value.
+            if let Some(token) = result.structured.get_mut("confirmation_token")
+                && token.is_string()
+            {
+                *token = json!("v1.<id>.<expires>.<mac>");
+            }
             let text = serde_json::to_string_pretty(&result.structured).unwrap_or_default();
             let lines: Vec<&str> = text.lines().collect();
             let shown = lines

@@ -3,11 +3,13 @@
 
 pub mod accounts;
 pub mod args;
+pub mod bars;
 pub mod config;
 pub mod context;
 pub mod docs;
 pub mod health;
 pub mod history;
+pub mod market;
 pub mod merge;
 pub mod num;
 pub mod positions;
@@ -15,7 +17,8 @@ pub mod rates;
 pub mod realized;
 pub mod registry;
 pub mod select;
+pub mod trading;
 pub mod valuation;
 
 pub use context::ToolContext;
-pub use registry::{CallError, ToolOutput, ToolSpec, call, tools};
+pub use registry::{CallError, ToolOutput, ToolSpec, call, call_with, listed, tools};

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use rust_decimal::Decimal;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A decimal serialized as a JSON number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -27,6 +27,27 @@ impl From<Decimal> for Num {
 impl Serialize for Num {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_f64(self.to_f64())
+    }
+}
+
+/// Reads a JSON number (or a decimal string) as the decimal its text spells, never
+/// through binary floating point arithmetic.
+impl<'de> Deserialize<'de> for Num {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        let text = match &value {
+            serde_json::Value::Number(n) => n.to_string(),
+            serde_json::Value::String(s) => s.trim().to_owned(),
+            _ => return Err(serde::de::Error::custom("expected a number")),
+        };
+        let parsed = if text.contains(['e', 'E']) {
+            Decimal::from_scientific(&text)
+        } else {
+            text.parse::<Decimal>()
+        };
+        parsed.map(|d| Self(d.normalize())).map_err(|_| {
+            serde::de::Error::custom("expected a decimal number within 28 significant digits")
+        })
     }
 }
 

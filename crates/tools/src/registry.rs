@@ -15,9 +15,15 @@ use crate::args::{
 use crate::context::ToolContext;
 use crate::health::{HealthResult, get_server_health};
 use crate::history::{TradeHistoryResult, check_limit, get_trade_history};
+use crate::market::{BarsArgs, BarsResult, QuoteArgs, QuoteResult, get_bars, get_quote};
 use crate::positions::{ExposureResult, PositionsResult, get_exposure, get_positions};
 use crate::realized::{RealizedPnlResult, RealizedQuery, get_realized_pnl};
 use crate::select::select;
+use crate::trading::orders::{
+    CancelArgs, CancelResult, CloseArgs, Confirmer, ModifyArgs, ModifyResult, OrdersArgs,
+    OrdersResult, PlaceArgs, PlaceResult, PreviewArgs, PreviewResult, cancel_order, close_position,
+    get_orders, modify_position, place_order, preview_order,
+};
 use crate::valuation::{Scope, value_ledger};
 
 /// A tool as clients see it.
@@ -27,6 +33,8 @@ pub struct ToolSpec {
     pub title: &'static str,
     pub description: &'static str,
     pub read_only: bool,
+    /// Listed and served only while trading is enabled.
+    pub needs_trading: bool,
     pub input_schema: Value,
     pub output_schema: Value,
 }
@@ -170,6 +178,7 @@ fn build_specs() -> Vec<ToolSpec> {
                 cash, positions value and total value in the account's own currency, and the total converted \
                 into the report currency. Use it first to learn account ids and brokers.",
             read_only: true,
+            needs_trading: false,
             input_schema: input_schema::<CurrencyArgs>(),
             output_schema: output_schema::<AccountsResult>(),
         },
@@ -182,6 +191,7 @@ fn build_specs() -> Vec<ToolSpec> {
                 (bare AAPL / 1155 or qualified BURSA:1155). A position without a mark is listed with null values \
                 and left out of totals.",
             read_only: true,
+            needs_trading: false,
             input_schema: input_schema::<PositionsArgs>(),
             output_schema: output_schema::<PositionsResult>(),
         },
@@ -193,6 +203,7 @@ fn build_specs() -> Vec<ToolSpec> {
                 (default 100); total_count and truncated tell when more matched. Resolve relative periods such as \
                 'last quarter' to dates yourself.",
             read_only: true,
+            needs_trading: false,
             input_schema: input_schema::<TradeHistoryArgs>(),
             output_schema: output_schema::<TradeHistoryResult>(),
         },
@@ -205,6 +216,7 @@ fn build_specs() -> Vec<ToolSpec> {
                 biggest_gain / biggest_loss name the closing fills with the largest total; include_lots lists each \
                 closed lot. Dividends and interest are not P&L. A period with no closed lots is a true zero.",
             read_only: true,
+            needs_trading: false,
             input_schema: input_schema::<RealizedPnlArgs>(),
             output_schema: output_schema::<RealizedPnlResult>(),
         },
@@ -215,6 +227,7 @@ fn build_specs() -> Vec<ToolSpec> {
                 cash, unrealized P&L, holdings by currency held and by broker with percentages of the total, and \
                 each account. Answers 'how much of my portfolio is in ringgit?'.",
             read_only: true,
+            needs_trading: false,
             input_schema: input_schema::<CurrencyArgs>(),
             output_schema: output_schema::<SummaryResult>(),
         },
@@ -225,6 +238,7 @@ fn build_specs() -> Vec<ToolSpec> {
                 asset_class, country or symbol; basis gross (absolute, default) or net (signed). Bucket pct is of \
                 the gross total. Positions without a sector are in an explicit Unclassified bucket.",
             read_only: true,
+            needs_trading: false,
             input_schema: input_schema::<ExposureArgs>(),
             output_schema: output_schema::<ExposureResult>(),
         },
@@ -235,10 +249,106 @@ fn build_specs() -> Vec<ToolSpec> {
                 positions brokers report against what the fills imply, and the FX rates in use with stale ones \
                 flagged. Call it when another tool says a broker is unavailable.",
             read_only: true,
+            needs_trading: false,
             input_schema: input_schema::<NoArgs>(),
             output_schema: output_schema::<HealthResult>(),
         },
+        ToolSpec {
+            name: "get_quote",
+            title: "Quote",
+            description: "Current bid, ask, mid and spread of a symbol at an account that quotes (the demo's \
+                SIM-PAPER quotes its US and Bursa stocks, EURUSD, GBPUSD, USDJPY, USDMYR, XAUUSD and BTC-PERP), \
+                spread_pips for FX and metals, and the trading rules (lot step, minimum, tick, unit).",
+            read_only: true,
+            needs_trading: false,
+            input_schema: input_schema::<QuoteArgs>(),
+            output_schema: output_schema::<QuoteResult>(),
+        },
+        ToolSpec {
+            name: "get_bars",
+            title: "Price bars",
+            description: "OHLCV bars from an account's broker or the sim ({symbol, account, interval 1m|5m|15m|1h|1d, \
+                start, end}) or from a CSV file ({csv: PATH}). Long series are thinned evenly to max_rows (default \
+                250, 0 = all), always keeping the first and last bar; total, stride and truncated say how.",
+            read_only: true,
+            needs_trading: false,
+            input_schema: input_schema::<BarsArgs>(),
+            output_schema: output_schema::<BarsResult>(),
+        },
+        ToolSpec {
+            name: "get_orders",
+            title: "Orders",
+            description: "Orders at the brokers, newest first: open (working, the default), closed (filled, cancelled, \
+                expired, rejected) or all, with fills, prices, stop-loss / take-profit, status and mode. Use it to look \
+                an order up by client_order_id after an uncertain outcome.",
+            read_only: true,
+            needs_trading: false,
+            input_schema: input_schema::<OrdersArgs>(),
+            output_schema: output_schema::<OrdersResult>(),
+        },
+        ToolSpec {
+            name: "preview_order",
+            title: "Preview an order",
+            description: "Checks an order without sending it: the normalized order, its valuation (the highest of its \
+                limit, its stop and the current quote, converted to the base currency), commission and margin, \
+                and every validation and policy rule with passed/detail. When allowed it returns a single-use \
+                confirmation_token (bound to these exact arguments) for place_order. Show the user the plan first.",
+            read_only: true,
+            needs_trading: true,
+            input_schema: input_schema::<PreviewArgs>(),
+            output_schema: output_schema::<PreviewResult>(),
+        },
+        ToolSpec {
+            name: "place_order",
+            title: "Place an order",
+            description: "Sends an order (paper unless mode is live and the account allows it) after every server-side \
+                guard. Pass the confirmation_token from preview_order with the same arguments when confirmation \
+                is on. A retry with the same client_order_id returns the first outcome (replayed: true) and never \
+                sends a second order. On an uncertain outcome, look the order up with get_orders; do not resend.",
+            read_only: false,
+            needs_trading: true,
+            input_schema: input_schema::<PlaceArgs>(),
+            output_schema: output_schema::<PlaceResult>(),
+        },
+        ToolSpec {
+            name: "close_position",
+            title: "Close a position",
+            description: "Closes all (default) or part of an open position with a market order on the opposite side. \
+                Allowed while the kill switch is on. Its confirmation_token comes from preview_order of the \
+                equivalent market order (the opposite side, that quantity).",
+            read_only: false,
+            needs_trading: true,
+            input_schema: input_schema::<CloseArgs>(),
+            output_schema: output_schema::<PlaceResult>(),
+        },
+        ToolSpec {
+            name: "modify_position",
+            title: "Modify stop-loss / take-profit",
+            description: "Sets the stop-loss and/or take-profit of an open position (at least one). For a long position \
+                the stop-loss must be below the bid and the take-profit above it; for a short, the reverse.",
+            read_only: false,
+            needs_trading: true,
+            input_schema: input_schema::<ModifyArgs>(),
+            output_schema: output_schema::<ModifyResult>(),
+        },
+        ToolSpec {
+            name: "cancel_order",
+            title: "Cancel an order",
+            description: "Cancels a working order by order_id or client_order_id (exactly one). Answers cancelled, or \
+                not_cancellable when it already filled, expired or was cancelled. Allowed while the kill switch is on.",
+            read_only: false,
+            needs_trading: true,
+            input_schema: input_schema::<CancelArgs>(),
+            output_schema: output_schema::<CancelResult>(),
+        },
     ]
+}
+
+/// The tools a context serves: the write tools only while trading is enabled.
+pub fn listed(ctx: &ToolContext) -> impl Iterator<Item = &'static ToolSpec> + '_ {
+    tools()
+        .iter()
+        .filter(move |t| !t.needs_trading || ctx.trading_enabled())
 }
 
 /// Wraps a result: `{"status": "ok", ...}` or `{"status": "error", "error": {...}}`.
@@ -261,10 +371,7 @@ fn output<T: Serialize>(result: Result<T>, summary: impl FnOnce(&T) -> String) -
 }
 
 fn error_output(e: &Error) -> ToolOutput {
-    let structured = json!({
-        "status": "error",
-        "error": {"code": e.code.as_str(), "message": e.message, "hint": e.hint},
-    });
+    let structured = json!({"status": "error", "error": e});
     ToolOutput {
         is_error: true,
         structured,
@@ -298,18 +405,170 @@ pub async fn call(
     name: &str,
     arguments: Value,
 ) -> Result<ToolOutput, CallError> {
+    call_with(ctx, name, arguments, None).await
+}
+
+/// Calls a tool by name, with a way to ask the human to confirm an order.
+///
+/// # Errors
+/// As [`call`]. A write tool while trading is off is a `trading_disabled` result.
+pub async fn call_with(
+    ctx: &ToolContext,
+    name: &str,
+    arguments: Value,
+    confirmer: Option<&dyn Confirmer>,
+) -> Result<ToolOutput, CallError> {
     if !tools().iter().any(|t| t.name == name) {
         return Err(CallError::UnknownTool(name.to_owned()));
     }
     if !(arguments.is_object() || arguments.is_null()) {
         return Err(CallError::ArgumentsNotObject);
     }
-    Ok(dispatch(ctx, name, arguments).await)
+    Ok(dispatch(ctx, name, arguments, confirmer).await)
 }
 
-async fn dispatch(ctx: &ToolContext, name: &str, arguments: Value) -> ToolOutput {
+fn order_summary(r: &PlaceResult) -> String {
+    format!(
+        "{} order {} ({}): {}, filled {} at {}{}. {}",
+        r.mode,
+        r.order_id,
+        r.client_order_id,
+        r.outcome,
+        r.filled_quantity,
+        r.average_price
+            .map_or_else(|| "-".to_owned(), |p| p.to_string()),
+        if r.replayed {
+            ", replayed from the first call"
+        } else {
+            ""
+        },
+        Value::String(r.message.clone())
+    )
+}
+
+/// The market and trading tools: they talk to brokers, so they run outside the book
+/// path.
+async fn dispatch_live(
+    ctx: &ToolContext,
+    name: &str,
+    arguments: Value,
+    confirmer: Option<&dyn Confirmer>,
+) -> Option<ToolOutput> {
+    Some(match name {
+        "get_quote" => match args::parse::<QuoteArgs>(arguments) {
+            Ok(a) => output(get_quote(ctx, a).await, |r: &QuoteResult| {
+                format!(
+                    "{}:{} bid {} ask {} spread {}{} {} at {}.",
+                    r.exchange,
+                    r.symbol,
+                    r.bid.0,
+                    r.ask.0,
+                    r.spread.0,
+                    r.spread_pips
+                        .map(|p| format!(" ({} pips)", p.0))
+                        .unwrap_or_default(),
+                    r.currency,
+                    r.time
+                )
+            }),
+            Err(e) => error_output(&e),
+        },
+        "get_bars" => match args::parse::<BarsArgs>(arguments) {
+            Ok(a) => output(get_bars(ctx, a).await, |r: &BarsResult| {
+                format!(
+                    "{} of {} bar(s) of {} (stride {}).",
+                    r.count, r.total, r.symbol, r.stride
+                )
+            }),
+            Err(e) => error_output(&e),
+        },
+        "get_orders" => match args::parse::<OrdersArgs>(arguments) {
+            Ok(a) => output(get_orders(ctx, a).await, |r: &OrdersResult| {
+                format!("{} order(s).{}", r.count, notes_suffix(&r.notes))
+            }),
+            Err(e) => error_output(&e),
+        },
+        "preview_order" => match args::parse::<PreviewArgs>(arguments) {
+            Ok(a) => output(preview_order(ctx, a).await, |r: &PreviewResult| {
+                let failed: Vec<&str> = r
+                    .checks
+                    .iter()
+                    .filter(|c| !c.passed)
+                    .map(|c| c.rule)
+                    .collect();
+                if r.allowed {
+                    format!(
+                        "{} order allowed: valued at {} {}; confirmation_token valid until {}.{}",
+                        r.mode,
+                        r.estimate
+                            .notional_base
+                            .map_or_else(|| "-".to_owned(), |n| n.0.to_string()),
+                        r.estimate.base_currency,
+                        r.expires_at.as_deref().unwrap_or("-"),
+                        notes_suffix(&r.notes)
+                    )
+                } else {
+                    format!(
+                        "{} order NOT allowed; failed rules: {}.{}",
+                        r.mode,
+                        failed.join(", "),
+                        notes_suffix(&r.notes)
+                    )
+                }
+            }),
+            Err(e) => error_output(&e),
+        },
+        "place_order" => match args::parse::<PlaceArgs>(arguments) {
+            Ok(a) => output(place_order(ctx, a, confirmer).await, order_summary),
+            Err(e) => error_output(&e),
+        },
+        "close_position" => match args::parse::<CloseArgs>(arguments) {
+            Ok(a) => output(close_position(ctx, a, confirmer).await, order_summary),
+            Err(e) => error_output(&e),
+        },
+        "modify_position" => match args::parse::<ModifyArgs>(arguments) {
+            Ok(a) => output(modify_position(ctx, a).await, |r: &ModifyResult| {
+                format!(
+                    "{} {}: stop-loss {}, take-profit {}.",
+                    r.mode,
+                    r.symbol,
+                    r.stop_loss
+                        .map_or_else(|| "none".to_owned(), |n| n.0.to_string()),
+                    r.take_profit
+                        .map_or_else(|| "none".to_owned(), |n| n.0.to_string())
+                )
+            }),
+            Err(e) => error_output(&e),
+        },
+        "cancel_order" => match args::parse::<CancelArgs>(arguments) {
+            Ok(a) => output(cancel_order(ctx, a).await, |r: &CancelResult| {
+                format!("{} order {}: {}.", r.mode, r.order_id, r.outcome)
+            }),
+            Err(e) => error_output(&e),
+        },
+        _ => return None,
+    })
+}
+
+async fn dispatch(
+    ctx: &ToolContext,
+    name: &str,
+    arguments: Value,
+    confirmer: Option<&dyn Confirmer>,
+) -> ToolOutput {
     if name == "get_server_health" {
         return health(ctx, arguments).await;
+    }
+    let needs_trading = tools().iter().any(|t| t.name == name && t.needs_trading);
+    if needs_trading && !ctx.trading_enabled() {
+        return error_output(&Error::new(
+            tradedesk_core::ErrorCode::TradingDisabled,
+            format!("{name} is a write tool and trading is switched off on this server"),
+            "the owner can switch it on with [trading] enabled = true in tradedesk.toml; until then only the read tools work",
+        ));
+    }
+    if let Some(out) = dispatch_live(ctx, name, arguments.clone(), confirmer).await {
+        return out;
     }
     let (book, ledger) = match ctx.ledger().await {
         Ok(pair) => pair,

@@ -1,0 +1,211 @@
+//! Guarded order execution (trading-contract.md): settings, the durable state behind
+//! the guards, and the tools in [`orders`].
+//!
+//! Every write passes, in order: trading enabled, the account's mode, the kill switch,
+//! the order's own rules, the policy (lists, caps, weight, daily count), the
+//! confirmation, then one transaction that re-checks the daily limits, redeems the
+//! token, reserves the client order id and writes the audit entry, all before the
+//! broker is called.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use chrono::{DateTime, Local, Utc};
+use rust_decimal::Decimal;
+use serde_json::Value;
+use tradedesk_brokers::sim::Clock;
+use tradedesk_core::{Error, ErrorCode, Result};
+use tradedesk_store::audit::{self, Entry};
+use tradedesk_store::tokens::TokenKey;
+use tradedesk_store::{Store, StoreError};
+
+pub mod orders;
+
+/// `[trading]`, checked and typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TradingSettings {
+    pub enabled: bool,
+    pub confirm_paper: bool,
+    pub confirm_live: bool,
+    pub max_order_notional: Decimal,
+    pub max_daily_notional: Decimal,
+    pub max_position_weight_pct: Decimal,
+    pub max_orders_per_day: u32,
+    pub allow_symbols: Vec<String>,
+    pub deny_symbols: Vec<String>,
+    pub kill_switch_file: PathBuf,
+    pub token_ttl_seconds: i64,
+    /// Accounts whose config says `live = true`.
+    pub live_accounts: Vec<String>,
+}
+
+impl TradingSettings {
+    /// The contract's defaults, with the kill switch in `state_dir`.
+    pub fn defaults(state_dir: &Path) -> Self {
+        Self {
+            enabled: false,
+            confirm_paper: false,
+            confirm_live: true,
+            max_order_notional: Decimal::from(1000),
+            max_daily_notional: Decimal::from(5000),
+            max_position_weight_pct: Decimal::from(25),
+            max_orders_per_day: 50,
+            allow_symbols: Vec::new(),
+            deny_symbols: Vec::new(),
+            kill_switch_file: state_dir.join("KILL"),
+            token_ttl_seconds: 120,
+            live_accounts: Vec::new(),
+        }
+    }
+}
+
+/// A pause injected at a named step of the order flow, so a test can kill the process
+/// exactly there (`TRADEDESK_FAILPOINT=after_reserve` or `after_broker`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failpoint {
+    AfterReserve,
+    AfterBroker,
+}
+
+/// The guards' state: settings, the store, the token key and the clock.
+#[derive(Debug)]
+pub struct Trading {
+    pub settings: TradingSettings,
+    pub store: Arc<Store>,
+    key: TokenKey,
+    pub clock: Arc<dyn Clock>,
+    failpoint: Option<Failpoint>,
+    /// One lock per (account, client order id): concurrent calls with one id wait for
+    /// the first and then get its stored outcome.
+    inflight: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Trading {
+    pub fn new(
+        settings: TradingSettings,
+        store: Arc<Store>,
+        key: TokenKey,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let failpoint = match std::env::var("TRADEDESK_FAILPOINT").as_deref() {
+            Ok("after_reserve") => Some(Failpoint::AfterReserve),
+            Ok("after_broker") => Some(Failpoint::AfterBroker),
+            _ => None,
+        };
+        Self {
+            settings,
+            store,
+            key,
+            clock,
+            failpoint,
+            inflight: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// The calendar day (server time zone) an order submitted now counts against.
+    pub fn today(&self) -> String {
+        self.now().with_timezone(&Local).date_naive().to_string()
+    }
+
+    pub fn kill_switch_on(&self) -> bool {
+        self.settings.kill_switch_file.exists()
+    }
+
+    fn key(&self) -> &TokenKey {
+        &self.key
+    }
+
+    async fn pause_at(&self, point: Failpoint) {
+        if self.failpoint == Some(point) {
+            tracing_pause().await;
+        }
+    }
+
+    fn key_lock(&self, account: &str, client_order_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut map = self
+            .inflight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Drop locks nobody holds, so the map stays as small as the calls in flight.
+        map.retain(|_, lock| Arc::strong_count(lock) > 1);
+        Arc::clone(
+            map.entry(format!("{account}\u{1f}{client_order_id}"))
+                .or_default(),
+        )
+    }
+
+    /// Appends one audit entry in its own transaction.
+    ///
+    /// # Errors
+    /// The store failed (the caller must not report success then).
+    pub fn audit(
+        &self,
+        kind: &str,
+        account: &str,
+        client_order_id: &str,
+        detail: &Value,
+    ) -> Result<()> {
+        let time = rfc3339(self.now());
+        let detail = detail.to_string();
+        self.store
+            .tx::<_, ErrorWrap>(|tx| {
+                audit::append(
+                    tx,
+                    &Entry {
+                        time: &time,
+                        kind,
+                        account,
+                        client_order_id,
+                        detail: &detail,
+                    },
+                )?;
+                Ok(())
+            })
+            .map_err(Error::from)
+    }
+}
+
+/// Sleeps long enough for a test to kill the process (a failpoint, never in normal runs).
+async fn tracing_pause() {
+    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+}
+
+pub(crate) fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// A store failure as a tool error.
+pub fn store_error(e: &StoreError) -> Error {
+    Error::new(
+        ErrorCode::Internal,
+        format!("the state store failed: {e}"),
+        "check that the state directory is writable and not full; nothing was sent to a broker unless the result says so",
+    )
+}
+
+impl From<StoreError> for ErrorWrap {
+    fn from(e: StoreError) -> Self {
+        Self(store_error(&e))
+    }
+}
+
+/// A tool error that can pass through [`Store::tx`].
+#[derive(Debug)]
+pub struct ErrorWrap(pub Error);
+
+impl From<Error> for ErrorWrap {
+    fn from(e: Error) -> Self {
+        Self(e)
+    }
+}
+
+impl From<ErrorWrap> for Error {
+    fn from(e: ErrorWrap) -> Self {
+        e.0
+    }
+}

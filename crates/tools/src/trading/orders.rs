@@ -1,0 +1,2073 @@
+//! The order tools: `get_orders`, `preview_order`, `place_order`, `close_position`,
+//! `modify_position`, `cancel_order`.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tradedesk_brokers::{Broker, BrokerError, OrderFilter, OrderRef};
+use tradedesk_core::error::quote as quoted;
+use tradedesk_core::{
+    Currency, Error, ErrorCode, InstrumentKey, Mode, OrderRecord, OrderRequest, OrderType, Quote,
+    Result, Side, TimeInForce, TradableInstrument,
+};
+use tradedesk_store::idempotency::{self, Record, State};
+use tradedesk_store::tokens::{self, Refusal};
+use tradedesk_store::{audit, sha256_hex};
+
+use super::{ErrorWrap, Failpoint, Trading, rfc3339};
+use crate::context::ToolContext;
+use crate::num::Num;
+use crate::valuation::{Scope, value_ledger};
+use rust_decimal::Decimal;
+
+/// How the human answered a request to confirm an order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confirmation {
+    Accepted,
+    Declined,
+    /// The client cannot ask (no elicitation support).
+    Unavailable,
+    /// The question was handed to the client; the call ends and is retried with the
+    /// answer (the 2026-07-28 input-required flow).
+    Pending,
+}
+
+/// Asks the human to confirm an order (MCP elicitation, where the client supports it).
+#[async_trait]
+pub trait Confirmer: Send + Sync {
+    /// `seal` is a server-keyed MAC of the order's arguments: an answer carried over a
+    /// retry must come back with it, so acceptance of one order never stands for another.
+    async fn confirm(&self, prompt: &str, seal: &str) -> Confirmation;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SideArg {
+    Buy,
+    Sell,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TypeArg {
+    #[default]
+    Market,
+    Limit,
+    Stop,
+    StopLimit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TifArg {
+    #[default]
+    Day,
+    Gtc,
+    Ioc,
+    Fok,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ModeArg {
+    #[default]
+    Paper,
+    Live,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Self {
+        match m {
+            ModeArg::Paper => Self::Paper,
+            ModeArg::Live => Self::Live,
+        }
+    }
+}
+
+macro_rules! order_args {
+    ($(#[$meta:meta])* $name:ident { $($extra:tt)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            /// Account id (see get_accounts).
+            pub account: String,
+            /// Bare (AAPL, EURUSD) or qualified (NASDAQ:AAPL).
+            pub symbol: String,
+            pub side: SideArg,
+            /// Units to trade (shares, lots, contracts): exactly one of quantity and notional.
+            pub quantity: Option<Num>,
+            /// Amount in the instrument's currency to trade instead of a quantity (rounded down to the lot step).
+            pub notional: Option<Num>,
+            /// market (default), limit, stop or stop_limit.
+            #[serde(rename = "type", default)]
+            pub order_type: TypeArg,
+            /// Required for limit and stop_limit; refused for other types.
+            pub limit_price: Option<Num>,
+            /// Required for stop and stop_limit; refused for other types.
+            pub stop_price: Option<Num>,
+            /// day (default; lapses at the end of the UTC day), gtc, ioc or fok.
+            #[serde(default)]
+            pub time_in_force: TifArg,
+            /// Stop-loss level for the resulting position: below the price for a buy, above for a sell.
+            pub stop_loss: Option<Num>,
+            /// Take-profit level: above the price for a buy, below for a sell.
+            pub take_profit: Option<Num>,
+            /// At most 31 characters.
+            pub comment: Option<String>,
+            /// 1 to 64 of letters, digits and -_.: ; a retry with the same id returns the first outcome.
+            pub client_order_id: Option<String>,
+            /// paper (default) or live (only where the account's config allows it).
+            #[serde(default)]
+            pub mode: ModeArg,
+            $($extra)*
+        }
+    };
+}
+
+order_args!(
+    /// `preview_order`'s arguments.
+    PreviewArgs {}
+);
+
+order_args!(
+    /// `place_order`'s arguments.
+    PlaceArgs {
+        /// From preview_order; required when confirmation is on.
+        pub confirmation_token: Option<String>,
+    }
+);
+
+impl From<PlaceArgs> for (PreviewArgs, Option<String>) {
+    fn from(a: PlaceArgs) -> Self {
+        (
+            PreviewArgs {
+                account: a.account,
+                symbol: a.symbol,
+                side: a.side,
+                quantity: a.quantity,
+                notional: a.notional,
+                order_type: a.order_type,
+                limit_price: a.limit_price,
+                stop_price: a.stop_price,
+                time_in_force: a.time_in_force,
+                stop_loss: a.stop_loss,
+                take_profit: a.take_profit,
+                comment: a.comment,
+                client_order_id: a.client_order_id,
+                mode: a.mode,
+            },
+            a.confirmation_token,
+        )
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CloseArgs {
+    pub account: String,
+    pub symbol: String,
+    /// How much to close (default: all of it).
+    pub quantity: Option<Num>,
+    #[serde(default)]
+    pub mode: ModeArg,
+    /// From preview_order of the equivalent market order (opposite side, this quantity).
+    pub confirmation_token: Option<String>,
+    pub client_order_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ModifyArgs {
+    pub account: String,
+    pub symbol: String,
+    /// New stop-loss level (at least one of stop_loss and take_profit).
+    pub stop_loss: Option<Num>,
+    /// New take-profit level.
+    pub take_profit: Option<Num>,
+    #[serde(default)]
+    pub mode: ModeArg,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelArgs {
+    pub account: String,
+    /// The broker's order id (exactly one of order_id and client_order_id).
+    pub order_id: Option<String>,
+    pub client_order_id: Option<String>,
+    #[serde(default)]
+    pub mode: ModeArg,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StatusArg {
+    #[default]
+    Open,
+    Closed,
+    All,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OrdersArgs {
+    /// Only this account (default: every account that reports orders).
+    pub account: Option<String>,
+    /// open (default: working orders), closed (filled, cancelled, expired, rejected) or all.
+    #[serde(default)]
+    pub status: StatusArg,
+    /// 1..500, default 50; newest first.
+    pub limit: Option<u32>,
+}
+
+/// An order as the tools report it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct OrderView {
+    pub order_id: String,
+    pub client_order_id: String,
+    pub account: String,
+    pub exchange: String,
+    pub symbol: String,
+    pub side: &'static str,
+    #[serde(rename = "type")]
+    pub order_type: &'static str,
+    pub quantity: Num,
+    pub filled_quantity: Num,
+    pub average_price: Option<Num>,
+    pub limit_price: Option<Num>,
+    pub stop_price: Option<Num>,
+    pub time_in_force: &'static str,
+    pub stop_loss: Option<Num>,
+    pub take_profit: Option<Num>,
+    /// accepted (working), filled, cancelled, expired or rejected.
+    pub status: &'static str,
+    pub mode: &'static str,
+    pub comment: Option<String>,
+    /// Why it was cancelled, expired or rejected, as the broker says it (quoted data).
+    pub reason: Option<String>,
+    pub created: String,
+    pub updated: String,
+}
+
+impl From<&OrderRecord> for OrderView {
+    fn from(o: &OrderRecord) -> Self {
+        Self {
+            order_id: o.order_id.clone(),
+            client_order_id: o.client_order_id.clone(),
+            account: o.account.clone(),
+            exchange: o.key.exchange.clone(),
+            symbol: o.key.symbol.clone(),
+            side: o.side.as_str(),
+            order_type: o.order_type.as_str(),
+            quantity: Num(o.quantity),
+            filled_quantity: Num(o.filled_quantity),
+            average_price: o.average_price.map(Num),
+            limit_price: o.limit_price.map(Num),
+            stop_price: o.stop_price.map(Num),
+            time_in_force: o.time_in_force.as_str(),
+            stop_loss: o.stop_loss.map(Num),
+            take_profit: o.take_profit.map(Num),
+            status: o.status.as_str(),
+            mode: o.mode.as_str(),
+            comment: o.comment.clone(),
+            reason: o.reason.clone(),
+            created: rfc3339(o.created),
+            updated: rfc3339(o.updated),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct OrdersResult {
+    pub count: usize,
+    pub truncated: bool,
+    pub orders: Vec<OrderView>,
+    pub notes: Vec<String>,
+}
+
+/// The order as the server understood it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct NormalizedView {
+    pub account: String,
+    pub exchange: String,
+    pub symbol: String,
+    pub side: &'static str,
+    pub quantity: Option<Num>,
+    pub notional: Option<Num>,
+    #[serde(rename = "type")]
+    pub order_type: &'static str,
+    pub limit_price: Option<Num>,
+    pub stop_price: Option<Num>,
+    pub time_in_force: &'static str,
+    pub stop_loss: Option<Num>,
+    pub take_profit: Option<Num>,
+    pub comment: Option<String>,
+    pub client_order_id: Option<String>,
+    pub mode: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Estimate {
+    /// The valuation price: the highest of the limit, the stop and the current quote.
+    pub price: Option<Num>,
+    /// The quantity the order trades (derived from a notional by rounding down to the lot step).
+    pub quantity: Option<Num>,
+    /// Currency of price, notional, commission and margin_required.
+    pub currency: String,
+    pub notional: Option<Num>,
+    /// The notional in the base currency: what every limit is checked against.
+    pub notional_base: Option<Num>,
+    pub base_currency: String,
+    pub commission: Option<Num>,
+    pub margin_required: Option<Num>,
+    pub bid: Option<Num>,
+    pub ask: Option<Num>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CheckView {
+    pub rule: &'static str,
+    pub passed: bool,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PreviewResult {
+    pub mode: &'static str,
+    pub order: NormalizedView,
+    pub estimate: Estimate,
+    pub checks: Vec<CheckView>,
+    pub allowed: bool,
+    /// Whether place_order needs the token (confirmation is on for this mode).
+    pub confirmation_required: bool,
+    pub confirmation_token: Option<String>,
+    pub expires_at: Option<String>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PlaceResult {
+    pub mode: String,
+    /// filled or accepted (working at the broker).
+    pub outcome: String,
+    pub order_id: String,
+    pub client_order_id: String,
+    pub filled_quantity: f64,
+    pub average_price: Option<f64>,
+    pub message: String,
+    /// True when this client_order_id was seen before with the same order: the stored outcome.
+    pub replayed: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ModifyResult {
+    pub mode: &'static str,
+    pub account: String,
+    pub symbol: String,
+    pub stop_loss: Option<Num>,
+    pub take_profit: Option<Num>,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CancelResult {
+    pub mode: &'static str,
+    pub order_id: String,
+    /// cancelled, or not_cancellable (already filled, cancelled or expired).
+    pub outcome: &'static str,
+    pub message: String,
+}
+
+/// The order after parsing: every argument but the token, decimals normalized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Normalized {
+    account: String,
+    symbol: String,
+    side: Side,
+    quantity: Option<Decimal>,
+    notional: Option<Decimal>,
+    order_type: OrderType,
+    limit_price: Option<Decimal>,
+    stop_price: Option<Decimal>,
+    time_in_force: TimeInForce,
+    stop_loss: Option<Decimal>,
+    take_profit: Option<Decimal>,
+    comment: Option<String>,
+    client_order_id: Option<String>,
+    mode: Mode,
+    reduce_only: bool,
+}
+
+impl Normalized {
+    fn from_args(a: PreviewArgs) -> Self {
+        let n = |v: Option<Num>| v.map(|n| n.0.normalize());
+        Self {
+            account: a.account,
+            symbol: a.symbol.trim().to_ascii_uppercase(),
+            side: match a.side {
+                SideArg::Buy => Side::Buy,
+                SideArg::Sell => Side::Sell,
+            },
+            quantity: n(a.quantity),
+            notional: n(a.notional),
+            order_type: match a.order_type {
+                TypeArg::Market => OrderType::Market,
+                TypeArg::Limit => OrderType::Limit,
+                TypeArg::Stop => OrderType::Stop,
+                TypeArg::StopLimit => OrderType::StopLimit,
+            },
+            limit_price: n(a.limit_price),
+            stop_price: n(a.stop_price),
+            time_in_force: match a.time_in_force {
+                TifArg::Day => TimeInForce::Day,
+                TifArg::Gtc => TimeInForce::Gtc,
+                TifArg::Ioc => TimeInForce::Ioc,
+                TifArg::Fok => TimeInForce::Fok,
+            },
+            stop_loss: n(a.stop_loss),
+            take_profit: n(a.take_profit),
+            comment: a.comment,
+            client_order_id: a.client_order_id,
+            mode: a.mode.into(),
+            reduce_only: false,
+        }
+    }
+
+    /// What an order is, for its idempotency fingerprint (the client order id is the
+    /// key, so it is not part of it).
+    fn order_text(&self, key: &InstrumentKey) -> String {
+        let d = |v: Option<Decimal>| v.map(|d| d.normalize().to_string()).unwrap_or_default();
+        format!(
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
+            self.account,
+            key.qualified(),
+            self.side.as_str(),
+            d(self.quantity),
+            d(self.notional),
+            self.order_type.as_str(),
+            d(self.limit_price),
+            d(self.stop_price),
+            self.time_in_force.as_str(),
+            d(self.stop_loss),
+            d(self.take_profit),
+            self.comment.as_deref().unwrap_or(""),
+            self.mode.as_str(),
+        )
+    }
+
+    fn idempotency_fingerprint(&self, key: &InstrumentKey) -> String {
+        sha256_hex(&[self.order_text(key).as_bytes()])
+    }
+
+    /// What a confirmation token is bound to: the order, its account and mode, and the
+    /// client order id when one was given.
+    fn token_fingerprint(&self, key: &InstrumentKey) -> String {
+        sha256_hex(&[
+            self.order_text(key).as_bytes(),
+            b"|",
+            self.client_order_id.as_deref().unwrap_or("").as_bytes(),
+        ])
+    }
+
+    fn view(&self, key: &InstrumentKey) -> NormalizedView {
+        NormalizedView {
+            account: self.account.clone(),
+            exchange: key.exchange.clone(),
+            symbol: key.symbol.clone(),
+            side: self.side.as_str(),
+            quantity: self.quantity.map(Num),
+            notional: self.notional.map(Num),
+            order_type: self.order_type.as_str(),
+            limit_price: self.limit_price.map(Num),
+            stop_price: self.stop_price.map(Num),
+            time_in_force: self.time_in_force.as_str(),
+            stop_loss: self.stop_loss.map(Num),
+            take_profit: self.take_profit.map(Num),
+            comment: self.comment.clone(),
+            client_order_id: self.client_order_id.clone(),
+            mode: self.mode.as_str(),
+        }
+    }
+}
+
+/// One rule's verdict.
+#[derive(Debug, Clone)]
+struct Check {
+    rule: &'static str,
+    passed: bool,
+    detail: String,
+}
+
+/// The error code and hint of a failed rule.
+fn rule_error(rule: &'static str, detail: &str) -> Error {
+    let (code, hint) = match rule {
+        "quantity_or_notional" => (
+            ErrorCode::InvalidQuantity,
+            "pass exactly one of quantity and notional",
+        ),
+        "quantity_positive" => (
+            ErrorCode::InvalidQuantity,
+            "quantity (or notional) must be above zero",
+        ),
+        "lot_step" => (
+            ErrorCode::InvalidQuantity,
+            "round the quantity to a whole multiple of the lot step (get_quote shows it)",
+        ),
+        "min_quantity" => (
+            ErrorCode::InvalidQuantity,
+            "raise the quantity to at least the minimum",
+        ),
+        "max_quantity" => (
+            ErrorCode::InvalidQuantity,
+            "split the order or lower the quantity",
+        ),
+        "close_exceeds_position" => (
+            ErrorCode::InvalidQuantity,
+            "close at most the open quantity (get_positions shows it), or omit quantity to close all",
+        ),
+        "prices_match_type" => (
+            ErrorCode::InvalidOrder,
+            "limit orders need limit_price, stop orders stop_price, stop_limit both; market orders neither",
+        ),
+        "price_positive" => (ErrorCode::InvalidOrder, "every price must be above zero"),
+        "tick_size" => (
+            ErrorCode::InvalidOrder,
+            "round each price to a multiple of the instrument's tick (get_quote shows it)",
+        ),
+        "sl_above_tp" => (
+            ErrorCode::InvalidOrder,
+            "for a buy (a long position) the stop-loss must be below the take-profit",
+        ),
+        "sl_below_tp" => (
+            ErrorCode::InvalidOrder,
+            "for a sell (a short position) the stop-loss must be above the take-profit",
+        ),
+        "sl_above_price" => (
+            ErrorCode::InvalidOrder,
+            "for a buy the stop-loss must be below the entry price (for a long position, below the bid)",
+        ),
+        "sl_below_price" => (
+            ErrorCode::InvalidOrder,
+            "for a sell the stop-loss must be above the entry price (for a short position, above the ask)",
+        ),
+        "tp_below_price" => (
+            ErrorCode::InvalidOrder,
+            "for a buy the take-profit must be above the entry price (for a long position, above the bid)",
+        ),
+        "tp_above_price" => (
+            ErrorCode::InvalidOrder,
+            "for a sell the take-profit must be below the entry price (for a short position, below the ask)",
+        ),
+        "comment_length" => (
+            ErrorCode::InvalidOrder,
+            "shorten the comment to at most 31 characters",
+        ),
+        "client_order_id_format" => (
+            ErrorCode::InvalidOrder,
+            "use 1 to 64 of letters, digits and - _ . :",
+        ),
+        "client_order_id_reused" => (
+            ErrorCode::InvalidOrder,
+            "this client_order_id was used for a different order; use a new id (get_orders shows the first)",
+        ),
+        "sl_or_tp_required" => (
+            ErrorCode::InvalidOrder,
+            "pass stop_loss, take_profit or both",
+        ),
+        "no_position" => (
+            ErrorCode::InvalidOrder,
+            "there is no open position to change; get_positions lists them",
+        ),
+        "symbol_allowed" => (
+            ErrorCode::SymbolNotAllowed,
+            "the server's allow_symbols / deny_symbols policy refuses this symbol; only its owner can change that",
+        ),
+        "kill_switch" => (
+            ErrorCode::KillSwitch,
+            "the kill switch is on: orders that add risk are refused; cancel_order and close_position still work",
+        ),
+        "price_available" => (
+            ErrorCode::PriceUnavailable,
+            "no current price or FX rate to value the order; retry when the market data is back (get_quote)",
+        ),
+        "max_order_notional"
+        | "max_daily_notional"
+        | "max_orders_per_day"
+        | "max_position_weight" => (
+            ErrorCode::LimitExceeded,
+            "the server's trading limits refuse this order; make it smaller, or ask the owner to change [trading]",
+        ),
+        _ => (ErrorCode::InvalidOrder, "fix the order as the message says"),
+    };
+    Error::rule(code, rule, format!("{rule}: {detail}"), hint)
+}
+
+/// The evaluated order: what it would trade, at what value, and every rule's verdict.
+struct Plan {
+    order: Normalized,
+    inst: TradableInstrument,
+    broker: Arc<dyn Broker>,
+    quote: Option<Quote>,
+    quantity: Option<Decimal>,
+    price: Option<Decimal>,
+    notional: Option<Decimal>,
+    notional_base: Option<Decimal>,
+    commission: Option<Decimal>,
+    base: Currency,
+    checks: Vec<Check>,
+    notes: Vec<String>,
+}
+
+impl Plan {
+    fn first_failure(&self) -> Option<Error> {
+        self.checks
+            .iter()
+            .find(|c| !c.passed)
+            .map(|c| rule_error(c.rule, &c.detail))
+    }
+
+    fn confirmation_required(&self, trading: &Trading) -> bool {
+        match self.order.mode {
+            Mode::Live => trading.settings.confirm_live,
+            _ => trading.settings.confirm_paper,
+        }
+    }
+}
+
+fn trading_of(ctx: &ToolContext) -> Result<&Arc<Trading>> {
+    match &ctx.trading {
+        Some(t) if t.settings.enabled => Ok(t),
+        _ => Err(Error::new(
+            ErrorCode::TradingDisabled,
+            "trading is switched off on this server",
+            "the owner can switch it on with [trading] enabled = true in tradedesk.toml; until then only the read tools work",
+        )),
+    }
+}
+
+fn unknown_account(ctx: &ToolContext, account: &str) -> Error {
+    let known: Vec<String> = ctx
+        .served_accounts()
+        .into_iter()
+        .map(|(a, _)| a.id)
+        .collect();
+    Error::new(
+        ErrorCode::UnknownAccount,
+        format!("no account {}", quoted(account)),
+        format!("accounts: {}", known.join(", ")),
+    )
+}
+
+/// The broker of an account that can trade in `mode`.
+///
+/// # Errors
+/// `unknown_account`, `not_supported` (no such side), `live_not_allowed`.
+fn trading_broker(
+    ctx: &ToolContext,
+    trading: &Trading,
+    account: &str,
+    mode: Mode,
+) -> Result<Arc<dyn Broker>> {
+    let broker = ctx
+        .broker_for(account)
+        .ok_or_else(|| unknown_account(ctx, account))?;
+    let modes = broker.trading_modes(account);
+    if modes.is_empty() {
+        return Err(Error::new(
+            ErrorCode::NotSupported,
+            format!("account {account} cannot trade through tradedesk"),
+            "book accounts are read-only; trade on a sim, alpaca or mt account (get_accounts lists them)",
+        ));
+    }
+    match mode {
+        Mode::Live => {
+            if !trading.settings.live_accounts.iter().any(|a| a == account) {
+                return Err(Error::new(
+                    ErrorCode::LiveNotAllowed,
+                    format!("account {account} is not allowed to trade live"),
+                    "live trading needs live = true in the account's own [[accounts]] section; use mode paper",
+                ));
+            }
+            if !modes.contains(&Mode::Live) {
+                return Err(Error::new(
+                    ErrorCode::NotSupported,
+                    format!("account {account} has no live side"),
+                    "use mode paper",
+                ));
+            }
+        }
+        _ => {
+            if !modes.contains(&Mode::Paper) {
+                return Err(Error::new(
+                    ErrorCode::NotSupported,
+                    format!("account {account} has no paper side"),
+                    "pass mode: \"live\" (its config must allow live trading)",
+                ));
+            }
+        }
+    }
+    Ok(broker)
+}
+
+fn broker_error(e: BrokerError) -> Error {
+    Error::from(e)
+}
+
+fn multiple_of(value: Decimal, step: Decimal) -> bool {
+    step.is_zero() || (value % step).is_zero()
+}
+
+fn valid_client_order_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+}
+
+fn symbol_listed(list: &[String], key: &InstrumentKey) -> bool {
+    list.iter().any(|entry| {
+        let entry = entry.trim().to_ascii_uppercase();
+        entry == key.qualified().to_ascii_uppercase() || entry == key.symbol.to_ascii_uppercase()
+    })
+}
+
+/// `1 from = rate base` at the latest rate: the book's FX, else a broker that quotes
+/// the pair (the sim quotes EURUSD, USDJPY, USDMYR, ...).
+async fn rate_to_base(
+    ctx: &ToolContext,
+    book: &tradedesk_core::Book,
+    from: Currency,
+) -> Option<Decimal> {
+    let base = book.base_currency;
+    if from == base {
+        return Some(Decimal::ONE);
+    }
+    if let Ok(rate) = book.fx.rate(from, base, book.as_of) {
+        return Some(rate.rate);
+    }
+    for (account, broker) in ctx.served_accounts() {
+        for (pair, invert) in [
+            (format!("{}{}", from.code(), base.code()), false),
+            (format!("{}{}", base.code(), from.code()), true),
+        ] {
+            if let Ok(q) = broker.quote(&account.id, &pair).await {
+                let mid = (q.bid + q.ask) / Decimal::TWO;
+                if mid.is_zero() {
+                    continue;
+                }
+                return Some(if invert { Decimal::ONE / mid } else { mid });
+            }
+        }
+    }
+    None
+}
+
+/// Today's counted orders: (their summed valuations, how many).
+fn day_totals(trading: &Trading) -> Result<(Decimal, u32)> {
+    let day = trading.today();
+    let rows = trading
+        .store
+        .tx::<_, ErrorWrap>(|tx| Ok(idempotency::day_notionals(tx, &day)?))
+        .map_err(Error::from)?;
+    let sum = rows.iter().filter_map(|r| r.parse::<Decimal>().ok()).sum();
+    Ok((sum, u32::try_from(rows.len()).unwrap_or(u32::MAX)))
+}
+
+/// Evaluates an order against every rule without changing anything.
+async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Result<Plan> {
+    let broker = trading_broker(ctx, trading, &order.account, order.mode)?;
+    let inst = broker
+        .instrument(&order.account, &order.symbol)
+        .await
+        .map_err(broker_error)?;
+    let key = inst.key.clone();
+    let (book, ledger) = ctx.ledger().await?;
+    let base = book.base_currency;
+    let mut checks = Vec::new();
+    let mut notes = Vec::new();
+    let mut check = |rule: &'static str, passed: bool, detail: String| {
+        checks.push(Check {
+            rule,
+            passed,
+            detail,
+        });
+    };
+    let quote = match broker.quote(&order.account, &key.qualified()).await {
+        Ok(q) => Some(q),
+        Err(e) => {
+            notes.push(format!("no quote: {e}"));
+            None
+        }
+    };
+    let touch = quote.as_ref().map(|q| q.for_side(order.side));
+
+    // The order's own rules.
+    let both = order.quantity.is_some() && order.notional.is_some();
+    let neither = order.quantity.is_none() && order.notional.is_none();
+    check(
+        "quantity_or_notional",
+        !both && !neither,
+        if both {
+            "both quantity and notional were given".to_owned()
+        } else if neither {
+            "neither quantity nor notional was given".to_owned()
+        } else {
+            "exactly one of quantity and notional".to_owned()
+        },
+    );
+    let amount = order.quantity.or(order.notional).unwrap_or_default();
+    check(
+        "quantity_positive",
+        amount > Decimal::ZERO,
+        format!(
+            "{} {}",
+            if order.quantity.is_some() {
+                "quantity"
+            } else {
+                "notional"
+            },
+            amount
+        ),
+    );
+    let mut prices_ok = true;
+    let mut price_problem = String::from("the prices match the order type");
+    if order.order_type.needs_limit() != order.limit_price.is_some() {
+        prices_ok = false;
+        price_problem = if order.limit_price.is_some() {
+            format!("a {} order takes no limit_price", order.order_type.as_str())
+        } else {
+            format!("a {} order needs limit_price", order.order_type.as_str())
+        };
+    } else if order.order_type.needs_stop() != order.stop_price.is_some() {
+        prices_ok = false;
+        price_problem = if order.stop_price.is_some() {
+            format!("a {} order takes no stop_price", order.order_type.as_str())
+        } else {
+            format!("a {} order needs stop_price", order.order_type.as_str())
+        };
+    }
+    check("prices_match_type", prices_ok, price_problem);
+    let named_prices = [
+        ("limit_price", order.limit_price),
+        ("stop_price", order.stop_price),
+        ("stop_loss", order.stop_loss),
+        ("take_profit", order.take_profit),
+    ];
+    let not_positive: Vec<&str> = named_prices
+        .iter()
+        .filter(|(_, p)| p.is_some_and(|p| p <= Decimal::ZERO))
+        .map(|(n, _)| *n)
+        .collect();
+    check(
+        "price_positive",
+        not_positive.is_empty(),
+        if not_positive.is_empty() {
+            "every price is above zero".to_owned()
+        } else {
+            format!("{} must be above zero", not_positive.join(", "))
+        },
+    );
+    let off_tick: Vec<&str> = named_prices
+        .iter()
+        .filter(|(_, p)| p.is_some_and(|p| !multiple_of(p, inst.tick)))
+        .map(|(n, _)| *n)
+        .collect();
+    check(
+        "tick_size",
+        off_tick.is_empty(),
+        if off_tick.is_empty() {
+            format!("prices are multiples of the tick {}", inst.tick)
+        } else {
+            format!(
+                "{} not a multiple of the tick {}",
+                off_tick.join(", "),
+                inst.tick
+            )
+        },
+    );
+
+    // The valuation: the highest of the limit, the stop and the quote.
+    let price = [order.limit_price, order.stop_price, touch]
+        .into_iter()
+        .flatten()
+        .max()
+        .filter(|_| touch.is_some());
+    let quantity = match (order.quantity, order.notional, price) {
+        (Some(q), _, _) => Some(q),
+        (None, Some(n), Some(p)) if p > Decimal::ZERO && !inst.lot_step.is_zero() => {
+            Some((n / (p * inst.multiplier) / inst.lot_step).floor() * inst.lot_step)
+        }
+        _ => None,
+    };
+    if let Some(q) = quantity {
+        if order.quantity.is_some() {
+            check(
+                "lot_step",
+                multiple_of(q, inst.lot_step),
+                format!("{q} {} in steps of {}", inst.unit, inst.lot_step),
+            );
+        } else {
+            notes.push(format!(
+                "notional {} buys {q} {} at {}, rounded down to the lot step {}",
+                order.notional.unwrap_or_default(),
+                inst.unit,
+                price.unwrap_or_default(),
+                inst.lot_step
+            ));
+        }
+        check(
+            "min_quantity",
+            q >= inst.min_quantity,
+            format!(
+                "{q} against a minimum of {} {}",
+                inst.min_quantity, inst.unit
+            ),
+        );
+        check(
+            "max_quantity",
+            q <= inst.max_quantity,
+            format!(
+                "{q} against a maximum of {} {}",
+                inst.max_quantity, inst.unit
+            ),
+        );
+    }
+    // Stop-loss and take-profit against each other and the entry price.
+    let reference = order.limit_price.or(order.stop_price).or(touch);
+    let buy = order.side == Side::Buy;
+    if let (Some(sl), Some(tp)) = (order.stop_loss, order.take_profit) {
+        let (rule, ok) = if buy {
+            ("sl_above_tp", sl < tp)
+        } else {
+            ("sl_below_tp", sl > tp)
+        };
+        check(rule, ok, format!("stop_loss {sl}, take_profit {tp}"));
+    }
+    if let (Some(sl), Some(p)) = (order.stop_loss, reference) {
+        let (rule, ok) = if buy {
+            ("sl_above_price", sl < p)
+        } else {
+            ("sl_below_price", sl > p)
+        };
+        check(rule, ok, format!("stop_loss {sl}, entry price {p}"));
+    }
+    if let (Some(tp), Some(p)) = (order.take_profit, reference) {
+        let (rule, ok) = if buy {
+            ("tp_below_price", tp > p)
+        } else {
+            ("tp_above_price", tp < p)
+        };
+        check(rule, ok, format!("take_profit {tp}, entry price {p}"));
+    }
+    if let Some(comment) = &order.comment {
+        let n = comment.chars().count();
+        check(
+            "comment_length",
+            n <= 31,
+            format!("{n} characters (at most 31)"),
+        );
+    }
+    if let Some(id) = &order.client_order_id {
+        check(
+            "client_order_id_format",
+            valid_client_order_id(id),
+            format!("{} ({} characters)", quoted(id), id.chars().count()),
+        );
+        let fingerprint = order.idempotency_fingerprint(&key);
+        let existing = trading
+            .store
+            .tx::<_, ErrorWrap>(|tx| Ok(idempotency::get(tx, &order.account, id)?))
+            .map_err(Error::from)?;
+        check(
+            "client_order_id_reused",
+            existing
+                .as_ref()
+                .is_none_or(|r| r.fingerprint == fingerprint),
+            match existing {
+                Some(r) if r.fingerprint != fingerprint => format!(
+                    "{} was used for order {} with different arguments",
+                    quoted(id),
+                    r.order_id.as_deref().unwrap_or("(pending)")
+                ),
+                Some(_) => {
+                    "seen before with this same order: place_order returns the stored outcome"
+                        .to_owned()
+                }
+                None => "not used before".to_owned(),
+            },
+        );
+    }
+
+    // The policy.
+    let s = &trading.settings;
+    let denied = symbol_listed(&s.deny_symbols, &key);
+    let allowed = s.allow_symbols.is_empty() || symbol_listed(&s.allow_symbols, &key);
+    check(
+        "symbol_allowed",
+        allowed && !denied,
+        if denied {
+            format!("{key} is on deny_symbols")
+        } else if !allowed {
+            format!("{key} is not on allow_symbols")
+        } else {
+            format!("{key} is allowed")
+        },
+    );
+    let kill = trading.kill_switch_on();
+    check(
+        "kill_switch",
+        !kill || order.reduce_only,
+        if kill && order.reduce_only {
+            "the kill switch is on, but this order only reduces a position".to_owned()
+        } else if kill {
+            format!(
+                "the kill switch file {} exists",
+                s.kill_switch_file.display()
+            )
+        } else {
+            "off".to_owned()
+        },
+    );
+    let rate = rate_to_base(ctx, &book, inst.currency).await;
+    let notional = match (order.notional, quantity, price) {
+        (Some(n), _, _) => Some(n),
+        (None, Some(q), Some(p)) => Some(q * p * inst.multiplier),
+        _ => None,
+    };
+    let notional_base = notional.zip(rate).map(|(n, r)| base.round(n * r));
+    check(
+        "price_available",
+        notional_base.is_some(),
+        match (touch, rate) {
+            (None, _) => format!("no current quote for {key}"),
+            (Some(_), None) => format!("no {}/{} rate", inst.currency.code(), base.code()),
+            _ => format!(
+                "valued at {} {} per unit",
+                price.unwrap_or_default(),
+                inst.currency.code()
+            ),
+        },
+    );
+    let (day_sum, day_count) = day_totals(trading)?;
+    if let Some(value) = notional_base {
+        let exempt = order.reduce_only;
+        check(
+            "max_order_notional",
+            exempt || value <= s.max_order_notional,
+            format!(
+                "order valued at {value} {b}; limit {} {b}{}",
+                s.max_order_notional,
+                if exempt {
+                    " (a close only reduces risk: exempt)"
+                } else {
+                    ""
+                },
+                b = base.code()
+            ),
+        );
+        check(
+            "max_daily_notional",
+            exempt || day_sum + value <= s.max_daily_notional,
+            format!(
+                "today {day_sum} {b} + this order {value} {b} against a daily limit of {} {b}",
+                s.max_daily_notional,
+                b = base.code()
+            ),
+        );
+        // Weight of the position after the fill, in the whole portfolio.
+        let valuation = value_ledger(&book, &ledger, base, Scope::ACCOUNTS)?;
+        let total: Decimal = valuation
+            .positions
+            .iter()
+            .filter_map(|p| p.marked.as_ref().map(|m| m.market_value_converted))
+            .chain(valuation.cash.iter().map(|c| c.converted))
+            .sum();
+        let held: Decimal = valuation
+            .positions
+            .iter()
+            .filter(|p| book.instrument(p.instrument).key == key)
+            .filter_map(|p| p.marked.as_ref().map(|m| m.notional_converted))
+            .sum();
+        let signed = if buy { value } else { -value };
+        let after = (held + signed).abs();
+        let weight = if total > Decimal::ZERO {
+            Some((after / total * Decimal::ONE_HUNDRED).round_dp(2))
+        } else {
+            None
+        };
+        check(
+            "max_position_weight",
+            order.reduce_only || weight.is_some_and(|w| w <= s.max_position_weight_pct),
+            match weight {
+                Some(w) => format!(
+                    "{key} would be {w}% of the portfolio ({} {b}); limit {}%",
+                    base.round(total),
+                    s.max_position_weight_pct,
+                    b = base.code()
+                ),
+                None => "the portfolio's total value is not positive".to_owned(),
+            },
+        );
+    }
+    check(
+        "max_orders_per_day",
+        day_count < s.max_orders_per_day,
+        format!("{day_count} order(s) today; limit {}", s.max_orders_per_day),
+    );
+    let commission = match (quantity, price) {
+        (Some(q), Some(p)) => broker.estimate_commission(&order.account, &inst, q, p),
+        _ => None,
+    };
+    Ok(Plan {
+        order,
+        inst,
+        broker,
+        quote,
+        quantity,
+        price,
+        notional,
+        notional_base,
+        commission,
+        base,
+        checks,
+        notes,
+    })
+}
+
+/// `preview_order`: the plan, every rule's verdict and, when allowed, a token.
+///
+/// # Errors
+/// `trading_disabled`, `unknown_account`, `unknown_symbol`, `not_supported`,
+/// `live_not_allowed`, or a store failure.
+pub async fn preview_order(ctx: &ToolContext, args: PreviewArgs) -> Result<PreviewResult> {
+    let trading = trading_of(ctx)?;
+    let plan = evaluate(ctx, trading, Normalized::from_args(args)).await?;
+    let allowed = plan.checks.iter().all(|c| c.passed);
+    let key = plan.inst.key.clone();
+    let (token, expires_at) = if allowed {
+        let expires = trading.now().timestamp() + trading.settings.token_ttl_seconds;
+        let fingerprint = plan.order.token_fingerprint(&key);
+        let token = trading
+            .store
+            .tx::<_, ErrorWrap>(|tx| {
+                Ok(tokens::issue(
+                    tx,
+                    trading.key(),
+                    &plan.order.account,
+                    &fingerprint,
+                    expires,
+                )?)
+            })
+            .map_err(Error::from)?;
+        let expires_at = chrono::DateTime::from_timestamp(expires, 0)
+            .map(super::rfc3339)
+            .unwrap_or_default();
+        (Some(token), Some(expires_at))
+    } else {
+        (None, None)
+    };
+    let mut notes = plan.notes.clone();
+    if !allowed {
+        notes.push("not allowed: see the checks that did not pass; no token was issued".to_owned());
+    }
+    let ccy = plan.inst.currency;
+    Ok(PreviewResult {
+        mode: plan.order.mode.as_str(),
+        order: plan.order.view(&key),
+        estimate: Estimate {
+            price: plan.price.map(Num),
+            quantity: plan.quantity.map(Num),
+            currency: ccy.code().to_owned(),
+            notional: plan.notional.map(|n| Num(ccy.round(n))),
+            notional_base: plan.notional_base.map(Num),
+            base_currency: plan.base.code().to_owned(),
+            commission: plan.commission.map(Num),
+            margin_required: plan
+                .quantity
+                .zip(plan.price)
+                .map(|(q, p)| Num(ccy.round(q * p * plan.inst.multiplier * plan.inst.margin_rate))),
+            bid: plan.quote.as_ref().map(|q| Num(q.bid)),
+            ask: plan.quote.as_ref().map(|q| Num(q.ask)),
+        },
+        checks: plan
+            .checks
+            .iter()
+            .map(|c| CheckView {
+                rule: c.rule,
+                passed: c.passed,
+                detail: c.detail.clone(),
+            })
+            .collect(),
+        allowed,
+        confirmation_required: plan.confirmation_required(trading),
+        confirmation_token: token,
+        expires_at,
+        notes,
+    })
+}
+
+fn refusal_error(refusal: Refusal) -> Error {
+    let (what, hint) = match refusal {
+        Refusal::Altered => (
+            "the confirmation token does not match this order (altered, or issued for different arguments)",
+            "call preview_order with exactly these arguments and pass its new token",
+        ),
+        Refusal::Expired => (
+            "the confirmation token has expired",
+            "call preview_order again for a fresh token, then place the order promptly",
+        ),
+        Refusal::AlreadyUsed => (
+            "the confirmation token was already used",
+            "a token is good for one order; preview again for a new one (to retry the same order, reuse its client_order_id instead)",
+        ),
+    };
+    Error::new(ErrorCode::ConfirmationInvalid, what, hint)
+}
+
+fn random_id(prefix: &str) -> String {
+    let mut bytes = [0_u8; 8];
+    if getrandom::fill(&mut bytes).is_err() {
+        bytes = chrono::Utc::now()
+            .timestamp_nanos_opt()
+            .unwrap_or_default()
+            .to_le_bytes();
+    }
+    format!("{prefix}{}", tradedesk_store::hex(&bytes))
+}
+
+/// The outcome of a broker call, stored for replays.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Stored {
+    Placed { result: PlaceResult },
+    Failed { error: Value },
+}
+
+fn stored_error(value: &Value) -> Error {
+    serde_json::from_value::<StoredError>(value.clone())
+        .map(|e| {
+            let mut err = Error::new(e.code, e.message, e.hint);
+            err.client_order_id = e.client_order_id;
+            err.order_id = e.order_id;
+            err
+        })
+        .unwrap_or_else(|_| Error::internal("a stored outcome could not be read"))
+}
+
+#[derive(Debug, Deserialize)]
+struct StoredError {
+    code: ErrorCode,
+    message: String,
+    hint: String,
+    client_order_id: Option<String>,
+    order_id: Option<String>,
+}
+
+fn place_result(order: &OrderRecord, message: String, replayed: bool) -> PlaceResult {
+    let f = |d: Decimal| d.normalize().to_string().parse::<f64>().unwrap_or(f64::NAN);
+    PlaceResult {
+        mode: order.mode.as_str().to_owned(),
+        outcome: if order.status == tradedesk_core::OrderStatus::Filled {
+            "filled".to_owned()
+        } else {
+            "accepted".to_owned()
+        },
+        order_id: order.order_id.clone(),
+        client_order_id: order.client_order_id.clone(),
+        filled_quantity: f(order.filled_quantity),
+        average_price: order.average_price.map(f),
+        message,
+        replayed,
+    }
+}
+
+fn uncertain_error(client_order_id: &str, order_id: Option<String>, detail: &str) -> Error {
+    Error::new(
+        ErrorCode::Uncertain,
+        format!("the outcome of order {} is unknown: {detail}", quoted(client_order_id)),
+        "do not send it again: look it up with get_orders (status all) by its client_order_id, or retry place_order with the same client_order_id, which resolves it without resending",
+    )
+    .with_order(Some(client_order_id.to_owned()), order_id)
+}
+
+/// Resolves a stored key whose outcome is not known by looking the order up at the
+/// broker (never by sending it again).
+async fn resolve(
+    trading: &Trading,
+    broker: &Arc<dyn Broker>,
+    record: &Record,
+) -> Result<PlaceResult> {
+    let found = broker
+        .find_order(&record.account, &record.client_order_id)
+        .await;
+    let now = rfc3339(trading.now());
+    match found {
+        Ok(Some(order)) => {
+            let result = place_result(
+                &order,
+                "resolved by looking the order up at the broker".to_owned(),
+                true,
+            );
+            let stored = serde_json::to_string(&Stored::Placed {
+                result: result.clone(),
+            })
+            .map_err(|e| Error::internal(e.to_string()))?;
+            settle(
+                trading,
+                record,
+                State::Acknowledged,
+                Some(&order.order_id),
+                &stored,
+                "recovered",
+                &now,
+            )?;
+            Ok(result)
+        }
+        Ok(None) if record.state == State::Submitted => {
+            // The sim commits an order in one transaction: absent means never placed.
+            let error = Error::new(
+                ErrorCode::BrokerRejected,
+                "the order never reached the broker (the server stopped before submitting it)",
+                "nothing was placed; place it again with a new client_order_id",
+            )
+            .with_order(Some(record.client_order_id.clone()), None);
+            let stored = serde_json::to_string(&Stored::Failed {
+                error: json!(error),
+            })
+            .map_err(|e| Error::internal(e.to_string()))?;
+            settle(
+                trading,
+                record,
+                State::Rejected,
+                None,
+                &stored,
+                "recovered",
+                &now,
+            )?;
+            Err(error)
+        }
+        Ok(None) => Err(uncertain_error(
+            &record.client_order_id,
+            record.order_id.clone(),
+            "the broker does not know it yet",
+        )),
+        Err(e) => Err(uncertain_error(
+            &record.client_order_id,
+            record.order_id.clone(),
+            &e.to_string(),
+        )),
+    }
+}
+
+fn settle(
+    trading: &Trading,
+    record: &Record,
+    state: State,
+    order_id: Option<&str>,
+    stored: &str,
+    kind: &str,
+    now: &str,
+) -> Result<()> {
+    trading
+        .store
+        .tx::<_, ErrorWrap>(|tx| {
+            idempotency::settle(tx, &record.account, &record.client_order_id, state, order_id, Some(stored), now)?;
+            audit::append(
+                tx,
+                &audit::Entry {
+                    time: now,
+                    kind,
+                    account: &record.account,
+                    client_order_id: &record.client_order_id,
+                    detail: &json!({"state": state.as_str(), "order_id": order_id, "outcome": serde_json::from_str::<Value>(stored).unwrap_or(Value::Null)}).to_string(),
+                },
+            )?;
+            Ok(())
+        })
+        .map_err(Error::from)
+}
+
+/// Replays a stored key: its outcome, or a lookup when it is unresolved.
+async fn replay(
+    trading: &Trading,
+    broker: &Arc<dyn Broker>,
+    record: &Record,
+) -> Result<PlaceResult> {
+    match (&record.state, record.outcome.as_deref()) {
+        (State::Acknowledged | State::Rejected, Some(text)) => {
+            match serde_json::from_str::<Stored>(text) {
+                Ok(Stored::Placed { mut result }) => {
+                    result.replayed = true;
+                    Ok(result)
+                }
+                Ok(Stored::Failed { error }) => Err(stored_error(&error)),
+                Err(_) => Err(Error::internal("a stored outcome could not be read")),
+            }
+        }
+        _ => resolve(trading, broker, record).await,
+    }
+}
+
+/// `place_order` (and `close_position`, with `reduce_only`).
+///
+/// # Errors
+/// Every guard's error code (trading-contract.md), `broker_rejected`, `uncertain`.
+pub async fn place_order(
+    ctx: &ToolContext,
+    args: PlaceArgs,
+    confirmer: Option<&dyn Confirmer>,
+) -> Result<PlaceResult> {
+    let (preview_args, token) = args.into();
+    let order = Normalized::from_args(preview_args);
+    submit(ctx, order, token, confirmer).await
+}
+
+async fn submit(
+    ctx: &ToolContext,
+    order: Normalized,
+    token: Option<String>,
+    confirmer: Option<&dyn Confirmer>,
+) -> Result<PlaceResult> {
+    let trading = trading_of(ctx)?;
+    let account = order.account.clone();
+    let plan = match evaluate(ctx, trading, order).await {
+        Ok(plan) => plan,
+        Err(e) => {
+            refuse(trading, &account, "", &e);
+            return Err(e);
+        }
+    };
+    let key = plan.inst.key.clone();
+    let token_fingerprint = plan.order.token_fingerprint(&key);
+    let fingerprint = plan.order.idempotency_fingerprint(&key);
+    let client_order_id = match (&plan.order.client_order_id, &token) {
+        (Some(id), _) => id.clone(),
+        // Derived from the token, so a retry with the same token finds the same key.
+        (None, Some(t)) => format!("td-{}", &sha256_hex(&[t.as_bytes()])[..24]),
+        (None, None) => random_id("td-"),
+    };
+    let lock = trading.key_lock(&account, &client_order_id);
+    let _guard = lock.lock().await;
+
+    // A key seen before: its stored outcome, never a second order.
+    let existing = trading
+        .store
+        .tx::<_, ErrorWrap>(|tx| Ok(idempotency::get(tx, &account, &client_order_id)?))
+        .map_err(Error::from)?;
+    if let Some(record) = existing {
+        if record.fingerprint != fingerprint {
+            let e = rule_error(
+                "client_order_id_reused",
+                &format!(
+                    "{} was used for a different order",
+                    quoted(&client_order_id)
+                ),
+            )
+            .with_order(Some(client_order_id.clone()), record.order_id.clone());
+            refuse(trading, &account, &client_order_id, &e);
+            return Err(e);
+        }
+        return replay(trading, &plan.broker, &record).await;
+    }
+    if let Some(e) = plan.first_failure() {
+        let e = e.with_order(Some(client_order_id.clone()), None);
+        refuse(trading, &account, &client_order_id, &e);
+        return Err(e);
+    }
+    let (Some(quantity), Some(notional_base)) = (plan.quantity, plan.notional_base) else {
+        let e = rule_error("price_available", "the order could not be valued");
+        refuse(trading, &account, &client_order_id, &e);
+        return Err(e);
+    };
+    if token.is_none() && plan.confirmation_required(trading) {
+        let seal = tradedesk_store::hex(&trading.key().mac(token_fingerprint.as_bytes()));
+        let answer = match confirmer {
+            Some(c) => {
+                c.confirm(&confirm_prompt(&plan, quantity, notional_base), &seal)
+                    .await
+            }
+            None => Confirmation::Unavailable,
+        };
+        match answer {
+            Confirmation::Accepted => {
+                trading.audit(
+                    "confirmed",
+                    &account,
+                    &client_order_id,
+                    &json!({"by": "elicitation"}),
+                )?;
+            }
+            Confirmation::Declined => {
+                let e = Error::new(
+                    ErrorCode::ConfirmationRequired,
+                    "the user declined the order",
+                    "do not place it; ask the user what to change",
+                );
+                refuse(trading, &account, &client_order_id, &e);
+                return Err(e);
+            }
+            Confirmation::Pending => {
+                return Err(Error::new(
+                    ErrorCode::ConfirmationRequired,
+                    "waiting for the user to confirm the order",
+                    "answer the confirmation request, then retry the call with the answer",
+                ));
+            }
+            Confirmation::Unavailable => {
+                let e = Error::new(
+                    ErrorCode::ConfirmationRequired,
+                    format!(
+                        "{} orders need confirmation on this server",
+                        plan.order.mode.as_str()
+                    ),
+                    "call preview_order with the same arguments, show the user its plan, then pass its confirmation_token to place_order",
+                );
+                refuse(trading, &account, &client_order_id, &e);
+                return Err(e);
+            }
+        }
+    }
+
+    // One transaction: the daily limits re-checked, the token redeemed, the key
+    // reserved and the attempt audited, all before the broker is called.
+    let now = trading.now();
+    let now_text = rfc3339(now);
+    let day = trading.today();
+    let settings = &trading.settings;
+    let record = Record {
+        account: account.clone(),
+        client_order_id: client_order_id.clone(),
+        fingerprint,
+        state: State::Submitted,
+        order_id: None,
+        day: day.clone(),
+        notional_base: notional_base.to_string(),
+        outcome: None,
+    };
+    let reserved = trading.store.tx::<_, ErrorWrap>(|tx| {
+        let rows = idempotency::day_notionals(tx, &day)?;
+        let sum: Decimal = rows.iter().filter_map(|r| r.parse::<Decimal>().ok()).sum();
+        if !plan.order.reduce_only && sum + notional_base > settings.max_daily_notional {
+            return Err(rule_error(
+                "max_daily_notional",
+                &format!(
+                    "today {sum} + this order {notional_base} against a daily limit of {} {}",
+                    settings.max_daily_notional,
+                    plan.base.code()
+                ),
+            )
+            .into());
+        }
+        if u32::try_from(rows.len()).unwrap_or(u32::MAX) >= settings.max_orders_per_day {
+            return Err(rule_error(
+                "max_orders_per_day",
+                &format!("{} order(s) today; limit {}", rows.len(), settings.max_orders_per_day),
+            )
+            .into());
+        }
+        if let Some(token) = &token
+            && let Err(refusal) = tokens::redeem(
+                tx,
+                trading.key(),
+                token,
+                &token_fingerprint,
+                now.timestamp(),
+                &now_text,
+            )?
+        {
+            return Err(refusal_error(refusal).into());
+        }
+        idempotency::reserve(tx, &record, &now_text)?;
+        audit::append(
+            tx,
+            &audit::Entry {
+                time: &now_text,
+                kind: "submitted",
+                account: &account,
+                client_order_id: &client_order_id,
+                detail: &json!({
+                    "order": plan.order.view(&key),
+                    "quantity": quantity.to_string(),
+                    "notional_base": notional_base.to_string(),
+                    "base_currency": plan.base.code(),
+                    "confirmed_by": if token.is_some() { "token" } else if plan.confirmation_required(trading) { "elicitation" } else { "not required" },
+                })
+                .to_string(),
+            },
+        )?;
+        Ok(())
+    });
+    if let Err(ErrorWrap(e)) = reserved {
+        let e = e.with_order(Some(client_order_id.clone()), None);
+        refuse(trading, &account, &client_order_id, &e);
+        return Err(e);
+    }
+    trading.pause_at(Failpoint::AfterReserve).await;
+
+    let request = OrderRequest {
+        account: account.clone(),
+        key: key.clone(),
+        side: plan.order.side,
+        quantity,
+        order_type: plan.order.order_type,
+        limit_price: plan.order.limit_price,
+        stop_price: plan.order.stop_price,
+        time_in_force: plan.order.time_in_force,
+        stop_loss: plan.order.stop_loss,
+        take_profit: plan.order.take_profit,
+        comment: plan.order.comment.clone(),
+        client_order_id: client_order_id.clone(),
+        mode: plan.order.mode,
+        reduce_only: plan.order.reduce_only,
+    };
+    let outcome = tokio::time::timeout(ctx.broker_timeout, plan.broker.place(&request)).await;
+    trading.pause_at(Failpoint::AfterBroker).await;
+    let now_text = rfc3339(trading.now());
+    match outcome {
+        Ok(Ok(placed)) => {
+            let result = place_result(&placed.order, placed.message, false);
+            let stored = serde_json::to_string(&Stored::Placed {
+                result: result.clone(),
+            })
+            .map_err(|e| Error::internal(e.to_string()))?;
+            settle(
+                trading,
+                &record,
+                State::Acknowledged,
+                Some(&placed.order.order_id),
+                &stored,
+                "acknowledged",
+                &now_text,
+            )?;
+            Ok(result)
+        }
+        Ok(Err(e)) => {
+            let uncertain = matches!(
+                e,
+                BrokerError::Uncertain { .. } | BrokerError::Timeout { .. }
+            );
+            let error = if uncertain {
+                uncertain_error(&client_order_id, None, &e.to_string())
+            } else {
+                let mut error = broker_error(e);
+                if error.code != ErrorCode::BrokerRejected {
+                    error = Error::new(ErrorCode::BrokerRejected, error.message, error.hint);
+                }
+                error.with_order(Some(client_order_id.clone()), None)
+            };
+            let stored = serde_json::to_string(&Stored::Failed {
+                error: json!(error),
+            })
+            .map_err(|e| Error::internal(e.to_string()))?;
+            let state = if uncertain {
+                State::Uncertain
+            } else {
+                State::Rejected
+            };
+            settle(
+                trading,
+                &record,
+                state,
+                None,
+                &stored,
+                state.as_str(),
+                &now_text,
+            )?;
+            Err(error)
+        }
+        Err(_) => {
+            let error = uncertain_error(
+                &client_order_id,
+                None,
+                &format!("the broker did not answer within {:?}", ctx.broker_timeout),
+            );
+            let stored = serde_json::to_string(&Stored::Failed {
+                error: json!(error),
+            })
+            .map_err(|e| Error::internal(e.to_string()))?;
+            settle(
+                trading,
+                &record,
+                State::Uncertain,
+                None,
+                &stored,
+                "uncertain",
+                &now_text,
+            )?;
+            Err(error)
+        }
+    }
+}
+
+/// Audits a refused attempt (best effort: a refusal changes nothing to roll back).
+fn refuse(trading: &Trading, account: &str, client_order_id: &str, e: &Error) {
+    let _ = trading.audit("refused", account, client_order_id, &json!({"error": e}));
+}
+
+fn confirm_prompt(plan: &Plan, quantity: Decimal, notional_base: Decimal) -> String {
+    let o = &plan.order;
+    let mut text = format!(
+        "Confirm {} order: {} {} {} {} on account {}",
+        o.mode.as_str().to_uppercase(),
+        o.side.as_str(),
+        quantity,
+        plan.inst.unit,
+        plan.inst.key,
+        o.account
+    );
+    text.push_str(&format!(", {}", o.order_type.as_str()));
+    if let Some(p) = o.limit_price {
+        text.push_str(&format!(" limit {p}"));
+    }
+    if let Some(p) = o.stop_price {
+        text.push_str(&format!(" stop {p}"));
+    }
+    text.push_str(&format!(
+        ", valued at {} {}",
+        notional_base,
+        plan.base.code()
+    ));
+    if let Some(sl) = o.stop_loss {
+        text.push_str(&format!(", stop-loss {sl}"));
+    }
+    if let Some(tp) = o.take_profit {
+        text.push_str(&format!(", take-profit {tp}"));
+    }
+    text.push('.');
+    text
+}
+
+/// The open position of an account in an instrument (signed), from the merged book.
+async fn open_position(ctx: &ToolContext, account: &str, key: &InstrumentKey) -> Result<Decimal> {
+    let (book, ledger) = ctx.ledger().await?;
+    let Some(account_idx) = book.account_index(account) else {
+        return Ok(Decimal::ZERO);
+    };
+    let Some(instrument) = book.instrument_index(key) else {
+        return Ok(Decimal::ZERO);
+    };
+    Ok(ledger
+        .fifo
+        .open_positions()
+        .filter(|(a, i, _)| *a == account_idx && *i == instrument)
+        .map(|(_, _, lots)| lots.signed_quantity())
+        .sum())
+}
+
+/// `close_position`: a market order on the opposite side, for all or part.
+///
+/// # Errors
+/// As `place_order`, plus `invalid_order` (`no_position`) and `invalid_quantity`
+/// (`close_exceeds_position`).
+pub async fn close_position(
+    ctx: &ToolContext,
+    args: CloseArgs,
+    confirmer: Option<&dyn Confirmer>,
+) -> Result<PlaceResult> {
+    let trading = trading_of(ctx)?;
+    let mode: Mode = args.mode.into();
+    let broker = trading_broker(ctx, trading, &args.account, mode)?;
+    let inst = broker
+        .instrument(&args.account, &args.symbol)
+        .await
+        .map_err(broker_error)?;
+    let held = open_position(ctx, &args.account, &inst.key).await?;
+    if held.is_zero() {
+        return Err(rule_error(
+            "no_position",
+            &format!("account {} holds no {}", args.account, inst.key),
+        ));
+    }
+    let quantity = match args.quantity {
+        None => held.abs(),
+        Some(q) if q.0 > held.abs() => {
+            return Err(rule_error(
+                "close_exceeds_position",
+                &format!("{} to close, but {} is open", q.0, held.abs()),
+            ));
+        }
+        Some(q) => q.0,
+    };
+    let order = Normalized {
+        account: args.account,
+        symbol: inst.key.qualified(),
+        side: if held.is_sign_positive() {
+            Side::Sell
+        } else {
+            Side::Buy
+        },
+        quantity: Some(quantity.normalize()),
+        notional: None,
+        order_type: OrderType::Market,
+        limit_price: None,
+        stop_price: None,
+        time_in_force: TimeInForce::Day,
+        stop_loss: None,
+        take_profit: None,
+        comment: None,
+        client_order_id: args.client_order_id,
+        mode,
+        reduce_only: true,
+    };
+    submit(ctx, order, args.confirmation_token, confirmer).await
+}
+
+/// `modify_position`: new stop-loss / take-profit levels on an open position.
+///
+/// # Errors
+/// `trading_disabled`, `kill_switch`, `invalid_order` (`sl_or_tp_required`,
+/// `no_position`, the level rules), broker errors.
+pub async fn modify_position(ctx: &ToolContext, args: ModifyArgs) -> Result<ModifyResult> {
+    let trading = trading_of(ctx)?;
+    let mode: Mode = args.mode.into();
+    let broker = trading_broker(ctx, trading, &args.account, mode)?;
+    let audit_refusal = |e: &Error| refuse(trading, &args.account, "", e);
+    if trading.kill_switch_on() {
+        let e = rule_error(
+            "kill_switch",
+            "modify_position is refused while the kill switch is on",
+        );
+        audit_refusal(&e);
+        return Err(e);
+    }
+    let (sl, tp) = (args.stop_loss.map(|n| n.0), args.take_profit.map(|n| n.0));
+    if sl.is_none() && tp.is_none() {
+        return Err(rule_error(
+            "sl_or_tp_required",
+            "neither stop_loss nor take_profit was given",
+        ));
+    }
+    let inst = broker
+        .instrument(&args.account, &args.symbol)
+        .await
+        .map_err(broker_error)?;
+    let held = open_position(ctx, &args.account, &inst.key).await?;
+    if held.is_zero() {
+        return Err(rule_error(
+            "no_position",
+            &format!("account {} holds no {}", args.account, inst.key),
+        ));
+    }
+    let quote = broker
+        .quote(&args.account, &inst.key.qualified())
+        .await
+        .map_err(|e| rule_error("price_available", &e.to_string()))?;
+    let long = held.is_sign_positive();
+    // A long position exits at the bid, a short one at the ask.
+    let price = if long { quote.bid } else { quote.ask };
+    for (name, level) in [("stop_loss", sl), ("take_profit", tp)] {
+        if let Some(level) = level {
+            if level <= Decimal::ZERO {
+                return Err(rule_error(
+                    "price_positive",
+                    &format!("{name} must be above zero"),
+                ));
+            }
+            if !multiple_of(level, inst.tick) {
+                return Err(rule_error(
+                    "tick_size",
+                    &format!("{name} {level} is not a multiple of the tick {}", inst.tick),
+                ));
+            }
+        }
+    }
+    if let (Some(sl), Some(tp)) = (sl, tp) {
+        if long && sl >= tp {
+            return Err(rule_error(
+                "sl_above_tp",
+                &format!("stop_loss {sl}, take_profit {tp}"),
+            ));
+        }
+        if !long && sl <= tp {
+            return Err(rule_error(
+                "sl_below_tp",
+                &format!("stop_loss {sl}, take_profit {tp}"),
+            ));
+        }
+    }
+    if let Some(sl) = sl {
+        if long && sl >= price {
+            return Err(rule_error(
+                "sl_above_price",
+                &format!("stop_loss {sl}, bid {price}"),
+            ));
+        }
+        if !long && sl <= price {
+            return Err(rule_error(
+                "sl_below_price",
+                &format!("stop_loss {sl}, ask {price}"),
+            ));
+        }
+    }
+    if let Some(tp) = tp {
+        if long && tp <= price {
+            return Err(rule_error(
+                "tp_below_price",
+                &format!("take_profit {tp}, bid {price}"),
+            ));
+        }
+        if !long && tp >= price {
+            return Err(rule_error(
+                "tp_above_price",
+                &format!("take_profit {tp}, ask {price}"),
+            ));
+        }
+    }
+    let (new_sl, new_tp) = broker
+        .modify_position(&args.account, &inst.key.qualified(), sl, tp)
+        .await
+        .map_err(broker_error)?;
+    if let (Some(sl), Some(tp)) = (new_sl, new_tp)
+        && ((long && sl >= tp) || (!long && sl <= tp))
+    {
+        // The broker combined a new level with an old one into a crossed pair.
+        let _ = broker
+            .modify_position(&args.account, &inst.key.qualified(), None, None)
+            .await;
+    }
+    trading.audit(
+        "modify",
+        &args.account,
+        "",
+        &json!({"symbol": inst.key.qualified(), "stop_loss": new_sl.map(|d| d.to_string()), "take_profit": new_tp.map(|d| d.to_string())}),
+    )?;
+    Ok(ModifyResult {
+        mode: mode.as_str(),
+        account: args.account,
+        symbol: inst.key.qualified(),
+        stop_loss: new_sl.map(Num),
+        take_profit: new_tp.map(Num),
+        message: format!("levels on {} updated", inst.key),
+    })
+}
+
+/// `cancel_order`.
+///
+/// # Errors
+/// `trading_disabled`, `invalid_order` (`order_reference`), `unknown_order`.
+pub async fn cancel_order(ctx: &ToolContext, args: CancelArgs) -> Result<CancelResult> {
+    let trading = trading_of(ctx)?;
+    let mode: Mode = args.mode.into();
+    let broker = trading_broker(ctx, trading, &args.account, mode)?;
+    let reference = match (args.order_id, args.client_order_id) {
+        (Some(id), None) => OrderRef::OrderId(id),
+        (None, Some(id)) => OrderRef::ClientOrderId(id),
+        _ => {
+            return Err(Error::rule(
+                ErrorCode::InvalidOrder,
+                "order_reference",
+                "pass exactly one of order_id and client_order_id",
+                "get_orders lists both for every working order",
+            ));
+        }
+    };
+    let (order, cancelled) = broker
+        .cancel(&args.account, &reference)
+        .await
+        .map_err(broker_error)?;
+    let order_id = order.order_id.clone();
+    let (outcome, message) = if cancelled {
+        ("cancelled", format!("order {order_id} cancelled"))
+    } else {
+        (
+            "not_cancellable",
+            format!(
+                "order {order_id} is no longer working: it is {}",
+                order.status.as_str()
+            ),
+        )
+    };
+    trading.audit(
+        "cancel",
+        &args.account,
+        "",
+        &json!({"order_id": order_id, "outcome": outcome}),
+    )?;
+    Ok(CancelResult {
+        mode: mode.as_str(),
+        order_id,
+        outcome,
+        message,
+    })
+}
+
+/// `get_orders`: working or past orders, newest first.
+///
+/// # Errors
+/// `unknown_account`, `not_supported` for an account without orders, broker errors.
+pub async fn get_orders(ctx: &ToolContext, args: OrdersArgs) -> Result<OrdersResult> {
+    let limit = args.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(Error::invalid_argument(
+            format!("limit: {limit} is outside 1..500"),
+            "pass a limit from 1 to 500",
+        ));
+    }
+    let filter = match args.status {
+        StatusArg::Open => OrderFilter::Open,
+        StatusArg::Closed => OrderFilter::Closed,
+        StatusArg::All => OrderFilter::All,
+    };
+    let mut orders = Vec::new();
+    let mut notes = Vec::new();
+    match &args.account {
+        Some(account) => {
+            let broker = ctx
+                .broker_for(account)
+                .ok_or_else(|| unknown_account(ctx, account))?;
+            orders = broker
+                .orders(Some(account), filter)
+                .await
+                .map_err(broker_error)?;
+        }
+        None => {
+            for (account, broker) in ctx.served_accounts() {
+                match broker.orders(Some(&account.id), filter).await {
+                    Ok(mut found) => orders.append(&mut found),
+                    Err(BrokerError::Unsupported { .. }) => {}
+                    Err(e) => notes.push(format!("{}: {e}", account.id)),
+                }
+            }
+        }
+    }
+    orders.sort_by(|a, b| b.created.cmp(&a.created).then(b.order_id.cmp(&a.order_id)));
+    let truncated = orders.len() > limit as usize;
+    orders.truncate(limit as usize);
+    Ok(OrdersResult {
+        count: orders.len(),
+        truncated,
+        orders: orders.iter().map(OrderView::from).collect(),
+        notes,
+    })
+}
+
+/// Resolves every key left `submitted` or `uncertain` (a server stopped mid-order) by
+/// looking the order up at its broker; answers how many were resolved.
+///
+/// # Errors
+/// A store failure.
+pub async fn recover(ctx: &ToolContext) -> Result<usize> {
+    let Some(trading) = &ctx.trading else {
+        return Ok(0);
+    };
+    let pending = trading
+        .store
+        .tx::<_, ErrorWrap>(|tx| Ok(idempotency::unresolved(tx)?))
+        .map_err(Error::from)?;
+    let mut resolved = 0;
+    for record in pending {
+        if let Some(broker) = ctx.broker_for(&record.account) {
+            let _lock = trading.key_lock(&record.account, &record.client_order_id);
+            let _guard = _lock.lock().await;
+            if resolve(trading, &broker, &record).await.is_ok() || record.state == State::Submitted
+            {
+                resolved += 1;
+            }
+        }
+    }
+    Ok(resolved)
+}
