@@ -17,6 +17,7 @@ use tradedesk_store::audit::{Verdict, verify};
 
 const CONFIG: &str = r#"
 base_currency = "USD"
+broker_timeout_ms = 100
 [[accounts]]
 id = "SIM"
 broker = "sim"
@@ -140,7 +141,9 @@ fn killed_after_reserving_the_order_never_reached_the_broker() {
     assert_eq!(query(&s.state, "SELECT COUNT(*) FROM sim_fills"), 0);
     assert_eq!(audit_intact(&s.state), 1);
 
-    // The retry resolves it by lookup: never placed, so it says so and places nothing.
+    // The retry resolves it by lookup. Reserved longer ago than a broker call may take
+    // and unknown to the broker: never placed, so it says so and places nothing.
+    std::thread::sleep(Duration::from_millis(300));
     let (code, v, text) = cli(&s, &["call", "place_order", &order("crash-1").to_string()]);
     assert_eq!(code, 1, "{text}");
     assert_eq!(v["error"]["code"], "broker_rejected", "{v:#}");
@@ -261,4 +264,36 @@ fn audit_verify_names_the_entry_an_edit_breaks() {
     let (code, _, text) = cli(&s, &["audit", "verify"]);
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("entry 2"), "{text}");
+}
+
+#[test]
+fn a_rejection_found_after_a_restart_is_reported_as_a_rejection() {
+    let s = setup();
+    // An ioc limit far under the market is cancelled on arrival.
+    let mut o = order("crash-4");
+    o["type"] = json!("limit");
+    o["limit_price"] = json!(100);
+    o["time_in_force"] = json!("ioc");
+    let mut child = serve_and_order(&s, "after_broker", &o);
+    wait_for(
+        &s.state,
+        "SELECT COUNT(*) FROM sim_orders WHERE client_order_id = 'crash-4' AND status = 'cancelled'",
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (code, v, text) = cli(&s, &["call", "place_order", &o.to_string()]);
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(v["error"]["code"], "broker_rejected", "{v:#}");
+    assert_eq!(v["error"]["order_id"], "SIM-1");
+    assert_eq!(
+        query(
+            &s.state,
+            "SELECT COUNT(*) FROM idempotency WHERE state = 'rejected'"
+        ),
+        1
+    );
+    // Not counted against the day: a rejected order never traded.
+    assert_eq!(query(&s.state, "SELECT COUNT(*) FROM sim_fills"), 0);
+    let (code, _, _) = cli(&s, &["audit", "verify"]);
+    assert_eq!(code, 0);
 }

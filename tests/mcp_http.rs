@@ -585,8 +585,20 @@ fn a_stateless_client_confirms_an_order_through_input_required() {
         json!({"arguments": other, "inputResponses": accept, "requestState": state}),
     );
     assert_eq!(
-        swapped["result"]["structuredContent"]["error"]["code"], "confirmation_required",
+        swapped["result"]["structuredContent"]["error"]["code"], "confirmation_invalid",
         "{swapped:#}"
+    );
+
+    // A forged state is no acceptance.
+    let forged = stateless_call(
+        &s.addr,
+        7,
+        "place_order",
+        json!({"arguments": order, "inputResponses": accept, "requestState": "v1.00.1.00"}),
+    );
+    assert_eq!(
+        forged["result"]["structuredContent"]["error"]["code"], "confirmation_invalid",
+        "{forged:#}"
     );
 
     // A refusal places nothing.
@@ -613,6 +625,16 @@ fn a_stateless_client_confirms_an_order_through_input_required() {
     assert_eq!(placed["status"], "ok", "{placed:#}");
     assert_eq!(placed["outcome"], "filled");
     assert_eq!(placed["mode"], "paper");
+    // The same answer sent again is the same order, not a second one.
+    let again = stateless_call(
+        &s.addr,
+        8,
+        "place_order",
+        json!({"arguments": order, "inputResponses": accept, "requestState": state}),
+    );
+    let again = &again["result"]["structuredContent"];
+    assert_eq!(again["replayed"], true, "{again:#}");
+    assert_eq!(again["order_id"], placed["order_id"]);
 
     // The write tools are listed now that trading is on.
     let list = post(

@@ -350,6 +350,22 @@ async fn every_validation_rule_refuses_with_its_own_name() {
             rule: "client_order_id_format",
         },
         RuleCase {
+            name: "TC23: a quantity too large to value (no overflow, no panic)",
+            order: order("EURUSD", "buy", json!({"quantity": 1e27})),
+            code: "invalid_quantity",
+            rule: "max_quantity",
+        },
+        RuleCase {
+            name: "TC24: a price too large to value",
+            order: order(
+                "EURUSD",
+                "buy",
+                json!({"quantity": 50, "type": "limit", "limit_price": 1e25}),
+            ),
+            code: "limit_exceeded",
+            rule: "max_order_notional",
+        },
+        RuleCase {
             name: "TC22: a 65-character client order id",
             order: order(
                 "AAPL",
@@ -570,8 +586,8 @@ async fn the_daily_cap_and_count_add_up_across_the_day_and_the_brokers() {
     };
     let d = desk_with(setup);
     // Six orders of ~827 USD across two brokers: 4963 of the 5000 daily cap.
-    for i in 0..6 {
-        let account = if i % 2 == 0 { "SIM" } else { "SIM2" };
+    for i in 0..6_u32 {
+        let account = if i.is_multiple_of(2) { "SIM" } else { "SIM2" };
         d.ok(
             "place_order",
             json!({"account": account, "symbol": "AAPL", "side": "buy", "quantity": 3}),
@@ -1435,4 +1451,79 @@ async fn every_write_is_in_the_hash_chained_audit_log() {
         "{kinds:?}"
     );
     assert_eq!(d.audit_intact(), 5);
+}
+
+#[tokio::test]
+async fn a_position_can_always_be_closed_even_behind_the_kill_switch_and_confirmation() {
+    let d = desk_with(limits(|t| {
+        t.confirm_paper = Some(true);
+        t.max_orders_per_day = Some(2);
+    }));
+    let buy = order("AAPL", "buy", json!({"quantity": 3}));
+    let p = d.ok("preview_order", buy.clone()).await;
+    let mut placed = buy.clone();
+    placed["confirmation_token"] = p["confirmation_token"].clone();
+    d.ok("place_order", placed).await;
+    // The owner pulls the kill switch and denies the symbol; the day's count is near.
+    std::fs::write(
+        &d.ctx.trading.as_ref().unwrap().settings.kill_switch_file,
+        "",
+    )
+    .unwrap();
+    let opening = d.ok("preview_order", buy).await;
+    assert_eq!(opening["allowed"], false);
+    // The equivalent market order of a close only reduces: it is allowed, with a token.
+    let closing = d
+        .ok(
+            "preview_order",
+            order("AAPL", "sell", json!({"quantity": 2})),
+        )
+        .await;
+    assert_eq!(closing["allowed"], true, "{closing:#}");
+    let closed = d
+        .ok(
+            "close_position",
+            json!({"account": "SIM", "symbol": "AAPL", "quantity": 2, "confirmation_token": closing["confirmation_token"]}),
+        )
+        .await;
+    assert_eq!(closed["filled_quantity"], 2.0);
+    // The count is spent, but the rest can still be closed.
+    let closing = d
+        .ok(
+            "preview_order",
+            order("AAPL", "sell", json!({"quantity": 1})),
+        )
+        .await;
+    let closed = d
+        .ok(
+            "place_order",
+            json!({"account": "SIM", "symbol": "AAPL", "side": "sell", "quantity": 1,
+                "confirmation_token": closing["confirmation_token"]}),
+        )
+        .await;
+    assert_eq!(closed["filled_quantity"], 1.0);
+    // A sell beyond the position is not a reduction: the kill switch refuses it.
+    let (code, ..) = d
+        .refused("place_order", order("AAPL", "sell", json!({"quantity": 1})))
+        .await;
+    assert_eq!(code, "kill_switch");
+}
+
+#[tokio::test]
+async fn working_orders_count_towards_the_position_weight() {
+    let d = desk_with(limits(|t| {
+        t.max_order_notional = number(10_000);
+        t.max_daily_notional = number(100_000);
+        t.max_position_weight_pct = number(2);
+    }));
+    // About 300k in all: 2% is about 6000; each resting order is 3900 of gold.
+    let resting = order(
+        "XAUUSD",
+        "buy",
+        json!({"quantity": 0.01, "type": "limit", "limit_price": 3900, "time_in_force": "gtc"}),
+    );
+    let first = d.ok("place_order", resting.clone()).await;
+    assert_eq!(first["outcome"], "accepted");
+    let (_, rule, v) = d.refused("place_order", resting).await;
+    assert_eq!(rule, "max_position_weight", "{v:#}");
 }

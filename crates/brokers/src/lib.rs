@@ -40,7 +40,12 @@ pub enum BrokerError {
         retry_after: Option<Duration>,
     },
     #[error("{account}: rejected: {reason}")]
-    Rejected { account: String, reason: String },
+    Rejected {
+        account: String,
+        reason: String,
+        /// The broker's id for the rejected order, when it gave one.
+        order_id: Option<String>,
+    },
     #[error("{account}: invalid request: {reason}")]
     InvalidRequest { account: String, reason: String },
     #[error("{account}: unknown symbol {symbol}")]
@@ -59,6 +64,28 @@ pub enum BrokerError {
         account: String,
         capability: &'static str,
     },
+}
+
+impl BrokerError {
+    /// Whether the failure proves the order was not placed (the broker refused it, or it
+    /// never left): only then may a write be recorded as rejected rather than uncertain.
+    pub fn provably_not_placed(&self) -> bool {
+        matches!(
+            self,
+            Self::Rejected { .. }
+                | Self::InvalidRequest { .. }
+                | Self::UnknownSymbol { .. }
+                | Self::Unsupported { .. }
+        )
+    }
+
+    /// The broker's order id, when the failure names one.
+    pub fn order_id(&self) -> Option<&str> {
+        match self {
+            Self::Rejected { order_id, .. } => order_id.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 impl From<BrokerError> for Error {
@@ -263,6 +290,15 @@ pub trait Broker: Send + Sync + fmt::Debug {
 
     /// Sets the stop-loss and take-profit of an open position (`None` leaves one as it
     /// is); answers the levels now in force.
+    /// The stop-loss and take-profit now set on a position.
+    async fn position_levels(
+        &self,
+        account: &str,
+        _symbol: &str,
+    ) -> Result<(Option<rust_decimal::Decimal>, Option<rust_decimal::Decimal>), BrokerError> {
+        unsupported(account, "position levels")
+    }
+
     async fn modify_position(
         &self,
         account: &str,

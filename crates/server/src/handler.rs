@@ -333,37 +333,40 @@ impl<'a> McpConfirmer<'a> {
 
 #[async_trait::async_trait]
 impl Confirmer for McpConfirmer<'_> {
-    async fn confirm(&self, prompt: &str, seal: &str) -> Confirmation {
+    fn prior_answer(&self) -> Option<(bool, String)> {
+        // Only a stateless retry carries an answer; its request state is the single-use
+        // token issued when the question was put, redeemed with the order.
+        let answer = self.answer.as_ref().filter(|_| self.stateless)?;
+        Some((
+            accepted(answer),
+            self.request_state.clone().unwrap_or_default(),
+        ))
+    }
+
+    async fn confirm(&self, prompt: &str, token: &str) -> Confirmation {
+        if !self.can_elicit {
+            return Confirmation::Unavailable;
+        }
         if self.stateless {
-            if let Some(answer) = &self.answer {
-                // An answer is good only for the order it was asked about.
-                if self.request_state.as_deref() != Some(seal) {
-                    return Confirmation::Declined;
-                }
-                return if accepted(answer) {
-                    Confirmation::Accepted
-                } else {
-                    Confirmation::Declined
-                };
-            }
-            if !self.can_elicit {
-                return Confirmation::Unavailable;
-            }
             *self
                 .pending
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                Some((prompt.to_owned(), seal.to_owned()));
+                Some((prompt.to_owned(), token.to_owned()));
             return Confirmation::Pending;
-        }
-        if !self.can_elicit {
-            return Confirmation::Unavailable;
         }
         let Ok(params) = serde_json::from_value(confirm_request(prompt)) else {
             return Confirmation::Unavailable;
         };
-        match self.ctx.peer.create_elicitation(params).await {
-            Ok(result) => {
+        // A question nobody answers is a refusal, not a call that hangs forever.
+        let asked = tokio::time::timeout(
+            std::time::Duration::from_secs(300),
+            self.ctx.peer.create_elicitation(params),
+        )
+        .await;
+        match asked {
+            Err(_) => Confirmation::Declined,
+            Ok(Ok(result)) => {
                 let value = serde_json::to_value(&result).unwrap_or(Value::Null);
                 if accepted(&value) {
                     Confirmation::Accepted
@@ -371,7 +374,7 @@ impl Confirmer for McpConfirmer<'_> {
                     Confirmation::Declined
                 }
             }
-            Err(_) => Confirmation::Unavailable,
+            Ok(Err(_)) => Confirmation::Unavailable,
         }
     }
 }

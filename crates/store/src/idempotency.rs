@@ -55,6 +55,8 @@ pub struct Record {
     pub notional_base: String,
     /// The stored result (JSON), once known.
     pub outcome: Option<String>,
+    /// When it was reserved: RFC 3339, wall time.
+    pub created: String,
 }
 
 /// Looks a key up.
@@ -68,7 +70,7 @@ pub fn get(
 ) -> Result<Option<Record>, StoreError> {
     let row = tx
         .query_row(
-            "SELECT fingerprint, state, order_id, day, notional_base, outcome
+            "SELECT fingerprint, state, order_id, day, notional_base, outcome, created
              FROM idempotency WHERE account = ?1 AND client_order_id = ?2",
             params![account, client_order_id],
             |r| {
@@ -79,13 +81,14 @@ pub fn get(
                     r.get::<_, String>(3)?,
                     r.get::<_, String>(4)?,
                     r.get::<_, Option<String>>(5)?,
+                    r.get::<_, String>(6)?,
                 ))
             },
         )
         .optional()
         .map_err(sql)?;
     row.map(
-        |(fingerprint, state, order_id, day, notional_base, outcome)| {
+        |(fingerprint, state, order_id, day, notional_base, outcome, created)| {
             Ok(Record {
                 account: account.to_owned(),
                 client_order_id: client_order_id.to_owned(),
@@ -95,17 +98,20 @@ pub fn get(
                 day,
                 notional_base,
                 outcome,
+                created,
             })
         },
     )
     .transpose()
 }
 
-/// Reserves a new key in state `submitted`. The caller has checked it is absent.
+/// Reserves a new key in state `submitted`, at `record.created`. The caller has checked
+/// it is absent.
 ///
 /// # Errors
 /// SQLite failures (a duplicate key included).
-pub fn reserve(tx: &Transaction<'_>, record: &Record, now: &str) -> Result<(), StoreError> {
+pub fn reserve(tx: &Transaction<'_>, record: &Record) -> Result<(), StoreError> {
+    let now = &record.created;
     tx.execute(
         "INSERT INTO idempotency (account, client_order_id, fingerprint, state, order_id, day,
              notional_base, outcome, created, updated)

@@ -124,6 +124,12 @@ pub fn issue(
     getrandom::fill(&mut id).map_err(|e| StoreError::Corrupt(format!("no randomness: {e}")))?;
     let id = hex(&id);
     let mac = hex(&key.mac(signed_text(&id, expires, fingerprint).as_bytes()));
+    // Tokens a day past their expiry can never be redeemed: keep the table small.
+    tx.execute(
+        "DELETE FROM tokens WHERE expires < ?1",
+        params![expires - 86_400 - 3_600],
+    )
+    .map_err(sql)?;
     tx.execute(
         "INSERT INTO tokens (token_id, account, fingerprint, expires, used) VALUES (?1, ?2, ?3, ?4, NULL)",
         params![id, account, fingerprint, expires],

@@ -365,6 +365,12 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
     }
     let mut opened: Vec<(PathBuf, Arc<BookBroker>, Vec<String>)> = Vec::new();
     for (i, account) in config.accounts.iter().enumerate() {
+        if config.accounts[..i].iter().any(|a| a.id == account.id) {
+            return Err(config_error(
+                format!("accounts[{i}]: the id '{}' is used twice", account.id),
+                "give every [[accounts]] entry its own id",
+            ));
+        }
         if account.live == Some(true) {
             live_accounts.push(account.id.clone());
         }
@@ -401,6 +407,15 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                     sim.seed = seed;
                 }
                 if let Some(code) = &account.currency {
+                    if !["USD", "EUR", "GBP", "JPY", "MYR"].contains(&code.as_str()) {
+                        return Err(config_error(
+                            format!(
+                                "accounts[{i}] ({}): the sim has no rates for currency '{code}'",
+                                account.id
+                            ),
+                            "use USD, EUR, GBP, JPY or MYR",
+                        ));
+                    }
                     sim.currency = Currency::new_checked(code).map_err(|e| {
                         config_error(
                             format!("accounts[{i}] ({}): currency: {}", account.id, e.message),

@@ -434,9 +434,9 @@ fn order_summary(r: &PlaceResult) -> String {
         r.order_id,
         r.client_order_id,
         r.outcome,
-        r.filled_quantity,
+        r.filled_quantity.0,
         r.average_price
-            .map_or_else(|| "-".to_owned(), |p| p.to_string()),
+            .map_or_else(|| "-".to_owned(), |p| p.0.to_string()),
         if r.replayed {
             ", replayed from the first call"
         } else {

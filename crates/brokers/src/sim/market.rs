@@ -353,7 +353,9 @@ fn log_offset(seed: u64, salt: u64, seconds: f64) -> f64 {
 
 /// Rounds to a multiple of `tick` (half away from zero), never below one tick.
 pub fn to_tick(price: Decimal, tick: Decimal) -> Decimal {
-    ((price / tick).round() * tick).max(tick)
+    let ticks = (price / tick)
+        .round_dp_with_strategy(0, rust_decimal::RoundingStrategy::MidpointAwayFromZero);
+    (ticks * tick).max(tick)
 }
 
 impl SimInstrument {

@@ -664,9 +664,14 @@ impl SimBroker {
             after.abs()
         };
         if !opening.is_zero() {
-            let rate = self
-                .fx_rate(inst.spec.currency, self.config.currency, t)
-                .unwrap_or(Decimal::ONE);
+            let Some(rate) = self.fx_rate(inst.spec.currency, self.config.currency, t) else {
+                let reason = format!(
+                    "no {}/{} rate to check margin",
+                    inst.spec.currency.code(),
+                    self.config.currency.code()
+                );
+                return self.finish(tx, order, OrderStatus::Rejected, Some(reason), t);
+            };
             let commission = inst.commission(quantity, price);
             let required = (opening * price * inst.spec.multiplier * inst.spec.margin_rate
                 + commission)
@@ -719,8 +724,9 @@ impl SimBroker {
         order.record.filled_quantity = quantity;
         order.record.average_price = Some(price);
         // Levels live on the position: an order's SL/TP replace them; a flat position
-        // has none.
-        if after.is_zero() {
+        // has none, and a position flipped through zero keeps none of the old side's.
+        let flipped = !held.is_zero() && !after.is_zero() && (held * after).is_sign_negative();
+        if after.is_zero() || flipped {
             tx.execute(
                 "DELETE FROM sim_brackets WHERE account = ?1 AND exchange = ?2 AND symbol = ?3",
                 params![
@@ -730,7 +736,10 @@ impl SimBroker {
                 ],
             )
             .map_err(sql)?;
-        } else if order.record.stop_loss.is_some() || order.record.take_profit.is_some() {
+        }
+        if !after.is_zero()
+            && (order.record.stop_loss.is_some() || order.record.take_profit.is_some())
+        {
             tx.execute(
                 "INSERT INTO sim_brackets (account, exchange, symbol, stop_loss, take_profit)
                  VALUES (?1, ?2, ?3, ?4, ?5)
@@ -743,17 +752,6 @@ impl SimBroker {
                     inst.spec.key.symbol,
                     order.record.stop_loss.map(|d| d.to_string()),
                     order.record.take_profit.map(|d| d.to_string())
-                ],
-            )
-            .map_err(sql)?;
-        } else if (held * after).is_sign_negative() {
-            // Flipped through zero: the old side's levels no longer apply.
-            tx.execute(
-                "DELETE FROM sim_brackets WHERE account = ?1 AND exchange = ?2 AND symbol = ?3",
-                params![
-                    self.config.account,
-                    inst.spec.key.exchange,
-                    inst.spec.key.symbol
                 ],
             )
             .map_err(sql)?;
@@ -802,7 +800,7 @@ impl SimBroker {
         t: DateTime<Utc>,
         placing: bool,
     ) -> Result<(), StoreError> {
-        if !order.record.status.is_open() {
+        if !order.record.status.is_open() || t < order.record.created {
             return Ok(());
         }
         let Some(inst) = self
@@ -920,7 +918,12 @@ impl SimBroker {
 
     /// Checks the positions' stop-loss and take-profit levels against the quote at `t`,
     /// closing a position whose level the path crossed.
-    fn check_levels(&self, tx: &Transaction<'_>, t: DateTime<Utc>) -> Result<(), StoreError> {
+    fn check_levels(
+        &self,
+        tx: &Transaction<'_>,
+        t: DateTime<Utc>,
+        held: &mut Option<(i64, BTreeMap<tradedesk_core::InstrumentKey, Decimal>)>,
+    ) -> Result<(), StoreError> {
         let levels: Vec<(String, String, Option<String>, Option<String>)> = {
             let mut stmt = tx
                 .prepare_cached(
@@ -937,7 +940,18 @@ impl SimBroker {
         if levels.is_empty() {
             return Ok(());
         }
-        let positions = Self::positions(&self.load_fills(tx)?);
+        // Positions only change with a fill: re-read them only when the count moved.
+        let fills: i64 = tx
+            .query_row(
+                "SELECT COUNT(*) FROM sim_fills WHERE account = ?1",
+                params![self.config.account],
+                |r| r.get(0),
+            )
+            .map_err(sql)?;
+        if held.as_ref().is_none_or(|(count, _)| *count != fills) {
+            *held = Some((fills, Self::positions(&self.load_fills(tx)?)));
+        }
+        let positions = held.as_ref().map(|(_, p)| p.clone()).unwrap_or_default();
         for (exchange, symbol, sl, tp) in levels {
             let key = tradedesk_core::InstrumentKey::new(exchange, symbol);
             let Some(&held) = positions.get(&key) else {
@@ -962,7 +976,8 @@ impl SimBroker {
                 let mut order = SimOrder {
                     record: OrderRecord {
                         order_id: format!("{}-{seq}", self.config.account),
-                        client_order_id: format!("{which}-{seq}"),
+                        // '#' never appears in a caller's id, so these cannot collide.
+                        client_order_id: format!("#{which}-{seq}"),
                         account: self.config.account.clone(),
                         key: key.clone(),
                         side: if long { Side::Sell } else { Side::Buy },
@@ -995,8 +1010,26 @@ impl SimBroker {
     /// Walks the path from the last processed minute to `now`, working open orders and
     /// position levels at each minute.
     fn advance(&self, now: DateTime<Utc>) -> Result<(), StoreError> {
+        // Most calls find nothing to work: answer them with a read, no write at all.
+        let pending = self.store.read(|c| {
+            c.query_row(
+                "SELECT last_tick,
+                        EXISTS (SELECT 1 FROM sim_orders WHERE account = ?1 AND status = 'accepted')
+                         OR EXISTS (SELECT 1 FROM sim_brackets WHERE account = ?1)
+                 FROM sim_accounts WHERE account = ?1",
+                params![self.config.account],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?)),
+            )
+            .optional()
+            .map_err(sql)
+        })?;
+        match pending {
+            None => return self.store.tx(|tx| self.ensure_account(tx, now)),
+            Some((_, false)) => return Ok(()),
+            Some((last, true)) if now <= parse_time(&last)? => return Ok(()),
+            Some(_) => {}
+        }
         self.store.tx(|tx| {
-            self.ensure_account(tx, now)?;
             let last: String = tx
                 .query_row(
                     "SELECT last_tick FROM sim_accounts WHERE account = ?1",
@@ -1008,40 +1041,39 @@ impl SimBroker {
             if now <= last {
                 return Ok(());
             }
-            let has_work: bool = tx
-                .query_row(
-                    "SELECT EXISTS (SELECT 1 FROM sim_orders WHERE account = ?1 AND status = 'accepted')
-                         OR EXISTS (SELECT 1 FROM sim_brackets WHERE account = ?1)",
-                    params![self.config.account],
-                    |r| r.get(0),
-                )
-                .map_err(sql)?;
-            if has_work {
-                let mut t = last.max(now - MAX_CATCH_UP);
-                loop {
-                    t = (t + STEP).min(now);
-                    let mut open = self.load_orders(
-                        tx,
-                        "account = ?1 AND status = 'accepted' ORDER BY created, order_id",
-                        &[&self.config.account],
-                    )?;
-                    for order in &mut open {
-                        self.work(tx, order, t, false)?;
-                    }
-                    self.check_levels(tx, t)?;
-                    if t >= now {
-                        break;
-                    }
+            let mut t = last.max(now - MAX_CATCH_UP);
+            let mut held = None;
+            loop {
+                t = (t + STEP).min(now);
+                let mut open = self.load_orders(
+                    tx,
+                    "account = ?1 AND status = 'accepted' ORDER BY created, order_id",
+                    &[&self.config.account],
+                )?;
+                for order in &mut open {
+                    self.work(tx, order, t, false)?;
+                }
+                self.check_levels(tx, t, &mut held)?;
+                if t >= now {
+                    break;
                 }
             }
-            tx.execute(
-                "UPDATE sim_accounts SET last_tick = ?2 WHERE account = ?1",
-                params![self.config.account, rfc3339(now)],
-            )
-            .map_err(sql)?;
+            self.mark_tick(tx, now)?;
             self.writes.fetch_add(1, Ordering::Relaxed);
             Ok(())
         })
+    }
+
+    /// Records that the path has been worked up to `now`. Every write that adds work
+    /// (an order, a level) calls it, so a later catch-up never works a minute before
+    /// the work existed.
+    fn mark_tick(&self, tx: &Transaction<'_>, now: DateTime<Utc>) -> Result<(), StoreError> {
+        tx.execute(
+            "UPDATE sim_accounts SET last_tick = ?2 WHERE account = ?1",
+            params![self.config.account, rfc3339(now)],
+        )
+        .map_err(sql)?;
+        Ok(())
     }
 
     fn caught_up(&self) -> Result<DateTime<Utc>, BrokerError> {
@@ -1206,7 +1238,12 @@ impl Broker for SimBroker {
         symbol: &str,
     ) -> Result<TradableInstrument, BrokerError> {
         self.check_account(account)?;
-        Ok(self.find(symbol)?.spec.clone())
+        let inst = self.find(symbol)?;
+        let mut spec = inst.spec.clone();
+        // Bursa's tick depends on the price band the stock trades in now.
+        let (bid, ask) = inst.bid_ask(self.config.seed, self.clock.now());
+        spec.tick = inst.tick_at((bid + ask) / Decimal::TWO);
+        Ok(spec)
     }
 
     fn estimate_commission(
@@ -1219,6 +1256,14 @@ impl Broker for SimBroker {
         self.universe
             .iter()
             .find(|i| i.spec.key == instrument.key)
+            // A price written on an order can be absurd: no estimate rather than overflow.
+            .filter(|i| {
+                quantity
+                    .checked_mul(price)
+                    .and_then(|v| v.checked_mul(i.spec.multiplier))
+                    .and_then(|v| v.checked_mul(Decimal::from(100)))
+                    .is_some()
+            })
             .map(|i| i.commission(quantity, price))
     }
 
@@ -1329,6 +1374,7 @@ impl Broker for SimBroker {
                     triggered: false,
                     reduce_only: request.reduce_only,
                 };
+                self.mark_tick(tx, now)?;
                 self.insert_order(tx, &order)?;
                 self.work(tx, &mut order, now, true)?;
                 Ok::<_, StoreError>(Ok(order.record))
@@ -1341,6 +1387,7 @@ impl Broker for SimBroker {
                 "client order id already used by order {}",
                 existing.order_id
             ),
+            order_id: Some(existing.order_id),
         })?;
         let message = match order.status {
             OrderStatus::Filled => format!(
@@ -1354,6 +1401,7 @@ impl Broker for SimBroker {
                 return Err(BrokerError::Rejected {
                     account: request.account.clone(),
                     reason: order.reason.unwrap_or_else(|| "rejected".to_owned()),
+                    order_id: Some(order.order_id),
                 });
             }
             OrderStatus::Cancelled | OrderStatus::Expired => {
@@ -1362,6 +1410,7 @@ impl Broker for SimBroker {
                     reason: order
                         .reason
                         .unwrap_or_else(|| "cancelled on arrival".to_owned()),
+                    order_id: Some(order.order_id),
                 });
             }
         };
@@ -1408,6 +1457,15 @@ impl Broker for SimBroker {
         })
     }
 
+    async fn position_levels(
+        &self,
+        account: &str,
+        symbol: &str,
+    ) -> Result<(Option<Decimal>, Option<Decimal>), BrokerError> {
+        self.check_account(account)?;
+        self.levels(symbol)
+    }
+
     async fn modify_position(
         &self,
         account: &str,
@@ -1428,6 +1486,7 @@ impl Broker for SimBroker {
                 if held.is_zero() {
                     return Ok(None);
                 }
+                self.mark_tick(tx, self.clock.now())?;
                 let levels = tx
                     .query_row(
                         "INSERT INTO sim_brackets (account, exchange, symbol, stop_loss, take_profit)
@@ -1453,6 +1512,7 @@ impl Broker for SimBroker {
         result.ok_or_else(|| BrokerError::Rejected {
             account: account.to_owned(),
             reason: format!("no open position in {}", inst.spec.key),
+            order_id: None,
         })
     }
 }
@@ -1510,4 +1570,160 @@ impl SimBroker {
 /// Whether an asset class is quoted in pips (FX and metals).
 pub fn quoted_in_pips(class: AssetClass) -> bool {
     matches!(class, AssetClass::Fx | AssetClass::Cfd)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use chrono::TimeZone;
+    use rust_decimal_macros::dec;
+
+    use super::*;
+    use crate::demo::demo_book;
+
+    fn sim() -> (SimBroker, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::new(
+            Utc.with_ymd_and_hms(2026, 11, 30, 15, 0, 0).unwrap(),
+        ));
+        let broker = SimBroker::new(
+            SimConfig::new("SIM"),
+            &demo_book().unwrap(),
+            Arc::new(Store::in_memory().unwrap()),
+            Arc::clone(&clock) as Arc<dyn Clock>,
+        );
+        (broker, clock)
+    }
+
+    fn request(id: &str, symbol: &str, side: Side, quantity: Decimal) -> OrderRequest {
+        let (exchange, symbol) = symbol.split_once(':').unwrap();
+        OrderRequest {
+            account: "SIM".into(),
+            key: tradedesk_core::InstrumentKey::new(exchange, symbol),
+            side,
+            quantity,
+            order_type: OrderType::Market,
+            limit_price: None,
+            stop_price: None,
+            time_in_force: TimeInForce::Gtc,
+            stop_loss: None,
+            take_profit: None,
+            comment: None,
+            client_order_id: id.into(),
+            mode: Mode::Paper,
+            reduce_only: false,
+        }
+    }
+
+    /// Moves the clock an hour at a time until the order leaves `accepted`.
+    async fn until_done(sim: &SimBroker, clock: &ManualClock, id: &str) -> OrderRecord {
+        for _ in 0..24 * 60 {
+            clock.advance(Duration::hours(1));
+            let o = sim.find_order("SIM", id).await.unwrap().unwrap();
+            if o.status != OrderStatus::Accepted {
+                return o;
+            }
+        }
+        panic!("{id} never left accepted");
+    }
+
+    #[tokio::test]
+    async fn stops_trigger_at_the_touch_and_stop_limits_then_wait_for_their_limit() {
+        let (sim, clock) = sim();
+        let q = sim.quote("SIM", "EURUSD").await.unwrap();
+        // TC1: a buy stop 15 pips over the ask fills at the first ask at or over it.
+        let mut stop = request("stop-1", "FX:EURUSD", Side::Buy, dec!(0.1));
+        stop.order_type = OrderType::Stop;
+        stop.stop_price = Some(q.ask + dec!(0.0015));
+        let placed = sim.place(&stop).await.unwrap();
+        assert_eq!(placed.order.status, OrderStatus::Accepted);
+        let done = until_done(&sim, &clock, "stop-1").await;
+        assert_eq!(done.status, OrderStatus::Filled);
+        assert!(done.average_price.unwrap() >= q.ask + dec!(0.0015));
+        // TC2: a sell stop-limit: triggered at the stop, filled only at the limit or better.
+        let q = sim.quote("SIM", "EURUSD").await.unwrap();
+        let mut sl = request("stoplimit-1", "FX:EURUSD", Side::Sell, dec!(0.1));
+        sl.order_type = OrderType::StopLimit;
+        sl.stop_price = Some(q.bid - dec!(0.0010));
+        sl.limit_price = Some(q.bid - dec!(0.0012));
+        sim.place(&sl).await.unwrap();
+        let done = until_done(&sim, &clock, "stoplimit-1").await;
+        assert_eq!(done.status, OrderStatus::Filled);
+        assert!(done.average_price.unwrap() >= q.bid - dec!(0.0012));
+        // TC3: a fok limit that cannot fill now is cancelled, never left working.
+        let mut fok = request("fok-1", "FX:EURUSD", Side::Buy, dec!(0.1));
+        fok.order_type = OrderType::Limit;
+        fok.time_in_force = TimeInForce::Fok;
+        fok.limit_price = Some(dec!(0.5));
+        let err = sim.place(&fok).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                BrokerError::Rejected {
+                    order_id: Some(_),
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_flip_drops_the_old_sides_levels() {
+        let (sim, _clock) = sim();
+        let q = sim.quote("SIM", "NASDAQ:AAPL").await.unwrap();
+        let mut long = request("long", "NASDAQ:AAPL", Side::Buy, dec!(10));
+        long.take_profit = Some((q.ask + dec!(20)).round());
+        sim.place(&long).await.unwrap();
+        assert!(sim.levels("AAPL").unwrap().1.is_some());
+        let mut flip = request("flip", "NASDAQ:AAPL", Side::Sell, dec!(20));
+        flip.stop_loss = Some((q.bid + dec!(30)).round());
+        sim.place(&flip).await.unwrap();
+        let (sl, tp) = sim.levels("AAPL").unwrap();
+        assert_eq!((sl, tp), (flip.stop_loss, None));
+        assert_eq!(sim.position("AAPL").unwrap(), dec!(-10));
+    }
+
+    #[tokio::test]
+    async fn the_sims_own_orders_never_take_a_callers_id() {
+        let (sim, clock) = sim();
+        let q = sim.quote("SIM", "NASDAQ:AAPL").await.unwrap();
+        // A caller may use any id of letters, digits and -_.: — the sim's own use '#'.
+        sim.place(&request("take_profit-3", "NASDAQ:AAPL", Side::Buy, dec!(1)))
+            .await
+            .unwrap();
+        let mut buy = request("b", "NASDAQ:AAPL", Side::Buy, dec!(1));
+        buy.take_profit = Some(q.ask + dec!(0.05));
+        buy.stop_loss = Some(q.ask - dec!(0.05));
+        sim.place(&buy).await.unwrap();
+        for _ in 0..48 {
+            clock.advance(Duration::hours(1));
+            sim.orders(Some("SIM"), OrderFilter::Open).await.unwrap();
+            if sim.position("AAPL").unwrap().is_zero() {
+                break;
+            }
+        }
+        assert!(sim.position("AAPL").unwrap().is_zero());
+        let all = sim.orders(Some("SIM"), OrderFilter::All).await.unwrap();
+        assert!(
+            all.iter().any(|o| o.client_order_id.starts_with('#')),
+            "{all:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_resting_order_is_never_worked_at_a_minute_before_it_existed() {
+        let (sim, clock) = sim();
+        // The account is first touched at 15:00; the order arrives three days later.
+        sim.quote("SIM", "EURUSD").await.unwrap();
+        sim.orders(Some("SIM"), OrderFilter::All).await.unwrap();
+        clock.advance(Duration::days(3));
+        let q = sim.quote("SIM", "EURUSD").await.unwrap();
+        let mut limit = request("late", "FX:EURUSD", Side::Buy, dec!(0.1));
+        limit.order_type = OrderType::Limit;
+        limit.limit_price = Some(q.ask - dec!(0.0005));
+        let placed = sim.place(&limit).await.unwrap();
+        clock.advance(Duration::minutes(1));
+        let o = sim.find_order("SIM", "late").await.unwrap().unwrap();
+        assert!(o.updated >= placed.order.created, "{o:?}");
+    }
 }

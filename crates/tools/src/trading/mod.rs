@@ -112,8 +112,9 @@ impl Trading {
         self.now().with_timezone(&Local).date_naive().to_string()
     }
 
+    /// Whether the kill switch is on; a file that cannot be checked counts as on.
     pub fn kill_switch_on(&self) -> bool {
-        self.settings.kill_switch_file.exists()
+        self.settings.kill_switch_file.try_exists().unwrap_or(true)
     }
 
     fn key(&self) -> &TokenKey {

@@ -38,9 +38,16 @@ pub enum Confirmation {
 /// Asks the human to confirm an order (MCP elicitation, where the client supports it).
 #[async_trait]
 pub trait Confirmer: Send + Sync {
-    /// `seal` is a server-keyed MAC of the order's arguments: an answer carried over a
-    /// retry must come back with it, so acceptance of one order never stands for another.
-    async fn confirm(&self, prompt: &str, seal: &str) -> Confirmation;
+    /// Puts the question. `token` is the single-use confirmation token the answer will
+    /// stand for: a client that answers on a retry (the 2026-07-28 input-required
+    /// flow) must send it back as the request state.
+    async fn confirm(&self, prompt: &str, token: &str) -> Confirmation;
+
+    /// An answer this call already carries (a 2026-07-28 retry): accepted or not, and
+    /// the request state it came back with.
+    fn prior_answer(&self) -> Option<(bool, String)> {
+        None
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -221,6 +228,7 @@ pub struct OrdersArgs {
     #[serde(default)]
     pub status: StatusArg,
     /// 1..500, default 50; newest first.
+    #[schemars(range(min = 1, max = 500))]
     pub limit: Option<u32>,
 }
 
@@ -356,8 +364,8 @@ pub struct PlaceResult {
     pub outcome: String,
     pub order_id: String,
     pub client_order_id: String,
-    pub filled_quantity: f64,
-    pub average_price: Option<f64>,
+    pub filled_quantity: Num,
+    pub average_price: Option<Num>,
     pub message: String,
     /// True when this client_order_id was seen before with the same order: the stored outcome.
     pub replayed: bool,
@@ -616,6 +624,10 @@ struct Plan {
     price: Option<Decimal>,
     notional: Option<Decimal>,
     notional_base: Option<Decimal>,
+    /// The base-currency valuation before rounding: what the limits compare.
+    value_exact: Option<Decimal>,
+    /// Only takes risk off: exempt from the kill switch, lists and limits.
+    reduces: bool,
     commission: Option<Decimal>,
     base: Currency,
     checks: Vec<Check>,
@@ -741,12 +753,16 @@ async fn rate_to_base(
     ctx: &ToolContext,
     book: &tradedesk_core::Book,
     from: Currency,
+    today: chrono::NaiveDate,
 ) -> Option<Decimal> {
     let base = book.base_currency;
     if from == base {
         return Some(Decimal::ONE);
     }
-    if let Ok(rate) = book.fx.rate(from, base, book.as_of) {
+    // A book rate only while it is fresh: a cap checked at a months-old rate is no cap.
+    if let Ok(rate) = book.fx.rate(from, base, today)
+        && rate.date.is_none_or(|d| !crate::rates::is_stale(today, d))
+    {
         return Some(rate.rate);
     }
     for (account, broker) in ctx.served_accounts() {
@@ -756,7 +772,7 @@ async fn rate_to_base(
         ] {
             if let Ok(q) = broker.quote(&account.id, &pair).await {
                 let mid = (q.bid + q.ask) / Decimal::TWO;
-                if mid.is_zero() {
+                if mid <= Decimal::ZERO {
                     continue;
                 }
                 return Some(if invert { Decimal::ONE / mid } else { mid });
@@ -764,6 +780,59 @@ async fn rate_to_base(
         }
     }
     None
+}
+
+/// This account's signed position in an instrument.
+fn position_in(
+    book: &tradedesk_core::Book,
+    ledger: &tradedesk_core::ledger::Ledger,
+    account: &str,
+    key: &InstrumentKey,
+) -> Decimal {
+    let (Some(a), Some(i)) = (book.account_index(account), book.instrument_index(key)) else {
+        return Decimal::ZERO;
+    };
+    ledger
+        .fifo
+        .open_positions()
+        .filter(|(pa, pi, _)| *pa == a && *pi == i)
+        .map(|(_, _, lots)| lots.signed_quantity())
+        .sum()
+}
+
+/// The signed base-currency value of every working order in an instrument, at the
+/// highest price written on each (or the current price), across the accounts that
+/// report orders.
+async fn working_notional(
+    ctx: &ToolContext,
+    inst: &TradableInstrument,
+    price_now: Option<Decimal>,
+    rate: Option<Decimal>,
+) -> Decimal {
+    let mut total = Decimal::ZERO;
+    for (account, broker) in ctx.served_accounts() {
+        let Ok(orders) = broker.orders(Some(&account.id), OrderFilter::Open).await else {
+            continue;
+        };
+        for o in orders.iter().filter(|o| o.key == inst.key) {
+            let price = [o.limit_price, o.stop_price, price_now]
+                .into_iter()
+                .flatten()
+                .max();
+            let remaining = o.quantity - o.filled_quantity;
+            let value = price
+                .zip(rate)
+                .and_then(|(p, r)| {
+                    remaining
+                        .checked_mul(p)?
+                        .checked_mul(inst.multiplier)?
+                        .checked_mul(r)
+                })
+                .unwrap_or_default();
+            total += if o.side == Side::Buy { value } else { -value };
+        }
+    }
+    total
 }
 
 /// Today's counted orders: (their summed valuations, how many).
@@ -898,8 +967,13 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         .filter(|_| touch.is_some());
     let quantity = match (order.quantity, order.notional, price) {
         (Some(q), _, _) => Some(q),
-        (None, Some(n), Some(p)) if p > Decimal::ZERO && !inst.lot_step.is_zero() => {
-            Some((n / (p * inst.multiplier) / inst.lot_step).floor() * inst.lot_step)
+        (None, Some(n), Some(p))
+            if p > Decimal::ZERO && n > Decimal::ZERO && !inst.lot_step.is_zero() =>
+        {
+            p.checked_mul(inst.multiplier)
+                .and_then(|unit| n.checked_div(unit))
+                .and_then(|units| units.checked_div(inst.lot_step))
+                .and_then(|lots| lots.floor().checked_mul(inst.lot_step))
         }
         _ => None,
     };
@@ -1002,14 +1076,27 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         );
     }
 
+    // An order that only takes risk off (a market order against this account's own
+    // position, no bigger than it) passes the kill switch, the lists and the limits:
+    // the owner must always be able to get out. The broker is told to clamp it.
+    let held_here = position_in(&book, &ledger, &order.account, &key);
+    let reduces = order.reduce_only
+        || (order.order_type == OrderType::Market
+            && quantity.is_some_and(|q| q > Decimal::ZERO && q <= held_here.abs())
+            && (held_here.is_sign_positive() != buy)
+            && !held_here.is_zero());
+    let exempt = reduces;
+
     // The policy.
     let s = &trading.settings;
     let denied = symbol_listed(&s.deny_symbols, &key);
     let allowed = s.allow_symbols.is_empty() || symbol_listed(&s.allow_symbols, &key);
     check(
         "symbol_allowed",
-        allowed && !denied,
-        if denied {
+        exempt || (allowed && !denied),
+        if exempt && (denied || !allowed) {
+            format!("{key} is not allowed, but this order only reduces a position")
+        } else if denied {
             format!("{key} is on deny_symbols")
         } else if !allowed {
             format!("{key} is not on allow_symbols")
@@ -1020,8 +1107,8 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
     let kill = trading.kill_switch_on();
     check(
         "kill_switch",
-        !kill || order.reduce_only,
-        if kill && order.reduce_only {
+        !kill || exempt,
+        if kill && exempt {
             "the kill switch is on, but this order only reduces a position".to_owned()
         } else if kill {
             format!(
@@ -1032,16 +1119,23 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
             "off".to_owned()
         },
     );
-    let rate = rate_to_base(ctx, &book, inst.currency).await;
+    let today = trading.now().date_naive();
+    let rate = rate_to_base(ctx, &book, inst.currency, today).await;
     let notional = match (order.notional, quantity, price) {
         (Some(n), _, _) => Some(n),
-        (None, Some(q), Some(p)) => Some(q * p * inst.multiplier),
+        (None, Some(q), Some(p)) => q
+            .checked_mul(p)
+            .and_then(|v| v.checked_mul(inst.multiplier)),
         _ => None,
     };
-    let notional_base = notional.zip(rate).map(|(n, r)| base.round(n * r));
+    // Compared unrounded: rounding must never take an order under a limit.
+    let value_exact = notional.zip(rate).and_then(|(n, r)| n.checked_mul(r));
+    let too_large =
+        touch.is_some() && rate.is_some() && quantity.is_some() && value_exact.is_none();
+    let notional_base = value_exact.map(|v| base.round(v));
     check(
         "price_available",
-        notional_base.is_some(),
+        touch.is_some() && rate.is_some(),
         match (touch, rate) {
             (None, _) => format!("no current quote for {key}"),
             (Some(_), None) => format!("no {}/{} rate", inst.currency.code(), base.code()),
@@ -1053,11 +1147,17 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         },
     );
     let (day_sum, day_count) = day_totals(trading)?;
-    if let Some(value) = notional_base {
-        let exempt = order.reduce_only;
+    if too_large {
         check(
             "max_order_notional",
-            exempt || value <= s.max_order_notional,
+            false,
+            "the order is too large to value".to_owned(),
+        );
+    }
+    if let Some((value, exact)) = notional_base.zip(value_exact) {
+        check(
+            "max_order_notional",
+            exempt || exact <= s.max_order_notional,
             format!(
                 "order valued at {value} {b}; limit {} {b}{}",
                 s.max_order_notional,
@@ -1071,7 +1171,7 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         );
         check(
             "max_daily_notional",
-            exempt || day_sum + value <= s.max_daily_notional,
+            exempt || day_sum + exact <= s.max_daily_notional,
             format!(
                 "today {day_sum} {b} + this order {value} {b} against a daily limit of {} {b}",
                 s.max_daily_notional,
@@ -1092,17 +1192,21 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
             .filter(|p| book.instrument(p.instrument).key == key)
             .filter_map(|p| p.marked.as_ref().map(|m| m.notional_converted))
             .sum();
-        let signed = if buy { value } else { -value };
-        let after = (held + signed).abs();
+        // Working orders in the same instrument count as if they had filled.
+        let working = working_notional(ctx, &inst, touch, rate).await;
+        let signed = if buy { exact } else { -exact };
+        let after = (held + working + signed).abs();
         let weight = if total > Decimal::ZERO {
-            Some((after / total * Decimal::ONE_HUNDRED).round_dp(2))
+            after
+                .checked_div(total)
+                .and_then(|w| w.checked_mul(Decimal::ONE_HUNDRED))
         } else {
             None
         };
         check(
             "max_position_weight",
-            order.reduce_only || weight.is_some_and(|w| w <= s.max_position_weight_pct),
-            match weight {
+            exempt || weight.is_some_and(|w| w <= s.max_position_weight_pct),
+            match weight.map(|w| w.round_dp(2)) {
                 Some(w) => format!(
                     "{key} would be {w}% of the portfolio ({} {b}); limit {}%",
                     base.round(total),
@@ -1115,7 +1219,7 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
     }
     check(
         "max_orders_per_day",
-        day_count < s.max_orders_per_day,
+        exempt || day_count < s.max_orders_per_day,
         format!("{day_count} order(s) today; limit {}", s.max_orders_per_day),
     );
     let commission = match (quantity, price) {
@@ -1131,6 +1235,8 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         price,
         notional,
         notional_base,
+        value_exact,
+        reduces,
         commission,
         base,
         checks,
@@ -1186,10 +1292,12 @@ pub async fn preview_order(ctx: &ToolContext, args: PreviewArgs) -> Result<Previ
             notional_base: plan.notional_base.map(Num),
             base_currency: plan.base.code().to_owned(),
             commission: plan.commission.map(Num),
-            margin_required: plan
-                .quantity
-                .zip(plan.price)
-                .map(|(q, p)| Num(ccy.round(q * p * plan.inst.multiplier * plan.inst.margin_rate))),
+            margin_required: plan.quantity.zip(plan.price).and_then(|(q, p)| {
+                q.checked_mul(p)?
+                    .checked_mul(plan.inst.multiplier)?
+                    .checked_mul(plan.inst.margin_rate)
+                    .map(|m| Num(ccy.round(m)))
+            }),
             bid: plan.quote.as_ref().map(|q| Num(q.bid)),
             ask: plan.quote.as_ref().map(|q| Num(q.ask)),
         },
@@ -1229,12 +1337,10 @@ fn refusal_error(refusal: Refusal) -> Error {
 }
 
 fn random_id(prefix: &str) -> String {
-    let mut bytes = [0_u8; 8];
+    let mut bytes = [0_u8; 12];
     if getrandom::fill(&mut bytes).is_err() {
-        bytes = chrono::Utc::now()
-            .timestamp_nanos_opt()
-            .unwrap_or_default()
-            .to_le_bytes();
+        let nanos = chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default();
+        bytes[..8].copy_from_slice(&nanos.to_le_bytes());
     }
     format!("{prefix}{}", tradedesk_store::hex(&bytes))
 }
@@ -1268,7 +1374,6 @@ struct StoredError {
 }
 
 fn place_result(order: &OrderRecord, message: String, replayed: bool) -> PlaceResult {
-    let f = |d: Decimal| d.normalize().to_string().parse::<f64>().unwrap_or(f64::NAN);
     PlaceResult {
         mode: order.mode.as_str().to_owned(),
         outcome: if order.status == tradedesk_core::OrderStatus::Filled {
@@ -1278,8 +1383,8 @@ fn place_result(order: &OrderRecord, message: String, replayed: bool) -> PlaceRe
         },
         order_id: order.order_id.clone(),
         client_order_id: order.client_order_id.clone(),
-        filled_quantity: f(order.filled_quantity),
-        average_price: order.average_price.map(f),
+        filled_quantity: Num(order.filled_quantity.normalize()),
+        average_price: order.average_price.map(|p| Num(p.normalize())),
         message,
         replayed,
     }
@@ -1297,6 +1402,7 @@ fn uncertain_error(client_order_id: &str, order_id: Option<String>, detail: &str
 /// Resolves a stored key whose outcome is not known by looking the order up at the
 /// broker (never by sending it again).
 async fn resolve(
+    ctx_timeout: std::time::Duration,
     trading: &Trading,
     broker: &Arc<dyn Broker>,
     record: &Record,
@@ -1305,55 +1411,83 @@ async fn resolve(
         .find_order(&record.account, &record.client_order_id)
         .await;
     let now = rfc3339(trading.now());
+    let store = |state: State, order_id: Option<&str>, stored: &Stored| -> Result<()> {
+        let text = serde_json::to_string(stored).map_err(|e| Error::internal(e.to_string()))?;
+        settle(trading, record, state, order_id, &text, "recovered", &now)
+    };
     match found {
+        Ok(Some(order))
+            if order.filled_quantity.is_zero()
+                && matches!(
+                    order.status,
+                    tradedesk_core::OrderStatus::Rejected
+                        | tradedesk_core::OrderStatus::Cancelled
+                        | tradedesk_core::OrderStatus::Expired
+                ) =>
+        {
+            // The broker has it, but it never traded: a rejection, not a success.
+            let error = Error::new(
+                ErrorCode::BrokerRejected,
+                format!(
+                    "order {} is {}: {}",
+                    order.order_id,
+                    order.status.as_str(),
+                    order.reason.as_deref().unwrap_or("no reason given")
+                ),
+                "nothing was traded; change the order rather than retrying it",
+            )
+            .with_order(
+                Some(record.client_order_id.clone()),
+                Some(order.order_id.clone()),
+            );
+            store(
+                State::Rejected,
+                Some(&order.order_id),
+                &Stored::Failed {
+                    error: json!(error),
+                },
+            )?;
+            Err(error)
+        }
         Ok(Some(order)) => {
             let result = place_result(
                 &order,
                 "resolved by looking the order up at the broker".to_owned(),
                 true,
             );
-            let stored = serde_json::to_string(&Stored::Placed {
-                result: result.clone(),
-            })
-            .map_err(|e| Error::internal(e.to_string()))?;
-            settle(
-                trading,
-                record,
+            store(
                 State::Acknowledged,
                 Some(&order.order_id),
-                &stored,
-                "recovered",
-                &now,
+                &Stored::Placed {
+                    result: result.clone(),
+                },
             )?;
             Ok(result)
         }
-        Ok(None) if record.state == State::Submitted => {
-            // The sim commits an order in one transaction: absent means never placed.
+        Ok(None)
+            if record.state == State::Submitted && older_than(record, trading, ctx_timeout * 2) =>
+        {
+            // Reserved longer ago than any broker call may take, and unknown to the
+            // broker: the process stopped before submitting it.
             let error = Error::new(
                 ErrorCode::BrokerRejected,
                 "the order never reached the broker (the server stopped before submitting it)",
                 "nothing was placed; place it again with a new client_order_id",
             )
             .with_order(Some(record.client_order_id.clone()), None);
-            let stored = serde_json::to_string(&Stored::Failed {
-                error: json!(error),
-            })
-            .map_err(|e| Error::internal(e.to_string()))?;
-            settle(
-                trading,
-                record,
+            store(
                 State::Rejected,
                 None,
-                &stored,
-                "recovered",
-                &now,
+                &Stored::Failed {
+                    error: json!(error),
+                },
             )?;
             Err(error)
         }
         Ok(None) => Err(uncertain_error(
             &record.client_order_id,
             record.order_id.clone(),
-            "the broker does not know it yet",
+            "the broker does not know it yet (it may still be on its way)",
         )),
         Err(e) => Err(uncertain_error(
             &record.client_order_id,
@@ -1361,6 +1495,17 @@ async fn resolve(
             &e.to_string(),
         )),
     }
+}
+
+/// Whether a key was reserved more than `age` ago.
+fn older_than(record: &Record, trading: &Trading, age: std::time::Duration) -> bool {
+    let _ = trading;
+    let Ok(created) = chrono::DateTime::parse_from_rfc3339(&record.created) else {
+        return true;
+    };
+    // Wall time, whatever the sim's clock says: this is about processes, not markets.
+    let age = chrono::Duration::from_std(age).unwrap_or(chrono::Duration::MAX);
+    chrono::Utc::now().signed_duration_since(created.with_timezone(&chrono::Utc)) > age
 }
 
 fn settle(
@@ -1393,6 +1538,7 @@ fn settle(
 
 /// Replays a stored key: its outcome, or a lookup when it is unresolved.
 async fn replay(
+    timeout: std::time::Duration,
     trading: &Trading,
     broker: &Arc<dyn Broker>,
     record: &Record,
@@ -1408,7 +1554,7 @@ async fn replay(
                 Err(_) => Err(Error::internal("a stored outcome could not be read")),
             }
         }
-        _ => resolve(trading, broker, record).await,
+        _ => resolve(timeout, trading, broker, record).await,
     }
 }
 
@@ -1444,6 +1590,64 @@ async fn submit(
     let key = plan.inst.key.clone();
     let token_fingerprint = plan.order.token_fingerprint(&key);
     let fingerprint = plan.order.idempotency_fingerprint(&key);
+
+    // A client order id seen before: its stored outcome, never a second order, and
+    // without asking the human again.
+    if let Some(id) = &plan.order.client_order_id {
+        let lock = trading.key_lock(&account, id);
+        let _guard = lock.lock().await;
+        if let Some(outcome) =
+            seen_before(ctx.broker_timeout, trading, &plan, id, &fingerprint).await?
+        {
+            return outcome;
+        }
+    }
+    if let Some(e) = plan.first_failure() {
+        let e = e.with_order(plan.order.client_order_id.clone(), None);
+        refuse(
+            trading,
+            &account,
+            plan.order.client_order_id.as_deref().unwrap_or(""),
+            &e,
+        );
+        return Err(e);
+    }
+    let (Some(quantity), Some(notional_base), Some(value)) =
+        (plan.quantity, plan.notional_base, plan.value_exact)
+    else {
+        let e = rule_error("price_available", "the order could not be valued");
+        refuse(trading, &account, "", &e);
+        return Err(e);
+    };
+
+    // Confirmation: a preview's token, or the human's answer, which stands for a token
+    // (issued now, single use, redeemed with the order).
+    let token = match token {
+        Some(t) => Some(t),
+        None if plan.confirmation_required(trading) => {
+            match confirm(
+                trading,
+                &plan,
+                confirmer,
+                &token_fingerprint,
+                quantity,
+                notional_base,
+            )
+            .await
+            {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    if e.code != ErrorCode::ConfirmationRequired
+                        || !e.message.starts_with("waiting")
+                    {
+                        refuse(trading, &account, "", &e);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        None => None,
+    };
     let client_order_id = match (&plan.order.client_order_id, &token) {
         (Some(id), _) => id.clone(),
         // Derived from the token, so a retry with the same token finds the same key.
@@ -1452,88 +1656,22 @@ async fn submit(
     };
     let lock = trading.key_lock(&account, &client_order_id);
     let _guard = lock.lock().await;
-
-    // A key seen before: its stored outcome, never a second order.
-    let existing = trading
-        .store
-        .tx::<_, ErrorWrap>(|tx| Ok(idempotency::get(tx, &account, &client_order_id)?))
-        .map_err(Error::from)?;
-    if let Some(record) = existing {
-        if record.fingerprint != fingerprint {
-            let e = rule_error(
-                "client_order_id_reused",
-                &format!(
-                    "{} was used for a different order",
-                    quoted(&client_order_id)
-                ),
-            )
-            .with_order(Some(client_order_id.clone()), record.order_id.clone());
-            refuse(trading, &account, &client_order_id, &e);
-            return Err(e);
-        }
-        return replay(trading, &plan.broker, &record).await;
-    }
-    if let Some(e) = plan.first_failure() {
-        let e = e.with_order(Some(client_order_id.clone()), None);
-        refuse(trading, &account, &client_order_id, &e);
-        return Err(e);
-    }
-    let (Some(quantity), Some(notional_base)) = (plan.quantity, plan.notional_base) else {
-        let e = rule_error("price_available", "the order could not be valued");
-        refuse(trading, &account, &client_order_id, &e);
-        return Err(e);
-    };
-    if token.is_none() && plan.confirmation_required(trading) {
-        let seal = tradedesk_store::hex(&trading.key().mac(token_fingerprint.as_bytes()));
-        let answer = match confirmer {
-            Some(c) => {
-                c.confirm(&confirm_prompt(&plan, quantity, notional_base), &seal)
-                    .await
-            }
-            None => Confirmation::Unavailable,
-        };
-        match answer {
-            Confirmation::Accepted => {
-                trading.audit(
-                    "confirmed",
-                    &account,
-                    &client_order_id,
-                    &json!({"by": "elicitation"}),
-                )?;
-            }
-            Confirmation::Declined => {
-                let e = Error::new(
-                    ErrorCode::ConfirmationRequired,
-                    "the user declined the order",
-                    "do not place it; ask the user what to change",
-                );
-                refuse(trading, &account, &client_order_id, &e);
-                return Err(e);
-            }
-            Confirmation::Pending => {
-                return Err(Error::new(
-                    ErrorCode::ConfirmationRequired,
-                    "waiting for the user to confirm the order",
-                    "answer the confirmation request, then retry the call with the answer",
-                ));
-            }
-            Confirmation::Unavailable => {
-                let e = Error::new(
-                    ErrorCode::ConfirmationRequired,
-                    format!(
-                        "{} orders need confirmation on this server",
-                        plan.order.mode.as_str()
-                    ),
-                    "call preview_order with the same arguments, show the user its plan, then pass its confirmation_token to place_order",
-                );
-                refuse(trading, &account, &client_order_id, &e);
-                return Err(e);
-            }
-        }
+    if plan.order.client_order_id.is_none()
+        && let Some(outcome) = seen_before(
+            ctx.broker_timeout,
+            trading,
+            &plan,
+            &client_order_id,
+            &fingerprint,
+        )
+        .await?
+    {
+        return outcome;
     }
 
-    // One transaction: the daily limits re-checked, the token redeemed, the key
-    // reserved and the attempt audited, all before the broker is called.
+    // One transaction: the kill switch and the daily limits re-checked, the token
+    // redeemed, the key reserved and the attempt audited, all before the broker is
+    // called.
     let now = trading.now();
     let now_text = rfc3339(now);
     let day = trading.today();
@@ -1545,27 +1683,49 @@ async fn submit(
         state: State::Submitted,
         order_id: None,
         day: day.clone(),
-        notional_base: notional_base.to_string(),
+        notional_base: value.to_string(),
         outcome: None,
+        created: rfc3339(chrono::Utc::now()),
+    };
+    let confirmed_by = if plan.order.client_order_id.is_none()
+        && token.is_some()
+        && plan.confirmation_required(trading)
+    {
+        "token or the user's answer"
+    } else if token.is_some() {
+        "token"
+    } else {
+        "not required"
     };
     let reserved = trading.store.tx::<_, ErrorWrap>(|tx| {
+        if !plan.reduces && trading.kill_switch_on() {
+            return Err(rule_error("kill_switch", "the kill switch was switched on").into());
+        }
         let rows = idempotency::day_notionals(tx, &day)?;
         let sum: Decimal = rows.iter().filter_map(|r| r.parse::<Decimal>().ok()).sum();
-        if !plan.order.reduce_only && sum + notional_base > settings.max_daily_notional {
+        if !plan.reduces && sum + value > settings.max_daily_notional {
             return Err(rule_error(
                 "max_daily_notional",
                 &format!(
-                    "today {sum} + this order {notional_base} against a daily limit of {} {}",
+                    "today {} + this order {} against a daily limit of {} {}",
+                    plan.base.round(sum),
+                    notional_base,
                     settings.max_daily_notional,
                     plan.base.code()
                 ),
             )
             .into());
         }
-        if u32::try_from(rows.len()).unwrap_or(u32::MAX) >= settings.max_orders_per_day {
+        if !plan.reduces
+            && u32::try_from(rows.len()).unwrap_or(u32::MAX) >= settings.max_orders_per_day
+        {
             return Err(rule_error(
                 "max_orders_per_day",
-                &format!("{} order(s) today; limit {}", rows.len(), settings.max_orders_per_day),
+                &format!(
+                    "{} order(s) today; limit {}",
+                    rows.len(),
+                    settings.max_orders_per_day
+                ),
             )
             .into());
         }
@@ -1581,7 +1741,7 @@ async fn submit(
         {
             return Err(refusal_error(refusal).into());
         }
-        idempotency::reserve(tx, &record, &now_text)?;
+        idempotency::reserve(tx, &record)?;
         audit::append(
             tx,
             &audit::Entry {
@@ -1592,9 +1752,10 @@ async fn submit(
                 detail: &json!({
                     "order": plan.order.view(&key),
                     "quantity": quantity.to_string(),
-                    "notional_base": notional_base.to_string(),
+                    "notional_base": value.to_string(),
                     "base_currency": plan.base.code(),
-                    "confirmed_by": if token.is_some() { "token" } else if plan.confirmation_required(trading) { "elicitation" } else { "not required" },
+                    "reduces_only": plan.reduces,
+                    "confirmed_by": confirmed_by,
                 })
                 .to_string(),
             },
@@ -1622,62 +1783,50 @@ async fn submit(
         comment: plan.order.comment.clone(),
         client_order_id: client_order_id.clone(),
         mode: plan.order.mode,
-        reduce_only: plan.order.reduce_only,
+        reduce_only: plan.reduces,
     };
     let outcome = tokio::time::timeout(ctx.broker_timeout, plan.broker.place(&request)).await;
     trading.pause_at(Failpoint::AfterBroker).await;
     let now_text = rfc3339(trading.now());
-    match outcome {
+    let (state, stored, result, order_id) = match outcome {
         Ok(Ok(placed)) => {
             let result = place_result(&placed.order, placed.message, false);
-            let stored = serde_json::to_string(&Stored::Placed {
-                result: result.clone(),
-            })
-            .map_err(|e| Error::internal(e.to_string()))?;
-            settle(
-                trading,
-                &record,
+            let order_id = Some(placed.order.order_id.clone());
+            (
                 State::Acknowledged,
-                Some(&placed.order.order_id),
-                &stored,
-                "acknowledged",
-                &now_text,
-            )?;
-            Ok(result)
+                Stored::Placed {
+                    result: result.clone(),
+                },
+                Ok(result),
+                order_id,
+            )
+        }
+        Ok(Err(e)) if e.provably_not_placed() => {
+            let order_id = e.order_id().map(str::to_owned);
+            let mut error = broker_error(e);
+            if error.code != ErrorCode::BrokerRejected {
+                error = Error::new(ErrorCode::BrokerRejected, error.message, error.hint);
+            }
+            let error = error.with_order(Some(client_order_id.clone()), order_id.clone());
+            (
+                State::Rejected,
+                Stored::Failed {
+                    error: json!(error),
+                },
+                Err(error),
+                order_id,
+            )
         }
         Ok(Err(e)) => {
-            let uncertain = matches!(
-                e,
-                BrokerError::Uncertain { .. } | BrokerError::Timeout { .. }
-            );
-            let error = if uncertain {
-                uncertain_error(&client_order_id, None, &e.to_string())
-            } else {
-                let mut error = broker_error(e);
-                if error.code != ErrorCode::BrokerRejected {
-                    error = Error::new(ErrorCode::BrokerRejected, error.message, error.hint);
-                }
-                error.with_order(Some(client_order_id.clone()), None)
-            };
-            let stored = serde_json::to_string(&Stored::Failed {
-                error: json!(error),
-            })
-            .map_err(|e| Error::internal(e.to_string()))?;
-            let state = if uncertain {
-                State::Uncertain
-            } else {
-                State::Rejected
-            };
-            settle(
-                trading,
-                &record,
-                state,
+            let error = uncertain_error(&client_order_id, None, &e.to_string());
+            (
+                State::Uncertain,
+                Stored::Failed {
+                    error: json!(error),
+                },
+                Err(error),
                 None,
-                &stored,
-                state.as_str(),
-                &now_text,
-            )?;
-            Err(error)
+            )
         }
         Err(_) => {
             let error = uncertain_error(
@@ -1685,27 +1834,145 @@ async fn submit(
                 None,
                 &format!("the broker did not answer within {:?}", ctx.broker_timeout),
             );
-            let stored = serde_json::to_string(&Stored::Failed {
-                error: json!(error),
-            })
-            .map_err(|e| Error::internal(e.to_string()))?;
-            settle(
-                trading,
-                &record,
+            (
                 State::Uncertain,
+                Stored::Failed {
+                    error: json!(error),
+                },
+                Err(error),
                 None,
-                &stored,
-                "uncertain",
-                &now_text,
-            )?;
-            Err(error)
+            )
         }
+    };
+    let stored = serde_json::to_string(&stored).map_err(|e| Error::internal(e.to_string()))?;
+    if let Err(e) = settle(
+        trading,
+        &record,
+        state,
+        order_id.as_deref(),
+        &stored,
+        state.as_str(),
+        &now_text,
+    ) {
+        // The broker has answered but the outcome could not be stored: the model must
+        // look the order up, never resend it.
+        return Err(uncertain_error(
+            &client_order_id,
+            order_id,
+            &format!(
+                "the broker answered but its outcome could not be recorded ({})",
+                e.message
+            ),
+        ));
+    }
+    result
+}
+
+/// The stored outcome of a client order id seen before (or a lookup when it is
+/// unresolved); `None` when the id is new.
+async fn seen_before(
+    timeout: std::time::Duration,
+    trading: &Trading,
+    plan: &Plan,
+    client_order_id: &str,
+    fingerprint: &str,
+) -> Result<Option<Result<PlaceResult>>> {
+    let existing = trading
+        .store
+        .tx::<_, ErrorWrap>(|tx| Ok(idempotency::get(tx, &plan.order.account, client_order_id)?))
+        .map_err(Error::from)?;
+    let Some(record) = existing else {
+        return Ok(None);
+    };
+    if record.fingerprint != fingerprint {
+        let e = rule_error(
+            "client_order_id_reused",
+            &format!("{} was used for a different order", quoted(client_order_id)),
+        )
+        .with_order(Some(client_order_id.to_owned()), record.order_id.clone());
+        refuse(trading, &plan.order.account, client_order_id, &e);
+        return Ok(Some(Err(e)));
+    }
+    Ok(Some(replay(timeout, trading, &plan.broker, &record).await))
+}
+
+/// Gets the human's confirmation: an answer carried by a retry (the 2026-07-28 flow),
+/// or a question put now. Answers the token that stands for the acceptance.
+async fn confirm(
+    trading: &Trading,
+    plan: &Plan,
+    confirmer: Option<&dyn Confirmer>,
+    token_fingerprint: &str,
+    quantity: Decimal,
+    notional_base: Decimal,
+) -> Result<String> {
+    let declined = || {
+        Error::new(
+            ErrorCode::ConfirmationRequired,
+            "the user declined the order",
+            "do not place it; ask the user what to change",
+        )
+    };
+    let unavailable = || {
+        Error::new(
+            ErrorCode::ConfirmationRequired,
+            format!(
+                "{} orders need confirmation on this server",
+                plan.order.mode.as_str()
+            ),
+            "call preview_order with the same arguments, show the user its plan, then pass its confirmation_token to place_order",
+        )
+    };
+    let Some(confirmer) = confirmer else {
+        return Err(unavailable());
+    };
+    if let Some((accepted, state)) = confirmer.prior_answer() {
+        // The answer's request state is the token issued when the question was put:
+        // redeemed with the order, so one answer places one order, this one.
+        return if accepted { Ok(state) } else { Err(declined()) };
+    }
+    let expires = trading.now().timestamp() + trading.settings.token_ttl_seconds;
+    let token = trading
+        .store
+        .tx::<_, ErrorWrap>(|tx| {
+            Ok(tokens::issue(
+                tx,
+                trading.key(),
+                &plan.order.account,
+                token_fingerprint,
+                expires,
+            )?)
+        })
+        .map_err(Error::from)?;
+    match confirmer
+        .confirm(&confirm_prompt(plan, quantity, notional_base), &token)
+        .await
+    {
+        Confirmation::Accepted => Ok(token),
+        Confirmation::Declined => Err(declined()),
+        Confirmation::Pending => Err(Error::new(
+            ErrorCode::ConfirmationRequired,
+            "waiting for the user to confirm the order",
+            "answer the confirmation request, then retry the call with the answer",
+        )),
+        Confirmation::Unavailable => Err(unavailable()),
     }
 }
 
 /// Audits a refused attempt (best effort: a refusal changes nothing to roll back).
 fn refuse(trading: &Trading, account: &str, client_order_id: &str, e: &Error) {
-    let _ = trading.audit("refused", account, client_order_id, &json!({"error": e}));
+    // The caller's text, bounded: an audit entry never grows with what was sent.
+    let cut = |t: &str| {
+        t.chars()
+            .take(tradedesk_core::error::QUOTE_CHARS)
+            .collect::<String>()
+    };
+    let _ = trading.audit(
+        "refused",
+        &cut(account),
+        &cut(client_order_id),
+        &json!({"error": e}),
+    );
 }
 
 fn confirm_prompt(plan: &Plan, quantity: Decimal, notional_base: Decimal) -> String {
@@ -1875,7 +2142,12 @@ pub async fn modify_position(ctx: &ToolContext, args: ModifyArgs) -> Result<Modi
             }
         }
     }
-    if let (Some(sl), Some(tp)) = (sl, tp) {
+    // The pair in force after the change: a new level with the one already set.
+    let (old_sl, old_tp) = broker
+        .position_levels(&args.account, &inst.key.qualified())
+        .await
+        .unwrap_or((None, None));
+    if let (Some(sl), Some(tp)) = (sl.or(old_sl), tp.or(old_tp)) {
         if long && sl >= tp {
             return Err(rule_error(
                 "sl_above_tp",
@@ -1921,14 +2193,6 @@ pub async fn modify_position(ctx: &ToolContext, args: ModifyArgs) -> Result<Modi
         .modify_position(&args.account, &inst.key.qualified(), sl, tp)
         .await
         .map_err(broker_error)?;
-    if let (Some(sl), Some(tp)) = (new_sl, new_tp)
-        && ((long && sl >= tp) || (!long && sl <= tp))
-    {
-        // The broker combined a new level with an old one into a crossed pair.
-        let _ = broker
-            .modify_position(&args.account, &inst.key.qualified(), None, None)
-            .await;
-    }
     trading.audit(
         "modify",
         &args.account,
@@ -2063,7 +2327,10 @@ pub async fn recover(ctx: &ToolContext) -> Result<usize> {
         if let Some(broker) = ctx.broker_for(&record.account) {
             let _lock = trading.key_lock(&record.account, &record.client_order_id);
             let _guard = _lock.lock().await;
-            if resolve(trading, &broker, &record).await.is_ok() || record.state == State::Submitted
+            if resolve(ctx.broker_timeout, trading, &broker, &record)
+                .await
+                .is_ok()
+                || record.state == State::Submitted
             {
                 resolved += 1;
             }
