@@ -141,8 +141,24 @@ fn matching(c: &mut Criterion) {
 }
 
 fn preview(c: &mut Criterion) {
+    let mut group = c.benchmark_group("preview_order");
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let state = State::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let durable = State::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let in_memory = State {
+        dir: dir.path().join("memory"),
+        store: Arc::new(Store::in_memory().unwrap_or_else(|e| panic!("{e}"))),
+    };
+    for (name, state) in [("durable", durable), ("in_memory", in_memory)] {
+        preview_on(&mut group, name, &state);
+    }
+    group.finish();
+}
+
+fn preview_on(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    state: &State,
+) {
     let clock = clock();
     let book = demo_book().unwrap_or_else(|e| panic!("{e}"));
     let sim = SimBroker::new(
@@ -155,7 +171,7 @@ fn preview(c: &mut Criterion) {
         enabled: Some(true),
         ..TradingConfig::default()
     };
-    let trading = trading_for(Some(&enabled), Vec::new(), &state, clock as Arc<dyn Clock>)
+    let trading = trading_for(Some(&enabled), Vec::new(), state, clock as Arc<dyn Clock>)
         .unwrap_or_else(|e| panic!("{e}"));
     let ctx = ToolContext::new("bench")
         .with_broker(Arc::new(BookBroker::new(DEMO_SOURCE, book)), None)
@@ -164,8 +180,7 @@ fn preview(c: &mut Criterion) {
     let rt = runtime();
     let args = json!({"account": "SIM", "symbol": "AAPL", "side": "buy", "quantity": 3,
         "type": "limit", "limit_price": 280, "stop_loss": 260, "take_profit": 300});
-    let mut group = c.benchmark_group("preview_order");
-    group.bench_function("demo_plus_sim", |b| {
+    group.bench_function(name, |b| {
         b.iter(|| {
             let out = rt
                 .block_on(call(&ctx, "preview_order", args.clone()))
@@ -174,7 +189,6 @@ fn preview(c: &mut Criterion) {
             black_box(out)
         });
     });
-    group.finish();
 }
 
 criterion_group!(benches, matching, preview);

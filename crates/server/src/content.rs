@@ -17,7 +17,7 @@ struct Doc {
     text: &'static str,
 }
 
-const DOCS: [Doc; 5] = [
+const DOCS: [Doc; 6] = [
     Doc {
         uri: "tradedesk://methodology/realized-pnl",
         name: "Realized P&L methodology",
@@ -41,6 +41,12 @@ const DOCS: [Doc; 5] = [
         name: "Reconciliation methodology",
         description: "Broker-reported positions against the positions the fills imply",
         text: include_str!("../../../docs/methodology/reconciliation.md"),
+    },
+    Doc {
+        uri: "tradedesk://methodology/trading",
+        name: "Trading methodology",
+        description: "The paper exchange (prices, matching, fees, margin) and every guard an order passes: valuation, limits, tokens, idempotency, audit",
+        text: include_str!("../../../docs/methodology/trading.md"),
     },
     Doc {
         uri: "tradedesk://book-format",
@@ -185,8 +191,9 @@ pub fn prompt(name: &str, args: &Map<String, Value>) -> Result<GetPromptResult, 
             format!(
                 "Before I {side} {symbol}: call get_positions with symbol {symbol} for what I hold, get_exposure by \
                  sector and by currency to show the concentration this adds to, get_realized_pnl for this year \
-                 with symbol {symbol} for my record in it, and get_server_health to be sure the data is current. \
-                 Summarize the risks. This server cannot place orders."
+                 with symbol {symbol} for my record in it, get_quote for the current price, and get_server_health \
+                 to be sure the data is current. Summarize the risks. If trading is switched on, preview_order the \
+                 trade (it changes nothing) and show me every check; place it only after I say so."
             )
         }
         other => {

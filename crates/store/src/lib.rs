@@ -77,6 +77,11 @@ CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY, time TEXT NOT NULL, kind TEXT NOT NULL, account TEXT NOT NULL,
     client_order_id TEXT NOT NULL, detail TEXT NOT NULL, prev_hash TEXT NOT NULL,
     hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS tokens_by_expiry ON tokens (expires);
+CREATE INDEX IF NOT EXISTS idempotency_by_day ON idempotency (day);
+CREATE INDEX IF NOT EXISTS idempotency_by_state ON idempotency (state);
+CREATE INDEX IF NOT EXISTS sim_orders_by_status ON sim_orders (account, status);
+CREATE INDEX IF NOT EXISTS sim_fills_by_account ON sim_fills (account, seq);
 CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit

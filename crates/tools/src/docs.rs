@@ -30,7 +30,9 @@ fn example(name: &str) -> Value {
             json!({"account": "SIM-PAPER", "symbol": "AAPL", "side": "buy", "quantity": 3,
             "type": "limit", "limit_price": 280, "stop_loss": 260, "take_profit": 300, "client_order_id": "docs-1"})
         }
-        "close_position" => json!({"account": "SIM-PAPER", "symbol": "AAPL", "quantity": 1}),
+        "close_position" => {
+            json!({"account": "SIM-PAPER", "symbol": "AAPL", "quantity": 1, "client_order_id": "docs-2"})
+        }
         "modify_position" => json!({"account": "SIM-PAPER", "symbol": "AAPL", "stop_loss": 265}),
         "cancel_order" => json!({"account": "SIM-PAPER", "client_order_id": "docs-1"}),
         _ => json!({}),

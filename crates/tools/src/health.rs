@@ -60,7 +60,54 @@ pub struct HealthResult {
     pub brokers: Vec<BrokerOut>,
     pub reconciliation: Vec<ReconciliationRow>,
     pub fx: Option<FxHealth>,
+    /// The trading switch and guards, where any account can trade.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trading: Option<TradingHealth>,
     pub notes: Vec<String>,
+}
+
+/// What an order would face right now.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TradingHealth {
+    pub enabled: bool,
+    pub kill_switch: bool,
+    pub confirm_paper: bool,
+    pub confirm_live: bool,
+    pub max_order_notional: Num,
+    pub max_daily_notional: Num,
+    pub max_position_weight_pct: Num,
+    pub max_orders_per_day: u32,
+    /// Accounts whose config allows live trading.
+    pub live_accounts: Vec<String>,
+}
+
+/// The trading section of the health report, with its warnings.
+pub fn trading_health(trading: &crate::trading::Trading, notes: &mut Vec<String>) -> TradingHealth {
+    let s = &trading.settings;
+    let kill_switch = trading.kill_switch_on();
+    if s.enabled && !s.confirm_live {
+        notes.push(
+            "warning: confirm_live = false: live orders are placed without a confirmation"
+                .to_owned(),
+        );
+    }
+    if kill_switch {
+        notes.push(format!(
+            "the kill switch is on ({}): orders that add risk are refused",
+            s.kill_switch_file.display()
+        ));
+    }
+    TradingHealth {
+        enabled: s.enabled,
+        kill_switch,
+        confirm_paper: s.confirm_paper,
+        confirm_live: s.confirm_live,
+        max_order_notional: Num(s.max_order_notional),
+        max_daily_notional: Num(s.max_daily_notional),
+        max_position_weight_pct: Num(s.max_position_weight_pct),
+        max_orders_per_day: s.max_orders_per_day,
+        live_accounts: s.live_accounts.clone(),
+    }
 }
 
 fn status_str(s: HealthStatus) -> &'static str {
@@ -205,6 +252,7 @@ pub fn get_server_health(
         brokers,
         reconciliation,
         fx,
+        trading: None,
         notes,
     })
 }

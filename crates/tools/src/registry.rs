@@ -764,7 +764,13 @@ async fn health(ctx: &ToolContext, arguments: Value) -> ToolOutput {
     let result = match ctx.ledger().await {
         Ok((book, ledger)) => get_server_health(&ctx.version, probes, Some((&book, &ledger)), None),
         Err(e) => get_server_health(&ctx.version, probes, None, Some(e.to_string())),
-    };
+    }
+    .map(|mut r| {
+        if let Some(trading) = &ctx.trading {
+            r.trading = Some(crate::health::trading_health(trading, &mut r.notes));
+        }
+        r
+    });
     output(result, |r: &HealthResult| {
         format!(
             "Health {}: {} account(s), {} reconciliation difference(s).{}",
