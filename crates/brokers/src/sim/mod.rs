@@ -1176,18 +1176,17 @@ impl Broker for SimBroker {
 
     async fn health(&self) -> Vec<AccountHealth> {
         let probe = self.store.read(|conn| {
-            conn.query_row("SELECT COUNT(*) FROM sim_orders", [], |r| {
-                r.get::<_, i64>(0)
-            })
+            conn.query_row(
+                "SELECT COUNT(*) FROM sim_orders WHERE account = ?1",
+                params![self.config.account],
+                |r| r.get::<_, i64>(0),
+            )
             .map_err(sql)
         });
         let (status, detail, hint) = match probe {
             Ok(n) => (
                 HealthStatus::Ok,
-                format!(
-                    "embedded paper exchange; {n} order(s) in {}",
-                    self.store.label()
-                ),
+                format!("embedded paper exchange; {n} order(s) on record"),
                 None,
             ),
             Err(e) => (
