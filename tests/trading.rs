@@ -1235,40 +1235,27 @@ async fn the_exchange_charges_each_market_and_enforces_margin() {
     )
     .await;
     // 40 lots of EURUSD is 4.7M of notional, 155k of margin at 30:1: more than the
-    // account's 100k equity.
-    let (code, _, v) = d
-        .refused(
-            "place_order",
+    // account's 100k equity. Buying more stock than the cash allows is refused the same
+    // way.
+    for (o, why) in [
+        (
             order("EURUSD", "buy", json!({"quantity": 40})),
-        )
-        .await;
-    assert_eq!(code, "broker_rejected");
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("insufficient margin"),
-        "{v:#}"
-    );
-    assert_eq!(
-        v["error"]["client_order_id"].as_str().map(str::is_empty),
-        Some(false)
-    );
-    // Buying more stock than the cash allows is refused the same way.
-    let (code, _, v) = d
-        .refused(
-            "place_order",
+            "insufficient margin",
+        ),
+        (
             order("MSFT", "buy", json!({"quantity": 1000})),
-        )
-        .await;
-    assert_eq!(code, "broker_rejected");
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("insufficient cash"),
-        "{v:#}"
-    );
+            "insufficient cash",
+        ),
+    ] {
+        let (code, _, v) = d.refused("place_order", o).await;
+        assert_eq!(code, "broker_rejected");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(why),
+            "{v:#}"
+        );
+        assert!(v["error"]["client_order_id"].is_string(), "{v:#}");
+        assert!(v["error"]["order_id"].is_string(), "{v:#}");
+    }
 }
 
 #[tokio::test]

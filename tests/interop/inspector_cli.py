@@ -49,7 +49,12 @@ def inspector(target: list[str], args: list[str]) -> tuple[int, object, str]:
 def run_suite(label: str, target: list[str]) -> None:
     code, listed, err = inspector(target, ["--method", "tools/list"])
     tools = [t["name"] for t in (listed or {}).get("tools", [])]
-    check(f"{label}: tools/list lists 7 tools", code == 0 and len(tools) == 7, f"code {code} {tools} {err}")
+    # Trading is off: the seven portfolio tools and the three market-data tools, no write tool.
+    check(
+        f"{label}: tools/list lists the 10 read tools",
+        code == 0 and len(tools) == 10 and "place_order" not in tools,
+        f"code {code} {tools} {err}",
+    )
     code, res, err = inspector(target, ["--method", "tools/call", "--tool-name", "get_portfolio_summary"])
     sc = (res or {}).get("structuredContent", {})
     check(f"{label}: get_portfolio_summary ok", code == 0 and sc.get("status") == "ok" and sc.get("currency") == "USD", f"{err}")

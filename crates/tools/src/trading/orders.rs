@@ -510,6 +510,49 @@ struct Check {
     detail: String,
 }
 
+/// The stop-loss / take-profit rules of a long (`buy`) or short position: the pair
+/// against each other, and each new level against the price it is entered (or exits) at.
+fn level_rules(
+    buy: bool,
+    (pair_sl, pair_tp): (Option<Decimal>, Option<Decimal>),
+    (sl, tp): (Option<Decimal>, Option<Decimal>),
+    price: Option<(Decimal, &str)>,
+) -> Vec<Check> {
+    let mut out = Vec::new();
+    let mut check = |rule: &'static str, passed: bool, detail: String| {
+        out.push(Check {
+            rule,
+            passed,
+            detail,
+        });
+    };
+    if let (Some(sl), Some(tp)) = (pair_sl, pair_tp) {
+        let (rule, ok) = if buy {
+            ("sl_above_tp", sl < tp)
+        } else {
+            ("sl_below_tp", sl > tp)
+        };
+        check(rule, ok, format!("stop_loss {sl}, take_profit {tp}"));
+    }
+    if let (Some(sl), Some((p, name))) = (sl, price) {
+        let (rule, ok) = if buy {
+            ("sl_above_price", sl < p)
+        } else {
+            ("sl_below_price", sl > p)
+        };
+        check(rule, ok, format!("stop_loss {sl}, {name} {p}"));
+    }
+    if let (Some(tp), Some((p, name))) = (tp, price) {
+        let (rule, ok) = if buy {
+            ("tp_below_price", tp > p)
+        } else {
+            ("tp_above_price", tp < p)
+        };
+        check(rule, ok, format!("take_profit {tp}, {name} {p}"));
+    }
+    out
+}
+
 /// The error code and hint of a failed rule.
 fn rule_error(rule: &'static str, detail: &str) -> Error {
     let (code, hint) = match rule {
@@ -1013,29 +1056,13 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
     // Stop-loss and take-profit against each other and the entry price.
     let reference = order.limit_price.or(order.stop_price).or(touch);
     let buy = order.side == Side::Buy;
-    if let (Some(sl), Some(tp)) = (order.stop_loss, order.take_profit) {
-        let (rule, ok) = if buy {
-            ("sl_above_tp", sl < tp)
-        } else {
-            ("sl_below_tp", sl > tp)
-        };
-        check(rule, ok, format!("stop_loss {sl}, take_profit {tp}"));
-    }
-    if let (Some(sl), Some(p)) = (order.stop_loss, reference) {
-        let (rule, ok) = if buy {
-            ("sl_above_price", sl < p)
-        } else {
-            ("sl_below_price", sl > p)
-        };
-        check(rule, ok, format!("stop_loss {sl}, entry price {p}"));
-    }
-    if let (Some(tp), Some(p)) = (order.take_profit, reference) {
-        let (rule, ok) = if buy {
-            ("tp_below_price", tp > p)
-        } else {
-            ("tp_above_price", tp < p)
-        };
-        check(rule, ok, format!("take_profit {tp}, entry price {p}"));
+    for c in level_rules(
+        buy,
+        (order.stop_loss, order.take_profit),
+        (order.stop_loss, order.take_profit),
+        reference.map(|p| (p, "entry price")),
+    ) {
+        check(c.rule, c.passed, c.detail);
     }
     if let Some(comment) = &order.comment {
         let n = comment.chars().count();
@@ -2147,47 +2174,17 @@ pub async fn modify_position(ctx: &ToolContext, args: ModifyArgs) -> Result<Modi
         .position_levels(&args.account, &inst.key.qualified())
         .await
         .unwrap_or((None, None));
-    if let (Some(sl), Some(tp)) = (sl.or(old_sl), tp.or(old_tp)) {
-        if long && sl >= tp {
-            return Err(rule_error(
-                "sl_above_tp",
-                &format!("stop_loss {sl}, take_profit {tp}"),
-            ));
-        }
-        if !long && sl <= tp {
-            return Err(rule_error(
-                "sl_below_tp",
-                &format!("stop_loss {sl}, take_profit {tp}"),
-            ));
-        }
-    }
-    if let Some(sl) = sl {
-        if long && sl >= price {
-            return Err(rule_error(
-                "sl_above_price",
-                &format!("stop_loss {sl}, bid {price}"),
-            ));
-        }
-        if !long && sl <= price {
-            return Err(rule_error(
-                "sl_below_price",
-                &format!("stop_loss {sl}, ask {price}"),
-            ));
-        }
-    }
-    if let Some(tp) = tp {
-        if long && tp <= price {
-            return Err(rule_error(
-                "tp_below_price",
-                &format!("take_profit {tp}, bid {price}"),
-            ));
-        }
-        if !long && tp >= price {
-            return Err(rule_error(
-                "tp_above_price",
-                &format!("take_profit {tp}, ask {price}"),
-            ));
-        }
+    let exit = if long { "bid" } else { "ask" };
+    if let Some(failed) = level_rules(
+        long,
+        (sl.or(old_sl), tp.or(old_tp)),
+        (sl, tp),
+        Some((price, exit)),
+    )
+    .into_iter()
+    .find(|c| !c.passed)
+    {
+        return Err(rule_error(failed.rule, &failed.detail));
     }
     let (new_sl, new_tp) = broker
         .modify_position(&args.account, &inst.key.qualified(), sl, tp)
