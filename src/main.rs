@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -83,6 +83,29 @@ enum Command {
     },
     /// Check each configured account and print what to fix (exit 0 only when all answer).
     Doctor,
+    /// Turn a broker's statement into a book file.
+    Import {
+        #[command(subcommand)]
+        source: ImportSource,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ImportSource {
+    /// An IBKR Activity Flex statement (XML, with the Trades section): its full history.
+    Flex {
+        /// The Flex statement.
+        file: PathBuf,
+        /// Where to write the book (refused if it exists, unless --force).
+        #[arg(long, value_name = "BOOK.json")]
+        out: PathBuf,
+        /// The statement's time zone: America/New_York (default), UTC or ±HH:MM.
+        #[arg(long, default_value = "America/New_York")]
+        time_zone: String,
+        /// Replace an existing output file.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -154,6 +177,98 @@ fn audit_verify(cli: &Cli) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+fn import_flex(file: &Path, out: &Path, time_zone: &str, force: bool) -> ExitCode {
+    use tradedesk_brokers::flex::{FlexOptions, FlexTimeZone, MAX_FLEX_BYTES, flex_to_book};
+    let fail = |message: String, hint: &str| {
+        eprintln!("error: {message}\nhint: {hint}");
+        ExitCode::from(1)
+    };
+    let Ok(zone) = FlexTimeZone::parse(time_zone) else {
+        return fail(
+            format!("--time-zone: '{time_zone}' is not a zone this build knows"),
+            "use America/New_York, UTC or an offset such as -05:00",
+        );
+    };
+    if out.exists() && !force {
+        return fail(
+            format!("{} exists", out.display()),
+            "pass --force to replace it, or choose another --out",
+        );
+    }
+    match std::fs::metadata(file) {
+        Ok(m) if m.len() > MAX_FLEX_BYTES as u64 => {
+            return fail(
+                format!(
+                    "{} is larger than {} MiB",
+                    file.display(),
+                    MAX_FLEX_BYTES >> 20
+                ),
+                "export a shorter period",
+            );
+        }
+        Err(e) => return fail(format!("{}: {e}", file.display()), "check the path"),
+        Ok(_) => {}
+    }
+    let xml = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            return fail(
+                format!("{}: {e}", file.display()),
+                "the statement must be UTF-8 XML",
+            );
+        }
+    };
+    let options = FlexOptions {
+        time_zone: zone,
+        ..FlexOptions::default()
+    };
+    let import = match flex_to_book(&xml, &options) {
+        Ok(i) => i,
+        Err(e) => {
+            return fail(
+                format!("{}: {e}", file.display()),
+                "fix or re-export the statement",
+            );
+        }
+    };
+    let text = match serde_json::to_string_pretty(&import.book) {
+        Ok(t) => t,
+        Err(e) => return fail(e.to_string(), "this is a bug in tradedesk"),
+    };
+    // The book must pass the same strict validation as any book before it is written.
+    let checked = match tradedesk_brokers::parse_book(&out.display().to_string(), &text) {
+        Ok(book) => book,
+        Err(e) => {
+            return fail(
+                format!("the converted book is invalid: {e}"),
+                "report this statement's shape as a bug",
+            );
+        }
+    };
+    // Written whole or not at all: a temporary file beside the target, then a rename.
+    let tmp = out.with_extension("json.tmp");
+    if let Err(e) = std::fs::write(&tmp, text.as_bytes()).and_then(|()| std::fs::rename(&tmp, out))
+    {
+        let _ = std::fs::remove_file(&tmp);
+        return fail(
+            format!("{}: {e}", out.display()),
+            "check that the folder is writable",
+        );
+    }
+    println!(
+        "{}: {} fill(s) in {} account(s), as of {} ({} row(s) skipped)",
+        out.display(),
+        import.fills,
+        checked.accounts.len(),
+        checked.as_of,
+        import.skipped
+    );
+    for note in &import.notes {
+        println!("note: {note}");
+    }
+    ExitCode::SUCCESS
 }
 
 fn doctor(cli: &Cli) -> ExitCode {
@@ -399,6 +514,15 @@ fn main() -> ExitCode {
             action: AuditAction::Verify,
         } => audit_verify(&cli),
         Command::Doctor => doctor(&cli),
+        Command::Import {
+            source:
+                ImportSource::Flex {
+                    file,
+                    out,
+                    time_zone,
+                    force,
+                },
+        } => import_flex(file, out, time_zone, *force),
         Command::Serve { http, no_telemetry } => {
             match serve(&cli, http.as_deref(), *no_telemetry) {
                 Ok(()) => ExitCode::SUCCESS,

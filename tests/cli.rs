@@ -334,3 +334,51 @@ fn accounts_from_two_book_files_merge_into_one_answer() {
     );
     assert_eq!(pnl["net_pnl"].as_f64(), Some(2490.91));
 }
+
+#[test]
+fn a_flex_statement_becomes_a_book_that_every_tool_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let xml = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/flex/ibkr-flex-two-accounts.xml");
+    let out = dir.path().join("ibkr.json");
+    let (xml, out_s) = (xml.to_str().unwrap(), out.to_str().unwrap());
+    let run = tradedesk(&["import", "flex", xml, "--out", out_s]);
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let said = String::from_utf8_lossy(&run.stdout);
+    assert!(said.contains("10 fill(s) in 2 account(s)"), "{said}");
+    // Never overwritten by accident.
+    let again = tradedesk(&["import", "flex", xml, "--out", out_s]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+    let history = call_ok(
+        &["--book", out_s],
+        "get_trade_history",
+        r#"{"start": "2025-01-01", "end": "2025-12-31", "limit": 1000}"#,
+    );
+    assert_eq!(history["total_count"], 10);
+    let positions = call_ok(&["--book", out_s], "get_positions", "{}");
+    assert_eq!(positions["status"], "ok");
+    let health = call_ok(&["--book", out_s], "get_server_health", "{}");
+    assert_eq!(
+        health["reconciliation"].as_array().map(Vec::len),
+        Some(0),
+        "{health:#}"
+    );
+    // Not a Flex statement: refused, naming what is wrong; nothing written.
+    let bad = dir.path().join("bad.xml");
+    std::fs::write(&bad, "<html><body>login</body></html>").unwrap();
+    let refused = tradedesk(&[
+        "import",
+        "flex",
+        bad.to_str().unwrap(),
+        "--out",
+        dir.path().join("bad.json").to_str().unwrap(),
+    ]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(!dir.path().join("bad.json").exists());
+}

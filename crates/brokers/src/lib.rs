@@ -15,8 +15,10 @@ use tradedesk_core::{
     TradableInstrument,
 };
 
+pub mod alpaca;
 pub mod book;
 pub mod demo;
+pub mod flex;
 pub mod sim;
 
 pub use book::{BookBroker, BookError, BookIssue, load_book, parse_book, parse_fx_file};
@@ -76,6 +78,8 @@ impl BrokerError {
                 | Self::InvalidRequest { .. }
                 | Self::UnknownSymbol { .. }
                 | Self::Unsupported { .. }
+                // A 429 is refused before it is processed.
+                | Self::RateLimited { .. }
         )
     }
 

@@ -115,6 +115,16 @@ pub struct AccountConfig {
     pub cash: Option<u64>,
     /// `sim`: freezes the clock at this RFC 3339 instant (tests and reproducible demos).
     pub clock: Option<String>,
+    /// `alpaca`: the trading host (default: Alpaca's paper or live host).
+    pub base_url: Option<String>,
+    /// `alpaca`: the market-data host.
+    pub data_url: Option<String>,
+    /// `alpaca`: the environment variables holding the key and secret (default
+    /// `APCA_API_KEY_ID` / `APCA_API_SECRET_KEY`).
+    pub key_env: Option<String>,
+    pub secret_env: Option<String>,
+    /// Per-call bound for this account's network calls, in milliseconds.
+    pub timeout_ms: Option<u64>,
 }
 
 fn config_error(message: String, hint: &str) -> Error {
@@ -439,6 +449,45 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                     SimBroker::new(sim, book, Arc::clone(&state.store), Arc::clone(&clock));
                 ctx = ctx.with_broker(Arc::new(broker), None);
             }
+            "alpaca" => {
+                let env = |name: &Option<String>, default: &str| {
+                    let var = name.clone().unwrap_or_else(|| default.to_owned());
+                    std::env::var(&var).ok().filter(|v| !v.trim().is_empty()).ok_or_else(|| {
+                        config_error(
+                            format!("accounts[{i}] ({}): the environment variable {var} is not set", account.id),
+                            "export the Alpaca key and secret (APCA_API_KEY_ID, APCA_API_SECRET_KEY), or name other variables with key_env / secret_env",
+                        )
+                    })
+                };
+                let live = account.live == Some(true);
+                let alpaca = tradedesk_brokers::alpaca::AlpacaConfig {
+                    account: account.id.clone(),
+                    live,
+                    base_url: account.base_url.clone().unwrap_or_else(|| {
+                        if live {
+                            tradedesk_brokers::alpaca::AlpacaConfig::LIVE_URL
+                        } else {
+                            tradedesk_brokers::alpaca::AlpacaConfig::PAPER_URL
+                        }
+                        .to_owned()
+                    }),
+                    data_url: account.data_url.clone().unwrap_or_else(|| {
+                        tradedesk_brokers::alpaca::AlpacaConfig::DATA_URL.to_owned()
+                    }),
+                    key: env(&account.key_env, "APCA_API_KEY_ID")?,
+                    secret: env(&account.secret_env, "APCA_API_SECRET_KEY")?,
+                    timeout: std::time::Duration::from_millis(
+                        account
+                            .timeout_ms
+                            .or(config.broker_timeout_ms)
+                            .unwrap_or(10_000)
+                            .max(1),
+                    ),
+                };
+                let broker =
+                    tradedesk_brokers::alpaca::AlpacaBroker::new(alpaca).map_err(Error::from)?;
+                ctx = ctx.with_broker(Arc::new(broker), None);
+            }
             other => {
                 return Err(Error::new(
                     ErrorCode::NotSupported,
@@ -446,7 +495,7 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                         "accounts[{i}] ({}): broker '{other}' is not available in this build",
                         account.id
                     ),
-                    "this build has `book` accounts (a tradedesk-book/1 file) and `sim` (the embedded paper exchange)",
+                    "this build has `book` accounts (a tradedesk-book/1 file), `sim` (the embedded paper exchange) and `alpaca`",
                 ));
             }
         }

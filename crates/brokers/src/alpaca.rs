@@ -1,0 +1,1019 @@
+//! Alpaca, through its REST API: the trading host (paper or live) for the account, its
+//! positions, activities and orders, and the market-data host for quotes and bars.
+//!
+//! Fills come from `FILL` account activities. Alpaca charges no commission; its
+//! regulatory fees arrive as separate `FEE` activities: one that names its order is
+//! joined to that order's first fill as its commission, any other is reported as a fee
+//! in cash (with a note), so P&L is never silently net of a fee it did not see. Cash is
+//! anchored to what the account reports: the activities' history is replayed, and any
+//! difference with the account's `cash` becomes an opening balance, said in a note.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use chrono::{DateTime, FixedOffset, NaiveDate, Offset, SecondsFormat, TimeZone, Utc};
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+use tradedesk_core::{
+    Account, AssetClass, Bar, Book, BookParts, CashEntry, CashKind, Currency, Fill, Instrument,
+    InstrumentKey, Interval, Mode, OrderRecord, OrderRequest, OrderStatus, OrderType, Quote,
+    ReportedPosition, Side, TimeInForce, TradableInstrument,
+};
+
+use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
+
+/// Where and how to reach one Alpaca account.
+#[derive(Clone)]
+pub struct AlpacaConfig {
+    pub account: String,
+    /// Trades on the live host (`api.alpaca.markets`) rather than the paper one.
+    pub live: bool,
+    pub base_url: String,
+    pub data_url: String,
+    pub key: String,
+    pub secret: String,
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for AlpacaConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key or the secret.
+        f.debug_struct("AlpacaConfig")
+            .field("account", &self.account)
+            .field("live", &self.live)
+            .field("base_url", &self.base_url)
+            .field("data_url", &self.data_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AlpacaConfig {
+    pub const PAPER_URL: &'static str = "https://paper-api.alpaca.markets";
+    pub const LIVE_URL: &'static str = "https://api.alpaca.markets";
+    pub const DATA_URL: &'static str = "https://data.alpaca.markets";
+}
+
+#[derive(Debug)]
+pub struct AlpacaBroker {
+    config: AlpacaConfig,
+    client: reqwest::Client,
+    /// Exchange per symbol, from the asset lookup (it never changes within a run).
+    exchanges: Mutex<BTreeMap<String, String>>,
+}
+
+fn dec(v: &Value, field: &str) -> Option<Decimal> {
+    match v.get(field)? {
+        Value::String(s) => Decimal::from_str(s.trim()).ok(),
+        Value::Number(n) => Decimal::from_str(&n.to_string()).ok(),
+        _ => None,
+    }
+}
+
+fn text<'a>(v: &'a Value, field: &str) -> Option<&'a str> {
+    v.get(field).and_then(Value::as_str)
+}
+
+fn time(v: &Value, field: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text(v, field)?)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// Alpaca's `type` of an order, and back.
+fn order_type_of(text: &str) -> Option<OrderType> {
+    match text {
+        "market" => Some(OrderType::Market),
+        "limit" => Some(OrderType::Limit),
+        "stop" => Some(OrderType::Stop),
+        "stop_limit" => Some(OrderType::StopLimit),
+        _ => None,
+    }
+}
+
+/// Alpaca's order statuses in ours: everything still able to fill is `accepted`.
+fn status_of(text: &str) -> OrderStatus {
+    match text {
+        "filled" => OrderStatus::Filled,
+        "canceled" | "replaced" | "done_for_day" => OrderStatus::Cancelled,
+        "expired" => OrderStatus::Expired,
+        "rejected" | "suspended" => OrderStatus::Rejected,
+        _ => OrderStatus::Accepted,
+    }
+}
+
+fn timeframe(interval: Interval) -> &'static str {
+    match interval {
+        Interval::M1 => "1Min",
+        Interval::M5 => "5Min",
+        Interval::M15 => "15Min",
+        Interval::H1 => "1Hour",
+        Interval::D1 => "1Day",
+    }
+}
+
+/// The most pages one listing follows: a bound, so no loop can run away.
+const MAX_PAGES: usize = 1_000;
+
+impl AlpacaBroker {
+    /// # Errors
+    /// The HTTP client cannot be built (no TLS roots).
+    pub fn new(config: AlpacaConfig) -> Result<Self, BrokerError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.timeout.min(Duration::from_secs(5)))
+            .timeout(config.timeout)
+            .user_agent(concat!("tradedesk/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| BrokerError::Unavailable {
+                account: config.account.clone(),
+                detail: format!("cannot build the HTTP client: {e}"),
+                hint: "this is a bug in tradedesk's build".to_owned(),
+            })?;
+        Ok(Self {
+            config,
+            client,
+            exchanges: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    fn mode(&self) -> Mode {
+        if self.config.live {
+            Mode::Live
+        } else {
+            Mode::Paper
+        }
+    }
+
+    fn unavailable(&self, detail: String) -> BrokerError {
+        BrokerError::Unavailable {
+            account: self.config.account.clone(),
+            detail,
+            hint: format!(
+                "check that {} is reachable and that APCA_API_KEY_ID / APCA_API_SECRET_KEY hold this account's keys",
+                self.config.base_url
+            ),
+        }
+    }
+
+    /// Sends a request; maps transport failures, 401/403, 429 and 5xx to broker errors.
+    /// `write` marks a request whose outcome must never be guessed: a timeout or a 5xx
+    /// after it was sent is `Uncertain`.
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+        write: bool,
+    ) -> Result<(u16, Value), BrokerError> {
+        let response = request
+            .header("APCA-API-KEY-ID", &self.config.key)
+            .header("APCA-API-SECRET-KEY", &self.config.secret)
+            .send()
+            .await;
+        let response = match response {
+            Ok(r) => r,
+            Err(e) if e.is_connect() => {
+                return Err(self.unavailable(format!("cannot connect: {e}")));
+            }
+            Err(e) if e.is_timeout() && write => {
+                return Err(BrokerError::Uncertain {
+                    account: self.config.account.clone(),
+                    detail: format!("no answer within {:?}", self.config.timeout),
+                });
+            }
+            Err(e) if e.is_timeout() => {
+                return Err(BrokerError::Timeout {
+                    account: self.config.account.clone(),
+                    timeout: self.config.timeout,
+                });
+            }
+            Err(e) if write => {
+                return Err(BrokerError::Uncertain {
+                    account: self.config.account.clone(),
+                    detail: e.to_string(),
+                });
+            }
+            Err(e) => return Err(self.unavailable(e.to_string())),
+        };
+        let status = response.status().as_u16();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<i64>().ok())
+        };
+        let retry_after = header("retry-after")
+            .map(|s| Duration::from_secs(u64::try_from(s.max(1)).unwrap_or(1)))
+            .or_else(|| {
+                header("x-ratelimit-reset").map(|reset| {
+                    let wait = (reset - Utc::now().timestamp()).clamp(1, 3_600);
+                    Duration::from_secs(u64::try_from(wait).unwrap_or(60))
+                })
+            });
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        let message = || {
+            text(&body, "message")
+                .map(tradedesk_core::error::quote)
+                .unwrap_or_else(|| format!("HTTP {status}"))
+        };
+        match status {
+            200..=299 => Ok((status, body)),
+            401 | 403 if !write => Err(BrokerError::Unavailable {
+                account: self.config.account.clone(),
+                detail: format!("not authorized ({})", message()),
+                hint: "set APCA_API_KEY_ID and APCA_API_SECRET_KEY (or the env names in key_env / secret_env) to this account's keys; paper and live keys differ".to_owned(),
+            }),
+            429 => Err(BrokerError::RateLimited {
+                account: self.config.account.clone(),
+                retry_after,
+            }),
+            500..=599 if write => Err(BrokerError::Uncertain {
+                account: self.config.account.clone(),
+                detail: format!("the broker answered {status} ({})", message()),
+            }),
+            500..=599 => Err(self.unavailable(format!("the broker answered {status} ({})", message()))),
+            _ => Ok((status, body)),
+        }
+    }
+
+    async fn get(
+        &self,
+        url: String,
+        query: &[(&str, String)],
+    ) -> Result<(u16, Value), BrokerError> {
+        self.send(self.client.get(url).query(query), false).await
+    }
+
+    fn trading(&self, path: &str) -> String {
+        format!("{}{path}", self.config.base_url.trim_end_matches('/'))
+    }
+
+    fn data(&self, path: &str) -> String {
+        format!("{}{path}", self.config.data_url.trim_end_matches('/'))
+    }
+
+    fn rejected(&self, status: u16, body: &Value) -> BrokerError {
+        BrokerError::Rejected {
+            account: self.config.account.clone(),
+            reason: format!(
+                "HTTP {status}: {}",
+                text(body, "message")
+                    .map(tradedesk_core::error::quote)
+                    .unwrap_or_default()
+            ),
+            order_id: None,
+        }
+    }
+
+    /// The exchange Alpaca lists a symbol on, from the asset lookup.
+    async fn exchange_of(&self, symbol: &str) -> Result<String, BrokerError> {
+        if let Some(e) = self
+            .exchanges
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(symbol)
+        {
+            return Ok(e.clone());
+        }
+        let (status, body) = self
+            .get(
+                self.trading(&format!("/v2/assets/{}", urlencode(symbol))),
+                &[],
+            )
+            .await?;
+        if status == 404 {
+            return Err(BrokerError::UnknownSymbol {
+                account: self.config.account.clone(),
+                symbol: tradedesk_core::error::quote(symbol),
+                known: "US stocks and ETFs Alpaca lists (GET /v2/assets)".to_owned(),
+            });
+        }
+        let exchange = text(&body, "exchange").unwrap_or("US").to_owned();
+        self.exchanges
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(symbol.to_owned(), exchange.clone());
+        Ok(exchange)
+    }
+
+    /// Every activity of the listed types, oldest first, following the pages.
+    async fn activities(&self) -> Result<Vec<Value>, BrokerError> {
+        let mut out: Vec<Value> = Vec::new();
+        let mut token: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let mut query = vec![
+                ("activity_types", "FILL,FEE,CSD,CSW,DIV,INT".to_owned()),
+                ("direction", "asc".to_owned()),
+                ("page_size", "100".to_owned()),
+            ];
+            if let Some(t) = &token {
+                query.push(("page_token", t.clone()));
+            }
+            let (_, body) = self
+                .get(self.trading("/v2/account/activities"), &query)
+                .await?;
+            let page = body.as_array().cloned().unwrap_or_default();
+            let full = page.len() == 100;
+            token = page.last().and_then(|a| text(a, "id")).map(str::to_owned);
+            out.extend(page);
+            if !full || token.is_none() {
+                return Ok(out);
+            }
+        }
+        Ok(out)
+    }
+
+    fn record_of(&self, o: &Value) -> Option<OrderRecord> {
+        let created = time(o, "created_at").or_else(|| time(o, "submitted_at"))?;
+        Some(OrderRecord {
+            order_id: text(o, "id")?.to_owned(),
+            client_order_id: text(o, "client_order_id").unwrap_or_default().to_owned(),
+            account: self.config.account.clone(),
+            key: InstrumentKey::new(
+                self.exchanges
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .get(text(o, "symbol")?)
+                    .cloned()
+                    .unwrap_or_else(|| "US".to_owned()),
+                text(o, "symbol")?,
+            ),
+            side: if text(o, "side")? == "buy" {
+                Side::Buy
+            } else {
+                Side::Sell
+            },
+            order_type: order_type_of(text(o, "type").or_else(|| text(o, "order_type"))?)
+                .unwrap_or(OrderType::Market),
+            quantity: dec(o, "qty").unwrap_or_default(),
+            filled_quantity: dec(o, "filled_qty").unwrap_or_default(),
+            average_price: dec(o, "filled_avg_price"),
+            limit_price: dec(o, "limit_price"),
+            stop_price: dec(o, "stop_price"),
+            time_in_force: match text(o, "time_in_force") {
+                Some("gtc") => TimeInForce::Gtc,
+                Some("ioc") => TimeInForce::Ioc,
+                Some("fok") => TimeInForce::Fok,
+                _ => TimeInForce::Day,
+            },
+            stop_loss: o
+                .get("legs")
+                .and_then(Value::as_array)
+                .and_then(|legs| legs.iter().find_map(|l| dec(l, "stop_price"))),
+            take_profit: o
+                .get("legs")
+                .and_then(Value::as_array)
+                .and_then(|legs| legs.iter().find_map(|l| dec(l, "limit_price"))),
+            status: status_of(text(o, "status")?),
+            mode: self.mode(),
+            comment: None,
+            reason: text(o, "status")
+                .filter(|s| matches!(*s, "rejected" | "canceled" | "expired" | "replaced"))
+                .map(str::to_owned),
+            created,
+            updated: time(o, "updated_at").unwrap_or(created),
+        })
+    }
+
+    /// Builds the book: fills from activities, fees joined to their orders where named,
+    /// cash anchored to the account's reported cash, marks and reported positions from
+    /// the positions.
+    async fn build_book(&self) -> Result<Book, BrokerError> {
+        let (_, account) = self.get(self.trading("/v2/account"), &[]).await?;
+        let (_, positions) = self.get(self.trading("/v2/positions"), &[]).await?;
+        let activities = self.activities().await?;
+        let currency = Currency::new_checked(text(&account, "currency").unwrap_or("USD"))
+            .unwrap_or(Currency::USD);
+        let utc = Utc.fix();
+        let today = Utc::now().date_naive();
+        // Symbols and their exchanges.
+        let positions = positions.as_array().cloned().unwrap_or_default();
+        for p in &positions {
+            if let (Some(sym), Some(exchange)) = (text(p, "symbol"), text(p, "exchange")) {
+                self.exchanges
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(sym.to_owned(), exchange.to_owned());
+            }
+        }
+        let mut symbols: Vec<String> = activities
+            .iter()
+            .filter(|a| text(a, "activity_type") == Some("FILL"))
+            .filter_map(|a| text(a, "symbol").map(str::to_owned))
+            .collect();
+        symbols.sort();
+        symbols.dedup();
+        for s in &symbols {
+            self.exchange_of(s).await?;
+        }
+        let mut instruments: Vec<Instrument> = Vec::new();
+        let mut index = |symbol: &str, exchanges: &BTreeMap<String, String>| -> u32 {
+            let key = InstrumentKey::new(
+                exchanges
+                    .get(symbol)
+                    .cloned()
+                    .unwrap_or_else(|| "US".to_owned()),
+                symbol,
+            );
+            if let Some(i) = instruments.iter().position(|x| x.key == key) {
+                return u32::try_from(i).unwrap_or(u32::MAX);
+            }
+            instruments.push(Instrument {
+                key,
+                currency,
+                asset_class: AssetClass::Equity,
+                multiplier: Decimal::ONE,
+                name: None,
+                sector: None,
+                country: Some("US".to_owned()),
+            });
+            u32::try_from(instruments.len() - 1).unwrap_or(u32::MAX)
+        };
+        let exchanges = self
+            .exchanges
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let mut fills: Vec<Fill> = Vec::new();
+        let mut first_fill_of_order: BTreeMap<String, usize> = BTreeMap::new();
+        let mut cash: Vec<CashEntry> = Vec::new();
+        for (seq, a) in activities.iter().enumerate() {
+            let seq = u32::try_from(seq).unwrap_or(u32::MAX);
+            match text(a, "activity_type") {
+                Some("FILL") => {
+                    let (Some(id), Some(symbol), Some(t), Some(qty), Some(price)) = (
+                        text(a, "id"),
+                        text(a, "symbol"),
+                        time(a, "transaction_time"),
+                        dec(a, "qty"),
+                        dec(a, "price"),
+                    ) else {
+                        return Err(self.unavailable(format!(
+                            "a FILL activity lacks id, symbol, transaction_time, qty or price: {}",
+                            tradedesk_core::error::quote(&a.to_string())
+                        )));
+                    };
+                    let instrument = index(symbol, &exchanges);
+                    if let Some(order) = text(a, "order_id") {
+                        first_fill_of_order
+                            .entry(order.to_owned())
+                            .or_insert(fills.len());
+                    }
+                    fills.push(Fill {
+                        id: id.to_owned(),
+                        account: 0,
+                        instrument,
+                        side: if text(a, "side") == Some("buy") {
+                            Side::Buy
+                        } else {
+                            Side::Sell
+                        },
+                        quantity: qty.abs(),
+                        price,
+                        commission: Decimal::ZERO,
+                        commission_currency: currency,
+                        commission_known: true,
+                        time: t.with_timezone(&utc),
+                        trade_date: t.with_timezone(&eastern(t)).date_naive(),
+                        seq,
+                    });
+                }
+                Some(kind) => {
+                    let Some(amount) = dec(a, "net_amount") else {
+                        continue;
+                    };
+                    let at = time(a, "created_at").or_else(|| {
+                        text(a, "date")
+                            .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
+                            .and_then(|d| d.and_hms_opt(12, 0, 0))
+                            .map(|d| Utc.from_utc_datetime(&d))
+                    });
+                    let Some(at) = at else {
+                        continue;
+                    };
+                    if kind == "FEE"
+                        && let Some(i) =
+                            text(a, "order_id").and_then(|o| first_fill_of_order.get(o))
+                        && let Some(fill) = fills.get_mut(*i)
+                    {
+                        // A fee that names its order is that order's commission.
+                        fill.commission += amount.abs();
+                        continue;
+                    }
+                    let kind = match kind {
+                        "CSD" => CashKind::Deposit,
+                        "CSW" => CashKind::Withdrawal,
+                        "DIV" => CashKind::Dividend,
+                        "INT" => CashKind::Interest,
+                        // A fee that names no order: the account's, in cash.
+                        _ => CashKind::Fee,
+                    };
+                    cash.push(CashEntry {
+                        account: 0,
+                        kind,
+                        amount,
+                        currency,
+                        time: at.with_timezone(&utc),
+                    });
+                }
+                None => {}
+            }
+        }
+        let mut marks = Vec::new();
+        let mut reported = Vec::new();
+        for p in &positions {
+            let Some(symbol) = text(p, "symbol") else {
+                continue;
+            };
+            let instrument = index(symbol, &exchanges);
+            if let Some(price) = dec(p, "current_price") {
+                marks.push((instrument, today, price));
+            }
+            if let Some(qty) = dec(p, "qty") {
+                let signed = if text(p, "side") == Some("short") && qty.is_sign_positive() {
+                    -qty
+                } else {
+                    qty
+                };
+                reported.push(ReportedPosition {
+                    account: 0,
+                    instrument,
+                    quantity: signed,
+                });
+            }
+        }
+        // Cash anchored to the account: the history seen may not start at the account's
+        // opening, so what it leaves unexplained is an opening balance.
+        let mut parts = BookParts {
+            base_currency: currency,
+            as_of: today,
+            accounts: vec![self.account(currency)],
+            instruments,
+            fills,
+            cash,
+            marks,
+            fx_rates: Vec::new(),
+            reported_positions: reported,
+        };
+        if let Some(reported_cash) = dec(&account, "cash") {
+            let probe = Book::assemble(parts.clone());
+            let implied = tradedesk_core::ledger::replay(&probe, |_, _| {})
+                .ok()
+                .and_then(|l| l.cash.get(&(0, currency)).copied())
+                .unwrap_or_default();
+            let gap = reported_cash - implied;
+            if !gap.is_zero() {
+                let first = probe
+                    .fills
+                    .first()
+                    .map(|f| f.time)
+                    .into_iter()
+                    .chain(probe.cash.iter().map(|c| c.time))
+                    .min()
+                    .unwrap_or_else(|| Utc::now().with_timezone(&utc));
+                parts.cash.push(CashEntry {
+                    account: 0,
+                    kind: if gap.is_sign_positive() {
+                        CashKind::Deposit
+                    } else {
+                        CashKind::Withdrawal
+                    },
+                    amount: gap,
+                    currency,
+                    time: first - chrono::Duration::seconds(1),
+                });
+            }
+        }
+        Ok(Book::assemble(parts))
+    }
+
+    fn account(&self, currency: Currency) -> Account {
+        Account {
+            id: self.config.account.clone(),
+            broker: "alpaca".to_owned(),
+            currency,
+            name: Some(format!(
+                "Alpaca {}",
+                if self.config.live { "live" } else { "paper" }
+            )),
+            mode: self.mode(),
+        }
+    }
+
+    fn check_account(&self, account: &str) -> Result<(), BrokerError> {
+        if account == self.config.account {
+            Ok(())
+        } else {
+            Err(BrokerError::InvalidRequest {
+                account: account.to_owned(),
+                reason: format!("this adapter serves account {}", self.config.account),
+            })
+        }
+    }
+}
+
+/// US Eastern time at `t` (trade dates are the exchange's): EDT from the second Sunday
+/// of March 07:00 UTC to the first Sunday of November 06:00 UTC, else EST.
+fn eastern(t: DateTime<Utc>) -> FixedOffset {
+    use chrono::Datelike;
+    let year = t.year();
+    let nth_sunday = |month: u32, n: u32| {
+        let first = NaiveDate::from_ymd_opt(year, month, 1).unwrap_or_default();
+        let offset = (7 - first.weekday().num_days_from_sunday()) % 7;
+        first + chrono::Duration::days(i64::from(offset + 7 * (n - 1)))
+    };
+    let start = nth_sunday(3, 2)
+        .and_hms_opt(7, 0, 0)
+        .unwrap_or_default()
+        .and_utc();
+    let end = nth_sunday(11, 1)
+        .and_hms_opt(6, 0, 0)
+        .unwrap_or_default()
+        .and_utc();
+    let hours = if t >= start && t < end { -4 } else { -5 };
+    FixedOffset::east_opt(hours * 3600).unwrap_or_else(|| Utc.fix())
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[async_trait]
+impl Broker for AlpacaBroker {
+    fn accounts(&self) -> Vec<Account> {
+        vec![self.account(Currency::USD)]
+    }
+
+    async fn snapshot(&self) -> Result<Arc<Book>, BrokerError> {
+        self.build_book().await.map(Arc::new)
+    }
+
+    async fn health(&self) -> Vec<AccountHealth> {
+        let started = Instant::now();
+        let probe = self.get(self.trading("/v2/account"), &[]).await;
+        let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let (status, detail, hint) = match probe {
+            Ok((_, body)) => (
+                HealthStatus::Ok,
+                format!(
+                    "{} account {}, status {}",
+                    if self.config.live { "live" } else { "paper" },
+                    text(&body, "account_number").unwrap_or("?"),
+                    text(&body, "status").unwrap_or("?")
+                ),
+                None,
+            ),
+            Err(BrokerError::RateLimited { .. }) => (
+                HealthStatus::Degraded,
+                "rate limited".to_owned(),
+                Some("wait a minute; Alpaca allows 200 requests a minute".to_owned()),
+            ),
+            Err(e) => {
+                let hint = match &e {
+                    BrokerError::Unavailable { hint, .. } => hint.clone(),
+                    _ => "check the network and Alpaca's status page".to_owned(),
+                };
+                (HealthStatus::Down, e.to_string(), Some(hint))
+            }
+        };
+        vec![AccountHealth {
+            account: self.config.account.clone(),
+            broker: "alpaca".to_owned(),
+            mode: self.mode(),
+            status,
+            latency_ms: Some(latency_ms),
+            detail,
+            hint,
+        }]
+    }
+
+    fn trading_modes(&self, account: &str) -> Vec<Mode> {
+        if account == self.config.account {
+            vec![self.mode()]
+        } else {
+            Vec::new()
+        }
+    }
+
+    async fn instrument(
+        &self,
+        account: &str,
+        symbol: &str,
+    ) -> Result<TradableInstrument, BrokerError> {
+        self.check_account(account)?;
+        let symbol = symbol
+            .rsplit_once(':')
+            .map_or(symbol, |(_, s)| s)
+            .trim()
+            .to_ascii_uppercase();
+        let (status, body) = self
+            .get(
+                self.trading(&format!("/v2/assets/{}", urlencode(&symbol))),
+                &[],
+            )
+            .await?;
+        if status == 404 || body.get("tradable").and_then(Value::as_bool) == Some(false) {
+            return Err(BrokerError::UnknownSymbol {
+                account: self.config.account.clone(),
+                symbol: tradedesk_core::error::quote(&symbol),
+                known: "US stocks and ETFs Alpaca lists".to_owned(),
+            });
+        }
+        let exchange = text(&body, "exchange").unwrap_or("US").to_owned();
+        self.exchanges
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(symbol.clone(), exchange.clone());
+        let fractionable = body.get("fractionable").and_then(Value::as_bool) == Some(true);
+        let step = if fractionable {
+            dec(&body, "min_trade_increment").unwrap_or(Decimal::new(1, 9))
+        } else {
+            Decimal::ONE
+        };
+        Ok(TradableInstrument {
+            key: InstrumentKey::new(exchange, symbol),
+            currency: Currency::USD,
+            asset_class: if text(&body, "class") == Some("us_equity") {
+                AssetClass::Equity
+            } else {
+                AssetClass::Crypto
+            },
+            multiplier: Decimal::ONE,
+            lot_step: step,
+            min_quantity: dec(&body, "min_order_size").unwrap_or(step),
+            max_quantity: Decimal::from(1_000_000),
+            tick: dec(&body, "price_increment").unwrap_or(Decimal::new(1, 2)),
+            pip: None,
+            margin_rate: Decimal::ONE,
+            unit: "shares",
+        })
+    }
+
+    async fn quote(&self, account: &str, symbol: &str) -> Result<Quote, BrokerError> {
+        self.check_account(account)?;
+        let bare = symbol.rsplit_once(':').map_or(symbol, |(_, s)| s);
+        let (status, body) = self
+            .get(
+                self.data(&format!("/v2/stocks/{}/quotes/latest", urlencode(bare))),
+                &[("feed", "iex".to_owned())],
+            )
+            .await?;
+        let q = body.get("quote").filter(|_| status == 200).ok_or_else(|| {
+            BrokerError::UnknownSymbol {
+                account: self.config.account.clone(),
+                symbol: tradedesk_core::error::quote(bare),
+                known: "US stocks and ETFs Alpaca quotes".to_owned(),
+            }
+        })?;
+        let (Some(bid), Some(ask)) = (dec(q, "bp"), dec(q, "ap")) else {
+            return Err(self.unavailable(format!("the quote for {bare} has no bid or ask")));
+        };
+        let exchange = self
+            .exchange_of(bare)
+            .await
+            .unwrap_or_else(|_| "US".to_owned());
+        Ok(Quote {
+            key: InstrumentKey::new(exchange, bare),
+            currency: Currency::USD,
+            bid,
+            ask,
+            time: time(q, "t").unwrap_or_else(Utc::now),
+        })
+    }
+
+    async fn bars(
+        &self,
+        account: &str,
+        symbol: &str,
+        interval: Interval,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+    ) -> Result<Vec<Bar>, BrokerError> {
+        self.check_account(account)?;
+        let bare = symbol.rsplit_once(':').map_or(symbol, |(_, s)| s);
+        let mut out = Vec::new();
+        let mut token: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let mut query = vec![
+                ("timeframe", timeframe(interval).to_owned()),
+                ("start", start.to_rfc3339_opts(SecondsFormat::Secs, true)),
+                ("end", end.to_rfc3339_opts(SecondsFormat::Secs, true)),
+                ("limit", "10000".to_owned()),
+                ("adjustment", "raw".to_owned()),
+                ("feed", "iex".to_owned()),
+            ];
+            if let Some(t) = &token {
+                query.push(("page_token", t.clone()));
+            }
+            let (_, body) = self
+                .get(
+                    self.data(&format!("/v2/stocks/{}/bars", urlencode(bare))),
+                    &query,
+                )
+                .await?;
+            for b in body
+                .get("bars")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let (Some(t), Some(o), Some(h), Some(l), Some(c)) = (
+                    time(b, "t"),
+                    b.get("o").and_then(Value::as_f64),
+                    b.get("h").and_then(Value::as_f64),
+                    b.get("l").and_then(Value::as_f64),
+                    b.get("c").and_then(Value::as_f64),
+                ) else {
+                    continue;
+                };
+                out.push(Bar {
+                    time: if interval == Interval::D1 {
+                        t.with_timezone(&eastern(t)).date_naive().to_string()
+                    } else {
+                        t.to_rfc3339_opts(SecondsFormat::Secs, true)
+                    },
+                    instant: t,
+                    open: o,
+                    high: h,
+                    low: l,
+                    close: c,
+                    volume: b.get("v").and_then(Value::as_f64),
+                });
+            }
+            token = text(&body, "next_page_token").map(str::to_owned);
+            if token.is_none() {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn orders(
+        &self,
+        account: Option<&str>,
+        filter: OrderFilter,
+    ) -> Result<Vec<OrderRecord>, BrokerError> {
+        if let Some(a) = account {
+            self.check_account(a)?;
+        }
+        let status = match filter {
+            OrderFilter::Open => "open",
+            OrderFilter::Closed => "closed",
+            OrderFilter::All => "all",
+        };
+        let (_, body) = self
+            .get(
+                self.trading("/v2/orders"),
+                &[
+                    ("status", status.to_owned()),
+                    ("limit", "500".to_owned()),
+                    ("direction", "desc".to_owned()),
+                    ("nested", "true".to_owned()),
+                ],
+            )
+            .await?;
+        Ok(body
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|o| self.record_of(o))
+            .collect())
+    }
+
+    async fn find_order(
+        &self,
+        account: &str,
+        client_order_id: &str,
+    ) -> Result<Option<OrderRecord>, BrokerError> {
+        self.check_account(account)?;
+        let (status, body) = self
+            .get(
+                self.trading("/v2/orders:by_client_order_id"),
+                &[("client_order_id", client_order_id.to_owned())],
+            )
+            .await?;
+        if status == 404 {
+            return Ok(None);
+        }
+        Ok(self.record_of(&body))
+    }
+
+    async fn place(&self, order: &OrderRequest) -> Result<Placed, BrokerError> {
+        self.check_account(&order.account)?;
+        let mut body = json!({
+            "symbol": order.key.symbol,
+            "qty": order.quantity.normalize().to_string(),
+            "side": order.side.as_str(),
+            "type": order.order_type.as_str(),
+            "time_in_force": order.time_in_force.as_str(),
+            "client_order_id": order.client_order_id,
+        });
+        if let Some(p) = order.limit_price {
+            body["limit_price"] = json!(p.normalize().to_string());
+        }
+        if let Some(p) = order.stop_price {
+            body["stop_price"] = json!(p.normalize().to_string());
+        }
+        // Alpaca keeps stop-loss and take-profit as legs: both is a bracket, one is OTO.
+        match (order.stop_loss, order.take_profit) {
+            (None, None) => {}
+            (sl, tp) => {
+                body["order_class"] = json!(if sl.is_some() && tp.is_some() {
+                    "bracket"
+                } else {
+                    "oto"
+                });
+                if let Some(sl) = sl {
+                    body["stop_loss"] = json!({"stop_price": sl.normalize().to_string()});
+                }
+                if let Some(tp) = tp {
+                    body["take_profit"] = json!({"limit_price": tp.normalize().to_string()});
+                }
+            }
+        }
+        let request = if order.reduce_only {
+            // A close: Alpaca's own endpoint, which never flips the position.
+            self.client
+                .delete(self.trading(&format!("/v2/positions/{}", urlencode(&order.key.symbol))))
+                .query(&[("qty", order.quantity.normalize().to_string())])
+        } else {
+            self.client.post(self.trading("/v2/orders")).json(&body)
+        };
+        let (status, answer) = self.send(request, true).await?;
+        if status >= 300 {
+            return Err(self.rejected(status, &answer));
+        }
+        let record = self
+            .record_of(&answer)
+            .ok_or_else(|| BrokerError::Uncertain {
+                account: self.config.account.clone(),
+                detail: "the broker's answer is not an order".to_owned(),
+            })?;
+        if record.status == OrderStatus::Rejected {
+            return Err(BrokerError::Rejected {
+                account: self.config.account.clone(),
+                reason: "rejected by Alpaca".to_owned(),
+                order_id: Some(record.order_id),
+            });
+        }
+        let message = format!(
+            "Alpaca order {} is {}",
+            record.order_id,
+            text(&answer, "status").unwrap_or("?")
+        );
+        Ok(Placed {
+            order: record,
+            message,
+        })
+    }
+
+    async fn cancel(
+        &self,
+        account: &str,
+        reference: &OrderRef,
+    ) -> Result<(OrderRecord, bool), BrokerError> {
+        self.check_account(account)?;
+        let order = match reference {
+            OrderRef::OrderId(id) => {
+                let (status, body) = self
+                    .get(self.trading(&format!("/v2/orders/{}", urlencode(id))), &[])
+                    .await?;
+                (status == 200).then(|| self.record_of(&body)).flatten()
+            }
+            OrderRef::ClientOrderId(id) => self.find_order(account, id).await?,
+        };
+        let Some(order) = order else {
+            return Err(BrokerError::UnknownOrder {
+                account: account.to_owned(),
+                reference: match reference {
+                    OrderRef::OrderId(id) | OrderRef::ClientOrderId(id) => {
+                        tradedesk_core::error::quote(id)
+                    }
+                },
+            });
+        };
+        let (status, _) = self
+            .send(
+                self.client
+                    .delete(self.trading(&format!("/v2/orders/{}", urlencode(&order.order_id)))),
+                true,
+            )
+            .await?;
+        let cancelled = (200..300).contains(&status);
+        let (_, body) = self
+            .get(
+                self.trading(&format!("/v2/orders/{}", urlencode(&order.order_id))),
+                &[],
+            )
+            .await?;
+        Ok((self.record_of(&body).unwrap_or(order), cancelled))
+    }
+}

@@ -1,0 +1,3288 @@
+//! Import of an IBKR **Activity Flex** statement (XML) into a tradedesk book
+//! (`tradedesk-book/1`).
+//!
+//! [`flex_to_book`] reads the whole statement (one `<FlexQueryResponse>` holding one
+//! `<FlexStatement>` per account) and returns the book as a JSON document, with notes
+//! on every choice it had to make. It refuses, with a [`FlexError`] that names the
+//! element, its position, the attribute and a hint, any row it cannot map faithfully;
+//! it never returns a half-imported book.
+//!
+//! Decimal text is carried exactly: values are kept as text and never pass through
+//! binary floating point. Only what the book format requires is normalised (a signed
+//! quantity made positive with its side, a paid commission made positive, a leading
+//! `+` or leading zeros dropped).
+//!
+//! # Mapping rules
+//!
+//! * **Accounts**: one per account id (the `accountId` of each row, else of its
+//!   `<FlexStatement>`), written `"{account_prefix}{accountId}"` (default prefix
+//!   `IBKR-`), broker `ibkr`. The currency is the `currency` of `<AccountInformation>`;
+//!   without it, the most common currency of the account's trades (a note says so);
+//!   without trades either, an error. The name is `<AccountInformation name>`, else
+//!   `acctAlias`, else absent.
+//! * **Instruments** are keyed by (exchange, symbol): the exchange is `listingExchange`,
+//!   else the `listingExchange` of another row with the same `conid` (else the exchange
+//!   already chosen for that `conid`, so that one contract is one instrument whatever
+//!   venue each execution was routed to), else `exchange`, else `IBKR`; the symbol is
+//!   kept as given (trimmed; option and future symbols keep their inner spaces). The
+//!   asset class follows `assetCategory`: `STK` is `equity`
+//!   (`etf` when `subCategory` is `ETF`), `OPT` and `FOP` `option`, `FUT` `future`,
+//!   `CASH` `fx`, `CFD` `cfd`, `BOND` and `BILL` `bond`, `FUND` `fund`, `CRYPTO`
+//!   `crypto`; any other category is an error naming the row. The multiplier is
+//!   `multiplier` (absent, empty or `0`: `1`); the name is `description`.
+//! * **Fills** come from the `<Trades>` section (see *Level of detail* below): `id` is
+//!   `ibExecID`, else `tradeID`; `side` is `buySell`, else the sign of `quantity`;
+//!   `quantity` its absolute value; `price` is `tradePrice`; `commission` is the
+//!   absolute value of a paid (negative) `ibCommission`, in `ibCommissionCurrency`
+//!   (else the trade currency); `time` is `dateTime`. A positive `ibCommission` (a
+//!   rebate) leaves the commission at `0` and becomes a cash entry of kind `interest`.
+//!   A row whose `buySell` ends in `(Ca.)` is a cancellation: it is never a fill, and
+//!   the trade it cancels is left out too when it can be identified
+//!   ([`FlexOptions::drop_cancelled_originals`]).
+//! * **Cash** comes from `<CashTransactions>` (`DETAIL` rows): `Deposits/Withdrawals`
+//!   is a `deposit` or a `withdrawal` by its sign; `Dividends` and `Payment In Lieu Of
+//!   Dividends` are `dividend`; `Withholding Tax`, `Other Fees`, `Broker Fees`, `Broker
+//!   Interest Paid` and `Commission Adjustments` are `fee`; `Broker Interest Received`
+//!   and bond interest are `interest`. Amounts keep their sign as seen by the account.
+//!   Since the book requires dividends > 0 and fees < 0, a negative dividend (a
+//!   reversal) is recorded as a `fee` and a positive fee-type row (a refund) as
+//!   `interest`, each with a note. Any other type is an error naming the row.
+//! * **Marks and reported positions** come from `<OpenPositions>` (`markPrice` at
+//!   `reportDate`; `position` signed as IBKR reports it).
+//! * **FX rates** come from `<ConversionRates>` (`1 fromCurrency = rate toCurrency` on
+//!   `reportDate`); IBKR's `-1` placeholder for a missing rate is skipped.
+//! * **`as_of`** is the latest `toDate` of the statements and `reportDate` of the open
+//!   positions and conversion rates; **`base_currency`** is the first account's currency.
+//!
+//! # Level of detail
+//!
+//! Only rows whose `levelOfDetail` is `EXECUTION` are fills (a `<Trade>` without the
+//! attribute counts as an execution, an `<Order>` as an order). `ORDER`,
+//! `SYMBOL_SUMMARY`, `ASSET_SUMMARY` and `CLOSED_LOT` rows are skipped; a statement that
+//! has no execution rows but has order rows uses its order rows as fills (their id is
+//! `ibExecID`, else `tradeID`, else `ibOrderID`), with a note.
+//!
+//! # Times
+//!
+//! Flex times are wall-clock times in the zone configured on the query, usually US
+//! Eastern. [`FlexTimeZone::NewYork`] (the default) applies the US daylight-saving rule
+//! (from 2007: second Sunday of March 02:00 to first Sunday of November 02:00 is
+//! `-04:00`, otherwise `-05:00`; before 2007: first Sunday of April to last Sunday of
+//! October). A fixed offset can be given instead. A date without a time is taken as
+//! 00:00 of that date.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use chrono::{
+    Datelike, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, SecondsFormat, TimeZone, Weekday,
+};
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::{Reader, XmlVersion};
+use serde_json::{Map, Value};
+
+/// The largest statement [`flex_to_book`] accepts: 256 MiB of XML.
+pub const MAX_FLEX_BYTES: usize = 256 * 1024 * 1024;
+
+/// The book format written.
+const FORMAT: &str = "tradedesk-book/1";
+/// The broker name written on every account.
+const BROKER: &str = "ibkr";
+/// At most this many characters of an attribute value appear in a message.
+const MAX_SHOWN: usize = 64;
+/// Deeper nesting than this is not a Flex statement.
+const MAX_DEPTH: usize = 64;
+/// The book format refuses more decimal places than this.
+const MAX_PLACES: u32 = 18;
+/// The book format refuses magnitudes above 10^this.
+const MAX_MAGNITUDE_DIGITS: u32 = 12;
+/// The hint given for an unreadable date or time.
+const DATE_HINT: &str = "set the Flex Query's date format to yyyyMMdd (or yyyy-MM-dd) and its time format to HHmmss (or HH:mm:ss)";
+/// The hint given for an unreadable number.
+const DECIMAL_HINT: &str =
+    "numbers must be plain decimals such as -1.25 (no exponent, spaces or thousands separators)";
+
+// ---------------------------------------------------------------------------------
+// Public API
+// ---------------------------------------------------------------------------------
+
+/// The time zone the Flex Query writes its times in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FlexTimeZone {
+    /// `America/New_York` (US Eastern), with the US daylight-saving rule applied:
+    /// `-04:00` from the second Sunday of March 02:00 to the first Sunday of November
+    /// 02:00 local time (from 2007; before 2007, first Sunday of April to last Sunday of
+    /// October), `-05:00` otherwise. An ambiguous time in the repeated hour of November
+    /// is read as the first (daylight) one; a time in the skipped hour of March as
+    /// daylight time.
+    #[default]
+    NewYork,
+    /// A fixed offset from UTC, for a query configured in a zone without daylight
+    /// saving (or to override the rule).
+    Fixed(FixedOffset),
+}
+
+impl FlexTimeZone {
+    /// Parses `America/New_York` (also `US/Eastern`, `EST5EDT`), `UTC`/`Z`, or a fixed
+    /// offset written `+HH:MM` / `-HH:MM`.
+    ///
+    /// # Errors
+    ///
+    /// Any other text, or an offset of 24 hours or more.
+    pub fn parse(text: &str) -> Result<Self, FlexError> {
+        let t = text.trim();
+        let bad = || {
+            FlexError::new(
+                "the time zone option",
+                None,
+                format!("{} is not a supported time zone", shown(t)),
+                "give America/New_York, UTC, or a fixed offset such as -05:00 or +08:00",
+            )
+        };
+        match t {
+            "America/New_York" | "US/Eastern" | "EST5EDT" => return Ok(Self::NewYork),
+            "UTC" | "Z" | "GMT" | "Etc/UTC" => {
+                return FixedOffset::east_opt(0).map(Self::Fixed).ok_or_else(bad);
+            }
+            _ => {}
+        }
+        let (sign, rest) = if let Some(r) = t.strip_prefix('+') {
+            (1, r)
+        } else if let Some(r) = t.strip_prefix('-') {
+            (-1, r)
+        } else {
+            return Err(bad());
+        };
+        let (h, m) = rest.split_once(':').ok_or_else(bad)?;
+        let two_digits = |s: &str| s.len() == 2 && s.bytes().all(|b| b.is_ascii_digit());
+        if !two_digits(h) || !two_digits(m) {
+            return Err(bad());
+        }
+        let hours: i32 = h.parse().map_err(|_| bad())?;
+        let minutes: i32 = m.parse().map_err(|_| bad())?;
+        if hours > 23 || minutes > 59 {
+            return Err(bad());
+        }
+        FixedOffset::east_opt(sign * (hours * 3600 + minutes * 60))
+            .map(Self::Fixed)
+            .ok_or_else(bad)
+    }
+
+    /// The offset in force at a local wall-clock time.
+    fn offset_at(self, local: NaiveDateTime) -> Option<FixedOffset> {
+        match self {
+            Self::Fixed(offset) => Some(offset),
+            Self::NewYork => {
+                let hours = if us_eastern_daylight(local) { 4 } else { 5 };
+                FixedOffset::west_opt(hours * 3600)
+            }
+        }
+    }
+
+    /// How the zone is named in notes.
+    fn describe(self) -> String {
+        match self {
+            Self::NewYork => {
+                "America/New_York (US daylight-saving rule applied: -04:00 in summer, -05:00 in winter)".to_owned()
+            }
+            Self::Fixed(offset) => format!("the fixed offset {offset} (no daylight saving)"),
+        }
+    }
+}
+
+/// How [`flex_to_book`] maps a statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlexOptions {
+    /// The zone the Flex Query writes its times in (default: `America/New_York`).
+    pub time_zone: FlexTimeZone,
+    /// Put before each IBKR account id to make the book's account id (default `IBKR-`,
+    /// so `U1234567` becomes `IBKR-U1234567`).
+    pub account_prefix: String,
+    /// When a cancellation row (`buySell` ending in `(Ca.)`) names the trade it cancels
+    /// (`origTradeID`, or failing that a single trade of the same account, instrument,
+    /// quantity, price and trade date), leave that trade out too (default `true`). The
+    /// cancellation row itself is never a fill.
+    pub drop_cancelled_originals: bool,
+}
+
+impl Default for FlexOptions {
+    fn default() -> Self {
+        Self {
+            time_zone: FlexTimeZone::NewYork,
+            account_prefix: "IBKR-".to_owned(),
+            drop_cancelled_originals: true,
+        }
+    }
+}
+
+/// What [`flex_to_book`] made of a statement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlexImport {
+    /// The `tradedesk-book/1` document.
+    pub book: Value,
+    /// Every choice the import made that a reader of the book should know about
+    /// (skipped rows, re-classified cash, inferred currencies, the time zone used).
+    pub notes: Vec<String>,
+    /// How many fills the book holds.
+    pub fills: usize,
+    /// How many rows of the statement were left out (non-execution trade rows,
+    /// cancellations and the trades they cancel, summary rows, zero amounts, duplicates,
+    /// placeholder rates); the notes say which and why.
+    pub skipped: usize,
+}
+
+/// Why a statement could not be imported: where (the element, its position and line),
+/// which attribute, what is wrong, and a hint. At most 64 characters of any attribute
+/// value are ever shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlexError {
+    location: String,
+    attribute: Option<String>,
+    problem: String,
+    hint: String,
+}
+
+impl FlexError {
+    fn new(
+        location: impl Into<String>,
+        attribute: Option<&str>,
+        problem: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Self {
+        Self {
+            location: location.into(),
+            attribute: attribute.map(str::to_owned),
+            problem: problem.into(),
+            hint: hint.into(),
+        }
+    }
+
+    /// Where the problem is, e.g. `the 3rd <Trade> of account U1234567 (line 14)`.
+    #[must_use]
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The attribute at fault, when one is.
+    #[must_use]
+    pub fn attribute(&self) -> Option<&str> {
+        self.attribute.as_deref()
+    }
+
+    /// What is wrong.
+    #[must_use]
+    pub fn problem(&self) -> &str {
+        &self.problem
+    }
+
+    /// What to do about it.
+    #[must_use]
+    pub fn hint(&self) -> &str {
+        &self.hint
+    }
+}
+
+impl fmt::Display for FlexError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.location)?;
+        if let Some(attribute) = &self.attribute {
+            write!(f, ", attribute {attribute}")?;
+        }
+        write!(f, ": {} (hint: {})", self.problem, self.hint)
+    }
+}
+
+impl std::error::Error for FlexError {}
+
+/// Converts an IBKR Activity Flex statement (the XML a Flex Query returns) into a
+/// `tradedesk-book/1` document. The module documentation states every mapping rule.
+///
+/// # Errors
+///
+/// A [`FlexError`] when the input is larger than [`MAX_FLEX_BYTES`], is not well-formed
+/// XML, has a DOCTYPE or an entity other than the five XML ones, is not a
+/// `FlexQueryResponse`, or has a row that cannot be mapped (a missing id, an unknown
+/// asset category or cash type, an unreadable number or date, ...).
+pub fn flex_to_book(xml: &str, options: &FlexOptions) -> Result<FlexImport, FlexError> {
+    check_size(xml.len(), MAX_FLEX_BYTES)?;
+    let document = read_document(xml)?;
+    let mut builder = Builder::new(options);
+    builder.run(&document)?;
+    builder.finish(&document)
+}
+
+// ---------------------------------------------------------------------------------
+// Small helpers: shown values, ordinals, decimals, dates
+// ---------------------------------------------------------------------------------
+
+fn check_size(len: usize, limit: usize) -> Result<(), FlexError> {
+    if len > limit {
+        return Err(FlexError::new(
+            "the input",
+            None,
+            format!("{len} bytes, more than the {limit} bytes accepted"),
+            "split the history into several Flex statements (for example one per year)",
+        ));
+    }
+    Ok(())
+}
+
+/// A value for a message: quoted, and cut to [`MAX_SHOWN`] characters.
+fn shown(value: &str) -> String {
+    format!("'{}'", cut(value))
+}
+
+/// A value cut to [`MAX_SHOWN`] characters (with `…` when cut).
+fn cut(value: &str) -> String {
+    let mut out: String = value
+        .chars()
+        .take(MAX_SHOWN)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if value.chars().nth(MAX_SHOWN).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+/// An exact decimal: `mantissa / 10^scale`. Parsed from and written back to text; the
+/// scale (the number of decimal places written) is kept, so `1.50` stays `1.50`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Dec {
+    mantissa: i128,
+    scale: u32,
+}
+
+impl Dec {
+    const ONE: Self = Self {
+        mantissa: 1,
+        scale: 0,
+    };
+    const ZERO: Self = Self {
+        mantissa: 0,
+        scale: 0,
+    };
+
+    /// Parses `[+-]digits[.digits]` (also `.5` and `5.`), within the book's bounds:
+    /// at most 18 decimal places and a magnitude of at most 1e12.
+    fn parse(text: &str) -> Result<Self, &'static str> {
+        let (negative, body) = if let Some(rest) = text.strip_prefix('-') {
+            (true, rest)
+        } else {
+            (false, text.strip_prefix('+').unwrap_or(text))
+        };
+        let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+        if int.is_empty() && frac.is_empty() {
+            return Err("is not a number");
+        }
+        if !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
+            return Err("is not a plain decimal number");
+        }
+        let scale = u32::try_from(frac.len()).map_err(|_| "has too many decimal places")?;
+        if scale > MAX_PLACES {
+            return Err("has more than 18 decimal places");
+        }
+        let mut mantissa: i128 = 0;
+        for b in int.bytes().chain(frac.bytes()) {
+            mantissa = mantissa
+                .checked_mul(10)
+                .and_then(|m| m.checked_add(i128::from(b - b'0')))
+                .ok_or("is larger than the supported 1e12")?;
+        }
+        let limit = 10_i128.pow(MAX_MAGNITUDE_DIGITS + scale);
+        if mantissa > limit {
+            return Err("is larger than the supported 1e12");
+        }
+        Ok(Self {
+            mantissa: if negative { -mantissa } else { mantissa },
+            scale,
+        })
+    }
+
+    fn is_zero(self) -> bool {
+        self.mantissa == 0
+    }
+
+    fn is_negative(self) -> bool {
+        self.mantissa < 0
+    }
+
+    fn abs(self) -> Self {
+        Self {
+            mantissa: self.mantissa.abs(),
+            scale: self.scale,
+        }
+    }
+
+    /// Both mantissas at the larger scale, or `None` on overflow.
+    fn aligned(self, other: Self) -> Option<(i128, i128, u32)> {
+        let scale = self.scale.max(other.scale);
+        let a = self
+            .mantissa
+            .checked_mul(10_i128.checked_pow(scale - self.scale)?)?;
+        let b = other
+            .mantissa
+            .checked_mul(10_i128.checked_pow(scale - other.scale)?)?;
+        Some((a, b, scale))
+    }
+
+    fn checked_add(self, other: Self) -> Option<Self> {
+        let (a, b, scale) = self.aligned(other)?;
+        let mantissa = a.checked_add(b)?;
+        if mantissa.unsigned_abs() > 10_u128.pow(MAX_MAGNITUDE_DIGITS + scale) {
+            return None;
+        }
+        Some(Self { mantissa, scale })
+    }
+
+    fn same_value(self, other: Self) -> bool {
+        self.aligned(other).is_some_and(|(a, b, _)| a == b)
+    }
+}
+
+impl fmt::Display for Dec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let unit = 10_u128.pow(self.scale);
+        let magnitude = self.mantissa.unsigned_abs();
+        if self.mantissa < 0 {
+            f.write_str("-")?;
+        }
+        write!(f, "{}", magnitude / unit)?;
+        if self.scale > 0 {
+            let width = usize::try_from(self.scale).map_err(|_| fmt::Error)?;
+            write!(f, ".{:0width$}", magnitude % unit)?;
+        }
+        Ok(())
+    }
+}
+
+/// `YYYYMMDD` or `YYYY-MM-DD`.
+fn parse_flex_date(text: &str) -> Option<NaiveDate> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let (y, m, d) = match text.len() {
+        8 if digits(text) => (text.get(0..4)?, text.get(4..6)?, text.get(6..8)?),
+        10 => {
+            let mut parts = text.split('-');
+            let (y, m, d) = (parts.next()?, parts.next()?, parts.next()?);
+            if parts.next().is_some() || y.len() != 4 || m.len() != 2 || d.len() != 2 {
+                return None;
+            }
+            (y, m, d)
+        }
+        _ => return None,
+    };
+    if !digits(y) || !digits(m) || !digits(d) {
+        return None;
+    }
+    NaiveDate::from_ymd_opt(y.parse().ok()?, m.parse().ok()?, d.parse().ok()?)
+}
+
+/// `HHmmss`, `HH:mm:ss`, `HHmm` or `HH:mm`.
+fn parse_flex_time(text: &str) -> Option<NaiveTime> {
+    let digits = |s: &str| s.len() == 2 && s.bytes().all(|b| b.is_ascii_digit());
+    let parts: Vec<&str> = if text.contains(':') {
+        text.split(':').collect()
+    } else {
+        match text.len() {
+            6 => vec![text.get(0..2)?, text.get(2..4)?, text.get(4..6)?],
+            4 => vec![text.get(0..2)?, text.get(2..4)?],
+            _ => return None,
+        }
+    };
+    if parts.len() < 2 || parts.len() > 3 || !parts.iter().all(|p| digits(p)) {
+        return None;
+    }
+    let h = parts.first()?.parse().ok()?;
+    let m = parts.get(1)?.parse().ok()?;
+    let s = match parts.get(2) {
+        Some(p) => p.parse().ok()?,
+        None => 0,
+    };
+    NaiveTime::from_hms_opt(h, m, s)
+}
+
+/// A Flex date-time in any of the spellings a query can be set to write:
+/// `20250314;103512`, `2025-03-14;10:35:12`, `20250314 103512`, `2025-03-14, 10:35:12`,
+/// or a date alone (read as 00:00).
+fn parse_flex_datetime(text: &str) -> Option<NaiveDateTime> {
+    let (date, time) = match text.find([';', ' ', ',', 'T']) {
+        Some(i) => (
+            text.get(..i)?,
+            text.get(i + 1..)?.trim_start_matches([',', ' ']),
+        ),
+        None => (text, ""),
+    };
+    let date = parse_flex_date(date)?;
+    let time = if time.is_empty() {
+        NaiveTime::MIN
+    } else {
+        parse_flex_time(time)?
+    };
+    Some(date.and_time(time))
+}
+
+/// Whether a New York wall-clock time is in daylight-saving time (see
+/// [`FlexTimeZone::NewYork`]).
+fn us_eastern_daylight(local: NaiveDateTime) -> bool {
+    let year = local.year();
+    let (start, end) = if year >= 2007 {
+        (
+            NaiveDate::from_weekday_of_month_opt(year, 3, Weekday::Sun, 2),
+            NaiveDate::from_weekday_of_month_opt(year, 11, Weekday::Sun, 1),
+        )
+    } else {
+        (
+            NaiveDate::from_weekday_of_month_opt(year, 4, Weekday::Sun, 1),
+            NaiveDate::from_weekday_of_month_opt(year, 10, Weekday::Sun, 5)
+                .or_else(|| NaiveDate::from_weekday_of_month_opt(year, 10, Weekday::Sun, 4)),
+        )
+    };
+    let at_two = |d: Option<NaiveDate>| d.and_then(|d| d.and_hms_opt(2, 0, 0));
+    match (at_two(start), at_two(end)) {
+        (Some(start), Some(end)) => local >= start && local < end,
+        _ => false,
+    }
+}
+
+fn rfc3339(local: NaiveDateTime, zone: FlexTimeZone) -> Option<String> {
+    let offset = zone.offset_at(local)?;
+    let time = offset.from_local_datetime(&local).single()?;
+    Some(time.to_rfc3339_opts(SecondsFormat::Secs, false))
+}
+
+fn is_currency_code(text: &str) -> bool {
+    text.len() == 3 && text.bytes().all(|b| b.is_ascii_uppercase())
+}
+
+// ---------------------------------------------------------------------------------
+// Reading the XML
+// ---------------------------------------------------------------------------------
+
+/// One element of interest, with its attributes (values unescaped and trimmed).
+#[derive(Debug, Clone)]
+struct Row {
+    element: String,
+    /// 1-based position among the elements of the same name in its statement.
+    ordinal: usize,
+    /// The `accountId` of the enclosing statement (for messages).
+    statement_account: String,
+    line: usize,
+    attrs: Vec<(String, String)>,
+}
+
+impl Row {
+    /// The value of an attribute; an empty value counts as absent.
+    fn get(&self, key: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+    }
+
+    fn location(&self) -> String {
+        let account = if self.statement_account.is_empty() {
+            "(no accountId)".to_owned()
+        } else {
+            cut(&self.statement_account)
+        };
+        if self.element == "FlexStatement" {
+            format!(
+                "the {} <FlexStatement> (account {account}, line {})",
+                ordinal(self.ordinal),
+                self.line
+            )
+        } else {
+            format!(
+                "the {} <{}> of account {account} (line {})",
+                ordinal(self.ordinal),
+                self.element,
+                self.line
+            )
+        }
+    }
+
+    fn error(
+        &self,
+        attribute: &str,
+        problem: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> FlexError {
+        FlexError::new(self.location(), Some(attribute), problem, hint)
+    }
+
+    fn required(&self, attribute: &str, hint: &str) -> Result<&str, FlexError> {
+        self.get(attribute)
+            .ok_or_else(|| self.error(attribute, "is missing or empty", hint))
+    }
+
+    fn decimal(&self, attribute: &str) -> Result<Option<Dec>, FlexError> {
+        self.get(attribute)
+            .map(|text| {
+                Dec::parse(text).map_err(|why| {
+                    self.error(attribute, format!("{} {why}", shown(text)), DECIMAL_HINT)
+                })
+            })
+            .transpose()
+    }
+
+    fn required_decimal(&self, attribute: &str) -> Result<Dec, FlexError> {
+        self.decimal(attribute)?.ok_or_else(|| {
+            self.error(
+                attribute,
+                "is missing or empty",
+                "include this field in the Flex Query's section",
+            )
+        })
+    }
+
+    fn currency(&self, attribute: &str) -> Result<Option<&str>, FlexError> {
+        match self.get(attribute) {
+            None => Ok(None),
+            Some(code) if is_currency_code(code) => Ok(Some(code)),
+            Some(code) => Err(self.error(
+                attribute,
+                format!("{} is not an ISO 4217 currency code", shown(code)),
+                "currency codes are three upper-case letters such as USD, EUR",
+            )),
+        }
+    }
+
+    fn date(&self, attribute: &str) -> Result<Option<NaiveDate>, FlexError> {
+        self.get(attribute)
+            .map(|text| {
+                parse_flex_date(text).ok_or_else(|| {
+                    self.error(
+                        attribute,
+                        format!("{} is not a date (20250314 or 2025-03-14)", shown(text)),
+                        DATE_HINT,
+                    )
+                })
+            })
+            .transpose()
+    }
+
+    /// The first of `attributes` present, read as a date-time (a date alone is 00:00),
+    /// written as RFC 3339 with the zone's offset; with the date it falls on.
+    fn time(
+        &self,
+        attributes: &[&str],
+        zone: FlexTimeZone,
+    ) -> Result<(String, NaiveDate), FlexError> {
+        let Some((attribute, text)) = attributes.iter().find_map(|a| self.get(a).map(|v| (*a, v)))
+        else {
+            let first = attributes.first().copied().unwrap_or("dateTime");
+            return Err(self.error(
+                first,
+                format!(
+                    "is missing (and so are {})",
+                    attributes.get(1..).unwrap_or_default().join(", ")
+                ),
+                "include Date/Time in the Flex Query's section",
+            ));
+        };
+        let bad = || {
+            self.error(
+                attribute,
+                format!(
+                    "{} is not a date-time IBKR writes (20250314;103512, 2025-03-14;10:35:12 or 20250314 103512)",
+                    shown(text)
+                ),
+                DATE_HINT,
+            )
+        };
+        let local = parse_flex_datetime(text).ok_or_else(bad)?;
+        let time = rfc3339(local, zone).ok_or_else(bad)?;
+        Ok((time, local.date()))
+    }
+}
+
+/// One `<FlexStatement>` and the rows read from it.
+#[derive(Debug, Clone)]
+struct Statement {
+    header: Row,
+    info: Vec<Row>,
+    trades: Vec<Row>,
+    cash: Vec<Row>,
+    positions: Vec<Row>,
+    rates: Vec<Row>,
+    counts: HashMap<String, usize>,
+}
+
+impl Statement {
+    fn account(&self) -> &str {
+        self.header.get("accountId").unwrap_or("")
+    }
+}
+
+#[derive(Debug, Default)]
+struct Document {
+    statements: Vec<Statement>,
+}
+
+/// Turns byte offsets into 1-based line numbers (offsets must not go backwards much;
+/// it rescans from the start when they do).
+#[derive(Debug)]
+struct Lines<'a> {
+    text: &'a [u8],
+    offset: usize,
+    line: usize,
+}
+
+impl<'a> Lines<'a> {
+    /// quick-xml counts offsets after a byte-order mark, so the text is taken without it.
+    fn new(text: &'a str) -> Self {
+        Self {
+            text: text.strip_prefix('\u{feff}').unwrap_or(text).as_bytes(),
+            offset: 0,
+            line: 1,
+        }
+    }
+
+    fn at(&mut self, offset: u64) -> usize {
+        let offset = usize::try_from(offset)
+            .unwrap_or(self.text.len())
+            .min(self.text.len());
+        if offset < self.offset {
+            self.offset = 0;
+            self.line = 1;
+        }
+        let newlines = self
+            .text
+            .get(self.offset..offset)
+            .map_or(0, |s| s.iter().fold(0, |n, b| n + usize::from(*b == b'\n')));
+        self.line += newlines;
+        self.offset = offset;
+        self.line
+    }
+}
+
+fn xml_error(what: &str, line: usize) -> FlexError {
+    FlexError::new(
+        format!("line {line}"),
+        None,
+        format!("not well-formed XML: {}", cut(what)),
+        "the file may be truncated or damaged; download the Flex statement again (as XML)",
+    )
+}
+
+fn not_flex(problem: impl Into<String>) -> FlexError {
+    FlexError::new(
+        "the document",
+        None,
+        problem,
+        "give the XML of an Activity Flex Query (Reports > Flex Queries, format XML)",
+    )
+}
+
+/// Reads the elements the import uses. Refuses a DOCTYPE, any entity reference other
+/// than the five XML ones and character references, a root other than
+/// `<FlexQueryResponse>`, and a truncated document.
+fn read_document(xml: &str) -> Result<Document, FlexError> {
+    let mut reader = Reader::from_str(xml);
+    reader.config_mut().check_end_names = true;
+    let mut lines = Lines::new(xml);
+    let mut stack: Vec<String> = Vec::new();
+    let mut doc = Document::default();
+    let mut current: Option<usize> = None;
+    let mut root_seen = false;
+    loop {
+        let start = reader.buffer_position();
+        let event = match reader.read_event() {
+            Ok(event) => event,
+            Err(e) => {
+                let line = lines.at(reader.error_position());
+                return Err(xml_error(&e.to_string(), line));
+            }
+        };
+        match event {
+            Event::DocType(_) => {
+                return Err(FlexError::new(
+                    format!("line {}", lines.at(start)),
+                    None,
+                    "the document has a DOCTYPE declaration, which is refused (it could define entities)",
+                    "a Flex statement has no DOCTYPE: give the XML exactly as IBKR sent it",
+                ));
+            }
+            Event::GeneralRef(reference) => {
+                let predefined = matches!(&*reference, "lt" | "gt" | "amp" | "apos" | "quot");
+                if !predefined && !reference.is_char_ref() {
+                    return Err(FlexError::new(
+                        format!("line {}", lines.at(start)),
+                        None,
+                        format!("the entity reference &{}; is refused", cut(&reference)),
+                        "only the five XML entities (&lt; &gt; &amp; &apos; &quot;) and character references are accepted",
+                    ));
+                }
+            }
+            Event::Start(element) => {
+                let line = lines.at(start);
+                let name = open_element(
+                    &mut doc,
+                    &mut current,
+                    &stack,
+                    &mut root_seen,
+                    &element,
+                    line,
+                )?;
+                if stack.len() >= MAX_DEPTH {
+                    return Err(not_flex(format!(
+                        "elements are nested more than {MAX_DEPTH} deep at line {line}"
+                    )));
+                }
+                stack.push(name);
+            }
+            Event::Empty(element) => {
+                let line = lines.at(start);
+                let name = open_element(
+                    &mut doc,
+                    &mut current,
+                    &stack,
+                    &mut root_seen,
+                    &element,
+                    line,
+                )?;
+                if name == "FlexStatement" {
+                    current = None;
+                }
+            }
+            Event::End(_) => {
+                if stack.pop().as_deref() == Some("FlexStatement") {
+                    current = None;
+                }
+            }
+            Event::Eof => break,
+            Event::Text(_)
+            | Event::CData(_)
+            | Event::Comment(_)
+            | Event::Decl(_)
+            | Event::PI(_) => {}
+        }
+    }
+    if let Some(open) = stack.last() {
+        return Err(xml_error(
+            &format!("the document ends inside <{}>", cut(open)),
+            lines.at(u64::MAX),
+        ));
+    }
+    if !root_seen {
+        return Err(not_flex(
+            "not an IBKR Flex statement: no XML element found (a CSV or text Flex export is not accepted)",
+        ));
+    }
+    if doc.statements.is_empty() {
+        return Err(not_flex(
+            "no <FlexStatement>: the Flex Query returned no account",
+        ));
+    }
+    Ok(doc)
+}
+
+fn attributes_of(
+    element: &BytesStart<'_>,
+    name: &str,
+    line: usize,
+) -> Result<Vec<(String, String)>, FlexError> {
+    let at = || format!("the <{}> at line {line}", cut(name));
+    let mut out = Vec::new();
+    for attribute in element.attributes() {
+        let attribute = attribute.map_err(|e| {
+            FlexError::new(
+                at(),
+                None,
+                format!("an attribute is malformed: {}", cut(&e.to_string())),
+                "the file may be damaged; download the Flex statement again",
+            )
+        })?;
+        let key = attribute.key.local_name().as_ref().to_owned();
+        let value = attribute
+            .normalized_value(XmlVersion::Implicit1_0)
+            .map_err(|e| {
+                FlexError::new(
+                    at(),
+                    Some(&key),
+                    format!("the value cannot be read: {}", cut(&e.to_string())),
+                    "only the five XML entities (&lt; &gt; &amp; &apos; &quot;) and character references are accepted",
+                )
+            })?;
+        out.push((key, value.trim().to_owned()));
+    }
+    Ok(out)
+}
+
+/// Handles an opening (or empty) element: checks the root, opens statements, and keeps
+/// the rows of the sections the import reads. Returns the element's local name.
+fn open_element(
+    doc: &mut Document,
+    current: &mut Option<usize>,
+    stack: &[String],
+    root_seen: &mut bool,
+    element: &BytesStart<'_>,
+    line: usize,
+) -> Result<String, FlexError> {
+    let name = element.local_name().as_ref().to_owned();
+    let Some(parent) = stack.last() else {
+        if *root_seen {
+            return Err(not_flex(format!(
+                "a second root element <{}> at line {line}",
+                cut(&name)
+            )));
+        }
+        *root_seen = true;
+        return check_root(element, &name, line).map(|()| name);
+    };
+    if name == "FlexStatement" {
+        if current.is_some() {
+            return Err(not_flex(format!(
+                "a <FlexStatement> inside another at line {line}"
+            )));
+        }
+        let attrs = attributes_of(element, &name, line)?;
+        let account = attrs
+            .iter()
+            .find(|(k, _)| k == "accountId")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        doc.statements.push(Statement {
+            header: Row {
+                element: name.clone(),
+                ordinal: doc.statements.len() + 1,
+                statement_account: account,
+                line,
+                attrs,
+            },
+            info: Vec::new(),
+            trades: Vec::new(),
+            cash: Vec::new(),
+            positions: Vec::new(),
+            rates: Vec::new(),
+            counts: HashMap::new(),
+        });
+        *current = Some(doc.statements.len() - 1);
+        return Ok(name);
+    }
+    let Some(statement) = current.and_then(|i| doc.statements.get_mut(i)) else {
+        return Ok(name);
+    };
+    let section = match (parent.as_str(), name.as_str()) {
+        (_, "AccountInformation") => Section::Info,
+        ("Trades", _) => Section::Trades,
+        ("CashTransactions", "CashTransaction") => Section::Cash,
+        ("OpenPositions", "OpenPosition") => Section::Positions,
+        ("ConversionRates", "ConversionRate") => Section::Rates,
+        _ => return Ok(name),
+    };
+    let count = statement.counts.entry(name.clone()).or_insert(0);
+    *count += 1;
+    let row = Row {
+        element: name.clone(),
+        ordinal: *count,
+        statement_account: statement.account().to_owned(),
+        line,
+        attrs: attributes_of(element, &name, line)?,
+    };
+    match section {
+        Section::Info => statement.info.push(row),
+        Section::Trades => statement.trades.push(row),
+        Section::Cash => statement.cash.push(row),
+        Section::Positions => statement.positions.push(row),
+        Section::Rates => statement.rates.push(row),
+    }
+    Ok(name)
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Section {
+    Info,
+    Trades,
+    Cash,
+    Positions,
+    Rates,
+}
+
+fn check_root(element: &BytesStart<'_>, name: &str, line: usize) -> Result<(), FlexError> {
+    match name {
+        "FlexQueryResponse" => {}
+        "FlexStatementResponse" => {
+            return Err(not_flex(
+                "a <FlexStatementResponse> (the Flex Web Service's status or error reply), not a statement",
+            ));
+        }
+        other => {
+            return Err(not_flex(format!(
+                "not an IBKR Flex statement: the root element is <{}>, not <FlexQueryResponse>",
+                cut(other)
+            )));
+        }
+    }
+    let attrs = attributes_of(element, name, line)?;
+    if let Some((_, kind)) = attrs.iter().find(|(k, _)| k == "type")
+        && !kind.is_empty()
+        && kind != "AF"
+    {
+        return Err(FlexError::new(
+            format!("the <FlexQueryResponse> (line {line})"),
+            Some("type"),
+            format!("{} is not an Activity Flex Query (type AF)", shown(kind)),
+            "run an Activity Flex Query; Trade Confirmation Flex Queries are not supported",
+        ));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------
+// Mapping
+// ---------------------------------------------------------------------------------
+
+/// The book's asset class for an IBKR `assetCategory` (and `subCategory`):
+/// `STK` → `equity` (`etf` when `subCategory` is `ETF`), `OPT` and `FOP` (options on
+/// futures) → `option`, `FUT` → `future`, `CASH` → `fx`, `CFD` → `cfd`, `BOND` and
+/// `BILL` → `bond`, `FUND` → `fund`, `CRYPTO` → `crypto`. Anything else is refused.
+fn asset_class(category: &str, sub_category: Option<&str>) -> Option<&'static str> {
+    Some(match category.to_ascii_uppercase().as_str() {
+        "STK" if sub_category.is_some_and(|s| s.eq_ignore_ascii_case("ETF")) => "etf",
+        "STK" => "equity",
+        "OPT" | "FOP" => "option",
+        "FUT" => "future",
+        "CASH" => "fx",
+        "CFD" => "cfd",
+        "BOND" | "BILL" => "bond",
+        "FUND" => "fund",
+        "CRYPTO" => "crypto",
+        _ => return None,
+    })
+}
+
+const ASSET_HINT: &str = "supported asset categories: STK, OPT, FOP, FUT, CASH, CFD, BOND, BILL, FUND, CRYPTO; leave other categories out of the Flex Query";
+
+/// What a `<CashTransaction type>` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CashCategory {
+    /// `Deposits/Withdrawals`: a deposit when positive, a withdrawal when negative.
+    Transfer,
+    /// `Dividends`, `Payment In Lieu Of Dividends`.
+    Dividend,
+    /// `Withholding Tax`, `Other Fees`, `Broker Interest Paid`, `Commission
+    /// Adjustments`, `Broker Fees`.
+    Fee,
+    /// `Broker Interest Received`, `Bond Interest Received`, `Bond Interest Paid`.
+    Interest,
+}
+
+/// The category of a cash transaction type (case and spacing around `/` and `&` are
+/// not significant).
+fn cash_category(kind: &str) -> Option<CashCategory> {
+    let key: String = kind
+        .to_ascii_lowercase()
+        .replace('&', "/")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace(" / ", "/");
+    Some(match key.as_str() {
+        "deposits/withdrawals" | "deposits" | "withdrawals" => CashCategory::Transfer,
+        "dividends" | "payment in lieu of dividends" => CashCategory::Dividend,
+        "withholding tax"
+        | "other fees"
+        | "broker interest paid"
+        | "commission adjustments"
+        | "broker fees" => CashCategory::Fee,
+        "broker interest received" | "bond interest received" | "bond interest paid" => {
+            CashCategory::Interest
+        }
+        _ => return None,
+    })
+}
+
+const CASH_HINT: &str = "supported types: Deposits/Withdrawals, Dividends, Payment In Lieu Of Dividends, Withholding Tax, Broker Interest Received, Broker Interest Paid, Bond Interest Received/Paid, Other Fees, Broker Fees, Commission Adjustments";
+
+#[derive(Debug, Clone)]
+struct AccountDraft {
+    raw: String,
+    currency: Option<String>,
+    name: Option<String>,
+    /// Trade currencies and how often each was seen, in order of first sight.
+    trade_currencies: Vec<(String, usize)>,
+    /// The statement header of the account, for messages.
+    location: String,
+}
+
+#[derive(Debug, Clone)]
+struct InstrumentDraft {
+    exchange: String,
+    symbol: String,
+    currency: String,
+    asset_class: &'static str,
+    multiplier: Dec,
+    name: Option<String>,
+    location: String,
+}
+
+#[derive(Debug, Clone)]
+struct FillDraft {
+    json: Map<String, Value>,
+    account: usize,
+    key: (String, String),
+    trade_id: Option<String>,
+    trade_date: NaiveDate,
+    quantity: Dec,
+    price: Dec,
+    location: String,
+    cancelled: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Cancellation {
+    account: usize,
+    key: Option<(String, String)>,
+    orig_trade_id: Option<String>,
+    quantity: Option<Dec>,
+    price: Option<Dec>,
+    trade_date: Option<NaiveDate>,
+    location: String,
+}
+
+/// Positions of one statement keyed by (account, exchange, symbol), in order.
+type PositionSums = Vec<((usize, String, String), Dec, String)>;
+
+#[derive(Debug)]
+struct Builder<'o> {
+    options: &'o FlexOptions,
+    notes: Vec<String>,
+    skips: Vec<(String, usize)>,
+    skipped: usize,
+    accounts: Vec<AccountDraft>,
+    instruments: Vec<InstrumentDraft>,
+    instrument_index: HashMap<(String, String), usize>,
+    conid_exchange: HashMap<String, String>,
+    fills: Vec<FillDraft>,
+    fill_ids: HashMap<String, usize>,
+    cancellations: Vec<Cancellation>,
+    cash: Vec<Value>,
+    cash_ids: HashMap<(usize, String), usize>,
+    marks: Vec<Value>,
+    mark_index: HashMap<(String, String, NaiveDate), Dec>,
+    positions: Vec<Value>,
+    fx: Vec<Value>,
+    fx_index: HashMap<(String, String, NaiveDate), Dec>,
+    as_of: Option<NaiveDate>,
+    latest_activity: Option<NaiveDate>,
+    has_fx_trades: bool,
+    has_bonds: bool,
+    has_timed_rows: bool,
+}
+
+impl<'o> Builder<'o> {
+    fn new(options: &'o FlexOptions) -> Self {
+        Self {
+            options,
+            notes: Vec::new(),
+            skips: Vec::new(),
+            skipped: 0,
+            accounts: Vec::new(),
+            instruments: Vec::new(),
+            instrument_index: HashMap::new(),
+            conid_exchange: HashMap::new(),
+            fills: Vec::new(),
+            fill_ids: HashMap::new(),
+            cancellations: Vec::new(),
+            cash: Vec::new(),
+            cash_ids: HashMap::new(),
+            marks: Vec::new(),
+            mark_index: HashMap::new(),
+            positions: Vec::new(),
+            fx: Vec::new(),
+            fx_index: HashMap::new(),
+            as_of: None,
+            latest_activity: None,
+            has_fx_trades: false,
+            has_bonds: false,
+            has_timed_rows: false,
+        }
+    }
+
+    /// Counts a left-out row under a reason (the notes list each reason once, with
+    /// its count).
+    fn skip(&mut self, reason: String) {
+        self.skipped += 1;
+        match self.skips.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => self.skips.push((reason, 1)),
+        }
+    }
+
+    fn later(slot: &mut Option<NaiveDate>, date: NaiveDate) {
+        if slot.is_none_or(|d| date > d) {
+            *slot = Some(date);
+        }
+    }
+
+    fn run(&mut self, doc: &Document) -> Result<(), FlexError> {
+        for statement in &doc.statements {
+            for row in statement.trades.iter().chain(&statement.positions) {
+                if let (Some(conid), Some(exchange)) =
+                    (row.get("conid"), row.get("listingExchange"))
+                {
+                    self.conid_exchange
+                        .entry(conid.to_owned())
+                        .or_insert_with(|| exchange.to_owned());
+                }
+            }
+        }
+        for statement in &doc.statements {
+            self.statement(statement)?;
+        }
+        for statement in &doc.statements {
+            self.trades(statement)?;
+        }
+        self.resolve_cancellations();
+        for statement in &doc.statements {
+            for row in &statement.cash {
+                self.cash_row(row, statement)?;
+            }
+        }
+        for statement in &doc.statements {
+            self.open_positions(statement)?;
+        }
+        for statement in &doc.statements {
+            for row in &statement.rates {
+                self.rate(row, statement)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The account index of a row: its own `accountId`, else its statement's.
+    fn account_of(&mut self, row: &Row, statement: &Statement) -> Result<usize, FlexError> {
+        let raw = match row.get("accountId").filter(|a| *a != "-") {
+            Some(a) => a,
+            None if !statement.account().is_empty() => statement.account(),
+            None => {
+                return Err(row.error(
+                    "accountId",
+                    "is missing here and on the enclosing <FlexStatement>",
+                    "include Account ID in the Flex Query",
+                ));
+            }
+        };
+        Ok(self.account_index(raw, &statement.header.location()))
+    }
+
+    fn account_index(&mut self, raw: &str, location: &str) -> usize {
+        if let Some(i) = self.accounts.iter().position(|a| a.raw == raw) {
+            return i;
+        }
+        self.accounts.push(AccountDraft {
+            raw: raw.to_owned(),
+            currency: None,
+            name: None,
+            trade_currencies: Vec::new(),
+            location: location.to_owned(),
+        });
+        self.accounts.len() - 1
+    }
+
+    /// The statement header (account, period, `as_of`) and its `<AccountInformation>`.
+    fn statement(&mut self, statement: &Statement) -> Result<(), FlexError> {
+        let header = &statement.header;
+        let from = header.date("fromDate")?;
+        let to = header.date("toDate")?;
+        if let Some(to) = to {
+            Self::later(&mut self.as_of, to);
+        }
+        if !statement.account().is_empty() {
+            self.account_index(statement.account(), &header.location());
+            if let Some(from) = from {
+                self.notes.push(format!(
+                    "account {}: the statement starts on {from}; positions and cash held before then are not in the book (compare reported_positions with the positions the fills imply)",
+                    cut(statement.account())
+                ));
+            }
+        }
+        for row in &statement.info {
+            let account = self.account_of(row, statement)?;
+            let currency = row.currency("currency")?.map(str::to_owned);
+            let name = row
+                .get("name")
+                .or_else(|| row.get("acctAlias"))
+                .map(str::to_owned);
+            if let Some(draft) = self.accounts.get_mut(account) {
+                if draft.currency.is_none() {
+                    draft.currency = currency;
+                }
+                if draft.name.is_none() {
+                    draft.name = name;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The instrument of a trade or position row, registered (or checked against the
+    /// one already registered under the same key). Returns its key.
+    fn instrument(&mut self, row: &Row) -> Result<(String, String), FlexError> {
+        let spec = self.instrument_spec(row)?;
+        let key = (spec.exchange.clone(), spec.symbol.clone());
+        if let Some(&i) = self.instrument_index.get(&key) {
+            let Some(known) = self.instruments.get_mut(i) else {
+                return Ok(key);
+            };
+            let conflict = |attribute: &str, first: &str, now: &str| {
+                row.error(
+                    attribute,
+                    format!(
+                        "instrument {}:{} is {} here but was {} at {}",
+                        cut(&key.0),
+                        cut(&key.1),
+                        shown(now),
+                        shown(first),
+                        known.location
+                    ),
+                    "one (exchange, symbol) must keep one currency, asset class and multiplier",
+                )
+            };
+            if known.currency != spec.currency {
+                return Err(conflict("currency", &known.currency, &spec.currency));
+            }
+            if known.asset_class != spec.asset_class {
+                return Err(conflict(
+                    "assetCategory",
+                    known.asset_class,
+                    spec.asset_class,
+                ));
+            }
+            if !known.multiplier.same_value(spec.multiplier) {
+                return Err(conflict(
+                    "multiplier",
+                    &known.multiplier.to_string(),
+                    &spec.multiplier.to_string(),
+                ));
+            }
+            if known.name.is_none() {
+                known.name = spec.name;
+            }
+            return Ok(key);
+        }
+        if let Some(conid) = row.get("conid") {
+            self.conid_exchange
+                .entry(conid.to_owned())
+                .or_insert_with(|| spec.exchange.clone());
+        }
+        self.has_fx_trades |= spec.asset_class == "fx";
+        self.has_bonds |= spec.asset_class == "bond";
+        self.instrument_index
+            .insert(key.clone(), self.instruments.len());
+        self.instruments.push(spec);
+        Ok(key)
+    }
+
+    fn instrument_spec(&self, row: &Row) -> Result<InstrumentDraft, FlexError> {
+        let category = row.required("assetCategory", ASSET_HINT)?;
+        let asset_class = asset_class(category, row.get("subCategory")).ok_or_else(|| {
+            row.error(
+                "assetCategory",
+                format!("{} is not a supported asset category", shown(category)),
+                ASSET_HINT,
+            )
+        })?;
+        let symbol = row.required("symbol", "include Symbol in the Flex Query")?;
+        let (exchange, attribute) = if let Some(e) = row.get("listingExchange") {
+            (e.to_owned(), "listingExchange")
+        } else if let Some(e) = row.get("conid").and_then(|c| self.conid_exchange.get(c)) {
+            (e.clone(), "listingExchange")
+        } else if let Some(e) = row.get("exchange") {
+            (e.to_owned(), "exchange")
+        } else {
+            ("IBKR".to_owned(), "listingExchange")
+        };
+        if exchange.contains(':') {
+            return Err(row.error(
+                attribute,
+                format!(
+                    "{} contains ':', which a book exchange may not",
+                    shown(&exchange)
+                ),
+                "exchanges are names such as NASDAQ, NYSE, CME",
+            ));
+        }
+        let currency = row.currency("currency")?.ok_or_else(|| {
+            row.error(
+                "currency",
+                "is missing or empty",
+                "include Currency in the Flex Query",
+            )
+        })?;
+        let multiplier = match row.decimal("multiplier")? {
+            None => Dec::ONE,
+            Some(m) if m.is_zero() => Dec::ONE,
+            Some(m) if m.is_negative() => {
+                return Err(row.error(
+                    "multiplier",
+                    format!("{} must be > 0", shown(&m.to_string())),
+                    DECIMAL_HINT,
+                ));
+            }
+            Some(m) => m,
+        };
+        Ok(InstrumentDraft {
+            exchange,
+            symbol: symbol.to_owned(),
+            currency: currency.to_owned(),
+            asset_class,
+            multiplier,
+            name: row.get("description").map(str::to_owned),
+            location: row.location(),
+        })
+    }
+
+    /// The `<Trades>` rows of one statement: see the module's *Level of detail*.
+    fn trades(&mut self, statement: &Statement) -> Result<(), FlexError> {
+        let level = |row: &Row| -> String {
+            row.get("levelOfDetail").map_or_else(
+                || match row.element.as_str() {
+                    "Trade" => "EXECUTION".to_owned(),
+                    "Order" => "ORDER".to_owned(),
+                    other => other.to_ascii_uppercase(),
+                },
+                str::to_ascii_uppercase,
+            )
+        };
+        let has_executions = statement.trades.iter().any(|r| level(r) == "EXECUTION");
+        let has_orders = statement.trades.iter().any(|r| level(r) == "ORDER");
+        let wanted = if has_executions { "EXECUTION" } else { "ORDER" };
+        if !has_executions && has_orders {
+            self.notes.push(format!(
+                "account {}: the Trades section has no EXECUTION rows, so its ORDER rows were imported as fills (one fill per order, at its average price)",
+                cut(statement.account())
+            ));
+        }
+        for row in &statement.trades {
+            let row_level = level(row);
+            if row_level == wanted {
+                self.fill(row, statement, wanted == "ORDER")?;
+            } else {
+                self.skip(format!(
+                    "account {}: <{}> rows with levelOfDetail {} (only {wanted} rows are fills)",
+                    cut(statement.account()),
+                    cut(&row.element),
+                    cut(&row_level)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// One fill from a trade row:
+    ///
+    /// * `id` = `ibExecID`, else `tradeID` (for order rows used as fills, else
+    ///   `ibOrderID`); none is an error. A repeated id whose
+    ///   fill is identical is skipped (overlapping statements); otherwise an error.
+    /// * `side` from `buySell` (`BUY`/`SELL`), else from the sign of `quantity`. A
+    ///   `buySell` ending in `(Ca.)` is a cancellation: never a fill (see
+    ///   [`FlexOptions::drop_cancelled_originals`]).
+    /// * `quantity` = |`quantity`| (zero is an error); `price` = `tradePrice` (>= 0).
+    /// * `commission` = |`ibCommission`| when IBKR reports it paid (negative) or zero;
+    ///   absent is `0`. A positive `ibCommission` is a rebate: the book allows neither a
+    ///   negative commission nor a positive fee, so the fill's commission is `0` and the
+    ///   rebate becomes a cash entry of kind `interest` (the only kind whose sign is
+    ///   free) with a positive amount, and a note. `commission_currency` = `ibCommissionCurrency`, else `currency`.
+    /// * `time` = `dateTime` (else `tradeDate` + `tradeTime`, else `tradeDate` at 00:00),
+    ///   in the configured zone.
+    fn fill(
+        &mut self,
+        row: &Row,
+        statement: &Statement,
+        order_level: bool,
+    ) -> Result<(), FlexError> {
+        let account = self.account_of(row, statement)?;
+        let buy_sell = row.get("buySell").map(str::to_ascii_uppercase);
+        if buy_sell.as_deref().is_some_and(|b| b.contains("(CA")) {
+            self.cancellation(row, account);
+            return Ok(());
+        }
+        let quantity = row.required_decimal("quantity")?;
+        if quantity.is_zero() {
+            return Err(row.error(
+                "quantity",
+                "is zero, and a fill needs a quantity > 0",
+                "a zero-quantity trade row is not an execution; check the row in the statement",
+            ));
+        }
+        let side = self.fill_side(row, buy_sell.as_deref(), quantity)?;
+        let price = row.required_decimal("tradePrice")?;
+        if price.is_negative() {
+            return Err(row.error(
+                "tradePrice",
+                format!(
+                    "{} is negative, and a fill's price must be >= 0",
+                    shown(&price.to_string())
+                ),
+                "negative-price trades (some spreads and futures) cannot be held in a book",
+            ));
+        }
+        let id = row
+            .get("ibExecID")
+            .or_else(|| row.get("tradeID"))
+            .or_else(|| order_level.then(|| row.get("ibOrderID")).flatten())
+            .ok_or_else(|| {
+                row.error(
+                    "ibExecID",
+                    if order_level {
+                        "is missing, and so are tradeID and ibOrderID: the fill has no id"
+                    } else {
+                        "is missing, and so is tradeID: the fill has no id"
+                    },
+                    "include IB Execution ID (or Trade ID) in the Flex Query's Trades section",
+                )
+            })?;
+        let (time, local_date) = self.fill_time(row)?;
+        let trade_date = row.date("tradeDate")?.unwrap_or(local_date);
+        let key = self.instrument(row)?;
+        let currency = row.currency("currency")?.unwrap_or_default().to_owned();
+        let commission_currency = row
+            .currency("ibCommissionCurrency")?
+            .map_or_else(|| currency.clone(), str::to_owned);
+        let raw_commission = row.decimal("ibCommission")?.unwrap_or(Dec::ZERO);
+        let commission = if raw_commission.is_negative() || raw_commission.is_zero() {
+            raw_commission.abs()
+        } else {
+            self.rebate(row, account, raw_commission, &commission_currency, &time);
+            Dec::ZERO
+        };
+        let mut json = Map::new();
+        json.insert("id".into(), id.into());
+        json.insert("account".into(), self.account_id(account).into());
+        json.insert("exchange".into(), key.0.clone().into());
+        json.insert("symbol".into(), key.1.clone().into());
+        json.insert("side".into(), side.into());
+        json.insert("quantity".into(), quantity.abs().to_string().into());
+        json.insert("price".into(), price.to_string().into());
+        json.insert("commission".into(), commission.to_string().into());
+        json.insert("commission_currency".into(), commission_currency.into());
+        json.insert("time".into(), time.into());
+        if self.is_repeat(row, id, &json)? {
+            return Ok(());
+        }
+        self.has_timed_rows = true;
+        Self::later(&mut self.latest_activity, local_date);
+        if let Some(draft) = self.accounts.get_mut(account) {
+            match draft
+                .trade_currencies
+                .iter_mut()
+                .find(|(c, _)| *c == currency)
+            {
+                Some((_, n)) => *n += 1,
+                None => draft.trade_currencies.push((currency, 1)),
+            }
+        }
+        self.fill_ids.insert(id.to_owned(), self.fills.len());
+        self.fills.push(FillDraft {
+            json,
+            account,
+            key,
+            trade_id: row.get("tradeID").map(str::to_owned),
+            trade_date,
+            quantity: quantity.abs(),
+            price,
+            location: row.location(),
+            cancelled: false,
+        });
+        Ok(())
+    }
+
+    /// The side of a fill: `buySell`, else the sign of `quantity`. A quantity whose
+    /// sign disagrees with `buySell` keeps the `buySell` side, with a note.
+    fn fill_side(
+        &mut self,
+        row: &Row,
+        buy_sell: Option<&str>,
+        quantity: Dec,
+    ) -> Result<&'static str, FlexError> {
+        let side = match buy_sell {
+            Some("SELL") => "sell",
+            Some("BUY") => "buy",
+            None => {
+                if quantity.is_negative() {
+                    "sell"
+                } else {
+                    "buy"
+                }
+            }
+            Some(other) => {
+                return Err(row.error(
+                    "buySell",
+                    format!("{} is not BUY, SELL or a (Ca.) cancellation", shown(other)),
+                    "include Buy/Sell in the Flex Query",
+                ));
+            }
+        };
+        if (side == "buy") == quantity.is_negative() {
+            self.notes.push(format!(
+                "{}: buySell says {side} but quantity is {}; the side was taken from buySell",
+                row.location(),
+                shown(&quantity.to_string())
+            ));
+        }
+        Ok(side)
+    }
+
+    /// The time of a fill: `dateTime`, else `tradeDate` + `tradeTime`, else `tradeDate`
+    /// at 00:00; with the local date it falls on.
+    fn fill_time(&self, row: &Row) -> Result<(String, NaiveDate), FlexError> {
+        match (
+            row.get("dateTime"),
+            row.get("tradeDate"),
+            row.get("tradeTime"),
+        ) {
+            (None, Some(date), Some(time)) => {
+                let joined = Row {
+                    attrs: vec![("dateTime".to_owned(), format!("{date};{time}"))],
+                    ..row.clone()
+                };
+                joined.time(&["dateTime"], self.options.time_zone)
+            }
+            _ => row.time(&["dateTime", "tradeDate"], self.options.time_zone),
+        }
+    }
+
+    /// Whether a fill id was seen before: `Ok(true)` (the row is skipped) when the
+    /// earlier fill is identical, an error when it differs.
+    fn is_repeat(
+        &mut self,
+        row: &Row,
+        id: &str,
+        json: &Map<String, Value>,
+    ) -> Result<bool, FlexError> {
+        let Some(earlier) = self.fill_ids.get(id).and_then(|&i| self.fills.get(i)) else {
+            return Ok(false);
+        };
+        if earlier.json == *json {
+            let account = json
+                .get("account")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            self.skip(format!(
+                "account {}: trade rows repeating an earlier execution id with identical content (overlapping statements)",
+                cut(account)
+            ));
+            return Ok(true);
+        }
+        Err(row.error(
+            if row.get("ibExecID").is_some() {
+                "ibExecID"
+            } else {
+                "tradeID"
+            },
+            format!(
+                "{} was already used by {} for a different fill",
+                shown(id),
+                earlier.location
+            ),
+            "each execution must have its own id; check for an edited or merged statement",
+        ))
+    }
+
+    fn account_id(&self, account: usize) -> String {
+        let raw = self.accounts.get(account).map_or("", |a| a.raw.as_str());
+        format!("{}{raw}", self.options.account_prefix)
+    }
+
+    /// A positive `ibCommission`: recorded as cash (kind `interest`, positive).
+    fn rebate(&mut self, row: &Row, account: usize, amount: Dec, currency: &str, time: &str) {
+        let mut json = Map::new();
+        json.insert("account".into(), self.account_id(account).into());
+        json.insert("kind".into(), "interest".into());
+        json.insert("amount".into(), amount.to_string().into());
+        json.insert("currency".into(), currency.into());
+        json.insert("time".into(), time.into());
+        self.cash.push(Value::Object(json));
+        self.notes.push(format!(
+            "{}: ibCommission {} {currency} is a rebate (positive); the book allows no negative commission or positive fee, so the fill's commission is 0 and the rebate is a cash entry of kind interest",
+            row.location(),
+            amount
+        ));
+    }
+
+    fn cancellation(&mut self, row: &Row, account: usize) {
+        let key = self
+            .instrument_spec(row)
+            .ok()
+            .map(|spec| (spec.exchange, spec.symbol));
+        let trade_date = row.get("tradeDate").and_then(parse_flex_date).or_else(|| {
+            row.get("dateTime")
+                .and_then(parse_flex_datetime)
+                .map(|t| t.date())
+        });
+        self.cancellations.push(Cancellation {
+            account,
+            key,
+            orig_trade_id: row.get("origTradeID").map(str::to_owned),
+            quantity: row
+                .get("quantity")
+                .and_then(|q| Dec::parse(q).ok())
+                .map(Dec::abs),
+            price: row.get("tradePrice").and_then(|p| Dec::parse(p).ok()),
+            trade_date,
+            location: row.location(),
+        });
+    }
+
+    /// Each cancellation row is left out; with `drop_cancelled_originals`, so is the
+    /// trade it names by `origTradeID`, or else the single trade of the same account,
+    /// instrument, quantity, price and trade date.
+    fn resolve_cancellations(&mut self) {
+        let cancellations = std::mem::take(&mut self.cancellations);
+        for c in &cancellations {
+            self.skipped += 1;
+            if !self.options.drop_cancelled_originals {
+                self.notes.push(format!(
+                    "{}: a (Ca.) cancellation row, left out; the trade it cancels (if in this statement) was kept, as the options ask",
+                    c.location
+                ));
+                continue;
+            }
+            let by_id = c.orig_trade_id.as_deref().and_then(|id| {
+                self.fills.iter().position(|f| {
+                    !f.cancelled && f.account == c.account && f.trade_id.as_deref() == Some(id)
+                })
+            });
+            let target = by_id.or_else(|| {
+                let (key, quantity, price, date) =
+                    (c.key.as_ref()?, c.quantity?, c.price?, c.trade_date?);
+                let mut candidates = self.fills.iter().enumerate().filter(|(_, f)| {
+                    !f.cancelled
+                        && f.account == c.account
+                        && f.key == *key
+                        && f.quantity.same_value(quantity)
+                        && f.price.same_value(price)
+                        && f.trade_date == date
+                });
+                let first = candidates.next().map(|(i, _)| i);
+                if candidates.next().is_some() {
+                    None
+                } else {
+                    first
+                }
+            });
+            match target.and_then(|i| self.fills.get_mut(i)) {
+                Some(original) => {
+                    original.cancelled = true;
+                    self.skipped += 1;
+                    self.notes.push(format!(
+                        "{}: a (Ca.) cancellation row; it and the trade it cancels ({}) were both left out",
+                        c.location, original.location
+                    ));
+                }
+                None => self.notes.push(format!(
+                    "{}: a (Ca.) cancellation row, left out; the trade it cancels is not in this statement (or could not be identified), so nothing else changed",
+                    c.location
+                )),
+            }
+        }
+    }
+
+    /// One cash transaction. Rows whose `levelOfDetail` is not `DETAIL` (summaries) and
+    /// `BASE_SUMMARY` rows are skipped, as are zero amounts and repeats of a
+    /// `transactionID`. The kind follows the type (see `CashCategory`) and the amount
+    /// keeps its sign as seen by the account, which the book requires to agree with
+    /// the kind (deposits and dividends > 0, withdrawals and fees < 0):
+    /// `Deposits/Withdrawals` is a deposit when positive and a withdrawal when
+    /// negative; a negative dividend (a reversal) is recorded as a `fee`, and a
+    /// positive fee-type row (a refund or credit) as `interest` (the only kind whose
+    /// sign is free), each with a note.
+    fn cash_row(&mut self, row: &Row, statement: &Statement) -> Result<(), FlexError> {
+        let statement_account = cut(statement.account());
+        if let Some(level) = row.get("levelOfDetail")
+            && !level.eq_ignore_ascii_case("DETAIL")
+        {
+            self.skip(format!(
+                "account {statement_account}: <CashTransaction> rows with levelOfDetail {} (only DETAIL rows are entries)",
+                cut(&level.to_ascii_uppercase())
+            ));
+            return Ok(());
+        }
+        if row.get("currency") == Some("BASE_SUMMARY") {
+            self.skip(format!(
+                "account {statement_account}: BASE_SUMMARY <CashTransaction> rows"
+            ));
+            return Ok(());
+        }
+        let account = self.account_of(row, statement)?;
+        let kind_text = row.required("type", CASH_HINT)?;
+        let category = cash_category(kind_text).ok_or_else(|| {
+            row.error(
+                "type",
+                format!(
+                    "{} is not a supported cash transaction type",
+                    shown(kind_text)
+                ),
+                CASH_HINT,
+            )
+        })?;
+        let amount = row.required_decimal("amount")?;
+        let currency = row
+            .currency("currency")?
+            .ok_or_else(|| {
+                row.error(
+                    "currency",
+                    "is missing or empty",
+                    "include Currency in the Flex Query",
+                )
+            })?
+            .to_owned();
+        let (time, date) = row.time(
+            &["dateTime", "reportDate", "settleDate"],
+            self.options.time_zone,
+        )?;
+        if amount.is_zero() {
+            self.skip(format!(
+                "account {statement_account}: cash transactions of amount 0"
+            ));
+            return Ok(());
+        }
+        if let Some(id) = row.get("transactionID") {
+            if self.cash_ids.contains_key(&(account, id.to_owned())) {
+                self.skip(format!(
+                    "account {statement_account}: cash transactions repeating an earlier transactionID (overlapping statements)"
+                ));
+                return Ok(());
+            }
+            self.cash_ids
+                .insert((account, id.to_owned()), self.cash.len());
+        }
+        let kind = match (category, amount.is_negative()) {
+            (CashCategory::Transfer, false) => "deposit",
+            (CashCategory::Transfer, true) => "withdrawal",
+            (CashCategory::Dividend, false) => "dividend",
+            (CashCategory::Dividend, true) => {
+                self.notes.push(format!(
+                    "{}: a negative {} (a reversal) was recorded as a fee, since the book requires dividends > 0",
+                    row.location(),
+                    shown(kind_text)
+                ));
+                "fee"
+            }
+            (CashCategory::Fee, true) => "fee",
+            (CashCategory::Fee, false) => {
+                self.notes.push(format!(
+                    "{}: a positive {} (a refund or credit) was recorded as interest, since the book requires fees < 0",
+                    row.location(),
+                    shown(kind_text)
+                ));
+                "interest"
+            }
+            (CashCategory::Interest, _) => "interest",
+        };
+        self.has_timed_rows = true;
+        Self::later(&mut self.latest_activity, date);
+        let mut json = Map::new();
+        json.insert("account".into(), self.account_id(account).into());
+        json.insert("kind".into(), kind.into());
+        json.insert("amount".into(), amount.to_string().into());
+        json.insert("currency".into(), currency.into());
+        json.insert("time".into(), time.into());
+        self.cash.push(Value::Object(json));
+        Ok(())
+    }
+
+    /// `<OpenPositions>`: each row gives a mark (`markPrice` on `reportDate`, else on
+    /// the statement's `toDate`) and a reported position (`position`, signed). When a
+    /// statement has `SUMMARY` rows its `LOT` rows are skipped; when it has only `LOT`
+    /// rows, their positions are added up per instrument. A negative mark is skipped
+    /// with a note (the book requires marks >= 0); a repeated mark for the same
+    /// instrument and date is kept once (a note says when two differ).
+    fn open_positions(&mut self, statement: &Statement) -> Result<(), FlexError> {
+        let level = |row: &Row| {
+            row.get("levelOfDetail")
+                .map_or_else(|| "SUMMARY".to_owned(), str::to_ascii_uppercase)
+        };
+        let has_summary = statement.positions.iter().any(|r| level(r) == "SUMMARY");
+        let wanted = if has_summary { "SUMMARY" } else { "LOT" };
+        let statement_date = statement.header.date("toDate")?;
+        let mut sums: PositionSums = Vec::new();
+        for row in &statement.positions {
+            let row_level = level(row);
+            if row_level != wanted {
+                self.skip(format!(
+                    "account {}: <OpenPosition> rows with levelOfDetail {} (the {wanted} rows were used)",
+                    cut(statement.account()),
+                    cut(&row_level)
+                ));
+                continue;
+            }
+            let account = self.account_of(row, statement)?;
+            let key = self.instrument(row)?;
+            let position = row.required_decimal("position")?;
+            let date = match row.date("reportDate")? {
+                Some(d) => Some(d),
+                None => statement_date,
+            };
+            if let Some(price) = row.decimal("markPrice")? {
+                let date = date.ok_or_else(|| {
+                    row.error(
+                        "reportDate",
+                        "is missing, and the statement has no toDate: the mark has no date",
+                        "include Report Date in the Open Positions section",
+                    )
+                })?;
+                Self::later(&mut self.as_of, date);
+                self.mark(row, &key, price, date);
+            }
+            let slot = (account, key.0.clone(), key.1.clone());
+            match sums.iter_mut().find(|(k, _, _)| *k == slot) {
+                None => sums.push((slot, position, row.location())),
+                Some((_, total, first)) => {
+                    if wanted == "SUMMARY" {
+                        return Err(row.error(
+                            "symbol",
+                            format!(
+                                "a second SUMMARY position for {}:{} (first at {first})",
+                                cut(&key.0),
+                                cut(&key.1)
+                            ),
+                            "an account holds one net position per instrument; give one Open Positions summary per account",
+                        ));
+                    }
+                    *total = total.checked_add(position).ok_or_else(|| {
+                        row.error(
+                            "position",
+                            "the lots add up to more than 1e12",
+                            DECIMAL_HINT,
+                        )
+                    })?;
+                }
+            }
+        }
+        for ((account, exchange, symbol), quantity, _) in sums {
+            let mut json = Map::new();
+            json.insert("account".into(), self.account_id(account).into());
+            json.insert("exchange".into(), exchange.into());
+            json.insert("symbol".into(), symbol.into());
+            json.insert("quantity".into(), quantity.to_string().into());
+            self.positions.push(Value::Object(json));
+        }
+        Ok(())
+    }
+
+    fn mark(&mut self, row: &Row, key: &(String, String), price: Dec, date: NaiveDate) {
+        if price.is_negative() {
+            self.notes.push(format!(
+                "{}: markPrice {} is negative and was left out (the book requires marks >= 0)",
+                row.location(),
+                price
+            ));
+            return;
+        }
+        let slot = (key.0.clone(), key.1.clone(), date);
+        if let Some(first) = self.mark_index.get(&slot) {
+            if !first.same_value(price) {
+                self.notes.push(format!(
+                    "{}: markPrice {price} for {}:{} on {date} differs from the {first} read earlier; the first was kept",
+                    row.location(),
+                    cut(&key.0),
+                    cut(&key.1)
+                ));
+            }
+            return;
+        }
+        self.mark_index.insert(slot, price);
+        let mut json = Map::new();
+        json.insert("exchange".into(), key.0.clone().into());
+        json.insert("symbol".into(), key.1.clone().into());
+        json.insert("price".into(), price.to_string().into());
+        json.insert("date".into(), date.to_string().into());
+        self.marks.push(Value::Object(json));
+    }
+
+    /// One `<ConversionRate>`: `1 fromCurrency = rate toCurrency` on `reportDate`
+    /// (else the statement's `toDate`). A rate <= 0 (IBKR writes `-1` when it has
+    /// none) or between a currency and itself is skipped; a repeat is kept once.
+    fn rate(&mut self, row: &Row, statement: &Statement) -> Result<(), FlexError> {
+        let hint = "include From/To Currency in the Conversion Rates section";
+        let base = row
+            .currency("fromCurrency")?
+            .ok_or_else(|| row.error("fromCurrency", "is missing or empty", hint))?
+            .to_owned();
+        let quote = row
+            .currency("toCurrency")?
+            .ok_or_else(|| row.error("toCurrency", "is missing or empty", hint))?
+            .to_owned();
+        let rate = row.required_decimal("rate")?;
+        let date = match row.date("reportDate")? {
+            Some(d) => d,
+            None => statement.header.date("toDate")?.ok_or_else(|| {
+                row.error(
+                    "reportDate",
+                    "is missing, and the statement has no toDate",
+                    "include Report Date in the Conversion Rates section",
+                )
+            })?,
+        };
+        if rate.is_negative() || rate.is_zero() {
+            self.skip(
+                "<ConversionRate> rows without a rate (IBKR writes -1 when it has none)".to_owned(),
+            );
+            return Ok(());
+        }
+        if base == quote {
+            self.skip("<ConversionRate> rows between a currency and itself".to_owned());
+            return Ok(());
+        }
+        Self::later(&mut self.as_of, date);
+        let slot = (base.clone(), quote.clone(), date);
+        if let Some(first) = self.fx_index.get(&slot) {
+            if !first.same_value(rate) {
+                self.notes.push(format!(
+                    "{}: {base}/{quote} rate {rate} on {date} differs from the {first} read earlier; the first was kept",
+                    row.location()
+                ));
+            }
+            self.skip(
+                "<ConversionRate> rows repeating a rate already read (each statement lists them)"
+                    .to_owned(),
+            );
+            return Ok(());
+        }
+        self.fx_index.insert(slot, rate);
+        let mut json = Map::new();
+        json.insert("base".into(), base.into());
+        json.insert("quote".into(), quote.into());
+        json.insert("rate".into(), rate.to_string().into());
+        json.insert("date".into(), date.to_string().into());
+        self.fx.push(Value::Object(json));
+        Ok(())
+    }
+
+    /// An account of the book. Its currency is `<AccountInformation currency>`, else
+    /// the most common currency of its trades (the first seen on a tie), else an error.
+    fn account_json(&mut self, index: usize) -> Result<Value, FlexError> {
+        let Some(draft) = self.accounts.get(index) else {
+            return Ok(Value::Null);
+        };
+        let currency = if let Some(c) = &draft.currency {
+            c.clone()
+        } else {
+            let mut best: Option<&(String, usize)> = None;
+            for entry in &draft.trade_currencies {
+                if best.is_none_or(|b| entry.1 > b.1) {
+                    best = Some(entry);
+                }
+            }
+            let Some((currency, _)) = best else {
+                return Err(FlexError::new(
+                    draft.location.clone(),
+                    Some("currency"),
+                    format!(
+                        "account {} has no <AccountInformation currency> and no trades to infer its currency from",
+                        cut(&draft.raw)
+                    ),
+                    "include the Account Information section (with Currency) in the Flex Query",
+                ));
+            };
+            self.notes.push(format!(
+                "account {}: no <AccountInformation currency>, so its currency was taken as {currency}, the most common currency of its trades",
+                cut(&draft.raw)
+            ));
+            currency.clone()
+        };
+        let mut json = Map::new();
+        json.insert(
+            "id".into(),
+            format!("{}{}", self.options.account_prefix, draft.raw).into(),
+        );
+        json.insert("broker".into(), BROKER.into());
+        json.insert("currency".into(), currency.into());
+        if let Some(name) = &draft.name {
+            json.insert("name".into(), name.clone().into());
+        }
+        Ok(Value::Object(json))
+    }
+
+    /// Settles each account's currency, `as_of` and `base_currency`, and writes the book.
+    fn finish(mut self, doc: &Document) -> Result<FlexImport, FlexError> {
+        let mut accounts = Vec::with_capacity(self.accounts.len());
+        for i in 0..self.accounts.len() {
+            accounts.push(self.account_json(i)?);
+        }
+        let base_currency = accounts
+            .first()
+            .and_then(|a| a.get("currency"))
+            .cloned()
+            .ok_or_else(|| {
+                let location = doc
+                    .statements
+                    .first()
+                    .map_or_else(|| "the document".to_owned(), |s| s.header.location());
+                FlexError::new(
+                    location,
+                    Some("accountId"),
+                    "no statement names an account",
+                    "include Account ID in the Flex Query",
+                )
+            })?;
+        let as_of = self.as_of.or(self.latest_activity).ok_or_else(|| {
+            let location = doc
+                .statements
+                .first()
+                .map_or_else(|| "the document".to_owned(), |s| s.header.location());
+            FlexError::new(
+                location,
+                Some("toDate"),
+                "the statement has no toDate, open positions, rates or dated rows to take as_of from",
+                "give the statement as IBKR sent it (the <FlexStatement> carries toDate)",
+            )
+        })?;
+        if self.has_timed_rows {
+            self.notes.push(format!(
+                "times were read as {}; set the time zone option if the Flex Query is configured otherwise",
+                self.options.time_zone.describe()
+            ));
+        }
+        if self.has_fx_trades {
+            self.notes.push(
+                "currency conversions (assetCategory CASH) were imported as fx instruments, which the book treats as margin-settled: a conversion moves no cash in the book, and the converted amount shows as an fx position".to_owned(),
+            );
+        }
+        if self.has_bonds {
+            self.notes.push(
+                "bonds were imported: IBKR quotes bond prices in percent of face value while the book values quantity x price x multiplier, so check each bond's multiplier".to_owned(),
+            );
+        }
+        for (reason, count) in std::mem::take(&mut self.skips) {
+            self.notes.push(format!("skipped {count}: {reason}"));
+        }
+        let fills: Vec<Value> = self
+            .fills
+            .into_iter()
+            .filter(|f| !f.cancelled)
+            .map(|f| Value::Object(f.json))
+            .collect();
+        let instruments: Vec<Value> = self.instruments.into_iter().map(instrument_json).collect();
+        let fill_count = fills.len();
+        let mut book = Map::new();
+        book.insert("format".into(), FORMAT.into());
+        book.insert("base_currency".into(), base_currency);
+        book.insert("as_of".into(), as_of.to_string().into());
+        book.insert("accounts".into(), Value::Array(accounts));
+        book.insert("instruments".into(), Value::Array(instruments));
+        book.insert("fills".into(), Value::Array(fills));
+        book.insert("cash".into(), Value::Array(self.cash));
+        book.insert("marks".into(), Value::Array(self.marks));
+        book.insert("fx_rates".into(), Value::Array(self.fx));
+        book.insert("reported_positions".into(), Value::Array(self.positions));
+        Ok(FlexImport {
+            book: Value::Object(book),
+            notes: self.notes,
+            fills: fill_count,
+            skipped: self.skipped,
+        })
+    }
+}
+
+fn instrument_json(instrument: InstrumentDraft) -> Value {
+    let mut json = Map::new();
+    json.insert("symbol".into(), instrument.symbol.into());
+    json.insert("exchange".into(), instrument.exchange.into());
+    json.insert("currency".into(), instrument.currency.into());
+    json.insert("asset_class".into(), instrument.asset_class.into());
+    if !instrument.multiplier.same_value(Dec::ONE) {
+        json.insert(
+            "multiplier".into(),
+            instrument.multiplier.to_string().into(),
+        );
+    }
+    if let Some(name) = instrument.name {
+        json.insert("name".into(), name.into());
+    }
+    Value::Object(json)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    #![allow(clippy::too_many_lines)]
+
+    use super::*;
+
+    /// Two accounts, every section, every row kind the import handles.
+    const TWO_ACCOUNTS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<FlexQueryResponse queryName="tradedesk-test" type="AF">
+<FlexStatements count="2">
+<FlexStatement accountId="U1111111" fromDate="20250101" toDate="20251231" period="LastYear" whenGenerated="20260102;083000">
+<AccountInformation accountId="U1111111" acctAlias="" currency="USD" name="Test Trader One" accountType="Individual"/>
+<Trades>
+<Trade accountId="U1111111" currency="USD" fxRateToBase="1" assetCategory="STK" symbol="AAPL" description="APPLE INC" conid="265598" listingExchange="NASDAQ" exchange="ISLAND" multiplier="1" tradeID="101" ibExecID="0001.A" ibOrderID="9001" dateTime="20250307;155900" tradeDate="20250307" quantity="100" tradePrice="239.07" ibCommission="-1.00" ibCommissionCurrency="USD" buySell="BUY" openCloseIndicator="O" levelOfDetail="EXECUTION" transactionType="ExchTrade"/>
+<Order accountId="U1111111" currency="USD" assetCategory="STK" symbol="AAPL" description="APPLE INC" conid="265598" listingExchange="NASDAQ" multiplier="1" ibOrderID="9001" dateTime="20250307;155900" quantity="100" tradePrice="239.07" ibCommission="-1.00" buySell="BUY" levelOfDetail="ORDER"/>
+<Trade accountId="U1111111" currency="USD" assetCategory="STK" symbol="AAPL" description="APPLE INC" conid="265598" listingExchange="" exchange="ARCA" multiplier="1" tradeID="102" ibExecID="0001.B" dateTime="2025-03-10;09:30:00" tradeDate="20250310" quantity="-40" tradePrice="227.480" ibCommission="-1.0512" ibCommissionCurrency="USD" buySell="SELL" levelOfDetail="EXECUTION"/>
+<Trade accountId="U1111111" currency="USD" assetCategory="OPT" symbol="AAPL  251219C00200000 " description="AAPL 19DEC25 200 C" conid="7777" listingExchange="" exchange="CBOE" multiplier="100" tradeID="103" ibExecID="0001.C" dateTime="20251031 153000" tradeDate="20251031" quantity="2" tradePrice="12.35" ibCommission="-1.3" ibCommissionCurrency="USD" buySell="BUY" putCall="C" strike="200" expiry="20251219" levelOfDetail="EXECUTION"/>
+<Trade accountId="U1111111" currency="USD" assetCategory="OPT" symbol="AAPL  251219C00200000" description="AAPL 19DEC25 200 C" conid="7777" exchange="BOX" multiplier="100" tradeID="104" ibExecID="0001.D" dateTime="20251103;100000" tradeDate="20251103" quantity="-2" tradePrice="15.10" ibCommission="-1.3" ibCommissionCurrency="USD" buySell="SELL" levelOfDetail="EXECUTION"/>
+<Trade accountId="U1111111" currency="USD" assetCategory="STK" symbol="MSFT" description="MICROSOFT CORP" conid="272093" listingExchange="NASDAQ" multiplier="1" tradeID="105" ibExecID="0001.E" dateTime="20250415;110000" tradeDate="20250415" quantity="10" tradePrice="400" ibCommission="-1" ibCommissionCurrency="USD" buySell="BUY" levelOfDetail="EXECUTION"/>
+<Trade accountId="U1111111" currency="USD" assetCategory="STK" symbol="MSFT" description="MICROSOFT CORP" conid="272093" listingExchange="NASDAQ" multiplier="1" tradeID="106" ibExecID="0001.F" dateTime="20250415;110500" tradeDate="20250415" quantity="-10" tradePrice="400" ibCommission="1" ibCommissionCurrency="USD" buySell="SELL (Ca.)" origTradeID="105" levelOfDetail="EXECUTION"/>
+<Trade accountId="U1111111" currency="USD" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" quantity="60" tradePrice="0" levelOfDetail="SYMBOL_SUMMARY"/>
+<Trade accountId="U1111111" currency="USD" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" quantity="-40" tradePrice="239.07" levelOfDetail="CLOSED_LOT"/>
+</Trades>
+<CashTransactions>
+<CashTransaction accountId="U1111111" currency="USD" type="Deposits/Withdrawals" description="CASH RECEIPTS" dateTime="20250102" amount="50000" transactionID="c1" levelOfDetail="DETAIL"/>
+<CashTransaction accountId="U1111111" currency="USD" type="Deposits/Withdrawals" description="DISBURSEMENT" dateTime="20250601;120000" amount="-2500.00" transactionID="c2" levelOfDetail="DETAIL"/>
+<CashTransaction accountId="U1111111" currency="USD" type="Dividends" description="AAPL CASH DIVIDEND USD 0.25" dateTime="20250515;202000" amount="25.00" transactionID="c3" levelOfDetail="DETAIL"/>
+<CashTransaction accountId="U1111111" currency="USD" type="Withholding Tax" description="AAPL US TAX" dateTime="20250515;202000" amount="-3.75" transactionID="c4" levelOfDetail="DETAIL"/>
+<CashTransaction accountId="U1111111" currency="USD" type="Broker Interest Received" dateTime="20250603" amount="12.34" transactionID="c5" levelOfDetail="DETAIL"/>
+<CashTransaction accountId="U1111111" currency="USD" type="Broker Interest Paid" dateTime="20250603" amount="-4.56" transactionID="c6" levelOfDetail="DETAIL"/>
+<CashTransaction accountId="U1111111" currency="USD" type="Other Fees" dateTime="20250701" amount="-10.00" transactionID="c7" levelOfDetail="DETAIL"/>
+<CashTransaction accountId="U1111111" currency="USD" type="Commission Adjustments" dateTime="20250702" amount="-0.25" transactionID="c8" levelOfDetail="DETAIL"/>
+<CashTransaction accountId="U1111111" currency="USD" type="Payment In Lieu Of Dividends" dateTime="20250815" amount="5.00" transactionID="c9" levelOfDetail="DETAIL"/>
+<CashTransaction accountId="U1111111" currency="USD" type="Withholding Tax" description="TAX REFUND" dateTime="20250816" amount="1.00" transactionID="c10" levelOfDetail="DETAIL"/>
+<CashTransaction accountId="U1111111" currency="USD" type="Dividends" description="REVERSAL" dateTime="20250817" amount="-25.00" transactionID="c11" levelOfDetail="DETAIL"/>
+<CashTransaction accountId="U1111111" currency="USD" type="Dividends" dateTime="20250818" amount="0" transactionID="c12" levelOfDetail="DETAIL"/>
+<CashTransaction accountId="U1111111" currency="USD" type="Deposits/Withdrawals" dateTime="20250102" amount="50000" transactionID="c1" levelOfDetail="DETAIL"/>
+<CashTransaction accountId="U1111111" currency="USD" type="Dividends" amount="30.00" levelOfDetail="SUMMARY"/>
+</CashTransactions>
+<OpenPositions>
+<OpenPosition accountId="U1111111" currency="USD" assetCategory="STK" symbol="AAPL" description="APPLE INC" conid="265598" listingExchange="NASDAQ" multiplier="1" reportDate="20251231" position="60" markPrice="250.42" levelOfDetail="SUMMARY"/>
+<OpenPosition accountId="U1111111" currency="USD" assetCategory="STK" symbol="AAPL" conid="265598" listingExchange="NASDAQ" reportDate="20251231" position="60" markPrice="250.42" levelOfDetail="LOT"/>
+</OpenPositions>
+<ConversionRates>
+<ConversionRate reportDate="20251231" fromCurrency="EUR" toCurrency="USD" rate="1.1745"/>
+<ConversionRate reportDate="20251231" fromCurrency="GBP" toCurrency="USD" rate="-1"/>
+</ConversionRates>
+</FlexStatement>
+<FlexStatement accountId="U2222222" fromDate="2025-01-01" toDate="2025-12-31" period="LastYear" whenGenerated="20260102;083000">
+<AccountInformation accountId="U2222222" currency="EUR" name="Test Trader Two"/>
+<Trades>
+<Trade accountId="U2222222" currency="EUR" assetCategory="STK" symbol="SAP" description="SAP SE" conid="14204" listingExchange="IBIS" multiplier="1" tradeID="201" ibExecID="0002.A" dateTime="2025-06-02;09:15:00" quantity="20" tradePrice="262.15" ibCommission="-3.00" ibCommissionCurrency="EUR" buySell="BUY" levelOfDetail="EXECUTION"/>
+<Trade accountId="U2222222" currency="USD" assetCategory="STK" symbol="MSFT" description="MICROSOFT CORP" conid="272093" listingExchange="NASDAQ" multiplier="1" tradeID="202" ibExecID="0002.B" dateTime="20250702;101500" quantity="5" tradePrice="460.36" ibCommission="-1.7" ibCommissionCurrency="EUR" buySell="BUY" levelOfDetail="EXECUTION"/>
+<Trade accountId="U2222222" currency="USD" assetCategory="STK" subCategory="ETF" symbol="CSPX" description="ISHARES CORE S&amp;P 500" conid="75961307" listingExchange="LSEETF" multiplier="1" tradeID="203" ibExecID="0002.C" dateTime="20250703;101500" quantity="3" tradePrice="655.20" ibCommission="-1.5" ibCommissionCurrency="EUR" buySell="BUY" levelOfDetail="EXECUTION"/>
+<Trade accountId="U2222222" currency="USD" assetCategory="FUT" symbol="MESZ5" description="MES 19DEC25" conid="730283085" listingExchange="CME" multiplier="5" tradeID="204" ibExecID="0002.D" dateTime="20251117;140000" quantity="-1" tradePrice="6850.25" ibCommission="-0.62" ibCommissionCurrency="USD" buySell="SELL" levelOfDetail="EXECUTION"/>
+<Trade accountId="U2222222" currency="EUR" assetCategory="STK" symbol="SAP" description="SAP SE" conid="14204" listingExchange="IBIS" multiplier="1" tradeID="205" ibExecID="0002.E" dateTime="20250904;100000" quantity="-5" tradePrice="240.00" ibCommission="0.18" ibCommissionCurrency="EUR" buySell="SELL" levelOfDetail="EXECUTION"/>
+</Trades>
+<CashTransactions>
+<CashTransaction accountId="U2222222" currency="EUR" type="Deposits &amp; Withdrawals" dateTime="20250520" amount="10000" levelOfDetail="DETAIL"/>
+</CashTransactions>
+<OpenPositions>
+<OpenPosition accountId="U2222222" currency="EUR" assetCategory="STK" symbol="SAP" description="SAP SE" conid="14204" listingExchange="IBIS" multiplier="1" reportDate="20251231" position="10" markPrice="208.40" levelOfDetail="LOT"/>
+<OpenPosition accountId="U2222222" currency="EUR" assetCategory="STK" symbol="SAP" description="SAP SE" conid="14204" listingExchange="IBIS" multiplier="1" reportDate="20251231" position="5" markPrice="208.40" levelOfDetail="LOT"/>
+<OpenPosition accountId="U2222222" currency="USD" assetCategory="FUT" symbol="MESZ5" conid="730283085" listingExchange="CME" multiplier="5" reportDate="20251231" position="-1" markPrice="6901.50" levelOfDetail="LOT"/>
+</OpenPositions>
+<ConversionRates>
+<ConversionRate reportDate="20251231" fromCurrency="EUR" toCurrency="USD" rate="1.1745"/>
+<ConversionRate reportDate="20251231" fromCurrency="USD" toCurrency="EUR" rate="0.85143"/>
+</ConversionRates>
+</FlexStatement>
+</FlexStatements>
+</FlexQueryResponse>
+"#;
+
+    fn import(xml: &str) -> FlexImport {
+        flex_to_book(xml, &FlexOptions::default()).unwrap_or_else(|e| panic!("import failed: {e}"))
+    }
+
+    fn refuse(xml: &str) -> FlexError {
+        match flex_to_book(xml, &FlexOptions::default()) {
+            Ok(i) => panic!("expected an error, got a book: {}", i.book),
+            Err(e) => e,
+        }
+    }
+
+    fn section<'a>(book: &'a Value, name: &str) -> &'a Vec<Value> {
+        book.get(name).and_then(Value::as_array).unwrap()
+    }
+
+    fn by<'a>(book: &'a Value, name: &str, key: &str, value: &str) -> &'a Value {
+        section(book, name)
+            .iter()
+            .find(|v| v.get(key).and_then(Value::as_str) == Some(value))
+            .unwrap_or_else(|| panic!("no {name} with {key} = {value}"))
+    }
+
+    fn s<'a>(v: &'a Value, key: &str) -> &'a str {
+        v.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("no {key} in {v}"))
+    }
+
+    /// A statement with one account (USD) and the given rows in its Trades section.
+    fn with_trades(rows: &str) -> String {
+        format!(
+            r#"<FlexQueryResponse type="AF"><FlexStatements count="1">
+<FlexStatement accountId="U1" fromDate="20250101" toDate="20251231">
+<AccountInformation accountId="U1" currency="USD"/>
+<Trades>
+{rows}
+</Trades>
+</FlexStatement></FlexStatements></FlexQueryResponse>"#
+        )
+    }
+
+    /// A statement with one account (USD) and one extra section.
+    fn with_section(section: &str) -> String {
+        format!(
+            r#"<FlexQueryResponse type="AF"><FlexStatements count="1">
+<FlexStatement accountId="U1" fromDate="20250101" toDate="20251231">
+<AccountInformation accountId="U1" currency="USD"/>
+{section}
+</FlexStatement></FlexStatements></FlexQueryResponse>"#
+        )
+    }
+
+    const GOOD_TRADE: &str = r#"accountId="U1" currency="USD" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" tradeID="1" ibExecID="E1" dateTime="20250314;103512" quantity="10" tradePrice="100" ibCommission="-1" buySell="BUY" levelOfDetail="EXECUTION""#;
+
+    fn trade(attrs: &str) -> String {
+        with_trades(&format!("<Trade {attrs}/>"))
+    }
+
+    fn replaced(attr: &str, value: Option<&str>) -> String {
+        let mut out = Vec::new();
+        for part in GOOD_TRADE.split("\" ") {
+            let part = part.trim_end_matches('"');
+            let (k, _) = part.split_once("=\"").unwrap();
+            if k == attr {
+                if let Some(v) = value {
+                    out.push(format!("{k}=\"{v}\""));
+                }
+            } else {
+                out.push(format!("{part}\""));
+            }
+        }
+        if let Some(v) = value
+            && !out.iter().any(|p| p.starts_with(&format!("{attr}=")))
+        {
+            out.push(format!("{attr}=\"{v}\""));
+        }
+        trade(&out.join(" "))
+    }
+
+    #[test]
+    fn two_accounts_summary() {
+        let import = import(TWO_ACCOUNTS);
+        let book = &import.book;
+        assert_eq!(s(book, "format"), "tradedesk-book/1");
+        assert_eq!(s(book, "base_currency"), "USD");
+        assert_eq!(s(book, "as_of"), "2025-12-31");
+        let keys: Vec<&String> = book.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "format",
+                "base_currency",
+                "as_of",
+                "accounts",
+                "instruments",
+                "fills",
+                "cash",
+                "marks",
+                "fx_rates",
+                "reported_positions"
+            ]
+        );
+        let accounts = section(book, "accounts");
+        assert_eq!(accounts.len(), 2);
+        assert_eq!(
+            accounts[0],
+            serde_json::json!({"id": "IBKR-U1111111", "broker": "ibkr", "currency": "USD", "name": "Test Trader One"})
+        );
+        assert_eq!(s(&accounts[1], "currency"), "EUR");
+        // 4 + 5 execution rows, less the cancelled MSFT buy of account 1.
+        assert_eq!(import.fills, 9);
+        assert_eq!(section(book, "fills").len(), 9);
+        // Order, summary, closed lot; cancellation and its original; zero cash, repeated
+        // transactionID, SUMMARY cash; LOT position; -1 rate; repeated EUR/USD rate.
+        assert_eq!(import.skipped, 11, "notes: {:#?}", import.notes);
+        assert!(
+            import
+                .notes
+                .iter()
+                .any(|n| n.contains("(Ca.) cancellation") && n.contains("both left out"))
+        );
+        assert!(import.notes.iter().any(|n| n.contains("America/New_York")));
+        assert!(
+            import
+                .notes
+                .iter()
+                .any(|n| n.contains("statement starts on 2025-01-01"))
+        );
+    }
+
+    #[test]
+    fn fills_table() {
+        let import = import(TWO_ACCOUNTS);
+        let book = &import.book;
+        // id, account, exchange, symbol, side, quantity, price, commission, commission ccy, time
+        let table = [
+            (
+                "0001.A",
+                "IBKR-U1111111",
+                "NASDAQ",
+                "AAPL",
+                "buy",
+                "100",
+                "239.07",
+                "1.00",
+                "USD",
+                "2025-03-07T15:59:00-05:00",
+            ),
+            // no listingExchange on the row: taken from another row of the same conid
+            (
+                "0001.B",
+                "IBKR-U1111111",
+                "NASDAQ",
+                "AAPL",
+                "sell",
+                "40",
+                "227.480",
+                "1.0512",
+                "USD",
+                "2025-03-10T09:30:00-04:00",
+            ),
+            (
+                "0001.C",
+                "IBKR-U1111111",
+                "CBOE",
+                "AAPL  251219C00200000",
+                "buy",
+                "2",
+                "12.35",
+                "1.3",
+                "USD",
+                "2025-10-31T15:30:00-04:00",
+            ),
+            // same conid: same instrument although the execution venue differs
+            (
+                "0001.D",
+                "IBKR-U1111111",
+                "CBOE",
+                "AAPL  251219C00200000",
+                "sell",
+                "2",
+                "15.10",
+                "1.3",
+                "USD",
+                "2025-11-03T10:00:00-05:00",
+            ),
+            (
+                "0002.A",
+                "IBKR-U2222222",
+                "IBIS",
+                "SAP",
+                "buy",
+                "20",
+                "262.15",
+                "3.00",
+                "EUR",
+                "2025-06-02T09:15:00-04:00",
+            ),
+            (
+                "0002.B",
+                "IBKR-U2222222",
+                "NASDAQ",
+                "MSFT",
+                "buy",
+                "5",
+                "460.36",
+                "1.7",
+                "EUR",
+                "2025-07-02T10:15:00-04:00",
+            ),
+            (
+                "0002.C",
+                "IBKR-U2222222",
+                "LSEETF",
+                "CSPX",
+                "buy",
+                "3",
+                "655.20",
+                "1.5",
+                "EUR",
+                "2025-07-03T10:15:00-04:00",
+            ),
+            (
+                "0002.D",
+                "IBKR-U2222222",
+                "CME",
+                "MESZ5",
+                "sell",
+                "1",
+                "6850.25",
+                "0.62",
+                "USD",
+                "2025-11-17T14:00:00-05:00",
+            ),
+            (
+                "0002.E",
+                "IBKR-U2222222",
+                "IBIS",
+                "SAP",
+                "sell",
+                "5",
+                "240.00",
+                "0",
+                "EUR",
+                "2025-09-04T10:00:00-04:00",
+            ),
+        ];
+        for (id, account, exchange, symbol, side, quantity, price, commission, ccy, time) in table {
+            let fill = by(book, "fills", "id", id);
+            let expected = serde_json::json!({
+                "id": id, "account": account, "exchange": exchange, "symbol": symbol, "side": side,
+                "quantity": quantity, "price": price, "commission": commission,
+                "commission_currency": ccy, "time": time
+            });
+            assert_eq!(fill, &expected, "fill {id}");
+        }
+        assert!(
+            section(book, "fills")
+                .iter()
+                .all(|f| s(f, "id") != "0001.E" && s(f, "id") != "0001.F")
+        );
+    }
+
+    #[test]
+    fn instruments_table() {
+        let book = import(TWO_ACCOUNTS).book;
+        let instruments = section(&book, "instruments");
+        assert_eq!(instruments.len(), 6, "{instruments:#?}");
+        // symbol, exchange, currency, class, multiplier (None = absent, i.e. 1), name
+        let table = [
+            ("AAPL", "NASDAQ", "USD", "equity", None, "APPLE INC"),
+            (
+                "AAPL  251219C00200000",
+                "CBOE",
+                "USD",
+                "option",
+                Some("100"),
+                "AAPL 19DEC25 200 C",
+            ),
+            ("MSFT", "NASDAQ", "USD", "equity", None, "MICROSOFT CORP"),
+            ("SAP", "IBIS", "EUR", "equity", None, "SAP SE"),
+            ("CSPX", "LSEETF", "USD", "etf", None, "ISHARES CORE S&P 500"),
+            ("MESZ5", "CME", "USD", "future", Some("5"), "MES 19DEC25"),
+        ];
+        for (symbol, exchange, currency, class, multiplier, name) in table {
+            let i = by(&book, "instruments", "symbol", symbol);
+            assert_eq!(s(i, "exchange"), exchange, "{symbol}");
+            assert_eq!(s(i, "currency"), currency, "{symbol}");
+            assert_eq!(s(i, "asset_class"), class, "{symbol}");
+            assert_eq!(
+                i.get("multiplier").and_then(Value::as_str),
+                multiplier,
+                "{symbol}"
+            );
+            assert_eq!(s(i, "name"), name, "{symbol}");
+        }
+    }
+
+    #[test]
+    fn cash_table() {
+        let import = import(TWO_ACCOUNTS);
+        let cash = section(&import.book, "cash");
+        let got: Vec<(&str, &str, &str, &str, &str)> = cash
+            .iter()
+            .map(|c| {
+                (
+                    s(c, "account"),
+                    s(c, "kind"),
+                    s(c, "amount"),
+                    s(c, "currency"),
+                    s(c, "time"),
+                )
+            })
+            .collect();
+        let rebate = (
+            "IBKR-U2222222",
+            "interest",
+            "0.18",
+            "EUR",
+            "2025-09-04T10:00:00-04:00",
+        );
+        let expected = vec![
+            rebate,
+            (
+                "IBKR-U1111111",
+                "deposit",
+                "50000",
+                "USD",
+                "2025-01-02T00:00:00-05:00",
+            ),
+            (
+                "IBKR-U1111111",
+                "withdrawal",
+                "-2500.00",
+                "USD",
+                "2025-06-01T12:00:00-04:00",
+            ),
+            (
+                "IBKR-U1111111",
+                "dividend",
+                "25.00",
+                "USD",
+                "2025-05-15T20:20:00-04:00",
+            ),
+            (
+                "IBKR-U1111111",
+                "fee",
+                "-3.75",
+                "USD",
+                "2025-05-15T20:20:00-04:00",
+            ),
+            (
+                "IBKR-U1111111",
+                "interest",
+                "12.34",
+                "USD",
+                "2025-06-03T00:00:00-04:00",
+            ),
+            (
+                "IBKR-U1111111",
+                "fee",
+                "-4.56",
+                "USD",
+                "2025-06-03T00:00:00-04:00",
+            ),
+            (
+                "IBKR-U1111111",
+                "fee",
+                "-10.00",
+                "USD",
+                "2025-07-01T00:00:00-04:00",
+            ),
+            (
+                "IBKR-U1111111",
+                "fee",
+                "-0.25",
+                "USD",
+                "2025-07-02T00:00:00-04:00",
+            ),
+            (
+                "IBKR-U1111111",
+                "dividend",
+                "5.00",
+                "USD",
+                "2025-08-15T00:00:00-04:00",
+            ),
+            (
+                "IBKR-U1111111",
+                "interest",
+                "1.00",
+                "USD",
+                "2025-08-16T00:00:00-04:00",
+            ),
+            (
+                "IBKR-U1111111",
+                "fee",
+                "-25.00",
+                "USD",
+                "2025-08-17T00:00:00-04:00",
+            ),
+            (
+                "IBKR-U2222222",
+                "deposit",
+                "10000",
+                "EUR",
+                "2025-05-20T00:00:00-04:00",
+            ),
+        ];
+        assert_eq!(got, expected);
+        for phrase in [
+            "rebate",
+            "recorded as interest",
+            "recorded as a fee",
+            "amount 0",
+            "transactionID",
+            "levelOfDetail SUMMARY",
+        ] {
+            assert!(
+                import.notes.iter().any(|n| n.contains(phrase)),
+                "no note with {phrase}: {:#?}",
+                import.notes
+            );
+        }
+    }
+
+    #[test]
+    fn marks_positions_and_rates() {
+        let book = import(TWO_ACCOUNTS).book;
+        assert_eq!(
+            section(&book, "marks"),
+            &vec![
+                serde_json::json!({"exchange": "NASDAQ", "symbol": "AAPL", "price": "250.42", "date": "2025-12-31"}),
+                serde_json::json!({"exchange": "IBIS", "symbol": "SAP", "price": "208.40", "date": "2025-12-31"}),
+                serde_json::json!({"exchange": "CME", "symbol": "MESZ5", "price": "6901.50", "date": "2025-12-31"}),
+            ]
+        );
+        assert_eq!(
+            section(&book, "reported_positions"),
+            &vec![
+                serde_json::json!({"account": "IBKR-U1111111", "exchange": "NASDAQ", "symbol": "AAPL", "quantity": "60"}),
+                serde_json::json!({"account": "IBKR-U2222222", "exchange": "IBIS", "symbol": "SAP", "quantity": "15"}),
+                serde_json::json!({"account": "IBKR-U2222222", "exchange": "CME", "symbol": "MESZ5", "quantity": "-1"}),
+            ]
+        );
+        assert_eq!(
+            section(&book, "fx_rates"),
+            &vec![
+                serde_json::json!({"base": "EUR", "quote": "USD", "rate": "1.1745", "date": "2025-12-31"}),
+                serde_json::json!({"base": "USD", "quote": "EUR", "rate": "0.85143", "date": "2025-12-31"}),
+            ]
+        );
+    }
+
+    #[test]
+    fn times_table() {
+        let ny = FlexTimeZone::NewYork;
+        let kl = FlexTimeZone::parse("+08:00").unwrap();
+        let table = [
+            // the three spellings, and more
+            ("20250314;103512", ny, "2025-03-14T10:35:12-04:00"),
+            ("2025-03-14;10:35:12", ny, "2025-03-14T10:35:12-04:00"),
+            ("20250314 103512", ny, "2025-03-14T10:35:12-04:00"),
+            ("2025-03-14, 10:35:12", ny, "2025-03-14T10:35:12-04:00"),
+            ("20250314", ny, "2025-03-14T00:00:00-04:00"),
+            ("20250314;1035", ny, "2025-03-14T10:35:00-04:00"),
+            // spring 2025: DST from Sunday 9 March 02:00
+            ("20250308;235959", ny, "2025-03-08T23:59:59-05:00"),
+            ("20250309;015959", ny, "2025-03-09T01:59:59-05:00"),
+            ("20250309;030000", ny, "2025-03-09T03:00:00-04:00"),
+            // autumn 2025: DST until Sunday 2 November 02:00 (01:30 is read as daylight)
+            ("20251102;013000", ny, "2025-11-02T01:30:00-04:00"),
+            ("20251102;020000", ny, "2025-11-02T02:00:00-05:00"),
+            ("20251231;235959", ny, "2025-12-31T23:59:59-05:00"),
+            ("20250101;000000", ny, "2025-01-01T00:00:00-05:00"),
+            // before 2007: first Sunday of April to last Sunday of October
+            ("20060401;120000", ny, "2006-04-01T12:00:00-05:00"),
+            ("20060402;030000", ny, "2006-04-02T03:00:00-04:00"),
+            ("20061029;013000", ny, "2006-10-29T01:30:00-04:00"),
+            ("20061030;120000", ny, "2006-10-30T12:00:00-05:00"),
+            ("20070311;030000", ny, "2007-03-11T03:00:00-04:00"),
+            // a fixed offset applies no rule
+            ("20250714;103512", kl, "2025-07-14T10:35:12+08:00"),
+            ("20250114;103512", kl, "2025-01-14T10:35:12+08:00"),
+        ];
+        for (text, zone, expected) in table {
+            let local = parse_flex_datetime(text).unwrap_or_else(|| panic!("{text} unread"));
+            assert_eq!(rfc3339(local, zone).as_deref(), Some(expected), "{text}");
+        }
+        for bad in [
+            "03/14/2025",
+            "2025-3-14",
+            "20251314;103512",
+            "20250314;256000",
+            "20250314;10:35:12 EST",
+            "",
+            "2025031",
+            "20250314;",
+        ] {
+            let parsed = parse_flex_datetime(bad);
+            assert!(
+                parsed.is_none() || bad == "20250314;",
+                "{bad} should be refused, got {parsed:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn fill_times_through_the_import() {
+        let xml = with_trades(
+            &[
+                GOOD_TRADE
+                    .replace("20250314;103512", "2025-01-10;09:30:00")
+                    .replace("E1", "E2"),
+                GOOD_TRADE
+                    .replace("20250314;103512", "20250710 093000")
+                    .replace("E1", "E3"),
+                GOOD_TRADE
+                    .replace(
+                        r#"dateTime="20250314;103512""#,
+                        r#"tradeDate="20251201" tradeTime="153000""#,
+                    )
+                    .replace("E1", "E4"),
+                GOOD_TRADE
+                    .replace(r#"dateTime="20250314;103512""#, r#"tradeDate="20251202""#)
+                    .replace("E1", "E5"),
+            ]
+            .map(|a| format!("<Trade {a}/>"))
+            .join("\n"),
+        );
+        let book = import(&xml).book;
+        for (id, time) in [
+            ("E2", "2025-01-10T09:30:00-05:00"),
+            ("E3", "2025-07-10T09:30:00-04:00"),
+            ("E4", "2025-12-01T15:30:00-05:00"),
+            ("E5", "2025-12-02T00:00:00-05:00"),
+        ] {
+            assert_eq!(s(by(&book, "fills", "id", id), "time"), time, "{id}");
+        }
+        let options = FlexOptions {
+            time_zone: FlexTimeZone::parse("-05:00").unwrap(),
+            ..FlexOptions::default()
+        };
+        let fixed = flex_to_book(&xml, &options).unwrap();
+        assert_eq!(
+            s(by(&fixed.book, "fills", "id", "E3"), "time"),
+            "2025-07-10T09:30:00-05:00"
+        );
+        assert!(
+            fixed
+                .notes
+                .iter()
+                .any(|n| n.contains("fixed offset -05:00"))
+        );
+    }
+
+    #[test]
+    fn time_zone_option_table() {
+        let table = [
+            ("America/New_York", Some(FlexTimeZone::NewYork)),
+            ("US/Eastern", Some(FlexTimeZone::NewYork)),
+            ("UTC", FixedOffset::east_opt(0).map(FlexTimeZone::Fixed)),
+            (
+                "+08:00",
+                FixedOffset::east_opt(8 * 3600).map(FlexTimeZone::Fixed),
+            ),
+            (
+                "-05:00",
+                FixedOffset::west_opt(5 * 3600).map(FlexTimeZone::Fixed),
+            ),
+            (
+                "+05:30",
+                FixedOffset::east_opt(5 * 3600 + 1800).map(FlexTimeZone::Fixed),
+            ),
+            ("Europe/London", None),
+            ("+24:00", None),
+            ("0500", None),
+            ("-5:00", None),
+        ];
+        for (text, expected) in table {
+            assert_eq!(FlexTimeZone::parse(text).ok(), expected, "{text}");
+        }
+        assert_eq!(FlexOptions::default().time_zone, FlexTimeZone::NewYork);
+    }
+
+    #[test]
+    fn decimals_table() {
+        let table = [
+            ("100", Some("100")),
+            ("-40", Some("-40")),
+            ("227.480", Some("227.480")),
+            ("+5", Some("5")),
+            (".5", Some("0.5")),
+            ("5.", Some("5")),
+            ("-0.00", Some("0.00")),
+            ("007.10", Some("7.10")),
+            ("1000000000000", Some("1000000000000")),
+            ("0.000000000000000001", Some("0.000000000000000001")),
+            ("1000000000000.01", None),
+            ("0.0000000000000000001", None),
+            ("1e3", None),
+            ("1,234.5", None),
+            ("12 000", None),
+            ("", None),
+            ("-", None),
+            (".", None),
+            ("--1", None),
+            ("NaN", None),
+        ];
+        for (text, expected) in table {
+            assert_eq!(
+                Dec::parse(text).ok().map(|d| d.to_string()).as_deref(),
+                expected,
+                "{text}"
+            );
+        }
+        let a = Dec::parse("10").unwrap();
+        let b = Dec::parse("5.25").unwrap();
+        assert_eq!(a.checked_add(b).unwrap().to_string(), "15.25");
+        assert!(
+            Dec::parse("100")
+                .unwrap()
+                .same_value(Dec::parse("100.00").unwrap())
+        );
+        assert!(
+            !Dec::parse("100")
+                .unwrap()
+                .same_value(Dec::parse("10").unwrap())
+        );
+    }
+
+    #[test]
+    fn cash_kinds_table() {
+        // type, amount, expected (kind, amount) or None when skipped
+        let table = [
+            ("Deposits/Withdrawals", "100", Some(("deposit", "100"))),
+            ("Deposits/Withdrawals", "-100", Some(("withdrawal", "-100"))),
+            ("Deposits & Withdrawals", "7.5", Some(("deposit", "7.5"))),
+            ("Dividends", "3.20", Some(("dividend", "3.20"))),
+            ("Dividends", "-3.20", Some(("fee", "-3.20"))),
+            (
+                "Payment In Lieu Of Dividends",
+                "1.10",
+                Some(("dividend", "1.10")),
+            ),
+            ("Withholding Tax", "-0.48", Some(("fee", "-0.48"))),
+            ("Withholding Tax", "0.48", Some(("interest", "0.48"))),
+            (
+                "Broker Interest Received",
+                "2.01",
+                Some(("interest", "2.01")),
+            ),
+            (
+                "Broker Interest Received",
+                "-0.01",
+                Some(("interest", "-0.01")),
+            ),
+            ("Broker Interest Paid", "-9.99", Some(("fee", "-9.99"))),
+            ("Other Fees", "-10", Some(("fee", "-10"))),
+            ("Other Fees", "10", Some(("interest", "10"))),
+            ("Commission Adjustments", "-0.35", Some(("fee", "-0.35"))),
+            ("Commission Adjustments", "0.35", Some(("interest", "0.35"))),
+            (
+                "Bond Interest Received",
+                "12.50",
+                Some(("interest", "12.50")),
+            ),
+            ("Dividends", "0.00", None),
+        ];
+        for (kind, amount, expected) in table {
+            let xml = with_section(&format!(
+                r#"<CashTransactions><CashTransaction accountId="U1" currency="USD" type="{}" dateTime="20250314;103512" amount="{amount}" levelOfDetail="DETAIL"/></CashTransactions>"#,
+                kind.replace('&', "&amp;")
+            ));
+            let import = import(&xml);
+            let cash = section(&import.book, "cash");
+            match expected {
+                None => {
+                    assert!(cash.is_empty(), "{kind} {amount}");
+                    assert_eq!(import.skipped, 1);
+                }
+                Some((k, a)) => {
+                    assert_eq!(cash.len(), 1, "{kind} {amount}");
+                    assert_eq!(
+                        (s(&cash[0], "kind"), s(&cash[0], "amount")),
+                        (k, a),
+                        "{kind} {amount}"
+                    );
+                    assert_eq!(s(&cash[0], "time"), "2025-03-14T10:35:12-04:00");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn order_rows_used_only_without_executions() {
+        let order = r#"<Order accountId="U1" currency="USD" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" tradeID="77" ibOrderID="555" dateTime="20250314;103512" quantity="-10" tradePrice="100" ibCommission="-1" levelOfDetail="ORDER"/>"#;
+        let summary = r#"<Trade accountId="U1" currency="USD" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" quantity="-10" tradePrice="100" levelOfDetail="SYMBOL_SUMMARY"/>"#;
+        let only_orders = import(&with_trades(&format!("{order}\n{summary}")));
+        assert_eq!(only_orders.fills, 1);
+        assert_eq!(only_orders.skipped, 1);
+        let fill = &section(&only_orders.book, "fills")[0];
+        assert_eq!(
+            (s(fill, "id"), s(fill, "side"), s(fill, "quantity")),
+            ("77", "sell", "10")
+        );
+        assert!(
+            only_orders
+                .notes
+                .iter()
+                .any(|n| n.contains("ORDER rows were imported as fills"))
+        );
+
+        let both = import(&with_trades(&format!(
+            "<Trade {GOOD_TRADE}/>\n{order}\n{summary}"
+        )));
+        assert_eq!(both.fills, 1);
+        assert_eq!(both.skipped, 2);
+        assert_eq!(s(&section(&both.book, "fills")[0], "id"), "E1");
+        assert!(both.notes.iter().any(|n| n.contains("levelOfDetail ORDER")));
+
+        // An order row used as a fill may have only its order id.
+        let bare = order.replace(r#"tradeID="77" "#, "");
+        let by_order_id = import(&with_trades(&bare));
+        assert_eq!(s(&section(&by_order_id.book, "fills")[0], "id"), "555");
+        let no_id = refuse(&with_trades(&bare.replace(r#"ibOrderID="555" "#, "")));
+        assert_eq!(no_id.attribute(), Some("ibExecID"));
+        assert!(no_id.problem().contains("tradeID and ibOrderID"), "{no_id}");
+    }
+
+    #[test]
+    fn cancellations() {
+        let original = GOOD_TRADE.replace(r#"tradeID="1""#, r#"tradeID="500""#);
+        let cancel_by_id = r#"<Trade accountId="U1" currency="USD" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" tradeID="501" ibExecID="E9" origTradeID="500" dateTime="20250314;110000" quantity="-10" tradePrice="100" ibCommission="1" buySell="SELL (Ca.)" levelOfDetail="EXECUTION"/>"#;
+        let cancel_unlinked = r#"<Trade accountId="U1" currency="USD" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" tradeID="501" ibExecID="E9" dateTime="20250314;110000" tradeDate="20250314" quantity="-10" tradePrice="100.00" buySell="SELL (Ca.)" levelOfDetail="EXECUTION"/>"#;
+        let elsewhere = r#"<Trade accountId="U1" currency="USD" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" tradeID="501" ibExecID="E9" origTradeID="123" dateTime="20250314;110000" quantity="-10" tradePrice="99" buySell="BUY (Ca.)" levelOfDetail="EXECUTION"/>"#;
+        // rows, options.drop_cancelled_originals, fills, skipped, note
+        let table = [
+            (cancel_by_id, true, 0, 2, "both left out"),
+            (cancel_unlinked, true, 0, 2, "both left out"),
+            (elsewhere, true, 1, 1, "not in this statement"),
+            (cancel_by_id, false, 1, 1, "was kept"),
+        ];
+        for (row, drop, fills, skipped, note) in table {
+            let xml = with_trades(&format!("<Trade {original}/>\n{row}"));
+            let options = FlexOptions {
+                drop_cancelled_originals: drop,
+                ..FlexOptions::default()
+            };
+            let import = flex_to_book(&xml, &options).unwrap();
+            assert_eq!((import.fills, import.skipped), (fills, skipped), "{row}");
+            assert!(
+                import.notes.iter().any(|n| n.contains(note)),
+                "{note}: {:#?}",
+                import.notes
+            );
+        }
+    }
+
+    #[test]
+    fn account_currency_from_trades_and_repeated_rows() {
+        let xml = r#"<FlexQueryResponse type="AF"><FlexStatements count="1">
+<FlexStatement accountId="U9" toDate="20251231"><Trades>
+<Trade accountId="U9" currency="EUR" assetCategory="STK" symbol="SAP" listingExchange="IBIS" ibExecID="X1" dateTime="20250314;103512" quantity="1" tradePrice="200" buySell="BUY"/>
+<Trade accountId="U9" currency="USD" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" ibExecID="X2" dateTime="20250314;103512" quantity="1" tradePrice="200" buySell="BUY"/>
+<Trade accountId="U9" currency="EUR" assetCategory="STK" symbol="SAP" listingExchange="IBIS" ibExecID="X3" dateTime="20250315;103512" quantity="1" tradePrice="201" buySell="BUY"/>
+<Trade accountId="U9" currency="EUR" assetCategory="STK" symbol="SAP" listingExchange="IBIS" ibExecID="X3" dateTime="20250315;103512" quantity="1" tradePrice="201" buySell="BUY"/>
+</Trades></FlexStatement></FlexStatements></FlexQueryResponse>"#;
+        let import = import(xml);
+        assert_eq!(s(&section(&import.book, "accounts")[0], "currency"), "EUR");
+        assert_eq!(s(&import.book, "base_currency"), "EUR");
+        assert_eq!((import.fills, import.skipped), (3, 1));
+        // no commission attribute: 0 in the trade currency
+        let fill = by(&import.book, "fills", "id", "X2");
+        assert_eq!(
+            (s(fill, "commission"), s(fill, "commission_currency")),
+            ("0", "USD")
+        );
+        assert!(
+            import
+                .notes
+                .iter()
+                .any(|n| n.contains("most common currency"))
+        );
+        assert!(
+            import
+                .notes
+                .iter()
+                .any(|n| n.contains("repeating an earlier execution id"))
+        );
+    }
+
+    /// Every malformed input: (document, words the location must hold, attribute,
+    /// words the problem must hold).
+    #[test]
+    fn errors_table() {
+        let long = "X".repeat(100);
+        let table: Vec<(String, &str, Option<&str>, &str)> = vec![
+            (replaced("ibExecID", None).replace(r#"tradeID="1" "#, ""), "1st <Trade> of account U1", Some("ibExecID"), "and so is tradeID"),
+            (replaced("assetCategory", Some("WAR")), "1st <Trade> of account U1", Some("assetCategory"), "'WAR' is not a supported asset category"),
+            (replaced("assetCategory", None), "<Trade>", Some("assetCategory"), "missing"),
+            (replaced("tradePrice", Some("1,234.5")), "1st <Trade> of account U1", Some("tradePrice"), "'1,234.5' is not a plain decimal"),
+            (replaced("quantity", Some("1e3")), "<Trade>", Some("quantity"), "'1e3'"),
+            (replaced("quantity", Some("0")), "<Trade>", Some("quantity"), "is zero"),
+            (replaced("quantity", Some("10000000000000")), "<Trade>", Some("quantity"), "1e12"),
+            (replaced("ibCommission", Some("abc")), "<Trade>", Some("ibCommission"), "'abc'"),
+            (replaced("tradePrice", Some("-1")), "<Trade>", Some("tradePrice"), "negative"),
+            (replaced("dateTime", Some("03/14/2025 10:35")), "1st <Trade> of account U1", Some("dateTime"), "'03/14/2025 10:35' is not a date-time"),
+            (replaced("dateTime", Some("20250230;103512")), "<Trade>", Some("dateTime"), "is not a date-time"),
+            (replaced("dateTime", None), "<Trade>", Some("dateTime"), "missing"),
+            (replaced("currency", Some("usd")), "<Trade>", Some("currency"), "ISO 4217"),
+            (replaced("buySell", Some("HOLD")), "<Trade>", Some("buySell"), "'HOLD'"),
+            (replaced("symbol", None), "<Trade>", Some("symbol"), "missing"),
+            (replaced("listingExchange", Some("NYSE:ARCA")), "<Trade>", Some("listingExchange"), "':'"),
+            (replaced("multiplier", Some("-100")), "<Trade>", Some("multiplier"), "must be > 0"),
+            (replaced("description", Some("&evil;")), "<Trade> at line 5", Some("description"), "cannot be read"),
+            (replaced("assetCategory", Some(&long)), "<Trade>", Some("assetCategory"), "XXXX…'"),
+            (
+                with_trades(&format!("<Trade {GOOD_TRADE}/>\n<Trade {}/>", GOOD_TRADE.replace(r#"tradePrice="100""#, r#"tradePrice="101""#))),
+                "2nd <Trade> of account U1 (line 6)",
+                Some("ibExecID"),
+                "already used by the 1st <Trade>",
+            ),
+            (
+                with_trades(&format!("<Trade {GOOD_TRADE}/>\n<Trade {}/>", GOOD_TRADE.replace("E1", "E2").replace(r#"currency="USD""#, r#"currency="EUR""#))),
+                "2nd <Trade>",
+                Some("currency"),
+                "instrument NASDAQ:AAPL",
+            ),
+            (
+                with_section(r#"<CashTransactions><CashTransaction accountId="U1" currency="USD" type="Price Adjustments" dateTime="20250314" amount="1"/></CashTransactions>"#),
+                "1st <CashTransaction> of account U1",
+                Some("type"),
+                "'Price Adjustments' is not a supported cash transaction type",
+            ),
+            (
+                with_section(r#"<CashTransactions><CashTransaction accountId="U1" currency="USD" type="Dividends" dateTime="20250314" amount="1.2.3"/></CashTransactions>"#),
+                "1st <CashTransaction> of account U1",
+                Some("amount"),
+                "'1.2.3'",
+            ),
+            (
+                with_section(r#"<CashTransactions><CashTransaction accountId="U1" currency="USD" type="Dividends" amount="1"/></CashTransactions>"#),
+                "<CashTransaction>",
+                Some("dateTime"),
+                "reportDate, settleDate",
+            ),
+            (
+                with_section(r#"<OpenPositions><OpenPosition accountId="U1" currency="USD" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" reportDate="20251231" position="10" markPrice="n/a"/></OpenPositions>"#),
+                "1st <OpenPosition> of account U1",
+                Some("markPrice"),
+                "'n/a'",
+            ),
+            (
+                with_section(r#"<OpenPositions><OpenPosition accountId="U1" currency="USD" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" reportDate="2025-13-31" position="10" markPrice="1"/></OpenPositions>"#),
+                "<OpenPosition>",
+                Some("reportDate"),
+                "'2025-13-31' is not a date",
+            ),
+            (
+                with_section(r#"<ConversionRates><ConversionRate reportDate="20251231" fromCurrency="EUR" toCurrency="USD" rate="1.1x"/></ConversionRates>"#),
+                "1st <ConversionRate> of account U1",
+                Some("rate"),
+                "'1.1x'",
+            ),
+            (
+                r#"<FlexQueryResponse type="AF"><FlexStatements><FlexStatement accountId="U1" toDate="2025/12/31"></FlexStatement></FlexStatements></FlexQueryResponse>"#.to_owned(),
+                "1st <FlexStatement> (account U1, line 1)",
+                Some("toDate"),
+                "is not a date",
+            ),
+            (
+                r#"<FlexQueryResponse type="AF"><FlexStatements><FlexStatement accountId="U1" toDate="20251231"/></FlexStatements></FlexQueryResponse>"#.to_owned(),
+                "1st <FlexStatement> (account U1",
+                Some("currency"),
+                "no trades to infer",
+            ),
+            ("<html><body/></html>".to_owned(), "the document", None, "root element is <html>"),
+            ("date,symbol\n2025-01-01,AAPL\n".to_owned(), "the document", None, "no XML element"),
+            (String::new(), "the document", None, "no XML element"),
+            (
+                "<FlexStatementResponse timestamp=\"x\"><Status>Fail</Status></FlexStatementResponse>".to_owned(),
+                "the document",
+                None,
+                "FlexStatementResponse",
+            ),
+            (
+                r#"<FlexQueryResponse type="TCF"><FlexStatements/></FlexQueryResponse>"#.to_owned(),
+                "<FlexQueryResponse>",
+                Some("type"),
+                "'TCF' is not an Activity Flex Query",
+            ),
+            (r#"<FlexQueryResponse type="AF"><FlexStatements/></FlexQueryResponse>"#.to_owned(), "the document", None, "no <FlexStatement>"),
+            (
+                "<?xml version=\"1.0\"?>\n<!DOCTYPE FlexQueryResponse [<!ENTITY big \"aaaa\">]>\n<FlexQueryResponse type=\"AF\"/>".to_owned(),
+                "line 2",
+                None,
+                "DOCTYPE",
+            ),
+            (
+                "<FlexQueryResponse type=\"AF\"><FlexStatements>&big;</FlexStatements></FlexQueryResponse>".to_owned(),
+                "line 1",
+                None,
+                "&big; is refused",
+            ),
+            (
+                with_trades(&format!("<Trade {GOOD_TRADE}/>")).replace("</FlexStatement></FlexStatements></FlexQueryResponse>", ""),
+                "line",
+                None,
+                "not well-formed XML",
+            ),
+            (
+                "<FlexQueryResponse type=\"AF\">\n<FlexStatements>\n</FlexStatement>\n</FlexQueryResponse>".to_owned(),
+                "line 3",
+                None,
+                "not well-formed XML",
+            ),
+            (
+                format!("\u{feff}{}", replaced("tradePrice", Some("x"))),
+                "1st <Trade> of account U1 (line 5)",
+                Some("tradePrice"),
+                "'x'",
+            ),
+            (
+                format!("<FlexQueryResponse>{}", "<a>".repeat(70)),
+                "the document",
+                None,
+                "nested more than 64 deep",
+            ),
+            (
+                "<FlexQueryResponse type=\"AF\"/><FlexQueryResponse type=\"AF\"/>".to_owned(),
+                "the document",
+                None,
+                "second root",
+            ),
+        ];
+        for (xml, location, attribute, problem) in &table {
+            let e = refuse(xml);
+            let message = e.to_string();
+            assert!(
+                e.location().contains(location),
+                "location of {message:?} lacks {location:?}"
+            );
+            assert_eq!(e.attribute(), *attribute, "{message}");
+            assert!(
+                e.problem().contains(problem),
+                "problem of {message:?} lacks {problem:?}"
+            );
+            assert!(!e.hint().is_empty(), "{message}");
+            assert!(message.contains("(hint: "), "{message}");
+            assert!(
+                !message.contains(&"X".repeat(65)),
+                "a value longer than 64 characters was echoed: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn size_limit() {
+        assert!(check_size(MAX_FLEX_BYTES, MAX_FLEX_BYTES).is_ok());
+        let e = check_size(MAX_FLEX_BYTES + 1, MAX_FLEX_BYTES).unwrap_err();
+        assert!(e.problem().contains("more than the 268435456 bytes"), "{e}");
+    }
+
+    #[test]
+    fn shown_values_are_cut() {
+        assert_eq!(shown("abc"), "'abc'");
+        let cut64 = shown(&"y".repeat(64));
+        assert_eq!(cut64.len(), 66);
+        let long = shown(&"z".repeat(65));
+        assert!(long.ends_with("…'") && long.chars().filter(|c| *c == 'z').count() == 64);
+        assert_eq!(ordinal(1), "1st");
+        assert_eq!(ordinal(2), "2nd");
+        assert_eq!(ordinal(3), "3rd");
+        assert_eq!(ordinal(11), "11th");
+        assert_eq!(ordinal(22), "22nd");
+        assert_eq!(ordinal(113), "113th");
+    }
+
+    #[test]
+    fn character_references_and_predefined_entities_are_read() {
+        let xml = with_trades(&format!(
+            "<Trade {}/>",
+            GOOD_TRADE.replace(
+                r#"symbol="AAPL""#,
+                r#"symbol="A&amp;B" description="&#x41;&lt;&#66;""#
+            )
+        ));
+        let book = import(&xml).book;
+        let i = &section(&book, "instruments")[0];
+        assert_eq!((s(i, "symbol"), s(i, "name")), ("A&B", "A<B"));
+    }
+
+    #[test]
+    fn account_prefix_option() {
+        let options = FlexOptions {
+            account_prefix: String::new(),
+            ..FlexOptions::default()
+        };
+        let import = flex_to_book(&trade(GOOD_TRADE), &options).unwrap();
+        assert_eq!(s(&section(&import.book, "accounts")[0], "id"), "U1");
+        assert_eq!(s(&section(&import.book, "fills")[0], "account"), "U1");
+    }
+}

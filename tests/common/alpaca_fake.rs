@@ -1,0 +1,2428 @@
+//! An offline fake of Alpaca's trading API and market-data API, for tests.
+//!
+//! One HTTP/1.1 server on `127.0.0.1` answers both hosts' paths: point the trading client
+//! and the market-data client at [`AlpacaFake::url`]. Every request must carry the
+//! `APCA-API-KEY-ID` and `APCA-API-SECRET-KEY` headers given to [`AlpacaFake::start`]; a
+//! wrong or missing one gets `401 {"code":40110000,"message":"request is not authorized"}`.
+//! Response shapes follow Alpaca's published OpenAPI documents (kept in
+//! `tests/fixtures/alpaca/`); [`self_check`] proves each one with
+//! [`check_response`](super::openapi::check_response). Trading amounts are decimal strings
+//! (`"150.25"`, trailing zeros trimmed), market-data prices are JSON numbers (as Alpaca's
+//! data API sends them), ids are UUIDs counted up from `00000000-0000-4000-8000-000000000001`.
+//!
+//! # The seeded scenario (every number can be checked by hand)
+//!
+//! | when (UTC)            | what                                           | cash after |
+//! |-----------------------|------------------------------------------------|-----------:|
+//! | 2026-01-02 14:00      | CSD deposit +10,000.00                         |  10,000.00 |
+//! | 2026-01-05 14:30      | FILL buy 10 AAPL at 150.00 (−1,500.00)         |   8,500.00 |
+//! | 2026-01-06 14:35      | FILL buy 5 JPM at 200.00 (−1,000.00)           |   7,500.00 |
+//! | 2026-02-14 13:00      | DIV AAPL +1.25 (10 shares × 0.125)             |   7,501.25 |
+//! | 2026-03-02 15:00      | FILL sell 4 AAPL at 170.00 (+680.00)           |   8,181.25 |
+//! | 2026-03-02 21:00      | FEE −0.02 (REG, carries the sell's `order_id`) |   8,181.23 |
+//! | 2026-03-02 21:00      | FEE −0.01 (TAF, no `order_id`)                 |   8,181.22 |
+//!
+//! So: cash 10000 − 1500 − 1000 + 680 − 0.03 + 1.25 = **8181.22**; positions AAPL 6 shares
+//! (average entry 150, cost basis 900) and JPM 5 shares (average entry 200, cost basis
+//! 1000); three filled orders (the sell is the newest); seven activities.
+//!
+//! Quotes: AAPL bid 181.00 / ask 181.10, JPM 240.00 / 240.20, SPY 600.00 / 600.05. The
+//! last trade price of a symbol is its bid, so positions are valued at the bid: AAPL
+//! 6 × 181 = 1086 (unrealized P/L +186), JPM 5 × 240 = 1200 (+200); long market value
+//! 2286; equity = portfolio value = buying power + … = 8181.22 + 2286 = **10467.22**.
+//! Yesterday's closes (`lastday_price`): AAPL 180.00, JPM 238.00, SPY 598.00, so the
+//! intraday P/L is AAPL +6 and JPM +10, and `last_equity` is 8181.22 + 1080 + 1190 =
+//! 10451.22. The account is a cash account (`multiplier` "1"): buying power is cash less
+//! what open buy orders reserve.
+//!
+//! Assets: AAPL (NASDAQ), SPY (ARCA), JPM (NYSE); [`AlpacaFake::set_price`] on another
+//! symbol lists it too (on NASDAQ).
+//!
+//! # Behaviour
+//!
+//! * Orders fill at once, whatever the clock says: a market buy at the ask, a market sell
+//!   at the bid; a limit buy when the ask is at or below the limit (at the ask), a limit sell
+//!   when the bid is at or above it (at the bid); stops trigger on the same prices. An order
+//!   that cannot fill stays `new` (`ioc`/`fok` ones are canceled instead) and is re-tried on
+//!   every [`AlpacaFake::set_price`] of its symbol. A fill appends a FILL activity and moves
+//!   cash and the position (average cost). New fills charge no fees.
+//! * Bracket orders carry two legs (take-profit limit, stop-loss stop or stop-limit), both
+//!   `held` until the entry fills; then the take-profit leg is `new` and the stop-loss stays
+//!   `held` but live, and when one fills the other is canceled. `oto` has one leg; `oco` is a
+//!   limit order (the take-profit) with a stop-loss leg.
+//! * `GET /v2/orders` lists legs as orders of their own unless `nested=true`, which rolls them
+//!   up under `legs`; `POST /v2/orders` always answers with the legs.
+//! * Sells beyond the position (less what open sells already hold) and buys beyond buying
+//!   power answer 403. Trailing stops and multi-leg option orders answer 422.
+//! * Bars: 400 weekdays (no holidays) ending 2026-03-02, regular session only (09:30–16:00
+//!   New York time); daily bars are stamped at New York midnight, intraday bars at their start,
+//!   aligned to multiples of the bar length since midnight. Prices are a deterministic
+//!   function of symbol and minute. Without `start`/`end` the whole series is in range.
+//! * `GET /v2/clock` uses the real time, with US daylight saving and no holidays.
+//! * Normal answers carry `X-RateLimit-Limit: 200`, `X-RateLimit-Remaining: 199` and
+//!   `X-RateLimit-Reset`; only [`Failure::TooManyRequests`] produces a 429.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::ops::{Add, Neg, Sub};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State as AxumState;
+use axum::http::{HeaderMap, Method, Uri};
+use axum::response::Response;
+use chrono::{
+    DateTime, Datelike, FixedOffset, NaiveDate, NaiveTime, Offset, SecondsFormat, TimeDelta, Utc,
+    Weekday,
+};
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::openapi::{check_response, check_schema, load_spec};
+
+/// A failure the fake injects into the next request it matches (see [`AlpacaFake::fail_next`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Any request: 429 with `X-RateLimit-Limit: 200`, `X-RateLimit-Remaining: 0`,
+    /// `X-RateLimit-Reset: <now + reset_in_secs, unix seconds>`, `Retry-After:
+    /// <reset_in_secs>` and `{"code":42910000,"message":"rate limit exceeded"}`.
+    TooManyRequests { reset_in_secs: u64 },
+    /// Any request: 500 `{"code":50010000,"message":"internal server error"}`.
+    ServerError,
+    /// Any request: read it, then answer nothing for an hour.
+    Hang,
+    /// The next `POST /v2/orders`: 422 `{"code":40010001,"message":"client_order_id must be
+    /// unique"}`, and no order is made.
+    DuplicateClientOrderId,
+    /// The next `DELETE /v2/orders`: the first open order fails to cancel (its entry in the
+    /// 207 list has status 500 and stays open); the others are canceled.
+    CancelAllMultiStatus,
+}
+
+/// A running fake; the server stops when this is dropped.
+#[derive(Debug)]
+pub struct AlpacaFake {
+    /// `http://127.0.0.1:PORT`, the base URL of both the trading and the market-data API.
+    pub url: String,
+    state: Arc<Mutex<State>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl AlpacaFake {
+    /// Starts a fake on a free port of 127.0.0.1 that accepts `key` and `secret`, seeded with
+    /// the scenario in the module documentation.
+    pub async fn start(key: &str, secret: &str) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("the Alpaca fake cannot bind 127.0.0.1: {e}"));
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("the Alpaca fake has no local address: {e}"));
+        let state = Arc::new(Mutex::new(State::seeded(key, secret, Utc::now())));
+        let app = Router::new()
+            .fallback(handle)
+            .with_state(Arc::clone(&state));
+        let server = tokio::spawn(async move {
+            // The server only ends when its task is aborted; an accept error ends the fake.
+            let _ = axum::serve(listener, app).await;
+        });
+        AlpacaFake {
+            url: format!("http://{addr}"),
+            state,
+            server,
+        }
+    }
+
+    /// Queues `failure`; the next request it matches consumes it. Requests with bad
+    /// credentials never consume a failure.
+    pub fn fail_next(&self, failure: Failure) {
+        lock(&self.state).failures.push_back(failure);
+    }
+
+    /// Every request received, in order, as `"METHOD /path?query"` (the target exactly as
+    /// sent, so `"GET /v2/account"` or `"GET /v2/orders?status=all"`).
+    pub fn requests(&self) -> Vec<String> {
+        lock(&self.state).requests.clone()
+    }
+
+    /// Sets the quote of `symbol` (decimal strings) and fills the open orders it makes
+    /// marketable. A symbol not yet known becomes a tradable NASDAQ asset.
+    pub fn set_price(&self, symbol: &str, bid: &str, ask: &str) {
+        let bid = Dec::parse(bid).unwrap_or_else(|| panic!("set_price: bad bid {bid:?}"));
+        let ask = Dec::parse(ask).unwrap_or_else(|| panic!("set_price: bad ask {ask:?}"));
+        let now = Utc::now();
+        let mut state = lock(&self.state);
+        if state.asset(symbol).is_none() {
+            let id = state.fresh_id();
+            state.assets.push(AssetInfo {
+                symbol: symbol.to_owned(),
+                id,
+                name: format!("{symbol} Common Stock"),
+                exchange: "NASDAQ",
+                tape: "C",
+                cusip: None,
+                base: bid,
+            });
+        }
+        state
+            .quotes
+            .insert(symbol.to_owned(), Quote { bid, ask, at: now });
+        state.sweep(symbol, now);
+    }
+
+    /// Every order the fake holds, oldest first, as the API shows it; legs are listed as
+    /// orders of their own and also under their parent's `legs`.
+    pub fn orders(&self) -> Vec<Value> {
+        let state = lock(&self.state);
+        (0..state.orders.len())
+            .map(|i| state.order_json(i, true))
+            .collect()
+    }
+}
+
+impl Drop for AlpacaFake {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+// ---------------------------------------------------------------------------------------
+// Decimal arithmetic (fixed point, nine fractional digits; no floating point)
+
+const SCALE: i128 = 1_000_000_000;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Dec(i128);
+
+impl Dec {
+    const ZERO: Dec = Dec(0);
+
+    fn int(n: i64) -> Self {
+        Dec(i128::from(n) * SCALE)
+    }
+
+    fn cents(n: i64) -> Self {
+        Dec(i128::from(n) * (SCALE / 100))
+    }
+
+    /// `"150.25"`, `"-0.02"`, `"10"`: at most nine digits on either side of the point.
+    fn parse(text: &str) -> Option<Self> {
+        let (negative, digits) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text.strip_prefix('+').unwrap_or(text)),
+        };
+        let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
+        let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+        if (whole.is_empty() && frac.is_empty())
+            || !all_digits(whole)
+            || !all_digits(frac)
+            || whole.len() > 9
+            || frac.len() > 9
+        {
+            return None;
+        }
+        let whole: i128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().ok()?
+        };
+        let mut fraction: i128 = if frac.is_empty() {
+            0
+        } else {
+            frac.parse().ok()?
+        };
+        for _ in frac.len()..9 {
+            fraction *= 10;
+        }
+        let value = whole * SCALE + fraction;
+        Some(Dec(if negative { -value } else { value }))
+    }
+
+    /// A decimal given as a JSON string or number.
+    fn from_json(value: &Value) -> Option<Self> {
+        match value {
+            Value::String(s) => Self::parse(s),
+            Value::Number(n) => Self::parse(&n.to_string()),
+            _ => None,
+        }
+    }
+
+    fn times(self, other: Dec) -> Dec {
+        Dec(div_round(self.0 * other.0, SCALE))
+    }
+
+    fn over(self, other: Dec) -> Option<Dec> {
+        (other.0 != 0).then(|| Dec(div_round(self.0 * SCALE, other.0)))
+    }
+
+    fn round(self, places: u32) -> Dec {
+        let unit = 10_i128.pow(9 - places.min(9));
+        Dec(div_round(self.0, unit) * unit)
+    }
+
+    fn trunc(self, places: u32) -> Dec {
+        let unit = 10_i128.pow(9 - places.min(9));
+        Dec(self.0 / unit * unit)
+    }
+
+    fn is_integer(self) -> bool {
+        self.0 % SCALE == 0
+    }
+
+    fn is_positive(self) -> bool {
+        self.0 > 0
+    }
+
+    fn abs(self) -> Dec {
+        Dec(self.0.abs())
+    }
+
+    /// As a JSON string, the trading API's way.
+    fn json(self) -> Value {
+        Value::String(self.to_string())
+    }
+
+    /// As a JSON number, the market-data API's way.
+    fn number(self) -> Value {
+        self.to_string()
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map_or(Value::Null, Value::Number)
+    }
+}
+
+/// `n / d` rounded half away from zero.
+fn div_round(n: i128, d: i128) -> i128 {
+    let q = n / d;
+    let r = n % d;
+    if 2 * r.abs() >= d.abs() {
+        q + n.signum() * d.signum()
+    } else {
+        q
+    }
+}
+
+impl fmt::Display for Dec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sign = if self.0 < 0 { "-" } else { "" };
+        let scale = SCALE.unsigned_abs();
+        let abs = self.0.unsigned_abs();
+        let (whole, frac) = (abs / scale, abs % scale);
+        if frac == 0 {
+            write!(f, "{sign}{whole}")
+        } else {
+            let digits = format!("{frac:09}");
+            write!(f, "{sign}{whole}.{}", digits.trim_end_matches('0'))
+        }
+    }
+}
+
+impl Add for Dec {
+    type Output = Dec;
+    fn add(self, other: Dec) -> Dec {
+        Dec(self.0 + other.0)
+    }
+}
+
+impl Sub for Dec {
+    type Output = Dec;
+    fn sub(self, other: Dec) -> Dec {
+        Dec(self.0 - other.0)
+    }
+}
+
+impl Neg for Dec {
+    type Output = Dec;
+    fn neg(self) -> Dec {
+        Dec(-self.0)
+    }
+}
+
+fn dec(text: &str) -> Dec {
+    Dec::parse(text).unwrap_or_else(|| panic!("bad decimal literal {text:?}"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Time: New York time with US daylight saving rules, no holidays
+
+fn nth_sunday(year: i32, month: u32, n: u32) -> NaiveDate {
+    let first = NaiveDate::from_ymd_opt(year, month, 1).unwrap_or(NaiveDate::MIN);
+    let offset = (7 - first.weekday().num_days_from_sunday()) % 7 + 7 * (n - 1);
+    first + TimeDelta::days(i64::from(offset))
+}
+
+/// Daylight saving time in New York: from 02:00 local on the second Sunday of March to
+/// 02:00 local on the first Sunday of November.
+fn in_dst(t: DateTime<Utc>) -> bool {
+    let year = t.year();
+    let start = nth_sunday(year, 3, 2).and_time(NaiveTime::MIN).and_utc() + TimeDelta::hours(7);
+    let end = nth_sunday(year, 11, 1).and_time(NaiveTime::MIN).and_utc() + TimeDelta::hours(6);
+    t >= start && t < end
+}
+
+fn ny_offset(t: DateTime<Utc>) -> FixedOffset {
+    let hours = if in_dst(t) { 4 } else { 5 };
+    FixedOffset::west_opt(hours * 3600).unwrap_or(Utc.fix())
+}
+
+fn ny(t: DateTime<Utc>) -> DateTime<FixedOffset> {
+    t.with_timezone(&ny_offset(t))
+}
+
+/// The instant `minute` minutes after New York midnight of `date`.
+fn ny_at(date: NaiveDate, minute: u32) -> DateTime<Utc> {
+    let local = date.and_time(NaiveTime::MIN).and_utc() + TimeDelta::minutes(i64::from(minute));
+    let guess = local + TimeDelta::hours(5);
+    let hours = if in_dst(guess) { 4 } else { 5 };
+    local + TimeDelta::hours(hours)
+}
+
+fn utc(year: i32, month: u32, day: u32, hour: u32, minute: u32) -> DateTime<Utc> {
+    let date = NaiveDate::from_ymd_opt(year, month, day)
+        .unwrap_or_else(|| panic!("bad date {year}-{month}-{day}"));
+    date.and_time(NaiveTime::MIN).and_utc() + TimeDelta::minutes(i64::from(hour * 60 + minute))
+}
+
+fn stamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+}
+
+fn is_weekday(d: NaiveDate) -> bool {
+    !matches!(d.weekday(), Weekday::Sat | Weekday::Sun)
+}
+
+/// A query time: RFC 3339 (a `+` turned into a space by form decoding is put back) or a
+/// date (its UTC midnight).
+fn parse_time(text: &str) -> Option<DateTime<Utc>> {
+    let fixed = text.replace(' ', "+");
+    if let Ok(t) = DateTime::parse_from_rfc3339(&fixed) {
+        return Some(t.with_timezone(&Utc));
+    }
+    let date = NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
+    Some(date.and_time(NaiveTime::MIN).and_utc())
+}
+
+const OPEN_MINUTE: u32 = 9 * 60 + 30;
+const CLOSE_MINUTE: u32 = 16 * 60;
+
+fn clock_json(now: DateTime<Utc>) -> Value {
+    let today = ny(now).date_naive();
+    let mut next_open = None;
+    let mut next_close = None;
+    let mut day = today;
+    while next_open.is_none() || next_close.is_none() {
+        if is_weekday(day) {
+            let open = ny_at(day, OPEN_MINUTE);
+            let close = ny_at(day, CLOSE_MINUTE);
+            if next_open.is_none() && open > now {
+                next_open = Some(open);
+            }
+            if next_close.is_none() && close > now {
+                next_close = Some(close);
+            }
+        }
+        day = day + TimeDelta::days(1);
+    }
+    let next_open = next_open.unwrap_or(now);
+    let next_close = next_close.unwrap_or(now);
+    let is_open = next_close < next_open;
+    let local = |t: DateTime<Utc>| ny(t).to_rfc3339_opts(SecondsFormat::Secs, false);
+    json!({
+        "timestamp": ny(now).to_rfc3339_opts(SecondsFormat::AutoSi, false),
+        "is_open": is_open,
+        "next_open": local(next_open),
+        "next_close": local(next_close),
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// State
+
+fn uuid(n: u64) -> String {
+    format!("00000000-0000-4000-8000-{n:012x}")
+}
+
+#[derive(Clone, Debug)]
+struct AssetInfo {
+    symbol: String,
+    id: String,
+    name: String,
+    exchange: &'static str,
+    tape: &'static str,
+    cusip: Option<&'static str>,
+    /// Where the synthetic bar series is centred.
+    base: Dec,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Quote {
+    bid: Dec,
+    ask: Dec,
+    at: DateTime<Utc>,
+}
+
+/// A position: signed quantity and signed cost (average-cost accounting).
+#[derive(Clone, Copy, Debug, Default)]
+struct Holding {
+    qty: Dec,
+    cost: Dec,
+}
+
+#[derive(Clone, Debug)]
+struct Order {
+    id: String,
+    client_order_id: String,
+    symbol: String,
+    asset_id: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    filled_at: Option<DateTime<Utc>>,
+    canceled_at: Option<DateTime<Utc>>,
+    replaced_at: Option<DateTime<Utc>>,
+    replaced_by: Option<String>,
+    replaces: Option<String>,
+    qty: Option<Dec>,
+    notional: Option<Dec>,
+    filled_qty: Dec,
+    filled_avg_price: Option<Dec>,
+    order_class: String,
+    order_type: String,
+    side: String,
+    time_in_force: String,
+    limit_price: Option<Dec>,
+    stop_price: Option<Dec>,
+    status: String,
+    parent: Option<String>,
+    legs: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+struct Activity {
+    id: String,
+    kind: String,
+    at: DateTime<Utc>,
+    json: Value,
+}
+
+#[derive(Debug)]
+struct State {
+    key: String,
+    secret: String,
+    failures: VecDeque<Failure>,
+    requests: Vec<String>,
+    next_id: u64,
+    account_id: String,
+    account_created: DateTime<Utc>,
+    cash: Dec,
+    assets: Vec<AssetInfo>,
+    quotes: BTreeMap<String, Quote>,
+    lastday: BTreeMap<String, Dec>,
+    positions: BTreeMap<String, Holding>,
+    orders: Vec<Order>,
+    activities: Vec<Activity>,
+}
+
+fn is_open_status(status: &str) -> bool {
+    matches!(
+        status,
+        "new"
+            | "partially_filled"
+            | "accepted"
+            | "pending_new"
+            | "held"
+            | "accepted_for_bidding"
+            | "pending_cancel"
+            | "pending_replace"
+            | "calculated"
+            | "stopped"
+            | "suspended"
+    )
+}
+
+const ACTIVITY_TYPES: [&str; 39] = [
+    "FILL", "TRANS", "MISC", "ACATC", "ACATS", "CFEE", "CGD", "CSD", "CSW", "DIV", "DIVCGL",
+    "DIVCGS", "DIVFEE", "DIVFT", "DIVNRA", "DIVROC", "DIVTW", "DIVTXEX", "FEE", "INT", "INTNRA",
+    "INTTW", "JNL", "JNLC", "JNLS", "MA", "NC", "OPASN", "OPCA", "OPCSH", "OPEXC", "OPEXP",
+    "OPTRD", "PTC", "PTR", "REORG", "SPIN", "SPLIT", "FOPT",
+];
+
+/// What a new order is made of.
+#[derive(Clone, Debug)]
+struct Draft {
+    symbol: String,
+    side: String,
+    order_type: String,
+    time_in_force: String,
+    qty: Option<Dec>,
+    notional: Option<Dec>,
+    limit_price: Option<Dec>,
+    stop_price: Option<Dec>,
+    order_class: String,
+    client_order_id: Option<String>,
+    parent: Option<String>,
+    status: &'static str,
+}
+
+impl Draft {
+    fn market(symbol: &str, side: &str, qty: Dec) -> Self {
+        Draft {
+            symbol: symbol.to_owned(),
+            side: side.to_owned(),
+            order_type: "market".to_owned(),
+            time_in_force: "day".to_owned(),
+            qty: Some(qty),
+            notional: None,
+            limit_price: None,
+            stop_price: None,
+            order_class: "simple".to_owned(),
+            client_order_id: None,
+            parent: None,
+            status: "new",
+        }
+    }
+}
+
+impl State {
+    fn seeded(key: &str, secret: &str, now: DateTime<Utc>) -> Self {
+        let asset =
+            |n: u64, symbol: &str, name: &str, exchange, tape, cusip, base: &str| AssetInfo {
+                symbol: symbol.to_owned(),
+                id: format!("00000000-0000-4000-8000-a55e7{n:07x}"),
+                name: name.to_owned(),
+                exchange,
+                tape,
+                cusip: Some(cusip),
+                base: dec(base),
+            };
+        let quote = |bid: &str, ask: &str| Quote {
+            bid: dec(bid),
+            ask: dec(ask),
+            at: now,
+        };
+        let mut state = State {
+            key: key.to_owned(),
+            secret: secret.to_owned(),
+            failures: VecDeque::new(),
+            requests: Vec::new(),
+            next_id: 1,
+            account_id: String::new(),
+            account_created: utc(2026, 1, 2, 13, 0),
+            cash: Dec::ZERO,
+            assets: vec![
+                asset(
+                    1,
+                    "AAPL",
+                    "Apple Inc. Common Stock",
+                    "NASDAQ",
+                    "C",
+                    "037833100",
+                    "150",
+                ),
+                asset(
+                    2,
+                    "SPY",
+                    "SPDR S&P 500 ETF Trust",
+                    "ARCA",
+                    "B",
+                    "78462F103",
+                    "550",
+                ),
+                asset(
+                    3,
+                    "JPM",
+                    "JPMorgan Chase & Co. Common Stock",
+                    "NYSE",
+                    "A",
+                    "46625H100",
+                    "200",
+                ),
+            ],
+            quotes: BTreeMap::from([
+                ("AAPL".to_owned(), quote("181.00", "181.10")),
+                ("JPM".to_owned(), quote("240.00", "240.20")),
+                ("SPY".to_owned(), quote("600.00", "600.05")),
+            ]),
+            lastday: BTreeMap::from([
+                ("AAPL".to_owned(), dec("180.00")),
+                ("JPM".to_owned(), dec("238.00")),
+                ("SPY".to_owned(), dec("598.00")),
+            ]),
+            positions: BTreeMap::new(),
+            orders: Vec::new(),
+            activities: Vec::new(),
+        };
+        state.account_id = state.fresh_id();
+
+        let day = |m, d| NaiveDate::from_ymd_opt(2026, m, d).unwrap_or(NaiveDate::MIN);
+        state.add_cash_activity(
+            "CSD",
+            None,
+            day(1, 2),
+            utc(2026, 1, 2, 14, 0),
+            dec("10000.00"),
+            vec![("description", json!("Cash deposit"))],
+        );
+        state.seed_fill("AAPL", "buy", "10", "150.00", utc(2026, 1, 5, 14, 30));
+        state.seed_fill("JPM", "buy", "5", "200.00", utc(2026, 1, 6, 14, 35));
+        state.add_cash_activity(
+            "DIV",
+            Some("CDIV"),
+            day(2, 14),
+            utc(2026, 2, 14, 13, 0),
+            dec("1.25"),
+            vec![
+                ("description", json!("Cash dividend on 10 AAPL at 0.125")),
+                ("symbol", json!("AAPL")),
+                ("qty", json!("10")),
+                ("per_share_amount", json!("0.125")),
+            ],
+        );
+        let sell = state.seed_fill("AAPL", "sell", "4", "170.00", utc(2026, 3, 2, 15, 0));
+        let sell_id = state.orders[sell].id.clone();
+        state.add_cash_activity(
+            "FEE",
+            Some("REG"),
+            day(3, 2),
+            utc(2026, 3, 2, 21, 0),
+            dec("-0.02"),
+            vec![
+                ("description", json!("REG fee on the sale of 4 AAPL")),
+                ("symbol", json!("AAPL")),
+                ("qty", json!("4")),
+                ("order_id", json!(sell_id)),
+            ],
+        );
+        state.add_cash_activity(
+            "FEE",
+            Some("TAF"),
+            day(3, 2),
+            utc(2026, 3, 2, 21, 0),
+            dec("-0.01"),
+            vec![
+                ("description", json!("TAF fee on the sale of 4 AAPL")),
+                ("symbol", json!("AAPL")),
+                ("qty", json!("4")),
+            ],
+        );
+        state
+    }
+
+    fn fresh_id(&mut self) -> String {
+        let id = uuid(self.next_id);
+        self.next_id += 1;
+        id
+    }
+
+    /// `20260105093000000::<uuid>`: the New York time of the activity, then a fresh UUID.
+    fn activity_id(&mut self, at: DateTime<Utc>) -> String {
+        let prefix = ny(at).format("%Y%m%d%H%M%S%3f").to_string();
+        format!("{prefix}::{}", self.fresh_id())
+    }
+
+    fn asset(&self, symbol_or_id: &str) -> Option<&AssetInfo> {
+        self.assets
+            .iter()
+            .find(|a| a.symbol.eq_ignore_ascii_case(symbol_or_id) || a.id == symbol_or_id)
+    }
+
+    fn find(&self, id: &str) -> Option<usize> {
+        self.orders.iter().position(|o| o.id == id)
+    }
+
+    fn add_cash_activity(
+        &mut self,
+        kind: &str,
+        sub_type: Option<&str>,
+        date: NaiveDate,
+        at: DateTime<Utc>,
+        net: Dec,
+        extra: Vec<(&str, Value)>,
+    ) {
+        let id = self.activity_id(at);
+        let mut row = Map::new();
+        row.insert("id".into(), json!(id));
+        row.insert("activity_type".into(), json!(kind));
+        if let Some(sub) = sub_type {
+            row.insert("activity_sub_type".into(), json!(sub));
+        }
+        row.insert("date".into(), json!(date.format("%Y-%m-%d").to_string()));
+        row.insert("net_amount".into(), net.json());
+        for (k, v) in extra {
+            row.insert(k.to_owned(), v);
+        }
+        row.insert("status".into(), json!("executed"));
+        row.insert("currency".into(), json!("USD"));
+        row.insert("created_at".into(), json!(stamp(at)));
+        self.cash = self.cash + net;
+        self.activities.push(Activity {
+            id,
+            kind: kind.to_owned(),
+            at,
+            json: Value::Object(row),
+        });
+    }
+
+    fn seed_fill(
+        &mut self,
+        symbol: &str,
+        side: &str,
+        qty: &str,
+        price: &str,
+        at: DateTime<Utc>,
+    ) -> usize {
+        let index = self.insert_order(Draft::market(symbol, side, dec(qty)), at);
+        self.execute(index, dec(price), at);
+        index
+    }
+
+    fn insert_order(&mut self, draft: Draft, at: DateTime<Utc>) -> usize {
+        let id = self.fresh_id();
+        let client_order_id = match draft.client_order_id {
+            Some(c) => c,
+            None => self.fresh_id(),
+        };
+        let asset_id = self
+            .asset(&draft.symbol)
+            .map(|a| a.id.clone())
+            .unwrap_or_default();
+        self.orders.push(Order {
+            id,
+            client_order_id,
+            symbol: draft.symbol,
+            asset_id,
+            created_at: at,
+            updated_at: at,
+            filled_at: None,
+            canceled_at: None,
+            replaced_at: None,
+            replaced_by: None,
+            replaces: None,
+            qty: draft.qty,
+            notional: draft.notional,
+            filled_qty: Dec::ZERO,
+            filled_avg_price: None,
+            order_class: draft.order_class,
+            order_type: draft.order_type,
+            side: draft.side,
+            time_in_force: draft.time_in_force,
+            limit_price: draft.limit_price,
+            stop_price: draft.stop_price,
+            status: draft.status.to_owned(),
+            parent: draft.parent,
+            legs: Vec::new(),
+        });
+        self.orders.len() - 1
+    }
+
+    /// Fills order `index` completely at `price`.
+    fn execute(&mut self, index: usize, price: Dec, at: DateTime<Utc>) {
+        let order = self.orders[index].clone();
+        let qty = match (order.qty, order.notional) {
+            (Some(q), _) => q,
+            (None, Some(n)) => n.over(price).unwrap_or(Dec::ZERO).trunc(9),
+            (None, None) => Dec::ZERO,
+        };
+        let amount = qty.times(price).round(2);
+        let held = self
+            .positions
+            .get(&order.symbol)
+            .copied()
+            .unwrap_or_default();
+        let buying = order.side == "buy";
+        let signed = if buying { qty } else { -qty };
+        let fill_side = if buying {
+            "buy"
+        } else if held.qty.is_positive() {
+            "sell"
+        } else {
+            "sell_short"
+        };
+        let mut next = held;
+        let same_direction = held.qty == Dec::ZERO || (held.qty.is_positive() == buying);
+        if same_direction {
+            next.qty = held.qty + signed;
+            next.cost = held.cost + if buying { amount } else { -amount };
+        } else if qty <= held.qty.abs() {
+            let out = if qty == held.qty.abs() {
+                held.cost
+            } else {
+                held.cost
+                    .times(qty)
+                    .over(held.qty.abs())
+                    .unwrap_or(Dec::ZERO)
+                    .round(2)
+            };
+            next.qty = held.qty + signed;
+            next.cost = held.cost - out;
+        } else {
+            next.qty = held.qty + signed;
+            next.cost = next.qty.times(price).round(2);
+        }
+        if next.qty == Dec::ZERO {
+            self.positions.remove(&order.symbol);
+        } else {
+            self.positions.insert(order.symbol.clone(), next);
+        }
+        self.cash = if buying {
+            self.cash - amount
+        } else {
+            self.cash + amount
+        };
+
+        let o = &mut self.orders[index];
+        o.status = "filled".to_owned();
+        o.filled_qty = qty;
+        o.filled_avg_price = Some(price);
+        o.filled_at = Some(at);
+        o.updated_at = at;
+
+        let id = self.activity_id(at);
+        self.activities.push(Activity {
+            id: id.clone(),
+            kind: "FILL".to_owned(),
+            at,
+            json: json!({
+                "id": id,
+                "activity_type": "FILL",
+                "transaction_time": stamp(at),
+                "type": "fill",
+                "price": price.json(),
+                "qty": qty.json(),
+                "side": fill_side,
+                "symbol": order.symbol,
+                "leaves_qty": "0",
+                "order_id": order.id,
+                "cum_qty": qty.json(),
+                "order_status": "filled",
+            }),
+        });
+
+        // Legs wake up when their entry fills.
+        for leg in &order.legs {
+            if let Some(i) = self.find(leg) {
+                if self.orders[i].status == "held"
+                    && (order.order_class != "bracket" || self.orders[i].order_type == "limit")
+                {
+                    self.orders[i].status = "new".to_owned();
+                    self.orders[i].updated_at = at;
+                }
+            }
+        }
+        // One-cancels-other: a filled exit cancels its siblings (and an OCO's parent).
+        if order.order_class == "oco" && order.parent.is_none() {
+            for leg in &order.legs {
+                if let Some(i) = self.find(leg) {
+                    self.cancel(i, at);
+                }
+            }
+        }
+        if let Some(parent) = order.parent.as_deref().and_then(|p| self.find(p)) {
+            let class = self.orders[parent].order_class.clone();
+            if class == "bracket" || class == "oco" {
+                let siblings = self.orders[parent].legs.clone();
+                for leg in siblings.iter().filter(|l| **l != order.id) {
+                    if let Some(i) = self.find(leg) {
+                        self.cancel(i, at);
+                    }
+                }
+                if class == "oco" {
+                    self.cancel(parent, at);
+                }
+            }
+        }
+    }
+
+    /// Cancels order `index` (and its open legs) if it is open.
+    fn cancel(&mut self, index: usize, at: DateTime<Utc>) {
+        if !is_open_status(&self.orders[index].status) {
+            return;
+        }
+        let o = &mut self.orders[index];
+        o.status = "canceled".to_owned();
+        o.canceled_at = Some(at);
+        o.updated_at = at;
+        for leg in o.legs.clone() {
+            if let Some(i) = self.find(&leg) {
+                self.cancel(i, at);
+            }
+        }
+    }
+
+    /// Whether order `index` is working at the exchange (and so can fill).
+    fn is_live(&self, index: usize) -> bool {
+        let o = &self.orders[index];
+        match o.status.as_str() {
+            "new" | "accepted" | "partially_filled" | "pending_new" => true,
+            "held" => match o.parent.as_deref().and_then(|p| self.find(p)) {
+                Some(p) => {
+                    let parent = &self.orders[p];
+                    parent.status == "filled"
+                        || (parent.order_class == "oco" && is_open_status(&parent.status))
+                }
+                None => false,
+            },
+            _ => false,
+        }
+    }
+
+    fn match_price(order: &Order, quote: Quote) -> Option<Dec> {
+        let buying = order.side == "buy";
+        let touch = if buying { quote.ask } else { quote.bid };
+        let limit_ok = |limit: Option<Dec>| match limit {
+            Some(l) if buying => touch <= l,
+            Some(l) => touch >= l,
+            None => false,
+        };
+        let stop_hit = |stop: Option<Dec>| match stop {
+            Some(s) if buying => touch >= s,
+            Some(s) => touch <= s,
+            None => false,
+        };
+        let fills = match order.order_type.as_str() {
+            "market" => true,
+            "limit" => limit_ok(order.limit_price),
+            "stop" => stop_hit(order.stop_price),
+            "stop_limit" => stop_hit(order.stop_price) && limit_ok(order.limit_price),
+            _ => false,
+        };
+        fills.then_some(touch)
+    }
+
+    /// Fills every live order of `symbol` that the current quote makes marketable.
+    fn sweep(&mut self, symbol: &str, at: DateTime<Utc>) {
+        let Some(quote) = self.quotes.get(symbol).copied() else {
+            return;
+        };
+        for i in 0..self.orders.len() {
+            if self.orders[i].symbol != symbol || !self.is_live(i) {
+                continue;
+            }
+            if let Some(price) = Self::match_price(&self.orders[i], quote) {
+                self.execute(i, price, at);
+            }
+        }
+    }
+
+    /// The remaining quantity of order `index` if it holds shares or cash now.
+    fn working_qty(&self, index: usize) -> Option<Dec> {
+        let o = &self.orders[index];
+        let working = matches!(
+            o.status.as_str(),
+            "new" | "accepted" | "partially_filled" | "pending_new"
+        );
+        if !working {
+            return None;
+        }
+        o.qty.map(|q| q - o.filled_qty)
+    }
+
+    /// Shares of `symbol` that open sell orders hold.
+    fn reserved_shares(&self, symbol: &str) -> Dec {
+        (0..self.orders.len())
+            .filter(|i| self.orders[*i].symbol == symbol && self.orders[*i].side == "sell")
+            .filter_map(|i| self.working_qty(i))
+            .fold(Dec::ZERO, |a, b| a + b)
+    }
+
+    /// Cash that open buy orders hold (at their limit or stop price).
+    fn reserved_cash(&self) -> Dec {
+        (0..self.orders.len())
+            .filter(|i| self.orders[*i].side == "buy")
+            .filter_map(|i| {
+                let o = &self.orders[i];
+                let price = o.limit_price.or(o.stop_price)?;
+                Some(self.working_qty(i)?.times(price).round(2))
+            })
+            .fold(Dec::ZERO, |a, b| a + b)
+    }
+
+    fn buying_power(&self) -> Dec {
+        self.cash - self.reserved_cash()
+    }
+
+    fn last_price(&self, symbol: &str) -> Option<Dec> {
+        self.quotes.get(symbol).map(|q| q.bid)
+    }
+
+    fn order_json(&self, index: usize, nested: bool) -> Value {
+        let o = &self.orders[index];
+        let time = |t: Option<DateTime<Utc>>| t.map_or(Value::Null, |t| json!(stamp(t)));
+        let opt = |d: Option<Dec>| d.map_or(Value::Null, Dec::json);
+        let legs = if nested && !o.legs.is_empty() {
+            Value::Array(
+                o.legs
+                    .iter()
+                    .filter_map(|l| self.find(l))
+                    .map(|i| self.order_json(i, false))
+                    .collect(),
+            )
+        } else {
+            Value::Null
+        };
+        let intent = if o.side == "buy" {
+            "buy_to_open"
+        } else {
+            "sell_to_close"
+        };
+        json!({
+            "id": o.id,
+            "client_order_id": o.client_order_id,
+            "created_at": stamp(o.created_at),
+            "updated_at": stamp(o.updated_at),
+            "submitted_at": stamp(o.created_at),
+            "filled_at": time(o.filled_at),
+            "expired_at": null,
+            "canceled_at": time(o.canceled_at),
+            "failed_at": null,
+            "replaced_at": time(o.replaced_at),
+            "replaced_by": o.replaced_by,
+            "replaces": o.replaces,
+            "asset_id": o.asset_id,
+            "symbol": o.symbol,
+            "asset_class": "us_equity",
+            "notional": opt(o.notional),
+            "qty": opt(o.qty),
+            "filled_qty": o.filled_qty.json(),
+            "filled_avg_price": opt(o.filled_avg_price),
+            "order_class": o.order_class,
+            "order_type": o.order_type,
+            "type": o.order_type,
+            "side": o.side,
+            "position_intent": intent,
+            "time_in_force": o.time_in_force,
+            "limit_price": opt(o.limit_price),
+            "stop_price": opt(o.stop_price),
+            "status": o.status,
+            "extended_hours": false,
+            "legs": legs,
+            "trail_percent": null,
+            "trail_price": null,
+            "hwm": null,
+        })
+    }
+
+    fn position_json(&self, symbol: &str) -> Option<Value> {
+        let held = self.positions.get(symbol)?;
+        let asset = self.asset(symbol)?;
+        let avg = held.cost.over(held.qty).unwrap_or(Dec::ZERO).abs().round(4);
+        let current = self.last_price(symbol).unwrap_or(avg);
+        let lastday = self.lastday.get(symbol).copied().unwrap_or(current);
+        let market_value = held.qty.times(current).round(2);
+        let pl = market_value - held.cost;
+        let intraday = held.qty.times(current - lastday).round(2);
+        let ratio = |a: Dec, b: Dec| a.over(b.abs()).unwrap_or(Dec::ZERO);
+        let available = held.qty - self.reserved_shares(symbol);
+        Some(json!({
+            "asset_id": asset.id,
+            "symbol": symbol,
+            "exchange": asset.exchange,
+            "asset_class": "us_equity",
+            "asset_marginable": true,
+            "qty": held.qty.json(),
+            "qty_available": available.json(),
+            "avg_entry_price": avg.json(),
+            "side": if held.qty.is_positive() { "long" } else { "short" },
+            "market_value": market_value.json(),
+            "cost_basis": held.cost.json(),
+            "unrealized_pl": pl.json(),
+            "unrealized_plpc": ratio(pl, held.cost).json(),
+            "unrealized_intraday_pl": intraday.json(),
+            "unrealized_intraday_plpc": ratio(current - lastday, lastday).json(),
+            "current_price": current.json(),
+            "lastday_price": lastday.json(),
+            "change_today": ratio(current - lastday, lastday).json(),
+        }))
+    }
+
+    fn account_json(&self) -> Value {
+        let mut long = Dec::ZERO;
+        let mut short = Dec::ZERO;
+        let mut last = Dec::ZERO;
+        for (symbol, held) in &self.positions {
+            let current = self.last_price(symbol).unwrap_or(Dec::ZERO);
+            let value = held.qty.times(current).round(2);
+            if held.qty.is_positive() {
+                long = long + value;
+            } else {
+                short = short + value;
+            }
+            let lastday = self.lastday.get(symbol).copied().unwrap_or(current);
+            last = last + held.qty.times(lastday).round(2);
+        }
+        let equity = self.cash + long + short;
+        let power = self.buying_power().json();
+        json!({
+            "id": self.account_id,
+            "account_number": "PA3TESTACCT",
+            "status": "ACTIVE",
+            "crypto_status": "ACTIVE",
+            "currency": "USD",
+            "buying_power": power,
+            "regt_buying_power": power,
+            "daytrading_buying_power": "0",
+            "effective_buying_power": power,
+            "non_marginable_buying_power": power,
+            "options_buying_power": power,
+            "cash": self.cash.json(),
+            "accrued_fees": "0",
+            "pending_transfer_in": "0",
+            "pending_transfer_out": "0",
+            "portfolio_value": equity.json(),
+            "pattern_day_trader": false,
+            "trading_blocked": false,
+            "transfers_blocked": false,
+            "account_blocked": false,
+            "created_at": stamp(self.account_created),
+            "trade_suspended_by_user": false,
+            "multiplier": "1",
+            "shorting_enabled": false,
+            "equity": equity.json(),
+            "last_equity": (self.cash + last).json(),
+            "long_market_value": long.json(),
+            "short_market_value": short.json(),
+            "position_market_value": (long - short).json(),
+            "initial_margin": "0",
+            "maintenance_margin": "0",
+            "last_maintenance_margin": "0",
+            "sma": "0",
+            "daytrade_count": 0,
+            "balance_asof": "2026-03-02",
+            "options_approved_level": 0,
+            "options_trading_level": 0,
+            "intraday_adjustments": "0",
+            "pending_reg_taf_fees": "0",
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// HTTP
+
+/// An answer before it becomes an HTTP response.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Option<Value>,
+}
+
+impl Reply {
+    fn json(status: u16, body: Value) -> Self {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body: Some(body),
+        }
+    }
+
+    fn ok(body: Value) -> Self {
+        Self::json(200, body)
+    }
+
+    fn error(status: u16, code: u64, message: &str) -> Self {
+        Self::json(status, json!({"code": code, "message": message}))
+    }
+
+    fn empty(status: u16) -> Self {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body: None,
+        }
+    }
+
+    fn into_response(self) -> Response {
+        let mut builder = Response::builder().status(self.status);
+        for (name, value) in &self.headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        let body = match &self.body {
+            Some(json) => {
+                builder = builder.header("content-type", "application/json; charset=UTF-8");
+                Body::from(json.to_string())
+            }
+            None => Body::empty(),
+        };
+        builder
+            .body(body)
+            .unwrap_or_else(|_| Response::new(Body::empty()))
+    }
+}
+
+fn unprocessable(message: &str) -> Reply {
+    Reply::error(422, 40010001, message)
+}
+
+fn bad_request(message: &str) -> Reply {
+    Reply::error(400, 40010001, message)
+}
+
+enum Outcome {
+    Reply(Reply),
+    Hang,
+}
+
+async fn handle(
+    AxumState(state): AxumState<Arc<Mutex<State>>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let outcome = lock(&state).dispatch(&method, &uri, &headers, &body, Utc::now());
+    let reply = match outcome {
+        Outcome::Reply(reply) => reply,
+        Outcome::Hang => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Reply::error(500, 50010000, "internal server error")
+        }
+    };
+    reply.into_response()
+}
+
+fn percent_decode(text: &str, plus_is_space: bool) -> String {
+    fn hex(b: u8) -> Option<u8> {
+        match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            b'A'..=b'F' => Some(b - b'A' + 10),
+            _ => None,
+        }
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                if let (Some(hi), Some(lo)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    out.push(hi * 16 + lo);
+                    i += 3;
+                    continue;
+                }
+                out.push(b'%');
+            }
+            b'+' if plus_is_space => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A decoded query string.
+#[derive(Debug, Default)]
+struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn parse(raw: Option<&str>) -> Self {
+        let pairs = raw
+            .unwrap_or("")
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|pair| {
+                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                (percent_decode(k, true), percent_decode(v, true))
+            })
+            .collect();
+        Query(pairs)
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+    }
+
+    fn flag(&self, key: &str) -> bool {
+        self.get(key) == Some("true")
+    }
+
+    /// A whole number in `min..=max`, `default` when absent.
+    fn number(&self, key: &str, default: u64, min: u64, max: u64) -> Result<u64, String> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(text) => match text.parse::<u64>() {
+                Ok(n) if (min..=max).contains(&n) => Ok(n),
+                _ => Err(format!("invalid {key}: {text}")),
+            },
+        }
+    }
+
+    fn time(&self, key: &str) -> Result<Option<DateTime<Utc>>, String> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(text) => parse_time(text)
+                .map(Some)
+                .ok_or_else(|| format!("invalid {key}: {text}")),
+        }
+    }
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn usize_of(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+impl State {
+    fn dispatch(
+        &mut self,
+        method: &Method,
+        uri: &Uri,
+        headers: &HeaderMap,
+        body: &[u8],
+        now: DateTime<Utc>,
+    ) -> Outcome {
+        let target = uri
+            .path_and_query()
+            .map_or_else(|| uri.path().to_owned(), |pq| pq.as_str().to_owned());
+        self.requests.push(format!("{method} {target}"));
+
+        let authorized = header(headers, "apca-api-key-id") == Some(self.key.as_str())
+            && header(headers, "apca-api-secret-key") == Some(self.secret.as_str());
+        if !authorized {
+            return Outcome::Reply(Reply::error(401, 40110000, "request is not authorized"));
+        }
+
+        let path = uri.path();
+        let post_order = method == Method::POST && path == "/v2/orders";
+        let cancel_all = method == Method::DELETE && path == "/v2/orders";
+        let queued = self.failures.iter().position(|f| match f {
+            Failure::TooManyRequests { .. } | Failure::ServerError | Failure::Hang => true,
+            Failure::DuplicateClientOrderId => post_order,
+            Failure::CancelAllMultiStatus => cancel_all,
+        });
+        let mut partial_cancel = false;
+        if let Some(failure) = queued.and_then(|i| self.failures.remove(i)) {
+            match failure {
+                Failure::TooManyRequests { reset_in_secs } => {
+                    let reset = now.timestamp().saturating_add_unsigned(reset_in_secs);
+                    let mut reply = Reply::error(429, 42910000, "rate limit exceeded");
+                    reply.headers = vec![
+                        ("X-RateLimit-Limit".into(), "200".into()),
+                        ("X-RateLimit-Remaining".into(), "0".into()),
+                        ("X-RateLimit-Reset".into(), reset.to_string()),
+                        ("Retry-After".into(), reset_in_secs.to_string()),
+                    ];
+                    return Outcome::Reply(reply);
+                }
+                Failure::ServerError => {
+                    return Outcome::Reply(Reply::error(500, 50010000, "internal server error"));
+                }
+                Failure::Hang => return Outcome::Hang,
+                Failure::DuplicateClientOrderId => {
+                    return Outcome::Reply(unprocessable("client_order_id must be unique"));
+                }
+                Failure::CancelAllMultiStatus => partial_cancel = true,
+            }
+        }
+
+        let segments: Vec<String> = path
+            .trim_start_matches('/')
+            .split('/')
+            .map(|s| percent_decode(s, false))
+            .collect();
+        let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let query = Query::parse(uri.query());
+        let mut reply = self.route(method, &segments, &query, body, now, partial_cancel);
+        reply.headers.extend([
+            ("X-RateLimit-Limit".to_owned(), "200".to_owned()),
+            ("X-RateLimit-Remaining".to_owned(), "199".to_owned()),
+            ("X-RateLimit-Reset".to_owned(), (now.timestamp() + 60).to_string()),
+        ]);
+        Outcome::Reply(reply)
+    }
+
+    fn route(
+        &mut self,
+        method: &Method,
+        segments: &[&str],
+        query: &Query,
+        body: &[u8],
+        now: DateTime<Utc>,
+        partial_cancel: bool,
+    ) -> Reply {
+        match (method.as_str(), segments) {
+            ("GET", ["v2", "account"]) => Reply::ok(self.account_json()),
+            ("GET", ["v2", "account", "activities"]) => self.list_activities(None, query),
+            ("GET", ["v2", "account", "activities", kind]) => {
+                self.list_activities(Some(kind), query)
+            }
+            ("GET", ["v2", "positions"]) => {
+                let symbols: Vec<String> = self.positions.keys().cloned().collect();
+                Reply::ok(Value::Array(
+                    symbols
+                        .iter()
+                        .filter_map(|s| self.position_json(s))
+                        .collect(),
+                ))
+            }
+            ("GET", ["v2", "positions", symbol]) => match self.position_symbol(symbol) {
+                Some(s) => Reply::ok(self.position_json(&s).unwrap_or(Value::Null)),
+                None => Reply::error(404, 40410000, "position does not exist"),
+            },
+            ("DELETE", ["v2", "positions", symbol]) => self.close_position(symbol, query, now),
+            ("GET", ["v2", "orders"]) => self.list_orders(query),
+            ("POST", ["v2", "orders"]) => self.post_order(body, now),
+            ("DELETE", ["v2", "orders"]) => self.cancel_all(partial_cancel, now),
+            ("GET", ["v2", "orders:by_client_order_id"]) => {
+                let wanted = query.get("client_order_id").unwrap_or("");
+                match self
+                    .orders
+                    .iter()
+                    .position(|o| o.client_order_id == wanted)
+                {
+                    Some(i) => Reply::ok(self.order_json(i, query.flag("nested"))),
+                    None => Reply::error(404, 40410000, "order not found"),
+                }
+            }
+            ("GET", ["v2", "orders", id]) => match self.find(id) {
+                Some(i) => Reply::ok(self.order_json(i, query.flag("nested"))),
+                None => Reply::error(404, 40410000, "order not found"),
+            },
+            ("DELETE", ["v2", "orders", id]) => match self.find(id) {
+                Some(i) if is_open_status(&self.orders[i].status) => {
+                    self.cancel(i, now);
+                    Reply::empty(204)
+                }
+                Some(_) => Reply::error(422, 42210000, "order is not cancelable"),
+                None => Reply::error(404, 40410000, "order not found"),
+            },
+            ("PATCH", ["v2", "orders", id]) => self.replace_order(id, body, now),
+            ("GET", ["v2", "clock"]) => Reply::ok(clock_json(now)),
+            ("GET", ["v2", "assets", symbol]) => match self.asset(symbol) {
+                Some(asset) => Reply::ok(asset_json(asset)),
+                None => Reply::error(404, 40410000, "asset not found"),
+            },
+            ("GET", ["v2", "stocks", "snapshots"]) => self.snapshots(query),
+            ("GET", ["v2", "stocks", symbol, "quotes", "latest"]) => {
+                self.latest_quote(symbol, query)
+            }
+            ("GET", ["v2", "stocks", symbol, "bars"]) => self.bars(symbol, query),
+            _ => Reply::error(404, 40410000, "endpoint not found"),
+        }
+    }
+
+    fn position_symbol(&self, symbol_or_id: &str) -> Option<String> {
+        let symbol = self.asset(symbol_or_id)?.symbol.clone();
+        self.positions.contains_key(&symbol).then_some(symbol)
+    }
+
+    fn list_activities(&self, only: Option<&str>, query: &Query) -> Reply {
+        let types: Option<Vec<String>> = match only.or(query.get("activity_types")) {
+            None => None,
+            Some(list) => {
+                let wanted: Vec<String> = list
+                    .split(',')
+                    .map(|t| t.trim().to_uppercase())
+                    .filter(|t| !t.is_empty())
+                    .collect();
+                if let Some(bad) = wanted.iter().find(|t| !ACTIVITY_TYPES.contains(&t.as_str()))
+                {
+                    return unprocessable(&format!("invalid activity type: {bad}"));
+                }
+                Some(wanted)
+            }
+        };
+        let category = query.get("category");
+        if !matches!(category, None | Some("trade_activity" | "non_trade_activity")) {
+            return unprocessable("invalid category");
+        }
+        let ascending = match query.get("direction") {
+            None | Some("desc") => false,
+            Some("asc") => true,
+            Some(_) => return unprocessable("invalid direction"),
+        };
+        let page_size = match query.number("page_size", 100, 1, u64::MAX) {
+            Ok(n) => usize_of(n.min(100)),
+            Err(e) => return unprocessable(&e),
+        };
+        let (after, until, date) = match (query.time("after"), query.time("until"), query.time("date"))
+        {
+            (Ok(a), Ok(u), Ok(d)) => (a, u, d),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return unprocessable(&e),
+        };
+
+        let mut sorted: Vec<&Activity> = self.activities.iter().collect();
+        sorted.sort_by(|a, b| (a.at, &a.id).cmp(&(b.at, &b.id)));
+        if !ascending {
+            sorted.reverse();
+        }
+        if let Some(token) = query.get("page_token") {
+            match sorted.iter().position(|a| a.id == token) {
+                Some(i) => {
+                    sorted.drain(..=i);
+                }
+                None => return unprocessable("invalid page_token"),
+            }
+        }
+        let rows: Vec<Value> = sorted
+            .into_iter()
+            .filter(|a| types.as_ref().is_none_or(|t| t.contains(&a.kind)))
+            .filter(|a| match category {
+                Some("trade_activity") => a.kind == "FILL",
+                Some(_) => a.kind != "FILL",
+                None => true,
+            })
+            .filter(|a| after.is_none_or(|t| a.at > t))
+            .filter(|a| until.is_none_or(|t| a.at < t))
+            .filter(|a| date.is_none_or(|d| ny(a.at).date_naive() == d.date_naive()))
+            .take(page_size)
+            .map(|a| a.json.clone())
+            .collect();
+        Reply::ok(Value::Array(rows))
+    }
+
+    fn list_orders(&self, query: &Query) -> Reply {
+        let status = query.get("status").unwrap_or("open");
+        if !matches!(status, "open" | "closed" | "all") {
+            return unprocessable("invalid status");
+        }
+        let limit = match query.number("limit", 50, 1, 500) {
+            Ok(n) => usize_of(n),
+            Err(e) => return unprocessable(&e),
+        };
+        let ascending = match query.get("direction") {
+            None | Some("desc") => false,
+            Some("asc") => true,
+            Some(_) => return unprocessable("invalid direction"),
+        };
+        let (after, until) = match (query.time("after"), query.time("until")) {
+            (Ok(a), Ok(u)) => (a, u),
+            (Err(e), _) | (_, Err(e)) => return unprocessable(&e),
+        };
+        let nested = query.flag("nested");
+        let symbols: Option<Vec<String>> = query
+            .get("symbols")
+            .map(|s| s.split(',').map(|x| x.trim().to_uppercase()).collect());
+        let side = query.get("side");
+        let mut picked: Vec<usize> = (0..self.orders.len())
+            .filter(|i| {
+                let o = &self.orders[*i];
+                let open = is_open_status(&o.status);
+                (status == "all" || (status == "open") == open)
+                    && !(nested && o.parent.is_some())
+                    && symbols.as_ref().is_none_or(|s| s.contains(&o.symbol))
+                    && side.is_none_or(|s| s == o.side)
+                    && after.is_none_or(|t| o.created_at > t)
+                    && until.is_none_or(|t| o.created_at < t)
+            })
+            .collect();
+        picked.sort_by_key(|i| (self.orders[*i].created_at, *i));
+        if !ascending {
+            picked.reverse();
+        }
+        Reply::ok(Value::Array(
+            picked
+                .into_iter()
+                .take(limit)
+                .map(|i| self.order_json(i, nested))
+                .collect(),
+        ))
+    }
+
+    fn post_order(&mut self, body: &[u8], now: DateTime<Utc>) -> Reply {
+        let Ok(Value::Object(request)) = serde_json::from_slice::<Value>(body) else {
+            return Reply::error(400, 40010000, "request body format is invalid");
+        };
+        let text = |key: &str| request.get(key).and_then(Value::as_str);
+        let Some(symbol) = text("symbol").map(str::to_uppercase) else {
+            return unprocessable("symbol is required");
+        };
+        if self.asset(&symbol).is_none() {
+            return unprocessable(&format!("asset \"{symbol}\" not found"));
+        }
+        let side = text("side").unwrap_or("");
+        if !matches!(side, "buy" | "sell") {
+            return unprocessable("invalid side");
+        }
+        let order_type = text("type").unwrap_or("");
+        match order_type {
+            "market" | "limit" | "stop" | "stop_limit" => {}
+            "trailing_stop" => return unprocessable("the fake does not support trailing_stop"),
+            _ => return unprocessable("invalid order type"),
+        }
+        let tif = text("time_in_force").unwrap_or("");
+        if !matches!(tif, "day" | "gtc" | "opg" | "cls" | "ioc" | "fok") {
+            return unprocessable("invalid time_in_force");
+        }
+        let decimal = |value: Option<&Value>, name: &str| -> Result<Option<Dec>, Reply> {
+            match value {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => match Dec::from_json(v) {
+                    Some(d) if d.is_positive() => Ok(Some(d)),
+                    _ => Err(unprocessable(&format!("invalid {name}"))),
+                },
+            }
+        };
+        let field = |name: &str| decimal(request.get(name), name);
+        let (qty, notional, limit_price, stop_price) = match (
+            field("qty"),
+            field("notional"),
+            field("limit_price"),
+            field("stop_price"),
+        ) {
+            (Ok(q), Ok(n), Ok(l), Ok(s)) => (q, n, l, s),
+            (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => return e,
+        };
+        match (qty, notional) {
+            (Some(_), Some(_)) => {
+                return unprocessable("only one of qty or notional may be given");
+            }
+            (None, None) => return unprocessable("qty or notional is required"),
+            (None, Some(_)) if order_type != "market" || tif != "day" => {
+                return unprocessable("notional orders must be market orders for the day");
+            }
+            _ => {}
+        }
+        if matches!(order_type, "limit" | "stop_limit") && limit_price.is_none() {
+            return unprocessable("limit_price is required");
+        }
+        if matches!(order_type, "stop" | "stop_limit") && stop_price.is_none() {
+            return unprocessable("stop_price is required");
+        }
+        let client_order_id = match request.get("client_order_id") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(c)) if c.chars().count() > 128 => {
+                return unprocessable("client_order_id must be no more than 128 characters");
+            }
+            Some(Value::String(c)) => {
+                if self.orders.iter().any(|o| o.client_order_id == *c) {
+                    return unprocessable("client_order_id must be unique");
+                }
+                Some(c.clone())
+            }
+            Some(_) => return unprocessable("invalid client_order_id"),
+        };
+        let class = match text("order_class").unwrap_or("simple") {
+            "" | "simple" => "simple",
+            c @ ("bracket" | "oto" | "oco") => c,
+            "mleg" => return unprocessable("the fake does not support mleg orders"),
+            _ => return unprocessable("invalid order_class"),
+        };
+        let take_profit = match decimal(
+            request.get("take_profit").and_then(|t| t.get("limit_price")),
+            "take_profit.limit_price",
+        ) {
+            Ok(v) => v,
+            Err(e) => return e,
+        };
+        let (stop_loss, stop_loss_limit) = match (
+            decimal(
+                request.get("stop_loss").and_then(|t| t.get("stop_price")),
+                "stop_loss.stop_price",
+            ),
+            decimal(
+                request.get("stop_loss").and_then(|t| t.get("limit_price")),
+                "stop_loss.limit_price",
+            ),
+        ) {
+            (Ok(s), Ok(l)) => (s, l),
+            (Err(e), _) | (_, Err(e)) => return e,
+        };
+
+        let quote = self.quotes.get(&symbol).copied();
+        let buying = side == "buy";
+        let touch = quote.map(|q| if buying { q.ask } else { q.bid });
+        if class != "simple" {
+            if notional.is_some() {
+                return unprocessable("notional orders cannot have legs");
+            }
+            let (needs_tp, needs_sl) = match class {
+                "oto" => (false, false),
+                _ => (true, true),
+            };
+            if (needs_tp && take_profit.is_none()) || (needs_sl && stop_loss.is_none()) {
+                return unprocessable("take_profit.limit_price and stop_loss.stop_price are required");
+            }
+            if class == "oto" && take_profit.is_some() == stop_loss.is_some() {
+                return unprocessable("oto orders take one of take_profit or stop_loss");
+            }
+            if class == "oco" && order_type != "limit" {
+                return unprocessable("oco orders must be limit orders");
+            }
+            if class != "oco" && !matches!(order_type, "market" | "limit") {
+                return unprocessable("bracket and oto entries must be market or limit orders");
+            }
+            if !matches!(tif, "day" | "gtc") {
+                return unprocessable("orders with legs must be day or gtc");
+            }
+            let base = if class == "oco" {
+                None
+            } else {
+                limit_price.or(touch)
+            };
+            let cent = Dec::cents(1);
+            // The exits sit on the far side of the entry: above and below it for a buy.
+            let exit_ok = |tp: Option<Dec>, sl: Option<Dec>| -> bool {
+                let reference = base.or(tp.zip(sl).map(|(t, s)| (t + s).over(Dec::int(2)).unwrap_or(t)));
+                let Some(reference) = reference else {
+                    return true;
+                };
+                let tp_ok = tp.is_none_or(|t| {
+                    if buying { t >= reference + cent } else { t <= reference - cent }
+                });
+                let sl_ok = sl.is_none_or(|s| {
+                    if buying { s <= reference - cent } else { s >= reference + cent }
+                });
+                tp_ok && sl_ok
+            };
+            let exits_buy_side = class == "oco";
+            // An OCO is itself the exit: its take-profit sells above the stop for a sell.
+            if exits_buy_side {
+                if let (Some(t), Some(s)) = (take_profit, stop_loss) {
+                    let ordered = if buying { t < s } else { t > s };
+                    if !ordered {
+                        return unprocessable(
+                            "take_profit.limit_price must be on the other side of stop_loss.stop_price",
+                        );
+                    }
+                }
+            } else if !exit_ok(take_profit, stop_loss) {
+                return unprocessable(if buying {
+                    "take_profit.limit_price must be above and stop_loss.stop_price below the entry"
+                } else {
+                    "take_profit.limit_price must be below and stop_loss.stop_price above the entry"
+                });
+            }
+        }
+
+        // What the order needs: cash for a buy, shares for a sell.
+        let entry_sells = (class != "oco" && !buying) || (class == "oco" && !buying);
+        let estimate_price = limit_price.or(stop_price).or(touch);
+        if buying {
+            let cost = match (qty, notional, estimate_price) {
+                (_, Some(n), _) => Some(n),
+                (Some(q), None, Some(p)) => Some(q.times(p).round(2)),
+                _ => None,
+            };
+            if cost.is_some_and(|c| c > self.buying_power()) {
+                return Reply::error(403, 40310000, "insufficient buying power");
+            }
+        }
+        if entry_sells {
+            let wanted = match (qty, notional, touch) {
+                (Some(q), _, _) => q,
+                (None, Some(n), Some(p)) => n.over(p).unwrap_or(Dec::ZERO).trunc(9),
+                _ => Dec::ZERO,
+            };
+            let held = self.positions.get(&symbol).map_or(Dec::ZERO, |h| h.qty);
+            let available = held - self.reserved_shares(&symbol);
+            if wanted > available {
+                return Reply::error(
+                    403,
+                    40310000,
+                    &format!(
+                        "insufficient qty available for order (requested: {wanted}, available: {available})"
+                    ),
+                );
+            }
+        }
+
+        let mut draft = Draft {
+            symbol: symbol.clone(),
+            side: side.to_owned(),
+            order_type: order_type.to_owned(),
+            time_in_force: tif.to_owned(),
+            qty,
+            notional,
+            limit_price,
+            stop_price,
+            order_class: class.to_owned(),
+            client_order_id,
+            parent: None,
+            status: "new",
+        };
+        if class == "oco" {
+            draft.limit_price = limit_price.or(take_profit);
+        }
+        let index = self.insert_order(draft, now);
+        let parent_id = self.orders[index].id.clone();
+        let exit_side = if class == "oco" {
+            side
+        } else if buying {
+            "sell"
+        } else {
+            "buy"
+        };
+        let mut legs = Vec::new();
+        if class != "simple" {
+            let leg = |order_type: &str, limit: Option<Dec>, stop: Option<Dec>, status| Draft {
+                symbol: symbol.clone(),
+                side: exit_side.to_owned(),
+                order_type: order_type.to_owned(),
+                time_in_force: tif.to_owned(),
+                qty,
+                notional: None,
+                limit_price: limit,
+                stop_price: stop,
+                order_class: class.to_owned(),
+                client_order_id: None,
+                parent: Some(parent_id.clone()),
+                status,
+            };
+            if class != "oco" {
+                if let Some(tp) = take_profit {
+                    legs.push(leg("limit", Some(tp), None, "held"));
+                }
+            }
+            if let Some(sl) = stop_loss {
+                let kind = if stop_loss_limit.is_some() {
+                    "stop_limit"
+                } else {
+                    "stop"
+                };
+                legs.push(leg(kind, stop_loss_limit, Some(sl), "held"));
+            }
+        }
+        for draft in legs {
+            let child = self.insert_order(draft, now);
+            let child_id = self.orders[child].id.clone();
+            self.orders[index].legs.push(child_id);
+        }
+        self.sweep(&symbol, now);
+        if matches!(tif, "ioc" | "fok") && is_open_status(&self.orders[index].status) {
+            self.cancel(index, now);
+        }
+        Reply::ok(self.order_json(index, true))
+    }
+
+    fn cancel_all(&mut self, partial: bool, now: DateTime<Utc>) -> Reply {
+        let open: Vec<usize> = (0..self.orders.len())
+            .filter(|i| {
+                let o = &self.orders[*i];
+                o.parent.is_none() && is_open_status(&o.status)
+            })
+            .collect();
+        let mut rows = Vec::new();
+        for (n, i) in open.into_iter().enumerate() {
+            let id = self.orders[i].id.clone();
+            if partial && n == 0 {
+                rows.push(json!({
+                    "id": id,
+                    "status": 500,
+                    "body": {"code": 50010000, "message": "internal server error"},
+                }));
+                continue;
+            }
+            self.cancel(i, now);
+            rows.push(json!({"id": id, "status": 200, "body": self.order_json(i, true)}));
+        }
+        Reply::json(207, Value::Array(rows))
+    }
+
+    fn replace_order(&mut self, id: &str, body: &[u8], now: DateTime<Utc>) -> Reply {
+        let Some(index) = self.find(id) else {
+            return Reply::error(404, 40410000, "order not found");
+        };
+        let Ok(Value::Object(patch)) = serde_json::from_slice::<Value>(body) else {
+            return Reply::error(400, 40010000, "request body format is invalid");
+        };
+        let old = self.orders[index].clone();
+        if !matches!(old.status.as_str(), "new" | "accepted" | "partially_filled")
+            || old.order_type == "market"
+        {
+            return Reply::error(422, 42210000, "order is not replaceable");
+        }
+        let mut draft = Draft {
+            symbol: old.symbol.clone(),
+            side: old.side.clone(),
+            order_type: old.order_type.clone(),
+            time_in_force: old.time_in_force.clone(),
+            qty: old.qty,
+            notional: old.notional,
+            limit_price: old.limit_price,
+            stop_price: old.stop_price,
+            order_class: old.order_class.clone(),
+            client_order_id: None,
+            parent: old.parent.clone(),
+            status: "new",
+        };
+        for (name, slot) in [
+            ("qty", &mut draft.qty),
+            ("limit_price", &mut draft.limit_price),
+            ("stop_price", &mut draft.stop_price),
+        ] {
+            match patch.get(name) {
+                None | Some(Value::Null) => {}
+                Some(v) => match Dec::from_json(v) {
+                    Some(d) if d.is_positive() => *slot = Some(d),
+                    _ => return unprocessable(&format!("invalid {name}")),
+                },
+            }
+        }
+        if let Some(tif) = patch.get("time_in_force").and_then(Value::as_str) {
+            if !matches!(tif, "day" | "gtc" | "opg" | "cls" | "ioc" | "fok") {
+                return unprocessable("invalid time_in_force");
+            }
+            draft.time_in_force = tif.to_owned();
+        }
+        match patch.get("client_order_id") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(c)) if c.chars().count() > 128 => {
+                return unprocessable("client_order_id must be no more than 128 characters");
+            }
+            Some(Value::String(c)) => {
+                if self.orders.iter().any(|o| o.client_order_id == *c) {
+                    return unprocessable("client_order_id must be unique");
+                }
+                draft.client_order_id = Some(c.clone());
+            }
+            Some(_) => return unprocessable("invalid client_order_id"),
+        }
+        let new_index = self.insert_order(draft, now);
+        let new_id = self.orders[new_index].id.clone();
+        self.orders[new_index].replaces = Some(old.id.clone());
+        self.orders[new_index].legs = old.legs.clone();
+        for leg in &old.legs {
+            if let Some(i) = self.find(leg) {
+                self.orders[i].parent = Some(new_id.clone());
+            }
+        }
+        if let Some(parent) = old.parent.as_deref().and_then(|p| self.find(p)) {
+            for leg in &mut self.orders[parent].legs {
+                if *leg == old.id {
+                    leg.clone_from(&new_id);
+                }
+            }
+        }
+        let o = &mut self.orders[index];
+        o.status = "replaced".to_owned();
+        o.replaced_by = Some(new_id);
+        o.replaced_at = Some(now);
+        o.updated_at = now;
+        self.sweep(&old.symbol, now);
+        Reply::ok(self.order_json(new_index, true))
+    }
+
+    fn close_position(&mut self, symbol_or_id: &str, query: &Query, now: DateTime<Utc>) -> Reply {
+        let Some(symbol) = self.position_symbol(symbol_or_id) else {
+            return Reply::error(404, 40410000, "position does not exist");
+        };
+        let held = self.positions.get(&symbol).map_or(Dec::ZERO, |h| h.qty);
+        if !held.is_positive() {
+            return unprocessable("the fake only closes long positions");
+        }
+        let qty = match (query.get("qty"), query.get("percentage")) {
+            (Some(_), Some(_)) => return unprocessable("only one of qty or percentage may be given"),
+            (Some(q), None) => match Dec::parse(q) {
+                Some(q) if q.is_positive() => q,
+                _ => return unprocessable("invalid qty"),
+            },
+            (None, Some(p)) => match Dec::parse(p) {
+                Some(p) if p.is_positive() && p <= Dec::int(100) => {
+                    let share = held.times(p).over(Dec::int(100)).unwrap_or(Dec::ZERO);
+                    if held.is_integer() {
+                        share.trunc(0)
+                    } else {
+                        share.trunc(9)
+                    }
+                }
+                _ => return unprocessable("invalid percentage"),
+            },
+            (None, None) => held,
+        };
+        if !qty.is_positive() {
+            return unprocessable("the quantity to close rounds to zero");
+        }
+        let available = held - self.reserved_shares(&symbol);
+        if qty > available {
+            return Reply::error(
+                403,
+                40310000,
+                &format!(
+                    "insufficient qty available for order (requested: {qty}, available: {available})"
+                ),
+            );
+        }
+        let index = self.insert_order(Draft::market(&symbol, "sell", qty), now);
+        self.sweep(&symbol, now);
+        Reply::ok(self.order_json(index, true))
+    }
+
+    // -- market data ---------------------------------------------------------------------
+
+    fn quote_json(&self, symbol: &str) -> Option<Value> {
+        let q = self.quotes.get(symbol)?;
+        let tape = self.asset(symbol).map_or("C", |a| a.tape);
+        Some(json!({
+            "t": q.at.to_rfc3339_opts(SecondsFormat::Nanos, true),
+            "ax": "V",
+            "ap": q.ask.number(),
+            "as": 2,
+            "bx": "V",
+            "bp": q.bid.number(),
+            "bs": 3,
+            "c": ["R"],
+            "z": tape,
+        }))
+    }
+
+    fn latest_quote(&self, symbol: &str, query: &Query) -> Reply {
+        if let Some(feed) = query.get("feed") {
+            if !matches!(feed, "delayed_sip" | "iex" | "otc" | "sip" | "boats" | "overnight") {
+                return bad_request(&format!("invalid feed: {feed}"));
+            }
+        }
+        match self.quote_json(symbol) {
+            Some(quote) => Reply::ok(json!({"symbol": symbol, "quote": quote})),
+            None => Reply::error(404, 40410000, &format!("no quote found for {symbol}")),
+        }
+    }
+
+    fn series(&self, symbol: &str) -> Option<Series> {
+        let asset = self.asset(symbol)?;
+        let base = asset.base.round(2).0 / (SCALE / 100);
+        Some(Series {
+            seed: fnv(symbol),
+            base_cents: i64::try_from(base).unwrap_or(100),
+        })
+    }
+
+    fn bars(&self, symbol: &str, query: &Query) -> Reply {
+        let Some(timeframe) = query.get("timeframe") else {
+            return bad_request("timeframe is required");
+        };
+        let Some(frame) = Frame::parse(timeframe) else {
+            return bad_request(&format!("invalid timeframe: {timeframe}"));
+        };
+        let limit = match query.number("limit", 1000, 1, 10000) {
+            Ok(n) => usize_of(n),
+            Err(e) => return bad_request(&e),
+        };
+        if let Some(feed) = query.get("feed") {
+            if !matches!(feed, "iex" | "otc" | "sip" | "boats") {
+                return bad_request(&format!("invalid feed: {feed}"));
+            }
+        }
+        let descending = match query.get("sort") {
+            None | Some("asc") => false,
+            Some("desc") => true,
+            Some(other) => return bad_request(&format!("invalid sort: {other}")),
+        };
+        let start = match query.time("start") {
+            Ok(t) => t,
+            Err(e) => return bad_request(&e),
+        };
+        // A bare date as `end` includes that whole day.
+        let end = match query.get("end") {
+            None => None,
+            Some(text) => match parse_time(text) {
+                Some(t) if text.len() == 10 => Some(t + TimeDelta::days(1) - TimeDelta::nanoseconds(1)),
+                Some(t) => Some(t),
+                None => return bad_request(&format!("invalid end: {text}")),
+            },
+        };
+        let token_kind = format!("{symbol}|{timeframe}");
+        let resume = match query.get("page_token") {
+            None => None,
+            Some(token) => {
+                let decoded = base64_decode(token).and_then(|b| String::from_utf8(b).ok());
+                let parsed = decoded.as_deref().and_then(|d| d.rsplit_once('|')).and_then(
+                    |(kind, secs)| {
+                        (kind == token_kind)
+                            .then(|| secs.parse::<i64>().ok())
+                            .flatten()
+                            .and_then(|s| DateTime::from_timestamp(s, 0))
+                    },
+                );
+                match parsed {
+                    Some(t) => Some(t),
+                    None => return bad_request("invalid page_token"),
+                }
+            }
+        };
+        let Some(series) = self.series(symbol) else {
+            return Reply::ok(json!({"bars": [], "symbol": symbol, "next_page_token": null}));
+        };
+        let mut slots: Vec<Slot> = frame
+            .slots()
+            .into_iter()
+            .filter(|s| start.is_none_or(|t| s.t >= t) && end.is_none_or(|t| s.t <= t))
+            .collect();
+        if descending {
+            slots.reverse();
+        }
+        if let Some(from) = resume {
+            slots.retain(|s| if descending { s.t <= from } else { s.t >= from });
+        }
+        let next = slots.get(limit).map(|s| {
+            Value::String(base64_encode(format!("{token_kind}|{}", s.t.timestamp()).as_bytes()))
+        });
+        let bars: Vec<Value> = slots
+            .iter()
+            .take(limit)
+            .map(|s| series.bar(s))
+            .collect();
+        Reply::ok(json!({
+            "bars": bars,
+            "symbol": symbol,
+            "next_page_token": next.unwrap_or(Value::Null),
+        }))
+    }
+
+    fn snapshots(&self, query: &Query) -> Reply {
+        let Some(symbols) = query.get("symbols") else {
+            return bad_request("symbols is required");
+        };
+        if let Some(feed) = query.get("feed") {
+            if !matches!(feed, "delayed_sip" | "iex" | "otc" | "sip" | "boats" | "overnight") {
+                return bad_request(&format!("invalid feed: {feed}"));
+            }
+        }
+        let days = Frame::Day.slots();
+        let minutes = Frame::Minutes(1).slots();
+        let mut out = Map::new();
+        for symbol in symbols.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (Some(series), Some(quote), Some(q)) = (
+                self.series(symbol),
+                self.quote_json(symbol),
+                self.quotes.get(symbol),
+            ) else {
+                continue;
+            };
+            let tape = self.asset(symbol).map_or("C", |a| a.tape);
+            let mut snapshot = Map::new();
+            snapshot.insert(
+                "latestTrade".into(),
+                json!({
+                    "t": q.at.to_rfc3339_opts(SecondsFormat::Nanos, true),
+                    "x": "V",
+                    "p": q.bid.number(),
+                    "s": 100,
+                    "c": ["@"],
+                    "i": 52983525029461_u64,
+                    "z": tape,
+                }),
+            );
+            snapshot.insert("latestQuote".into(), quote);
+            if let Some(slot) = minutes.last() {
+                snapshot.insert("minuteBar".into(), series.bar(slot));
+            }
+            if let Some(slot) = days.last() {
+                snapshot.insert("dailyBar".into(), series.bar(slot));
+            }
+            if let Some(slot) = days.iter().rev().nth(1) {
+                snapshot.insert("prevDailyBar".into(), series.bar(slot));
+            }
+            out.insert(symbol.to_owned(), Value::Object(snapshot));
+        }
+        Reply::ok(Value::Object(out))
+    }
+}
+
+fn asset_json(asset: &AssetInfo) -> Value {
+    json!({
+        "id": asset.id,
+        "class": "us_equity",
+        "exchange": asset.exchange,
+        "symbol": asset.symbol,
+        "name": asset.name,
+        "status": "active",
+        "tradable": true,
+        "marginable": true,
+        "maintenance_margin_requirement": 30,
+        "margin_requirement_long": "30",
+        "margin_requirement_short": "100",
+        "shortable": true,
+        "easy_to_borrow": true,
+        "borrow_status": "easy_to_borrow",
+        "fractionable": true,
+        "attributes": ["has_options"],
+        "cusip": asset.cusip,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Synthetic bars
+
+/// The last day of the bar series, and how many weekdays it spans.
+const SERIES_END: (i32, u32, u32) = (2026, 3, 2);
+const SERIES_DAYS: usize = 400;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Frame {
+    Day,
+    Minutes(u32),
+}
+
+/// One bar's place: when it starts and which minutes of which series day it covers.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    t: DateTime<Utc>,
+    day: i64,
+    from: u32,
+    to: u32,
+}
+
+impl Frame {
+    fn parse(text: &str) -> Option<Self> {
+        let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+        let n: u32 = text[..digits].parse().ok()?;
+        match &text[digits..] {
+            "Min" | "T" if (1..=59).contains(&n) => Some(Frame::Minutes(n)),
+            "Hour" | "H" if (1..=23).contains(&n) => Some(Frame::Minutes(n * 60)),
+            "Day" | "D" if n == 1 => Some(Frame::Day),
+            _ => None,
+        }
+    }
+
+    fn days() -> Vec<NaiveDate> {
+        let (y, m, d) = SERIES_END;
+        let mut day = NaiveDate::from_ymd_opt(y, m, d).unwrap_or(NaiveDate::MIN);
+        let mut days = Vec::with_capacity(SERIES_DAYS);
+        while days.len() < SERIES_DAYS {
+            if is_weekday(day) {
+                days.push(day);
+            }
+            day = day - TimeDelta::days(1);
+        }
+        days.reverse();
+        days
+    }
+
+    fn slots(self) -> Vec<Slot> {
+        let mut slots = Vec::new();
+        for (index, date) in Self::days().into_iter().enumerate() {
+            let day = i64::try_from(index).unwrap_or(0);
+            match self {
+                Frame::Day => slots.push(Slot {
+                    t: ny_at(date, 0),
+                    day,
+                    from: OPEN_MINUTE,
+                    to: CLOSE_MINUTE,
+                }),
+                Frame::Minutes(step) => {
+                    let mut start = OPEN_MINUTE / step * step;
+                    while start < CLOSE_MINUTE {
+                        slots.push(Slot {
+                            t: ny_at(date, start),
+                            day,
+                            from: start.max(OPEN_MINUTE),
+                            to: (start + step).min(CLOSE_MINUTE),
+                        });
+                        start += step;
+                    }
+                }
+            }
+        }
+        slots
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Series {
+    seed: u64,
+    base_cents: i64,
+}
+
+impl Series {
+    /// The price, in cents, at minute `x` of the series: a slow ±10% triangle wave over
+    /// 100 days, a fast ±0.5% one over two hours, and a little noise.
+    fn level(self, x: i64) -> i64 {
+        let amp = (self.base_cents / 5).max(2);
+        let slow_period: i64 = 100 * 1440;
+        let pos = x.rem_euclid(slow_period);
+        let tri = if pos < slow_period / 2 { pos } else { slow_period - pos };
+        let slow = tri * amp / (slow_period / 2) - amp / 2;
+        let fast_amp = (self.base_cents / 100).max(1);
+        let fast_pos = x.rem_euclid(120);
+        let fast_tri = if fast_pos < 60 { fast_pos } else { 120 - fast_pos };
+        let fast = fast_tri * fast_amp / 60 - fast_amp / 2;
+        let jitter = self.noise(x, 0) % (self.base_cents / 1000 + 1);
+        (self.base_cents + slow + fast + jitter).max(1)
+    }
+
+    fn noise(self, x: i64, salt: u64) -> i64 {
+        let mut z = self
+            .seed
+            .wrapping_add(x.unsigned_abs().wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .wrapping_add(salt.wrapping_mul(0xD1B5_4A32_D192_ED03));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        i64::try_from(z % 1_000_000).unwrap_or(0)
+    }
+
+    fn bar(self, slot: &Slot) -> Value {
+        let x0 = slot.day * 1440 + i64::from(slot.from);
+        let x1 = slot.day * 1440 + i64::from(slot.to) - 1;
+        let open = self.level(x0);
+        let close = self.level(x1);
+        let spread = (self.base_cents / 400).max(1);
+        let high = open.max(close) + self.noise(x0, 1) % spread + 1;
+        let low = (open.min(close) - self.noise(x0, 2) % spread - 1).max(1);
+        let vwap = (open + high + low + close) / 4;
+        let minutes = i64::from(slot.to - slot.from);
+        let volume = (self.noise(x0, 3) % 900 + 100) * minutes;
+        let cents = |c: i64| Dec::cents(c).number();
+        json!({
+            "t": stamp(slot.t),
+            "o": cents(open),
+            "h": cents(high),
+            "l": cents(low),
+            "c": cents(close),
+            "v": volume,
+            "n": volume / 40 + 1,
+            "vw": cents(vwap),
+        })
+    }
+}
+
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// URL-safe base64 without padding, so a page token needs no escaping in a query.
+fn base64_encode(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..=chunk.len() {
+            let index = (n >> (18 - 6 * i)) & 63;
+            out.push(char::from(BASE64[usize_of(u64::from(index))]));
+        }
+    }
+    out
+}
+
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let mut bits: u32 = 0;
+    let mut count = 0;
+    let mut out = Vec::new();
+    for c in text.trim_end_matches('=').bytes() {
+        let value = BASE64.iter().position(|b| *b == c)?;
+        bits = (bits << 6) | u32::try_from(value).ok()?;
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            out.push(u8::try_from((bits >> count) & 0xff).ok()?);
+        }
+    }
+    Some(out)
+}

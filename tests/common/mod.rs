@@ -1,0 +1,2 @@
+pub mod alpaca_fake;
+pub mod openapi;
