@@ -24,12 +24,18 @@
 //!
 //! So: cash 10000 − 1500 − 1000 + 680 − 0.03 + 1.25 = **8181.22**; positions AAPL 6 shares
 //! (average entry 150, cost basis 900) and JPM 5 shares (average entry 200, cost basis
-//! 1000); three filled orders (the sell is the newest); seven activities.
+//! 1000); three filled market orders (the sell is the newest); seven activities.
+//!
+//! Ids come from one counter in creation order: the account is `…000000000001`, the AAPL
+//! buy `…000000000003`, the JPM buy `…000000000006` and the AAPL sell `…00000000000a` (each
+//! order's generated `client_order_id` is the next number). Activity ids are the New York
+//! time of the activity, `::`, and a UUID: the first AAPL fill is
+//! `20260105093000000::00000000-0000-4000-8000-000000000005`.
 //!
 //! Quotes: AAPL bid 181.00 / ask 181.10, JPM 240.00 / 240.20, SPY 600.00 / 600.05. The
 //! last trade price of a symbol is its bid, so positions are valued at the bid: AAPL
 //! 6 × 181 = 1086 (unrealized P/L +186), JPM 5 × 240 = 1200 (+200); long market value
-//! 2286; equity = portfolio value = buying power + … = 8181.22 + 2286 = **10467.22**.
+//! 2286; equity = portfolio value = cash + long market value = 8181.22 + 2286 = **10467.22**.
 //! Yesterday's closes (`lastday_price`): AAPL 180.00, JPM 238.00, SPY 598.00, so the
 //! intraday P/L is AAPL +6 and JPM +10, and `last_equity` is 8181.22 + 1080 + 1190 =
 //! 10451.22. The account is a cash account (`multiplier` "1"): buying power is cash less
@@ -58,11 +64,25 @@
 //!   New York time); daily bars are stamped at New York midnight, intraday bars at their start,
 //!   aligned to multiples of the bar length since midnight. Prices are a deterministic
 //!   function of symbol and minute. Without `start`/`end` the whole series is in range.
+//! * Activities come newest first unless `direction=asc`; `page_size` defaults to 100 and is
+//!   capped at 100; `page_token` is the id of the last row of the previous page; `after` and
+//!   `until` are exclusive and compare a FILL's `transaction_time` or a non-trade row's
+//!   `created_at`. A non-trade row's `date` is `YYYY-MM-DD`, as Alpaca sends it (its OpenAPI
+//!   document calls it a date-time).
+//! * Bars paginate with `limit` (default 1000, at most 10000) and an opaque `page_token`;
+//!   `sort=desc` is supported; a symbol the fake does not know has no bars.
+//! * Errors always have the body `{"code": …, "message": …}`: 400 (40010000) for a body that
+//!   is not a JSON object, 400 (40010001) for a bad market-data parameter, 403 (40310000)
+//!   for too little buying power or too few shares, 404 (40410000) for an unknown order,
+//!   position, asset, quote or path, 422 (40010001) for an invalid order or query parameter,
+//!   422 (42210000) for an order that cannot be canceled or replaced any more.
+//! * Snapshots (`GET /v2/stocks/snapshots?symbols=…`, unknown symbols left out) hold the
+//!   quote, a latest trade at the bid, and the series' last minute bar and last two daily bars.
 //! * `GET /v2/clock` uses the real time, with US daylight saving and no holidays.
 //! * Normal answers carry `X-RateLimit-Limit: 200`, `X-RateLimit-Remaining: 199` and
 //!   `X-RateLimit-Reset`; only [`Failure::TooManyRequests`] produces a 429.
 
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -80,7 +100,6 @@ use chrono::{
     Weekday,
 };
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::openapi::{check_response, check_schema, load_spec};
@@ -96,6 +115,9 @@ pub enum Failure {
     ServerError,
     /// Any request: read it, then answer nothing for an hour.
     Hang,
+    /// The next `POST /v2/orders`: read it, then answer nothing (and make no order), as
+    /// a gateway that died mid-request.
+    HangOnOrder,
     /// The next `POST /v2/orders`: 422 `{"code":40010001,"message":"client_order_id must be
     /// unique"}`, and no order is made.
     DuplicateClientOrderId,
@@ -262,6 +284,11 @@ impl Dec {
 
     fn over(self, other: Dec) -> Option<Dec> {
         (other.0 != 0).then(|| Dec(div_round(self.0 * SCALE, other.0)))
+    }
+
+    /// `self / other`, cut (not rounded) to nine places.
+    fn over_down(self, other: Dec) -> Option<Dec> {
+        (other.0 != 0).then(|| Dec(self.0 * SCALE / other.0))
     }
 
     fn round(self, places: u32) -> Dec {
@@ -431,7 +458,7 @@ fn clock_json(now: DateTime<Utc>) -> Value {
                 next_close = Some(close);
             }
         }
-        day = day + TimeDelta::days(1);
+        day += TimeDelta::days(1);
     }
     let next_open = next_open.unwrap_or(now);
     let next_close = next_close.unwrap_or(now);
@@ -829,7 +856,7 @@ impl State {
         let order = self.orders[index].clone();
         let qty = match (order.qty, order.notional) {
             (Some(q), _) => q,
-            (None, Some(n)) => n.over(price).unwrap_or(Dec::ZERO).trunc(9),
+            (None, Some(n)) => n.over_down(price).unwrap_or(Dec::ZERO),
             (None, None) => Dec::ZERO,
         };
         let amount = qty.times(price).round(2);
@@ -909,13 +936,13 @@ impl State {
 
         // Legs wake up when their entry fills.
         for leg in &order.legs {
-            if let Some(i) = self.find(leg) {
-                if self.orders[i].status == "held"
-                    && (order.order_class != "bracket" || self.orders[i].order_type == "limit")
-                {
-                    self.orders[i].status = "new".to_owned();
-                    self.orders[i].updated_at = at;
-                }
+            if let Some(i) = self.find(leg)
+                && self.orders[i].status == "held"
+                && order.order_class != "oco"
+                && (order.order_class != "bracket" || self.orders[i].order_type == "limit")
+            {
+                self.orders[i].status = "new".to_owned();
+                self.orders[i].updated_at = at;
             }
         }
         // One-cancels-other: a filled exit cancels its siblings (and an OCO's parent).
@@ -1405,7 +1432,7 @@ impl State {
         let cancel_all = method == Method::DELETE && path == "/v2/orders";
         let queued = self.failures.iter().position(|f| match f {
             Failure::TooManyRequests { .. } | Failure::ServerError | Failure::Hang => true,
-            Failure::DuplicateClientOrderId => post_order,
+            Failure::DuplicateClientOrderId | Failure::HangOnOrder => post_order,
             Failure::CancelAllMultiStatus => cancel_all,
         });
         let mut partial_cancel = false;
@@ -1425,7 +1452,7 @@ impl State {
                 Failure::ServerError => {
                     return Outcome::Reply(Reply::error(500, 50010000, "internal server error"));
                 }
-                Failure::Hang => return Outcome::Hang,
+                Failure::Hang | Failure::HangOnOrder => return Outcome::Hang,
                 Failure::DuplicateClientOrderId => {
                     return Outcome::Reply(unprocessable("client_order_id must be unique"));
                 }
@@ -1444,7 +1471,10 @@ impl State {
         reply.headers.extend([
             ("X-RateLimit-Limit".to_owned(), "200".to_owned()),
             ("X-RateLimit-Remaining".to_owned(), "199".to_owned()),
-            ("X-RateLimit-Reset".to_owned(), (now.timestamp() + 60).to_string()),
+            (
+                "X-RateLimit-Reset".to_owned(),
+                (now.timestamp() + 60).to_string(),
+            ),
         ]);
         Outcome::Reply(reply)
     }
@@ -1483,11 +1513,7 @@ impl State {
             ("DELETE", ["v2", "orders"]) => self.cancel_all(partial_cancel, now),
             ("GET", ["v2", "orders:by_client_order_id"]) => {
                 let wanted = query.get("client_order_id").unwrap_or("");
-                match self
-                    .orders
-                    .iter()
-                    .position(|o| o.client_order_id == wanted)
-                {
+                match self.orders.iter().position(|o| o.client_order_id == wanted) {
                     Some(i) => Reply::ok(self.order_json(i, query.flag("nested"))),
                     None => Reply::error(404, 40410000, "order not found"),
                 }
@@ -1533,7 +1559,9 @@ impl State {
                     .map(|t| t.trim().to_uppercase())
                     .filter(|t| !t.is_empty())
                     .collect();
-                if let Some(bad) = wanted.iter().find(|t| !ACTIVITY_TYPES.contains(&t.as_str()))
+                if let Some(bad) = wanted
+                    .iter()
+                    .find(|t| !ACTIVITY_TYPES.contains(&t.as_str()))
                 {
                     return unprocessable(&format!("invalid activity type: {bad}"));
                 }
@@ -1541,7 +1569,10 @@ impl State {
             }
         };
         let category = query.get("category");
-        if !matches!(category, None | Some("trade_activity" | "non_trade_activity")) {
+        if !matches!(
+            category,
+            None | Some("trade_activity" | "non_trade_activity")
+        ) {
             return unprocessable("invalid category");
         }
         let ascending = match query.get("direction") {
@@ -1553,11 +1584,11 @@ impl State {
             Ok(n) => usize_of(n.min(100)),
             Err(e) => return unprocessable(&e),
         };
-        let (after, until, date) = match (query.time("after"), query.time("until"), query.time("date"))
-        {
-            (Ok(a), Ok(u), Ok(d)) => (a, u, d),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return unprocessable(&e),
-        };
+        let (after, until, date) =
+            match (query.time("after"), query.time("until"), query.time("date")) {
+                (Ok(a), Ok(u), Ok(d)) => (a, u, d),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return unprocessable(&e),
+            };
 
         let mut sorted: Vec<&Activity> = self.activities.iter().collect();
         sorted.sort_by(|a, b| (a.at, &a.id).cmp(&(b.at, &b.id)));
@@ -1691,12 +1722,6 @@ impl State {
             }
             _ => {}
         }
-        if matches!(order_type, "limit" | "stop_limit") && limit_price.is_none() {
-            return unprocessable("limit_price is required");
-        }
-        if matches!(order_type, "stop" | "stop_limit") && stop_price.is_none() {
-            return unprocessable("stop_price is required");
-        }
         let client_order_id = match request.get("client_order_id") {
             None | Some(Value::Null) => None,
             Some(Value::String(c)) if c.chars().count() > 128 => {
@@ -1717,7 +1742,9 @@ impl State {
             _ => return unprocessable("invalid order_class"),
         };
         let take_profit = match decimal(
-            request.get("take_profit").and_then(|t| t.get("limit_price")),
+            request
+                .get("take_profit")
+                .and_then(|t| t.get("limit_price")),
             "take_profit.limit_price",
         ) {
             Ok(v) => v,
@@ -1737,6 +1764,17 @@ impl State {
             (Err(e), _) | (_, Err(e)) => return e,
         };
 
+        // An OCO order's own limit price is its take-profit's.
+        let limit_price = match class {
+            "oco" => limit_price.or(take_profit),
+            _ => limit_price,
+        };
+        if matches!(order_type, "limit" | "stop_limit") && limit_price.is_none() {
+            return unprocessable("limit_price is required");
+        }
+        if matches!(order_type, "stop" | "stop_limit") && stop_price.is_none() {
+            return unprocessable("stop_price is required");
+        }
         let quote = self.quotes.get(&symbol).copied();
         let buying = side == "buy";
         let touch = quote.map(|q| if buying { q.ask } else { q.bid });
@@ -1749,7 +1787,9 @@ impl State {
                 _ => (true, true),
             };
             if (needs_tp && take_profit.is_none()) || (needs_sl && stop_loss.is_none()) {
-                return unprocessable("take_profit.limit_price and stop_loss.stop_price are required");
+                return unprocessable(
+                    "take_profit.limit_price and stop_loss.stop_price are required",
+                );
             }
             if class == "oto" && take_profit.is_some() == stop_loss.is_some() {
                 return unprocessable("oto orders take one of take_profit or stop_loss");
@@ -1763,48 +1803,43 @@ impl State {
             if !matches!(tif, "day" | "gtc") {
                 return unprocessable("orders with legs must be day or gtc");
             }
-            let base = if class == "oco" {
-                None
-            } else {
-                limit_price.or(touch)
-            };
             let cent = Dec::cents(1);
-            // The exits sit on the far side of the entry: above and below it for a buy.
-            let exit_ok = |tp: Option<Dec>, sl: Option<Dec>| -> bool {
-                let reference = base.or(tp.zip(sl).map(|(t, s)| (t + s).over(Dec::int(2)).unwrap_or(t)));
-                let Some(reference) = reference else {
-                    return true;
-                };
-                let tp_ok = tp.is_none_or(|t| {
-                    if buying { t >= reference + cent } else { t <= reference - cent }
-                });
-                let sl_ok = sl.is_none_or(|s| {
-                    if buying { s <= reference - cent } else { s >= reference + cent }
-                });
-                tp_ok && sl_ok
-            };
-            let exits_buy_side = class == "oco";
-            // An OCO is itself the exit: its take-profit sells above the stop for a sell.
-            if exits_buy_side {
-                if let (Some(t), Some(s)) = (take_profit, stop_loss) {
-                    let ordered = if buying { t < s } else { t > s };
-                    if !ordered {
-                        return unprocessable(
-                            "take_profit.limit_price must be on the other side of stop_loss.stop_price",
-                        );
-                    }
+            if class == "oco" {
+                // An OCO is itself the exit: a sell takes profit above its stop, a buy below.
+                if let (Some(t), Some(s)) = (take_profit, stop_loss)
+                    && ((buying && t >= s) || (!buying && t <= s))
+                {
+                    return unprocessable(
+                        "take_profit.limit_price must be on the profitable side of stop_loss.stop_price",
+                    );
                 }
-            } else if !exit_ok(take_profit, stop_loss) {
-                return unprocessable(if buying {
-                    "take_profit.limit_price must be above and stop_loss.stop_price below the entry"
-                } else {
-                    "take_profit.limit_price must be below and stop_loss.stop_price above the entry"
+            } else if let Some(base) = limit_price.or(touch) {
+                // A bracket's exits sit on either side of the entry: above and below a buy.
+                let tp_ok = take_profit.is_none_or(|t| {
+                    if buying {
+                        t >= base + cent
+                    } else {
+                        t <= base - cent
+                    }
                 });
+                let sl_ok = stop_loss.is_none_or(|s| {
+                    if buying {
+                        s <= base - cent
+                    } else {
+                        s >= base + cent
+                    }
+                });
+                if !(tp_ok && sl_ok) {
+                    return unprocessable(if buying {
+                        "take_profit.limit_price must be above and stop_loss.stop_price below the entry"
+                    } else {
+                        "take_profit.limit_price must be below and stop_loss.stop_price above the entry"
+                    });
+                }
             }
         }
 
         // What the order needs: cash for a buy, shares for a sell.
-        let entry_sells = (class != "oco" && !buying) || (class == "oco" && !buying);
         let estimate_price = limit_price.or(stop_price).or(touch);
         if buying {
             let cost = match (qty, notional, estimate_price) {
@@ -1816,10 +1851,10 @@ impl State {
                 return Reply::error(403, 40310000, "insufficient buying power");
             }
         }
-        if entry_sells {
+        if !buying {
             let wanted = match (qty, notional, touch) {
                 (Some(q), _, _) => q,
-                (None, Some(n), Some(p)) => n.over(p).unwrap_or(Dec::ZERO).trunc(9),
+                (None, Some(n), Some(p)) => n.over_down(p).unwrap_or(Dec::ZERO),
                 _ => Dec::ZERO,
             };
             let held = self.positions.get(&symbol).map_or(Dec::ZERO, |h| h.qty);
@@ -1835,7 +1870,7 @@ impl State {
             }
         }
 
-        let mut draft = Draft {
+        let draft = Draft {
             symbol: symbol.clone(),
             side: side.to_owned(),
             order_type: order_type.to_owned(),
@@ -1849,9 +1884,6 @@ impl State {
             parent: None,
             status: "new",
         };
-        if class == "oco" {
-            draft.limit_price = limit_price.or(take_profit);
-        }
         let index = self.insert_order(draft, now);
         let parent_id = self.orders[index].id.clone();
         let exit_side = if class == "oco" {
@@ -1877,10 +1909,10 @@ impl State {
                 parent: Some(parent_id.clone()),
                 status,
             };
-            if class != "oco" {
-                if let Some(tp) = take_profit {
-                    legs.push(leg("limit", Some(tp), None, "held"));
-                }
+            if class != "oco"
+                && let Some(tp) = take_profit
+            {
+                legs.push(leg("limit", Some(tp), None, "held"));
             }
             if let Some(sl) = stop_loss {
                 let kind = if stop_loss_limit.is_some() {
@@ -2020,7 +2052,9 @@ impl State {
             return unprocessable("the fake only closes long positions");
         }
         let qty = match (query.get("qty"), query.get("percentage")) {
-            (Some(_), Some(_)) => return unprocessable("only one of qty or percentage may be given"),
+            (Some(_), Some(_)) => {
+                return unprocessable("only one of qty or percentage may be given");
+            }
             (Some(q), None) => match Dec::parse(q) {
                 Some(q) if q.is_positive() => q,
                 _ => return unprocessable("invalid qty"),
@@ -2075,10 +2109,13 @@ impl State {
     }
 
     fn latest_quote(&self, symbol: &str, query: &Query) -> Reply {
-        if let Some(feed) = query.get("feed") {
-            if !matches!(feed, "delayed_sip" | "iex" | "otc" | "sip" | "boats" | "overnight") {
-                return bad_request(&format!("invalid feed: {feed}"));
-            }
+        if let Some(feed) = query.get("feed")
+            && !matches!(
+                feed,
+                "delayed_sip" | "iex" | "otc" | "sip" | "boats" | "overnight"
+            )
+        {
+            return bad_request(&format!("invalid feed: {feed}"));
         }
         match self.quote_json(symbol) {
             Some(quote) => Reply::ok(json!({"symbol": symbol, "quote": quote})),
@@ -2106,10 +2143,10 @@ impl State {
             Ok(n) => usize_of(n),
             Err(e) => return bad_request(&e),
         };
-        if let Some(feed) = query.get("feed") {
-            if !matches!(feed, "iex" | "otc" | "sip" | "boats") {
-                return bad_request(&format!("invalid feed: {feed}"));
-            }
+        if let Some(feed) = query.get("feed")
+            && !matches!(feed, "iex" | "otc" | "sip" | "boats")
+        {
+            return bad_request(&format!("invalid feed: {feed}"));
         }
         let descending = match query.get("sort") {
             None | Some("asc") => false,
@@ -2124,7 +2161,9 @@ impl State {
         let end = match query.get("end") {
             None => None,
             Some(text) => match parse_time(text) {
-                Some(t) if text.len() == 10 => Some(t + TimeDelta::days(1) - TimeDelta::nanoseconds(1)),
+                Some(t) if text.len() == 10 => {
+                    Some(t + TimeDelta::days(1) - TimeDelta::nanoseconds(1))
+                }
                 Some(t) => Some(t),
                 None => return bad_request(&format!("invalid end: {text}")),
             },
@@ -2134,14 +2173,15 @@ impl State {
             None => None,
             Some(token) => {
                 let decoded = base64_decode(token).and_then(|b| String::from_utf8(b).ok());
-                let parsed = decoded.as_deref().and_then(|d| d.rsplit_once('|')).and_then(
-                    |(kind, secs)| {
+                let parsed = decoded
+                    .as_deref()
+                    .and_then(|d| d.rsplit_once('|'))
+                    .and_then(|(kind, secs)| {
                         (kind == token_kind)
                             .then(|| secs.parse::<i64>().ok())
                             .flatten()
                             .and_then(|s| DateTime::from_timestamp(s, 0))
-                    },
-                );
+                    });
                 match parsed {
                     Some(t) => Some(t),
                     None => return bad_request("invalid page_token"),
@@ -2163,13 +2203,11 @@ impl State {
             slots.retain(|s| if descending { s.t <= from } else { s.t >= from });
         }
         let next = slots.get(limit).map(|s| {
-            Value::String(base64_encode(format!("{token_kind}|{}", s.t.timestamp()).as_bytes()))
+            Value::String(base64_encode(
+                format!("{token_kind}|{}", s.t.timestamp()).as_bytes(),
+            ))
         });
-        let bars: Vec<Value> = slots
-            .iter()
-            .take(limit)
-            .map(|s| series.bar(s))
-            .collect();
+        let bars: Vec<Value> = slots.iter().take(limit).map(|s| series.bar(s)).collect();
         Reply::ok(json!({
             "bars": bars,
             "symbol": symbol,
@@ -2181,10 +2219,13 @@ impl State {
         let Some(symbols) = query.get("symbols") else {
             return bad_request("symbols is required");
         };
-        if let Some(feed) = query.get("feed") {
-            if !matches!(feed, "delayed_sip" | "iex" | "otc" | "sip" | "boats" | "overnight") {
-                return bad_request(&format!("invalid feed: {feed}"));
-            }
+        if let Some(feed) = query.get("feed")
+            && !matches!(
+                feed,
+                "delayed_sip" | "iex" | "otc" | "sip" | "boats" | "overnight"
+            )
+        {
+            return bad_request(&format!("invalid feed: {feed}"));
         }
         let days = Frame::Day.slots();
         let minutes = Frame::Minutes(1).slots();
@@ -2291,7 +2332,7 @@ impl Frame {
             if is_weekday(day) {
                 days.push(day);
             }
-            day = day - TimeDelta::days(1);
+            day -= TimeDelta::days(1);
         }
         days.reverse();
         days
@@ -2339,11 +2380,19 @@ impl Series {
         let amp = (self.base_cents / 5).max(2);
         let slow_period: i64 = 100 * 1440;
         let pos = x.rem_euclid(slow_period);
-        let tri = if pos < slow_period / 2 { pos } else { slow_period - pos };
+        let tri = if pos < slow_period / 2 {
+            pos
+        } else {
+            slow_period - pos
+        };
         let slow = tri * amp / (slow_period / 2) - amp / 2;
         let fast_amp = (self.base_cents / 100).max(1);
         let fast_pos = x.rem_euclid(120);
-        let fast_tri = if fast_pos < 60 { fast_pos } else { 120 - fast_pos };
+        let fast_tri = if fast_pos < 60 {
+            fast_pos
+        } else {
+            120 - fast_pos
+        };
         let fast = fast_tri * fast_amp / 60 - fast_amp / 2;
         let jitter = self.noise(x, 0) % (self.base_cents / 1000 + 1);
         (self.base_cents + slow + fast + jitter).max(1)
@@ -2425,4 +2474,1602 @@ fn base64_decode(text: &str) -> Option<Vec<u8>> {
         }
     }
     Some(out)
+}
+
+// ---------------------------------------------------------------------------------------
+// Self-check: every endpoint, status and failure, over a hand-written HTTP/1.1 client
+
+/// One HTTP answer as the self-check's client read it.
+#[derive(Debug)]
+struct Exchange {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Exchange {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn parse_exchange(raw: &[u8]) -> Exchange {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no end of headers in {:?}", String::from_utf8_lossy(raw)));
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut rest = raw[split + 4..].to_vec();
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or("");
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    if chunked {
+        let mut body = Vec::new();
+        let mut at = 0;
+        while let Some(end) = rest[at..].windows(2).position(|w| w == b"\r\n") {
+            let size_text = String::from_utf8_lossy(&rest[at..at + end]).into_owned();
+            let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+                .unwrap_or(0);
+            at += end + 2;
+            if size == 0 || at + size > rest.len() {
+                break;
+            }
+            body.extend_from_slice(&rest[at..at + size]);
+            at += size + 2;
+        }
+        rest = body;
+    } else if let Some(length) = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse::<usize>().ok())
+    {
+        rest.truncate(length);
+    }
+    let body = if rest.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&rest).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {:?}",
+                String::from_utf8_lossy(&rest)
+            )
+        })
+    };
+    Exchange {
+        status,
+        headers,
+        body,
+    }
+}
+
+// Plain readiness-based I/O, so the fake needs no more of tokio than `net`.
+async fn write_all(stream: &TcpStream, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        stream.writable().await?;
+        match stream.try_write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+async fn read_to_end(stream: &TcpStream, out: &mut Vec<u8>) -> std::io::Result<()> {
+    let mut buffer = vec![0_u8; 16 * 1024];
+    loop {
+        stream.readable().await?;
+        match stream.try_read(&mut buffer) {
+            Ok(0) => return Ok(()),
+            Ok(n) => out.extend_from_slice(&buffer[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Sends one request on a fresh connection; `None` when no full answer came within `wait`.
+async fn http(
+    addr: &str,
+    method: &str,
+    target: &str,
+    auth: Option<(&str, &str)>,
+    body: Option<&Value>,
+    wait: Duration,
+) -> Option<Exchange> {
+    let exchange = async {
+        let stream = TcpStream::connect(addr)
+            .await
+            .unwrap_or_else(|e| panic!("cannot connect to {addr}: {e}"));
+        let payload = body.map(Value::to_string).unwrap_or_default();
+        let mut request = format!(
+            "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAccept: application/json\r\n"
+        );
+        if let Some((key, secret)) = auth {
+            request += &format!("APCA-API-KEY-ID: {key}\r\nAPCA-API-SECRET-KEY: {secret}\r\n");
+        }
+        if body.is_some() {
+            request += &format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                payload.len()
+            );
+        }
+        request += "\r\n";
+        request += &payload;
+        write_all(&stream, request.as_bytes())
+            .await
+            .unwrap_or_else(|e| panic!("{method} {target}: cannot send: {e}"));
+        let mut raw = Vec::new();
+        read_to_end(&stream, &mut raw)
+            .await
+            .unwrap_or_else(|e| panic!("{method} {target}: cannot read: {e}"));
+        parse_exchange(&raw)
+    };
+    tokio::time::timeout(wait, exchange).await.ok()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Api {
+    Trading,
+    Data,
+}
+
+/// The self-check's client: sends requests, checks answers against the specs.
+#[derive(Debug)]
+struct Checker {
+    addr: String,
+    key: String,
+    secret: String,
+    trading: Value,
+    data: Value,
+    sent: usize,
+    undeclared: Vec<String>,
+}
+
+const WAIT: Duration = Duration::from_secs(20);
+
+impl Checker {
+    async fn send(&mut self, method: &str, target: &str, body: Option<&Value>) -> Exchange {
+        self.sent += 1;
+        let auth = Some((self.key.as_str(), self.secret.as_str()));
+        http(&self.addr, method, target, auth, body, WAIT)
+            .await
+            .unwrap_or_else(|| panic!("{method} {target}: no answer within {WAIT:?}"))
+    }
+
+    async fn send_as(
+        &mut self,
+        auth: Option<(&str, &str)>,
+        method: &str,
+        target: &str,
+    ) -> Exchange {
+        self.sent += 1;
+        http(&self.addr, method, target, auth, None, WAIT)
+            .await
+            .unwrap_or_else(|| panic!("{method} {target}: no answer within {WAIT:?}"))
+    }
+
+    /// Checks an answer against its API's document. An error status the document does not
+    /// declare for the operation is noted (see the return value of [`self_check`]); every
+    /// error body must match the trading document's `Error` schema.
+    fn conform(&mut self, api: Api, method: &str, template: &str, reply: &Exchange) {
+        let spec = match api {
+            Api::Trading => &self.trading,
+            Api::Data => &self.data,
+        };
+        match check_response(spec, method, template, reply.status, &reply.body) {
+            Ok(()) => {}
+            Err(e) if reply.status >= 400 && e.contains("no response declared") => {
+                let note = format!("{} {template} {}", method.to_uppercase(), reply.status);
+                if !self.undeclared.contains(&note) {
+                    self.undeclared.push(note);
+                }
+            }
+            Err(e) => panic!("{e}\nbody: {}", reply.body),
+        }
+        if reply.status >= 400 {
+            let error = json!({"$ref": "#/components/schemas/Error"});
+            if let Err(e) = check_schema(&self.trading, &error, &reply.body) {
+                panic!("{method} {template} -> {}: not an Error: {e}", reply.status);
+            }
+        }
+    }
+
+    async fn expect(
+        &mut self,
+        api: Api,
+        method: &str,
+        target: &str,
+        template: &str,
+        body: Option<&Value>,
+        status: u16,
+    ) -> Exchange {
+        let reply = self.send(method, target, body).await;
+        assert_eq!(
+            reply.status, status,
+            "{method} {target}: unexpected status; body {}",
+            reply.body
+        );
+        self.conform(api, method, template, &reply);
+        reply
+    }
+
+    async fn get(&mut self, api: Api, target: &str, template: &str) -> Value {
+        self.expect(api, "GET", target, template, None, 200)
+            .await
+            .body
+    }
+
+    async fn post_order(&mut self, order: &Value) -> Value {
+        self.expect(
+            Api::Trading,
+            "POST",
+            "/v2/orders",
+            "/v2/orders",
+            Some(order),
+            200,
+        )
+        .await
+        .body
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn fails(
+        &mut self,
+        api: Api,
+        method: &str,
+        target: &str,
+        template: &str,
+        body: Option<&Value>,
+        status: u16,
+        code: u64,
+    ) -> Value {
+        let reply = self
+            .expect(api, method, target, template, body, status)
+            .await;
+        assert_eq!(
+            reply.body["code"],
+            json!(code),
+            "{method} {target}: {}",
+            reply.body
+        );
+        reply.body
+    }
+}
+
+fn text(value: &Value) -> &str {
+    value
+        .as_str()
+        .unwrap_or_else(|| panic!("expected a string, got {value}"))
+}
+
+fn items(value: &Value) -> &Vec<Value> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("expected an array, got {value}"))
+}
+
+fn number(value: &Value) -> f64 {
+    value
+        .as_f64()
+        .unwrap_or_else(|| panic!("expected a number, got {value}"))
+}
+
+fn time_of(value: &Value) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(text(value))
+        .unwrap_or_else(|e| panic!("{value} is not RFC 3339: {e}"))
+        .with_timezone(&Utc)
+}
+
+fn position_of<'a>(positions: &'a Value, symbol: &str) -> &'a Value {
+    items(positions)
+        .iter()
+        .find(|p| p["symbol"] == symbol)
+        .unwrap_or_else(|| panic!("no {symbol} position in {positions}"))
+}
+
+fn order_by_id(orders: &[Value], id: &Value) -> Value {
+    orders
+        .iter()
+        .find(|o| o["id"] == *id)
+        .cloned()
+        .unwrap_or_else(|| panic!("the fake holds no order {id}"))
+}
+
+/// Exercises every endpoint, status and failure of a fresh fake over HTTP, checking each
+/// answer against Alpaca's OpenAPI documents and the seeded scenario's numbers. Returns the
+/// `"METHOD /template STATUS"` answers the fake gives that the documents do not declare for
+/// that operation (their bodies are still checked against the `Error` schema).
+pub async fn self_check() -> Vec<String> {
+    use Api::{Data, Trading};
+
+    let fake = AlpacaFake::start("test-key", "test-secret").await;
+    let mut c = Checker {
+        addr: fake.url.trim_start_matches("http://").to_owned(),
+        key: "test-key".to_owned(),
+        secret: "test-secret".to_owned(),
+        trading: load_spec("trading-api.json"),
+        data: load_spec("market-data-api.json"),
+        sent: 0,
+        undeclared: Vec::new(),
+    };
+
+    // -- authentication ----------------------------------------------------------------
+    let unauthorized = json!({"code": 40110000, "message": "request is not authorized"});
+    for auth in [
+        None,
+        Some(("test-key", "wrong")),
+        Some(("wrong", "test-secret")),
+    ] {
+        let reply = c.send_as(auth, "GET", "/v2/account").await;
+        assert_eq!(reply.status, 401);
+        assert_eq!(reply.body, unauthorized);
+        c.conform(Trading, "GET", "/v2/account", &reply);
+    }
+    let reply = c
+        .send_as(None, "GET", "/v2/stocks/AAPL/quotes/latest")
+        .await;
+    assert_eq!(reply.status, 401);
+    c.conform(Data, "GET", "/v2/stocks/{symbol}/quotes/latest", &reply);
+
+    // -- account -------------------------------------------------------------------------
+    let account = c.get(Trading, "/v2/account", "/v2/account").await;
+    assert_eq!(account["id"], uuid(1));
+    assert_eq!(account["account_number"], "PA3TESTACCT");
+    assert_eq!(account["status"], "ACTIVE");
+    assert_eq!(account["currency"], "USD");
+    assert_eq!(account["cash"], "8181.22");
+    assert_eq!(account["long_market_value"], "2286");
+    assert_eq!(account["equity"], "10467.22");
+    assert_eq!(account["portfolio_value"], "10467.22");
+    assert_eq!(account["last_equity"], "10451.22");
+    assert_eq!(account["buying_power"], "8181.22");
+
+    // -- positions -----------------------------------------------------------------------
+    let positions = c.get(Trading, "/v2/positions", "/v2/positions").await;
+    assert_eq!(items(&positions).len(), 2);
+    let aapl = position_of(&positions, "AAPL").clone();
+    for (field, want) in [
+        ("qty", "6"),
+        ("qty_available", "6"),
+        ("avg_entry_price", "150"),
+        ("cost_basis", "900"),
+        ("current_price", "181"),
+        ("lastday_price", "180"),
+        ("market_value", "1086"),
+        ("unrealized_pl", "186"),
+        ("unrealized_intraday_pl", "6"),
+        ("side", "long"),
+        ("exchange", "NASDAQ"),
+    ] {
+        assert_eq!(aapl[field], want, "AAPL {field}");
+    }
+    let jpm = position_of(&positions, "JPM");
+    for (field, want) in [
+        ("qty", "5"),
+        ("avg_entry_price", "200"),
+        ("cost_basis", "1000"),
+        ("market_value", "1200"),
+        ("unrealized_pl", "200"),
+        ("unrealized_plpc", "0.2"),
+        ("unrealized_intraday_pl", "10"),
+        ("exchange", "NYSE"),
+    ] {
+        assert_eq!(jpm[field], want, "JPM {field}");
+    }
+    let template = "/v2/positions/{symbol_or_asset_id}";
+    assert_eq!(c.get(Trading, "/v2/positions/AAPL", template).await, aapl);
+    let by_id = format!("/v2/positions/{}", text(&aapl["asset_id"]));
+    assert_eq!(c.get(Trading, &by_id, template).await, aapl);
+    let missing = c
+        .fails(
+            Trading,
+            "GET",
+            "/v2/positions/SPY",
+            template,
+            None,
+            404,
+            40410000,
+        )
+        .await;
+    assert_eq!(missing["message"], "position does not exist");
+
+    // -- activities ----------------------------------------------------------------------
+    let template = "/v2/account/activities";
+    let all = c.get(Trading, template, template).await;
+    let kinds = |rows: &Value| -> Vec<String> {
+        items(rows)
+            .iter()
+            .map(|r| text(&r["activity_type"]).to_owned())
+            .collect()
+    };
+    assert_eq!(
+        kinds(&all),
+        ["FEE", "FEE", "FILL", "DIV", "FILL", "FILL", "CSD"],
+        "newest first"
+    );
+    let rows = items(&all);
+    // Cash is the sum of the cash movements.
+    let mut cash = Dec::ZERO;
+    for row in rows {
+        if row["activity_type"] == "FILL" {
+            let amount = dec(text(&row["price"])).times(dec(text(&row["qty"])));
+            cash = if row["side"] == "buy" {
+                cash - amount
+            } else {
+                cash + amount
+            };
+        } else {
+            cash = cash + dec(text(&row["net_amount"]));
+        }
+    }
+    assert_eq!(cash.to_string(), "8181.22");
+    let sell = &rows[2];
+    assert_eq!(
+        (&sell["side"], &sell["qty"], &sell["price"]),
+        (&json!("sell"), &json!("4"), &json!("170"))
+    );
+    let fees: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["activity_type"] == "FEE")
+        .collect();
+    let reg = fees
+        .iter()
+        .find(|f| f["activity_sub_type"] == "REG")
+        .unwrap_or_else(|| panic!("no REG fee"));
+    let taf = fees
+        .iter()
+        .find(|f| f["activity_sub_type"] == "TAF")
+        .unwrap_or_else(|| panic!("no TAF fee"));
+    assert_eq!(reg["order_id"], sell["order_id"]);
+    assert_eq!(sell["order_id"], uuid(10));
+    assert_eq!(rows[5]["id"], format!("20260105093000000::{}", uuid(5)));
+    assert_eq!(reg["net_amount"], "-0.02");
+    assert!(taf.get("order_id").is_none());
+    assert_eq!(taf["net_amount"], "-0.01");
+    assert!(text(&rows[5]["id"]).starts_with("20260105093000000::"));
+    assert_eq!(rows[5]["transaction_time"], "2026-01-05T14:30:00Z");
+    assert_eq!(rows[6]["date"], "2026-01-02");
+    // Each row against its own schema. Alpaca sends a non-trade activity's `date` as
+    // YYYY-MM-DD, which the document calls a date-time: checked as a date instead.
+    let mut patched = c.trading.clone();
+    patched["components"]["schemas"]["NonTradeActivities"]["properties"]["date"]["format"] =
+        json!("date");
+    let non_trade = json!({"$ref": "#/components/schemas/NonTradeActivities"});
+    let trade = json!({"$ref": "#/components/schemas/TradingActivities"});
+    for row in rows {
+        let schema = if row["activity_type"] == "FILL" {
+            &trade
+        } else {
+            &non_trade
+        };
+        if let Err(e) = check_schema(&patched, schema, row) {
+            panic!("activity {row}: {e}");
+        }
+    }
+    let strict = check_schema(&c.trading, &non_trade, &rows[6]);
+    assert!(
+        strict.as_ref().is_err_and(|e| e.contains("$.date")),
+        "the document's NonTradeActivities.date is a date-time: {strict:?}"
+    );
+    // Pages of two, oldest first, for fills and fees only.
+    let mut collected = Vec::new();
+    let mut sizes = Vec::new();
+    let mut token = String::new();
+    loop {
+        let target = format!("{template}?activity_types=FILL,FEE&direction=asc&page_size=2{token}");
+        let page = c.get(Trading, &target, template).await;
+        let page = items(&page).clone();
+        let Some(last) = page.last() else {
+            break;
+        };
+        token = format!("&page_token={}", text(&last["id"]));
+        sizes.push(page.len());
+        collected.extend(page);
+    }
+    assert_eq!(sizes, [2, 2, 1]);
+    assert_eq!(
+        kinds(&Value::Array(collected.clone())),
+        ["FILL", "FILL", "FILL", "FEE", "FEE"]
+    );
+    let window = c
+        .get(
+            Trading,
+            &format!("{template}?after=2026-01-05&until=2026-03-01&direction=asc"),
+            template,
+        )
+        .await;
+    assert_eq!(kinds(&window), ["FILL", "FILL", "DIV"]);
+    let on_day = c
+        .get(Trading, &format!("{template}?date=2026-03-02"), template)
+        .await;
+    assert_eq!(kinds(&on_day), ["FEE", "FEE", "FILL"]);
+    let non_trades = c
+        .get(
+            Trading,
+            &format!("{template}?category=non_trade_activity"),
+            template,
+        )
+        .await;
+    assert_eq!(kinds(&non_trades), ["FEE", "FEE", "DIV", "CSD"]);
+    let big_page = c
+        .get(Trading, &format!("{template}?page_size=1000"), template)
+        .await;
+    assert_eq!(items(&big_page).len(), 7);
+    let dividends = c
+        .get(
+            Trading,
+            "/v2/account/activities/DIV",
+            "/v2/account/activities/{activity_type}",
+        )
+        .await;
+    assert_eq!(kinds(&dividends), ["DIV"]);
+    assert_eq!(dividends[0]["net_amount"], "1.25");
+    c.fails(
+        Trading,
+        "GET",
+        &format!("{template}?activity_types=BOGUS"),
+        template,
+        None,
+        422,
+        40010001,
+    )
+    .await;
+    c.fails(
+        Trading,
+        "GET",
+        &format!("{template}?page_token=nope"),
+        template,
+        None,
+        422,
+        40010001,
+    )
+    .await;
+
+    // -- clock and assets ------------------------------------------------------------------
+    let clock = c.get(Trading, "/v2/clock", "/v2/clock").await;
+    let now = time_of(&clock["timestamp"]);
+    let (next_open, next_close) = (time_of(&clock["next_open"]), time_of(&clock["next_close"]));
+    assert!(next_open > now && next_close > now);
+    assert_eq!(clock["is_open"], json!(next_close < next_open));
+    let template = "/v2/assets/{symbol_or_asset_id}";
+    for (symbol, exchange) in [("AAPL", "NASDAQ"), ("SPY", "ARCA"), ("JPM", "NYSE")] {
+        let asset = c
+            .get(Trading, &format!("/v2/assets/{symbol}"), template)
+            .await;
+        assert_eq!(
+            (asset["symbol"].clone(), asset["exchange"].clone()),
+            (json!(symbol), json!(exchange))
+        );
+        assert_eq!(asset["tradable"], true);
+    }
+    c.fails(
+        Trading,
+        "GET",
+        "/v2/assets/NOPE",
+        template,
+        None,
+        404,
+        40410000,
+    )
+    .await;
+
+    // -- market data: quotes, bars, snapshots ----------------------------------------------
+    let template = "/v2/stocks/{symbol}/quotes/latest";
+    let quote = c
+        .get(Data, "/v2/stocks/AAPL/quotes/latest?feed=iex", template)
+        .await;
+    assert_eq!(quote["symbol"], "AAPL");
+    assert_eq!(quote["quote"]["bp"], json!(181.0));
+    assert_eq!(quote["quote"]["ap"], json!(181.1));
+    assert_eq!(quote["quote"]["z"], "C");
+    c.fails(
+        Data,
+        "GET",
+        "/v2/stocks/AAPL/quotes/latest?feed=bogus",
+        template,
+        None,
+        400,
+        40010001,
+    )
+    .await;
+    c.fails(
+        Data,
+        "GET",
+        "/v2/stocks/NOPE/quotes/latest",
+        template,
+        None,
+        404,
+        40410000,
+    )
+    .await;
+
+    let template = "/v2/stocks/{symbol}/bars";
+    let daily = c
+        .get(
+            Data,
+            "/v2/stocks/AAPL/bars?timeframe=1Day&feed=iex",
+            template,
+        )
+        .await;
+    let bars = items(&daily["bars"]).clone();
+    assert_eq!(bars.len(), 400);
+    assert_eq!(daily["next_page_token"], Value::Null);
+    assert_eq!(daily["symbol"], "AAPL");
+    assert_eq!(bars[399]["t"], "2026-03-02T05:00:00Z");
+    assert!(
+        bars.iter().any(|b| b["t"] == "2025-07-01T04:00:00Z"),
+        "summer bars at 04:00Z"
+    );
+    for pair in bars.windows(2) {
+        assert!(time_of(&pair[0]["t"]) < time_of(&pair[1]["t"]));
+    }
+    for bar in &bars {
+        let (o, h, l, cl) = (
+            number(&bar["o"]),
+            number(&bar["h"]),
+            number(&bar["l"]),
+            number(&bar["c"]),
+        );
+        assert!(h >= o.max(cl) && l <= o.min(cl) && l > 0.0, "bar {bar}");
+    }
+    let again = c
+        .get(Data, "/v2/stocks/AAPL/bars?timeframe=1Day", template)
+        .await;
+    assert_eq!(again, daily, "bars are deterministic");
+    let mut paged = Vec::new();
+    let mut sizes = Vec::new();
+    let mut next = String::new();
+    loop {
+        let page = c
+            .get(
+                Data,
+                &format!("/v2/stocks/AAPL/bars?timeframe=1Day&limit=150{next}"),
+                template,
+            )
+            .await;
+        sizes.push(items(&page["bars"]).len());
+        paged.extend(items(&page["bars"]).iter().cloned());
+        match page["next_page_token"].as_str() {
+            Some(token) => next = format!("&page_token={token}"),
+            None => break,
+        }
+    }
+    assert_eq!(sizes, [150, 150, 100]);
+    assert_eq!(paged, bars);
+    let newest = c
+        .get(
+            Data,
+            "/v2/stocks/AAPL/bars?timeframe=1D&sort=desc&limit=3",
+            template,
+        )
+        .await;
+    assert_eq!(newest["bars"][0], bars[399]);
+    assert!(newest["next_page_token"].is_string());
+    let week = c
+        .get(
+            Data,
+            "/v2/stocks/AAPL/bars?timeframe=1Day&start=2026-02-02&end=2026-02-06",
+            template,
+        )
+        .await;
+    assert_eq!(items(&week["bars"]).len(), 5);
+    for (timeframe, count, first) in [
+        ("1Min", 390, "2026-03-02T14:30:00Z"),
+        ("5Min", 78, "2026-03-02T14:30:00Z"),
+        ("15Min", 26, "2026-03-02T14:30:00Z"),
+        ("1Hour", 7, "2026-03-02T14:00:00Z"),
+    ] {
+        let day = c
+            .get(
+                Data,
+                &format!(
+                    "/v2/stocks/JPM/bars?timeframe={timeframe}&start=2026-03-02&end=2026-03-02&limit=10000"
+                ),
+                template,
+            )
+            .await;
+        assert_eq!(items(&day["bars"]).len(), count, "{timeframe}");
+        assert_eq!(day["bars"][0]["t"], first, "{timeframe}");
+    }
+    let minutes = c
+        .get(
+            Data,
+            "/v2/stocks/SPY/bars?timeframe=1Min&limit=10000",
+            template,
+        )
+        .await;
+    assert_eq!(items(&minutes["bars"]).len(), 10000);
+    assert!(minutes["next_page_token"].is_string());
+    let unknown = c
+        .get(Data, "/v2/stocks/NOPE/bars?timeframe=1Day", template)
+        .await;
+    assert_eq!(unknown["bars"], json!([]));
+    for bad in [
+        "/v2/stocks/AAPL/bars",
+        "/v2/stocks/AAPL/bars?timeframe=1Week",
+        "/v2/stocks/AAPL/bars?timeframe=1Day&limit=10001",
+        "/v2/stocks/AAPL/bars?timeframe=1Day&page_token=garbage",
+        "/v2/stocks/AAPL/bars?timeframe=1Day&start=yesterday",
+    ] {
+        c.fails(Data, "GET", bad, template, None, 400, 40010001)
+            .await;
+    }
+
+    let template = "/v2/stocks/snapshots";
+    let snapshots = c
+        .get(
+            Data,
+            "/v2/stocks/snapshots?symbols=AAPL,JPM,NOPE&feed=iex",
+            template,
+        )
+        .await;
+    let keys: Vec<&String> = snapshots
+        .as_object()
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["AAPL", "JPM"]);
+    assert_eq!(snapshots["JPM"]["latestQuote"]["ap"], json!(240.2));
+    assert_eq!(snapshots["JPM"]["latestTrade"]["p"], json!(240.0));
+    assert_eq!(snapshots["AAPL"]["dailyBar"], bars[399]);
+    c.fails(Data, "GET", template, template, None, 400, 40010001)
+        .await;
+
+    // -- orders: market, lookups, validation -------------------------------------------------
+    let bought = c
+        .post_order(&json!({
+            "symbol": "AAPL", "qty": "2", "side": "buy", "type": "market",
+            "time_in_force": "day", "client_order_id": "self-check-1",
+        }))
+        .await;
+    assert_eq!(bought["status"], "filled");
+    assert_eq!(bought["filled_qty"], "2");
+    assert_eq!(bought["filled_avg_price"], "181.1");
+    assert_eq!(bought["client_order_id"], "self-check-1");
+    assert!(bought["filled_at"].is_string());
+    let account = c.get(Trading, "/v2/account", "/v2/account").await;
+    assert_eq!(account["cash"], "7819.02", "8181.22 - 2 x 181.10");
+    let positions = c.get(Trading, "/v2/positions", "/v2/positions").await;
+    let aapl = position_of(&positions, "AAPL");
+    assert_eq!(
+        (&aapl["qty"], &aapl["cost_basis"]),
+        (&json!("8"), &json!("1262.2"))
+    );
+    let latest = c
+        .get(
+            Trading,
+            "/v2/account/activities?page_size=1",
+            "/v2/account/activities",
+        )
+        .await;
+    assert_eq!(latest[0]["order_id"], bought["id"]);
+    assert_eq!(latest[0]["price"], "181.1");
+
+    let template = "/v2/orders/{order_id}";
+    let id = text(&bought["id"]).to_owned();
+    assert_eq!(
+        c.get(Trading, &format!("/v2/orders/{id}"), template).await,
+        bought
+    );
+    let by_client = c
+        .get(
+            Trading,
+            "/v2/orders:by_client_order_id?client_order_id=self-check-1",
+            "/v2/orders:by_client_order_id",
+        )
+        .await;
+    assert_eq!(by_client["id"], bought["id"]);
+    c.fails(
+        Trading,
+        "GET",
+        "/v2/orders:by_client_order_id?client_order_id=nope",
+        "/v2/orders:by_client_order_id",
+        None,
+        404,
+        40410000,
+    )
+    .await;
+    c.fails(
+        Trading,
+        "GET",
+        &format!("/v2/orders/{}", uuid(999_999)),
+        template,
+        None,
+        404,
+        40410000,
+    )
+    .await;
+
+    let order_count = fake.orders().len();
+    let base = json!({
+        "symbol": "AAPL", "qty": "1", "side": "buy", "type": "market", "time_in_force": "day",
+    });
+    // The base order with some fields changed (or, given as null, removed).
+    let with = |changes: Value| -> Value {
+        let mut order = base.clone();
+        if let (Some(order), Some(changes)) = (order.as_object_mut(), changes.as_object()) {
+            for (k, v) in changes {
+                if v.is_null() {
+                    order.remove(k);
+                } else {
+                    order.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        order
+    };
+    for (bad, message) in [
+        (
+            with(json!({"client_order_id": "self-check-1"})),
+            "client_order_id must be unique",
+        ),
+        (
+            with(json!({"notional": "100"})),
+            "only one of qty or notional may be given",
+        ),
+        (with(json!({"qty": null})), "qty or notional is required"),
+        (
+            with(json!({"client_order_id": "x".repeat(129)})),
+            "client_order_id must be no more than 128 characters",
+        ),
+        (with(json!({"type": "limit"})), "limit_price is required"),
+        (with(json!({"symbol": "NOPE"})), "asset \"NOPE\" not found"),
+        (
+            with(json!({"time_in_force": "week"})),
+            "invalid time_in_force",
+        ),
+        (with(json!({"qty": "-1"})), "invalid qty"),
+        (
+            with(json!({
+                "order_class": "bracket",
+                "take_profit": {"limit_price": "170"},
+                "stop_loss": {"stop_price": "160"},
+            })),
+            "take_profit.limit_price must be above and stop_loss.stop_price below the entry",
+        ),
+    ] {
+        let body = c
+            .fails(
+                Trading,
+                "POST",
+                "/v2/orders",
+                "/v2/orders",
+                Some(&bad),
+                422,
+                40010001,
+            )
+            .await;
+        assert_eq!(body["message"], message);
+    }
+    let malformed = c
+        .send("POST", "/v2/orders", Some(&json!("not an object")))
+        .await;
+    assert_eq!(malformed.status, 400);
+    c.conform(Trading, "POST", "/v2/orders", &malformed);
+    c.fails(
+        Trading,
+        "POST",
+        "/v2/orders",
+        "/v2/orders",
+        Some(&with(json!({"symbol": "SPY", "qty": "1000"}))),
+        403,
+        40310000,
+    )
+    .await;
+    c.fails(
+        Trading,
+        "POST",
+        "/v2/orders",
+        "/v2/orders",
+        Some(&with(
+            json!({"symbol": "JPM", "qty": "100", "side": "sell"}),
+        )),
+        403,
+        40310000,
+    )
+    .await;
+    assert_eq!(
+        fake.orders().len(),
+        order_count,
+        "rejected orders leave nothing behind"
+    );
+
+    // -- orders: resting limits, set_price, replace, cancel -----------------------------------
+    let resting = c
+        .post_order(&json!({
+            "symbol": "JPM", "qty": 1, "side": "buy", "type": "limit",
+            "limit_price": "239.00", "time_in_force": "day",
+        }))
+        .await;
+    assert_eq!(resting["status"], "new");
+    assert_eq!(resting["filled_avg_price"], Value::Null);
+    let account = c.get(Trading, "/v2/account", "/v2/account").await;
+    assert_eq!(
+        account["buying_power"], "7580.02",
+        "7819.02 less 239 held for the limit"
+    );
+    let open = c.get(Trading, "/v2/orders", "/v2/orders").await;
+    assert_eq!(items(&open).len(), 1);
+    assert_eq!(open[0]["id"], resting["id"]);
+    fake.set_price("JPM", "238.50", "238.90");
+    let filled = order_by_id(&fake.orders(), &resting["id"]);
+    assert_eq!(
+        (&filled["status"], &filled["filled_avg_price"]),
+        (&json!("filled"), &json!("238.9"))
+    );
+    let marketable = c
+        .post_order(&json!({
+            "symbol": "JPM", "qty": "1", "side": "buy", "type": "limit",
+            "limit_price": "239.00", "time_in_force": "gtc",
+        }))
+        .await;
+    assert_eq!(marketable["status"], "filled");
+
+    let selling = c
+        .post_order(&json!({
+            "symbol": "AAPL", "qty": "1", "side": "sell", "type": "limit",
+            "limit_price": "500", "time_in_force": "gtc",
+        }))
+        .await;
+    assert_eq!(selling["status"], "new");
+    let positions = c.get(Trading, "/v2/positions", "/v2/positions").await;
+    assert_eq!(position_of(&positions, "AAPL")["qty_available"], "7");
+    let old_id = text(&selling["id"]).to_owned();
+    let replaced = c
+        .expect(
+            Trading,
+            "PATCH",
+            &format!("/v2/orders/{old_id}"),
+            template,
+            Some(&json!({"limit_price": "450", "client_order_id": "self-check-replaced"})),
+            200,
+        )
+        .await
+        .body;
+    assert_ne!(replaced["id"], selling["id"]);
+    assert_eq!(replaced["replaces"], selling["id"]);
+    assert_eq!(replaced["limit_price"], "450");
+    assert_eq!(replaced["status"], "new");
+    assert_eq!(replaced["client_order_id"], "self-check-replaced");
+    let old = c
+        .get(Trading, &format!("/v2/orders/{old_id}"), template)
+        .await;
+    assert_eq!(old["status"], "replaced");
+    assert_eq!(old["replaced_by"], replaced["id"]);
+    c.fails(
+        Trading,
+        "PATCH",
+        &format!("/v2/orders/{old_id}"),
+        template,
+        Some(&json!({"limit_price": "400"})),
+        422,
+        42210000,
+    )
+    .await;
+    let new_id = text(&replaced["id"]).to_owned();
+    let gone = c
+        .expect(
+            Trading,
+            "DELETE",
+            &format!("/v2/orders/{new_id}"),
+            template,
+            None,
+            204,
+        )
+        .await;
+    assert_eq!(gone.body, Value::Null);
+    assert_eq!(
+        order_by_id(&fake.orders(), &replaced["id"])["status"],
+        "canceled"
+    );
+    let again = c
+        .fails(
+            Trading,
+            "DELETE",
+            &format!("/v2/orders/{new_id}"),
+            template,
+            None,
+            422,
+            42210000,
+        )
+        .await;
+    assert_eq!(again["message"], "order is not cancelable");
+    c.fails(
+        Trading,
+        "DELETE",
+        &format!("/v2/orders/{id}"),
+        template,
+        None,
+        422,
+        42210000,
+    )
+    .await;
+    c.fails(
+        Trading,
+        "DELETE",
+        &format!("/v2/orders/{}", uuid(999_999)),
+        template,
+        None,
+        404,
+        40410000,
+    )
+    .await;
+    c.fails(
+        Trading,
+        "PATCH",
+        &format!("/v2/orders/{}", uuid(999_999)),
+        template,
+        Some(&json!({"qty": "1"})),
+        404,
+        40410000,
+    )
+    .await;
+
+    // -- orders: notional, ioc, bracket, oto, oco ----------------------------------------------
+    let notional = c
+        .post_order(&json!({
+            "symbol": "SPY", "notional": "100", "side": "buy", "type": "market",
+            "time_in_force": "day",
+        }))
+        .await;
+    assert_eq!(
+        (&notional["qty"], &notional["notional"]),
+        (&Value::Null, &json!("100"))
+    );
+    assert_eq!(
+        notional["filled_qty"], "0.166652778",
+        "100 / 600.05, to nine places"
+    );
+    let ioc = c
+        .post_order(&json!({
+            "symbol": "AAPL", "qty": "1", "side": "buy", "type": "limit",
+            "limit_price": "100", "time_in_force": "ioc",
+        }))
+        .await;
+    assert_eq!(ioc["status"], "canceled");
+
+    let bracket = c
+        .post_order(&json!({
+            "symbol": "AAPL", "qty": "1", "side": "buy", "type": "market",
+            "time_in_force": "gtc", "order_class": "bracket",
+            "take_profit": {"limit_price": "200"},
+            "stop_loss": {"stop_price": "150", "limit_price": "149"},
+        }))
+        .await;
+    assert_eq!(bracket["status"], "filled");
+    assert_eq!(bracket["order_class"], "bracket");
+    let legs = items(&bracket["legs"]).clone();
+    assert_eq!(legs.len(), 2);
+    assert_eq!(
+        (
+            &legs[0]["type"],
+            &legs[0]["status"],
+            &legs[0]["limit_price"]
+        ),
+        (&json!("limit"), &json!("new"), &json!("200"))
+    );
+    assert_eq!(
+        (&legs[1]["type"], &legs[1]["status"], &legs[1]["stop_price"]),
+        (&json!("stop_limit"), &json!("held"), &json!("150"))
+    );
+    assert!(legs.iter().all(|l| l["side"] == "sell"));
+    let nested = c
+        .get(
+            Trading,
+            "/v2/orders?status=all&nested=true&limit=500",
+            "/v2/orders",
+        )
+        .await;
+    let rolled = order_by_id(items(&nested), &bracket["id"]);
+    assert_eq!(items(&rolled["legs"]).len(), 2);
+    assert!(!items(&nested).iter().any(|o| o["id"] == legs[0]["id"]));
+    let open = c.get(Trading, "/v2/orders?status=open", "/v2/orders").await;
+    let open_ids: Vec<&Value> = items(&open).iter().map(|o| &o["id"]).collect();
+    assert_eq!(
+        open_ids,
+        [&legs[1]["id"], &legs[0]["id"]],
+        "legs listed flat, newest first"
+    );
+    let flat = c
+        .get(Trading, "/v2/orders?status=all&limit=500", "/v2/orders")
+        .await;
+    assert_eq!(
+        order_by_id(items(&flat), &bracket["id"])["legs"],
+        Value::Null
+    );
+    fake.set_price("AAPL", "201.00", "201.10");
+    let orders = fake.orders();
+    assert_eq!(order_by_id(&orders, &legs[0]["id"])["status"], "filled");
+    assert_eq!(
+        order_by_id(&orders, &legs[0]["id"])["filled_avg_price"],
+        "201"
+    );
+    assert_eq!(order_by_id(&orders, &legs[1]["id"])["status"], "canceled");
+    fake.set_price("AAPL", "181.00", "181.10");
+
+    let oto = c
+        .post_order(&json!({
+            "symbol": "JPM", "qty": "1", "side": "buy", "type": "limit", "limit_price": "230",
+            "time_in_force": "day", "order_class": "oto", "stop_loss": {"stop_price": "220"},
+        }))
+        .await;
+    assert_eq!(oto["status"], "new");
+    assert_eq!(items(&oto["legs"]).len(), 1);
+    assert_eq!(oto["legs"][0]["status"], "held");
+    let oco = c
+        .post_order(&json!({
+            "symbol": "AAPL", "qty": "1", "side": "sell", "type": "limit",
+            "time_in_force": "gtc", "order_class": "oco",
+            "take_profit": {"limit_price": "300"}, "stop_loss": {"stop_price": "100"},
+        }))
+        .await;
+    assert_eq!(
+        (&oco["status"], &oco["limit_price"]),
+        (&json!("new"), &json!("300"))
+    );
+    assert_eq!(oco["legs"][0]["type"], "stop");
+
+    // -- cancel all, with one failure ------------------------------------------------------
+    c.post_order(&json!({
+        "symbol": "SPY", "qty": "1", "side": "buy", "type": "limit", "limit_price": "500",
+        "time_in_force": "day",
+    }))
+    .await;
+    fake.fail_next(Failure::CancelAllMultiStatus);
+    let first = c
+        .expect(Trading, "DELETE", "/v2/orders", "/v2/orders", None, 207)
+        .await
+        .body;
+    let statuses: Vec<&Value> = items(&first).iter().map(|r| &r["status"]).collect();
+    assert_eq!(statuses, [&json!(500), &json!(200), &json!(200)]);
+    assert_eq!(first[0]["id"], oto["id"]);
+    assert_eq!(first[1]["body"]["status"], "canceled");
+    let orders = fake.orders();
+    assert_eq!(order_by_id(&orders, &oto["id"])["status"], "new");
+    assert_eq!(
+        order_by_id(&orders, &oco["legs"][0]["id"])["status"],
+        "canceled"
+    );
+    let second = c
+        .expect(Trading, "DELETE", "/v2/orders", "/v2/orders", None, 207)
+        .await
+        .body;
+    assert_eq!(items(&second).len(), 1);
+    assert_eq!(
+        (&second[0]["id"], &second[0]["status"]),
+        (&oto["id"], &json!(200))
+    );
+    let third = c
+        .expect(Trading, "DELETE", "/v2/orders", "/v2/orders", None, 207)
+        .await
+        .body;
+    assert_eq!(third, json!([]));
+
+    // -- closing positions ----------------------------------------------------------------
+    let template = "/v2/positions/{symbol_or_asset_id}";
+    // JPM: 5 seeded + 2 bought = 7; the bid is 238.50.
+    let closed = c
+        .expect(
+            Trading,
+            "DELETE",
+            "/v2/positions/JPM?qty=2",
+            template,
+            None,
+            200,
+        )
+        .await
+        .body;
+    assert_eq!(
+        (&closed["side"], &closed["qty"], &closed["status"]),
+        (&json!("sell"), &json!("2"), &json!("filled"))
+    );
+    assert_eq!(closed["filled_avg_price"], "238.5");
+    // AAPL: 6 seeded + 2 bought + 1 (bracket) - 1 (its take-profit) = 8; half is 4.
+    let half = c
+        .expect(
+            Trading,
+            "DELETE",
+            "/v2/positions/AAPL?percentage=50",
+            template,
+            None,
+            200,
+        )
+        .await
+        .body;
+    assert_eq!(half["qty"], "4");
+    c.fails(
+        Trading,
+        "DELETE",
+        "/v2/positions/JPM?qty=1&percentage=5",
+        template,
+        None,
+        422,
+        40010001,
+    )
+    .await;
+    c.fails(
+        Trading,
+        "DELETE",
+        "/v2/positions/JPM?qty=100",
+        template,
+        None,
+        403,
+        40310000,
+    )
+    .await;
+    let rest = c
+        .expect(Trading, "DELETE", "/v2/positions/JPM", template, None, 200)
+        .await
+        .body;
+    assert_eq!(rest["qty"], "5");
+    c.fails(
+        Trading,
+        "GET",
+        "/v2/positions/JPM",
+        template,
+        None,
+        404,
+        40410000,
+    )
+    .await;
+    c.fails(
+        Trading,
+        "DELETE",
+        "/v2/positions/JPM",
+        template,
+        None,
+        404,
+        40410000,
+    )
+    .await;
+
+    // -- order lists -----------------------------------------------------------------------
+    let everything = c
+        .get(Trading, "/v2/orders?status=all&limit=500", "/v2/orders")
+        .await;
+    assert_eq!(items(&everything).len(), fake.orders().len());
+    let oldest = c
+        .get(
+            Trading,
+            "/v2/orders?status=closed&direction=asc&limit=2",
+            "/v2/orders",
+        )
+        .await;
+    assert_eq!(items(&oldest).len(), 2);
+    assert_eq!(
+        (&oldest[0]["symbol"], &oldest[0]["filled_avg_price"]),
+        (&json!("AAPL"), &json!("150"))
+    );
+    let jpm_orders = c
+        .get(
+            Trading,
+            "/v2/orders?status=all&symbols=JPM&side=sell",
+            "/v2/orders",
+        )
+        .await;
+    assert!(
+        items(&jpm_orders)
+            .iter()
+            .all(|o| o["symbol"] == "JPM" && o["side"] == "sell")
+    );
+    // The two closes and the OTO's canceled stop-loss leg.
+    assert_eq!(items(&jpm_orders).len(), 3);
+    c.fails(
+        Trading,
+        "GET",
+        "/v2/orders?status=bogus",
+        "/v2/orders",
+        None,
+        422,
+        40010001,
+    )
+    .await;
+
+    // -- injected failures -------------------------------------------------------------------
+    fake.fail_next(Failure::TooManyRequests { reset_in_secs: 7 });
+    let limited = c
+        .fails(
+            Trading,
+            "GET",
+            "/v2/clock",
+            "/v2/clock",
+            None,
+            429,
+            42910000,
+        )
+        .await;
+    assert_eq!(limited["message"], "rate limit exceeded");
+    fake.fail_next(Failure::TooManyRequests { reset_in_secs: 7 });
+    let limited = c.send("GET", "/v2/account", None).await;
+    assert_eq!(limited.status, 429);
+    c.conform(Trading, "GET", "/v2/account", &limited);
+    assert_eq!(limited.header("x-ratelimit-limit"), Some("200"));
+    assert_eq!(limited.header("x-ratelimit-remaining"), Some("0"));
+    assert_eq!(limited.header("retry-after"), Some("7"));
+    let reset: i64 = limited
+        .header("x-ratelimit-reset")
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("no X-RateLimit-Reset"));
+    assert!(
+        (reset - Utc::now().timestamp() - 7).abs() <= 2,
+        "reset {reset}"
+    );
+    let fine = c.send("GET", "/v2/clock", None).await;
+    assert_eq!(fine.status, 200);
+    assert_eq!(fine.header("x-ratelimit-limit"), Some("200"));
+    fake.fail_next(Failure::TooManyRequests { reset_in_secs: 1 });
+    c.fails(
+        Data,
+        "GET",
+        "/v2/stocks/AAPL/bars?timeframe=1Day",
+        "/v2/stocks/{symbol}/bars",
+        None,
+        429,
+        42910000,
+    )
+    .await;
+
+    fake.fail_next(Failure::ServerError);
+    c.fails(
+        Trading,
+        "GET",
+        "/v2/clock",
+        "/v2/clock",
+        None,
+        500,
+        50010000,
+    )
+    .await;
+    fake.fail_next(Failure::ServerError);
+    let unauthorized_first = c.send_as(None, "GET", "/v2/account").await;
+    assert_eq!(
+        unauthorized_first.status, 401,
+        "bad credentials consume no failure"
+    );
+    c.fails(
+        Trading,
+        "GET",
+        "/v2/account",
+        "/v2/account",
+        None,
+        500,
+        50010000,
+    )
+    .await;
+    fake.fail_next(Failure::ServerError);
+    c.fails(
+        Data,
+        "GET",
+        "/v2/stocks/snapshots?symbols=AAPL",
+        "/v2/stocks/snapshots",
+        None,
+        500,
+        50010000,
+    )
+    .await;
+    fake.fail_next(Failure::ServerError);
+    c.fails(
+        Trading,
+        "DELETE",
+        "/v2/orders",
+        "/v2/orders",
+        None,
+        500,
+        50010000,
+    )
+    .await;
+
+    let before = fake.orders().len();
+    fake.fail_next(Failure::DuplicateClientOrderId);
+    c.get(Trading, "/v2/account", "/v2/account").await;
+    let duplicate = c
+        .fails(
+            Trading,
+            "POST",
+            "/v2/orders",
+            "/v2/orders",
+            Some(&json!({
+                "symbol": "SPY", "qty": "1", "side": "buy", "type": "limit", "limit_price": "1",
+                "time_in_force": "day", "client_order_id": "never-used",
+            })),
+            422,
+            40010001,
+        )
+        .await;
+    assert_eq!(duplicate["message"], "client_order_id must be unique");
+    assert_eq!(fake.orders().len(), before);
+    let accepted = c
+        .post_order(&json!({
+            "symbol": "SPY", "qty": "1", "side": "buy", "type": "limit", "limit_price": "1",
+            "time_in_force": "day", "client_order_id": "never-used",
+        }))
+        .await;
+    assert_eq!(accepted["status"], "new");
+
+    fake.fail_next(Failure::Hang);
+    c.sent += 1;
+    let auth = Some(("test-key", "test-secret"));
+    let hung = http(
+        &c.addr,
+        "GET",
+        "/v2/account",
+        auth,
+        None,
+        Duration::from_millis(300),
+    )
+    .await;
+    assert!(hung.is_none(), "a hung request gets no answer");
+    let account = c.get(Trading, "/v2/account", "/v2/account").await;
+    assert_eq!(account["status"], "ACTIVE");
+
+    // -- the request log -------------------------------------------------------------------
+    let log = fake.requests();
+    assert_eq!(log.len(), c.sent);
+    assert_eq!(log[0], "GET /v2/account");
+    assert!(log.contains(
+        &"GET /v2/account/activities?activity_types=FILL,FEE&direction=asc&page_size=2".to_owned()
+    ));
+    assert!(log.contains(&"POST /v2/orders".to_owned()));
+
+    // -- the checker rejects what it should -----------------------------------------------
+    let spec = &c.trading;
+    let rejects = |body: &Value, expected: &str| match check_response(
+        spec,
+        "POST",
+        "/v2/orders",
+        200,
+        body,
+    ) {
+        Ok(()) => panic!("the checker accepted {body}"),
+        Err(e) => assert!(e.contains(expected), "{e:?} should say {expected:?}"),
+    };
+    let changed = |path: &str, value: Value| -> Value {
+        let mut order = bracket.clone();
+        if let Some(slot) = order.pointer_mut(path) {
+            *slot = value;
+        }
+        order
+    };
+    rejects(
+        &changed("/qty", json!(1)),
+        "POST /v2/orders -> 200: $.qty: expected string or null, got integer 1",
+    );
+    rejects(
+        &changed("/filled_qty", Value::Null),
+        "$.filled_qty: expected string, got null",
+    );
+    rejects(
+        &changed("/status", json!("bogus")),
+        "$.status: expected one of [",
+    );
+    rejects(
+        &changed("/created_at", json!("yesterday")),
+        "$.created_at: expected an RFC 3339",
+    );
+    rejects(
+        &changed("/legs/1/side", json!("short")),
+        "$.legs[1].side: expected one of",
+    );
+    rejects(
+        &changed("/id", json!("not-a-uuid")),
+        "$.id: expected a UUID",
+    );
+    rejects(
+        &changed("/client_order_id", json!("x".repeat(129))),
+        "at most 128 characters",
+    );
+    rejects(&json!([]), "$: expected object, got array []");
+    let mut no_tif = bracket.clone();
+    if let Some(order) = no_tif.as_object_mut() {
+        order.remove("time_in_force");
+    }
+    rejects(&no_tif, "$: missing required property \"time_in_force\"");
+    let strange = json!([{"activity_type": "NOPE"}]);
+    let e = check_response(spec, "GET", "/v2/account/activities", 200, &strange);
+    assert!(e.is_err_and(|e| e.contains("$[0]: matched none of the anyOf branches")));
+    let e = check_response(spec, "GET", "/v2/account", 404, &json!({}));
+    assert!(e.is_err_and(|e| e.contains("no response declared for status 404 (declared: 200)")));
+    let e = check_response(spec, "GET", "/v9/nothing", 200, &json!({}));
+    assert!(e.is_err_and(|e| e.contains("no path /v9/nothing")));
+    let e = check_response(spec, "PUT", "/v2/account", 200, &json!({}));
+    assert!(e.is_err_and(|e| e.contains("no PUT operation")));
+    let mut bad_quote = quote.clone();
+    bad_quote["quote"]["bp"] = json!("181.00");
+    let e = check_response(
+        &c.data,
+        "GET",
+        "/v2/stocks/{symbol}/quotes/latest",
+        200,
+        &bad_quote,
+    );
+    assert!(e.is_err_and(|e| e.contains("$.quote.bp: expected number, got string")));
+    let bad_snapshot = json!({"AAPL": {"latestQuote": {"bp": 1}}});
+    let e = check_response(&c.data, "GET", "/v2/stocks/snapshots", 200, &bad_snapshot);
+    assert!(e.is_err_and(|e| e.contains("$.AAPL.latestQuote: missing required property")));
+    let tiny = json!({
+        "paths": {"/x": {"get": {"responses": {
+            "2XX": {"content": {"application/json": {"schema": {"type": "integer"}}}},
+            "default": {"content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/E"},
+            }}},
+        }}}},
+        "components": {"schemas": {"E": {
+            "type": "object", "required": ["code"],
+            "properties": {"code": {"type": "integer"}},
+        }}},
+    });
+    assert_eq!(check_response(&tiny, "get", "/x", 201, &json!(5)), Ok(()));
+    assert!(check_response(&tiny, "get", "/x", 201, &json!("5")).is_err());
+    assert_eq!(
+        check_response(&tiny, "get", "/x", 503, &json!({"code": 1})),
+        Ok(())
+    );
+    let e = check_response(&tiny, "get", "/x", 503, &json!({"code": 1.5}));
+    assert!(e.is_err_and(|e| e.contains("$.code: expected integer, got number 1.5")));
+    let accepts = |schema: Value, value: Value| check_schema(&tiny, &schema, &value).is_ok();
+    let both = json!({"allOf": [{"required": ["a"]}, {"required": ["b"]}]});
+    assert!(accepts(both.clone(), json!({"a": 1, "b": 2})));
+    assert!(!accepts(both, json!({"a": 1})));
+    let either = json!({"oneOf": [{"type": "string"}, {"type": "integer"}]});
+    assert!(accepts(either.clone(), json!(3)));
+    assert!(!accepts(either, json!(true)));
+    assert!(accepts(
+        json!({"type": "string", "nullable": true}),
+        Value::Null
+    ));
+    assert!(!accepts(json!({"type": "string"}), Value::Null));
+    assert!(accepts(json!({"type": ["string", "null"]}), Value::Null));
+    assert!(accepts(
+        json!({"type": "string", "format": "date"}),
+        json!("2026-01-02")
+    ));
+    assert!(!accepts(
+        json!({"type": "string", "format": "date"}),
+        json!("2026-01-02T00:00:00Z")
+    ));
+    assert!(accepts(
+        json!({"type": "string", "format": "date-time"}),
+        json!("2026-01-02T09:30:00-05:00")
+    ));
+    assert!(!accepts(
+        json!({"type": "string", "format": "date-time"}),
+        json!("2026-01-02")
+    ));
+    assert!(!accepts(
+        json!({"type": "string", "enum": ["a"]}),
+        json!("b")
+    ));
+    assert!(!accepts(
+        json!({"properties": {"n": {"type": "number"}}}),
+        json!({"n": "1"})
+    ));
+    assert!(accepts(
+        json!({"properties": {"n": {"type": "number"}}}),
+        json!({"m": "1"})
+    ));
+    assert!(!accepts(
+        json!({"additionalProperties": false}),
+        json!({"m": 1})
+    ));
+    assert!(!accepts(
+        json!({"items": {"type": "integer"}}),
+        json!([1, "2"])
+    ));
+
+    c.undeclared.sort();
+    c.undeclared
 }
