@@ -19,6 +19,7 @@ pub mod alpaca;
 pub mod book;
 pub mod demo;
 pub mod flex;
+pub mod ibkr;
 pub mod sim;
 
 pub use book::{BookBroker, BookError, BookIssue, load_book, parse_book, parse_fx_file};

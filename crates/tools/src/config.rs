@@ -125,6 +125,28 @@ pub struct AccountConfig {
     pub secret_env: Option<String>,
     /// Per-call bound for this account's network calls, in milliseconds.
     pub timeout_ms: Option<u64>,
+    /// `ibkr`: the account number (one of a statement's or a gateway's accounts).
+    pub account: Option<String>,
+    /// `ibkr`: the full history, from an Activity Flex statement.
+    pub flex: Option<FlexConfig>,
+    /// `ibkr`: the TWS / IB Gateway socket (not in this build yet).
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub client_id: Option<i32>,
+}
+
+/// `flex` of an `ibkr` account: a downloaded statement, or the Flex Web Service.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FlexConfig {
+    /// A downloaded Activity Flex statement (XML).
+    pub path: Option<PathBuf>,
+    /// The Activity Flex Query's id, for the Flex Web Service.
+    pub query_id: Option<String>,
+    /// The environment variable holding the Flex Web Service token.
+    pub token_env: Option<String>,
+    /// The service's address (tests; default IBKR's).
+    pub url: Option<String>,
 }
 
 fn config_error(message: String, hint: &str) -> Error {
@@ -172,6 +194,9 @@ impl Config {
         }
         for account in &mut config.accounts {
             account.path.as_mut().map(resolve);
+            if let Some(path) = account.flex.as_mut().and_then(|f| f.path.as_mut()) {
+                resolve(path);
+            }
         }
         Ok(config)
     }
@@ -447,6 +472,63 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                     .ok_or_else(|| Error::internal("demo book missing"))?;
                 let broker =
                     SimBroker::new(sim, book, Arc::clone(&state.store), Arc::clone(&clock));
+                ctx = ctx.with_broker(Arc::new(broker), None);
+            }
+            "ibkr" => {
+                let Some(flex) = &account.flex else {
+                    return Err(Error::new(
+                        ErrorCode::NotSupported,
+                        format!(
+                            "accounts[{i}] ({}): the TWS / IB Gateway socket adapter is not in this build",
+                            account.id
+                        ),
+                        "give the account a flex source: flex = { path = \"statement.xml\" } or flex = { query_id = \"…\", token_env = \"IBKR_FLEX_TOKEN\" }",
+                    ));
+                };
+                let source = match (&flex.path, &flex.query_id) {
+                    (Some(path), None) => tradedesk_brokers::ibkr::FlexSource::File(path.clone()),
+                    (None, Some(query_id)) => {
+                        let var = flex
+                            .token_env
+                            .clone()
+                            .unwrap_or_else(|| "IBKR_FLEX_TOKEN".to_owned());
+                        let token = std::env::var(&var).ok().filter(|v| !v.trim().is_empty()).ok_or_else(|| {
+                            config_error(
+                                format!("accounts[{i}] ({}): the environment variable {var} is not set", account.id),
+                                "export the Flex Web Service token (Client Portal: Reporting > Flex Queries), or name another variable with flex.token_env",
+                            )
+                        })?;
+                        tradedesk_brokers::ibkr::FlexSource::Service {
+                            url: flex.url.clone().unwrap_or_else(|| {
+                                tradedesk_brokers::ibkr::FLEX_SERVICE_URL.to_owned()
+                            }),
+                            query_id: query_id.clone(),
+                            token,
+                        }
+                    }
+                    _ => {
+                        return Err(config_error(
+                            format!(
+                                "accounts[{i}] ({}): flex needs exactly one of path and query_id",
+                                account.id
+                            ),
+                            "flex = { path = \"statement.xml\" } for a downloaded statement, or { query_id = \"…\" } for the Flex Web Service",
+                        ));
+                    }
+                };
+                let broker = tradedesk_brokers::ibkr::IbkrFlexBroker::new(
+                    account.id.clone(),
+                    account.account.clone(),
+                    source,
+                    std::time::Duration::from_millis(
+                        account
+                            .timeout_ms
+                            .or(config.broker_timeout_ms)
+                            .unwrap_or(10_000)
+                            .max(1),
+                    ),
+                )
+                .map_err(Error::from)?;
                 ctx = ctx.with_broker(Arc::new(broker), None);
             }
             "alpaca" => {

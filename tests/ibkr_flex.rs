@@ -1,0 +1,272 @@
+//! IBKR from its Flex statements: a downloaded file, and the Flex Web Service (a fake on
+//! loopback that speaks its two-step protocol, "still generating" answers included),
+//! served beside an Alpaca account and the demo's Bursa account in one currency.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::float_arithmetic
+)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{RawQuery, State};
+use axum::routing::get;
+use common::alpaca_fake::AlpacaFake;
+use serde_json::Value;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(name)
+}
+
+fn run(config: &Path, state: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tradedesk"));
+    cmd.arg("--config")
+        .arg(config)
+        .arg("--state-dir")
+        .arg(state)
+        .args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ibkr_alpaca_and_bursa_answer_together_in_one_currency() {
+    let alpaca = AlpacaFake::start("PKTESTKEY", "test-secret").await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tradedesk.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"base_currency = "USD"
+
+[[accounts]]
+id = "ibkr"
+broker = "ibkr"
+account = "U1234567"
+flex = {{ path = "{flex}" }}
+
+[[accounts]]
+id = "alpaca"
+broker = "alpaca"
+base_url = "{url}"
+data_url = "{url}"
+
+[[accounts]]
+id = "MOOMOO-DEMO"
+broker = "book"
+path = "{demo}"
+"#,
+            flex = fixture("tests/fixtures/flex/ibkr-flex-two-accounts.xml").display(),
+            url = alpaca.url,
+            demo = fixture("demo/demo-book.json").display(),
+        ),
+    )
+    .unwrap();
+    let keys = [
+        ("APCA_API_KEY_ID", "PKTESTKEY"),
+        ("APCA_API_SECRET_KEY", "test-secret"),
+    ];
+    let state = dir.path().join("state");
+    let accounts = json(&run(&config, &state, &["call", "get_accounts"], &keys));
+    assert_eq!(accounts["status"], "ok", "{accounts:#}");
+    let ids: Vec<&str> = accounts["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["account"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["ibkr", "alpaca", "MOOMOO-DEMO"], "{accounts:#}");
+    let total: f64 = accounts["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["total_value_converted"].as_f64().unwrap())
+        .sum();
+    assert!((accounts["total_value"].as_f64().unwrap() - total).abs() < 0.005);
+    for tool in [
+        "get_positions",
+        "get_portfolio_summary",
+        "get_server_health",
+    ] {
+        let v = json(&run(&config, &state, &["call", tool], &keys));
+        assert_eq!(v["status"], "ok", "{tool}: {v:#}");
+    }
+    let exposure = json(&run(
+        &config,
+        &state,
+        &["call", "get_exposure", r#"{"by": "broker"}"#],
+        &keys,
+    ));
+    let brokers: Vec<&str> = exposure["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["key"].as_str().unwrap())
+        .collect();
+    for b in ["ibkr", "alpaca", "moomoo"] {
+        assert!(brokers.contains(&b), "{exposure:#}");
+    }
+    let history = json(&run(
+        &config,
+        &state,
+        &[
+            "call",
+            "get_trade_history",
+            r#"{"account": "ibkr", "start": "2025-01-01", "end": "2025-12-31", "limit": 1000}"#,
+        ],
+        &keys,
+    ));
+    assert!(history["total_count"].as_u64().unwrap() > 0, "{history:#}");
+}
+
+#[derive(Clone)]
+struct Service {
+    statement: Arc<String>,
+    polls: Arc<AtomicUsize>,
+    token: &'static str,
+}
+
+fn params(raw: Option<String>) -> std::collections::HashMap<String, String> {
+    raw.unwrap_or_default()
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+async fn send_request(State(s): State<Service>, RawQuery(raw): RawQuery) -> String {
+    let q = params(raw);
+    if q.get("t").map(String::as_str) != Some(s.token)
+        || q.get("v").map(String::as_str) != Some("3")
+    {
+        return "<FlexStatementResponse timestamp='30 November, 2026 10:00 AM EST'>\n<Status>Fail</Status>\n<ErrorCode>1015</ErrorCode>\n<ErrorMessage>Token is invalid.</ErrorMessage>\n</FlexStatementResponse>".to_owned();
+    }
+    "<FlexStatementResponse timestamp='30 November, 2026 10:00 AM EST'>\n<Status>Success</Status>\n<ReferenceCode>8123456789</ReferenceCode>\n</FlexStatementResponse>".to_owned()
+}
+
+async fn get_statement(State(s): State<Service>, RawQuery(raw): RawQuery) -> String {
+    let q = params(raw);
+    assert_eq!(q.get("q").map(String::as_str), Some("8123456789"));
+    // The first poll finds the statement still being generated.
+    if s.polls.fetch_add(1, Ordering::SeqCst) == 0 {
+        return "<FlexStatementResponse timestamp='30 November, 2026 10:00 AM EST'>\n<Status>Warn</Status>\n<ErrorCode>1019</ErrorCode>\n<ErrorMessage>Statement generation in progress. Please try again shortly.</ErrorMessage>\n</FlexStatementResponse>".to_owned();
+    }
+    s.statement.as_ref().clone()
+}
+
+async fn start_service() -> (String, Arc<AtomicUsize>) {
+    let service = Service {
+        statement: Arc::new(
+            std::fs::read_to_string(fixture("tests/fixtures/flex/ibkr-flex-two-accounts.xml"))
+                .unwrap(),
+        ),
+        polls: Arc::new(AtomicUsize::new(0)),
+        token: "flex-token-123",
+    };
+    let polls = Arc::clone(&service.polls);
+    let app = Router::new()
+        .route("/SendRequest", get(send_request))
+        .route("/GetStatement", get(get_statement))
+        .with_state(service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, polls)
+}
+
+fn service_config(dir: &Path, url: &str) -> PathBuf {
+    let config = dir.join("flex.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[accounts]]\nid = \"ibkr\"\nbroker = \"ibkr\"\naccount = \"U7654321\"\nflex = {{ query_id = \"987654\", token_env = \"TD_FLEX_TOKEN\", url = \"{url}\" }}\n"
+        ),
+    )
+    .unwrap();
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flex_web_service_is_asked_then_polled_until_the_statement_is_ready() {
+    let (url, polls) = start_service().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = service_config(dir.path(), &url);
+    let state = dir.path().join("state");
+    let out = run(
+        &config,
+        &state,
+        &["call", "get_accounts"],
+        &[("TD_FLEX_TOKEN", "flex-token-123")],
+    );
+    let v = json(&out);
+    assert_eq!(v["status"], "ok", "{v:#}");
+    assert_eq!(v["accounts"][0]["account"], "ibkr");
+    assert_eq!(v["accounts"][0]["account_currency"], "EUR");
+    assert_eq!(polls.load(Ordering::SeqCst), 2);
+
+    // A bad token: refused by the service, and the hint says how to make a new one.
+    let started = Instant::now();
+    let out = run(
+        &config,
+        &state,
+        &["call", "get_server_health"],
+        &[("TD_FLEX_TOKEN", "stale")],
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let v = json(&out);
+    assert_eq!(v["brokers"][0]["status"], "down", "{v:#}");
+    assert!(
+        v["brokers"][0]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("Flex Web Service"),
+        "{v:#}"
+    );
+    // No token at all: refused at start, naming the variable.
+    let out = run(&config, &state, &["call", "get_accounts"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("TD_FLEX_TOKEN"));
+}
+
+#[test]
+fn an_ibkr_account_without_a_flex_source_says_what_this_build_can_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tws.toml");
+    std::fs::write(
+        &config,
+        "[[accounts]]\nid = \"ibkr\"\nbroker = \"ibkr\"\nhost = \"127.0.0.1\"\nport = 7497\n",
+    )
+    .unwrap();
+    let out = run(
+        &config,
+        &dir.path().join("state"),
+        &["call", "get_accounts"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("flex"), "{err}");
+}
