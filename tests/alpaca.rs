@@ -386,3 +386,54 @@ async fn a_config_names_an_alpaca_account_and_doctor_says_what_to_fix() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("FAILED") && text.contains("fix:"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_loss_and_take_profit_are_bracket_legs_moved_by_replacing_them() {
+    let fake = AlpacaFake::start(KEY, SECRET).await;
+    let d = desk(&fake.url, Duration::from_secs(5));
+    // AAPL at 181.00 / 181.10: a bracket buy.
+    let placed = d
+        .call(
+            "place_order",
+            json!({"account": "ALPACA", "symbol": "AAPL", "side": "buy", "quantity": 1,
+                "stop_loss": 170, "take_profit": 200}),
+        )
+        .await;
+    assert_eq!(placed["status"], "ok", "{placed:#}");
+    let sent = fake
+        .orders()
+        .into_iter()
+        .find(|o| o["id"] == placed["order_id"])
+        .unwrap();
+    assert_eq!(sent["order_class"], "bracket", "{sent:#}");
+    let moved = d
+        .call(
+            "modify_position",
+            json!({"account": "ALPACA", "symbol": "AAPL", "stop_loss": 175}),
+        )
+        .await;
+    assert_eq!(moved["status"], "ok", "{moved:#}");
+    assert_eq!(moved["stop_loss"], 175.0);
+    assert_eq!(moved["take_profit"], 200.0);
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.starts_with("PATCH /v2/orders/"))
+    );
+    // A take-profit under the stop-loss already set is refused before anything is sent.
+    let crossed = d
+        .call(
+            "modify_position",
+            json!({"account": "ALPACA", "symbol": "AAPL", "take_profit": 174}),
+        )
+        .await;
+    assert_eq!(crossed["error"]["code"], "invalid_order", "{crossed:#}");
+    // JPM has no bracket: nothing to move, said plainly.
+    let none = d
+        .call(
+            "modify_position",
+            json!({"account": "ALPACA", "symbol": "JPM", "stop_loss": 200}),
+        )
+        .await;
+    assert_eq!(none["error"]["code"], "broker_rejected", "{none:#}");
+}

@@ -1967,7 +1967,9 @@ impl State {
             return Reply::error(400, 40010000, "request body format is invalid");
         };
         let old = self.orders[index].clone();
-        if !matches!(old.status.as_str(), "new" | "accepted" | "partially_filled")
+        // A bracket's waiting legs (held) can be replaced too: how a stop-loss moves.
+        let held_leg = old.status == "held" && old.parent.is_some();
+        if !(matches!(old.status.as_str(), "new" | "accepted" | "partially_filled") || held_leg)
             || old.order_type == "market"
         {
             return Reply::error(422, 42210000, "order is not replaceable");
@@ -1984,7 +1986,7 @@ impl State {
             order_class: old.order_class.clone(),
             client_order_id: None,
             parent: old.parent.clone(),
-            status: "new",
+            status: if held_leg { "held" } else { "new" },
         };
         for (name, slot) in [
             ("qty", &mut draft.qty),

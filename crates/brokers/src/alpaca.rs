@@ -613,6 +613,56 @@ impl AlpacaBroker {
     }
 }
 
+/// The waiting legs of a position's bracket: its stop-loss and take-profit orders.
+#[derive(Debug, Default)]
+struct Legs {
+    stop: Option<Value>,
+    take_profit: Option<Value>,
+}
+
+impl AlpacaBroker {
+    async fn open_legs(&self, symbol: &str) -> Result<Legs, BrokerError> {
+        let bare = symbol.rsplit_once(':').map_or(symbol, |(_, s)| s);
+        let (_, body) = self
+            .get(
+                self.trading("/v2/orders"),
+                // The legs wait under their parent, which has usually filled: every
+                // order, nested, newest first.
+                &[
+                    ("status", "all".to_owned()),
+                    ("nested", "true".to_owned()),
+                    ("symbols", bare.to_owned()),
+                    ("limit", "500".to_owned()),
+                    ("direction", "desc".to_owned()),
+                ],
+            )
+            .await?;
+        let mut legs = Legs::default();
+        for parent in body.as_array().into_iter().flatten() {
+            for leg in parent
+                .get("legs")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if !matches!(text(leg, "status"), Some("held" | "new" | "accepted")) {
+                    continue;
+                }
+                let slot = match text(leg, "type").or_else(|| text(leg, "order_type")) {
+                    Some("stop" | "stop_limit") => &mut legs.stop,
+                    Some("limit") => &mut legs.take_profit,
+                    _ => continue,
+                };
+                // Newest first: the first one found is the one in force.
+                if slot.is_none() {
+                    *slot = Some(leg.clone());
+                }
+            }
+        }
+        Ok(legs)
+    }
+}
+
 /// US Eastern time at `t` (trade dates are the exchange's): EDT from the second Sunday
 /// of March 07:00 UTC to the first Sunday of November 06:00 UTC, else EST.
 fn eastern(t: DateTime<Utc>) -> FixedOffset {
@@ -973,6 +1023,77 @@ impl Broker for AlpacaBroker {
             order: record,
             message,
         })
+    }
+
+    async fn position_levels(
+        &self,
+        account: &str,
+        symbol: &str,
+    ) -> Result<(Option<Decimal>, Option<Decimal>), BrokerError> {
+        self.check_account(account)?;
+        let legs = self.open_legs(symbol).await?;
+        Ok((
+            legs.stop.as_ref().and_then(|l| dec(l, "stop_price")),
+            legs.take_profit
+                .as_ref()
+                .and_then(|l| dec(l, "limit_price")),
+        ))
+    }
+
+    /// Alpaca keeps a position's stop-loss and take-profit as the waiting legs of a
+    /// bracket (or OTO) order: moving one replaces that leg (`PATCH`, which answers a
+    /// new order in its place).
+    async fn modify_position(
+        &self,
+        account: &str,
+        symbol: &str,
+        stop_loss: Option<Decimal>,
+        take_profit: Option<Decimal>,
+    ) -> Result<(Option<Decimal>, Option<Decimal>), BrokerError> {
+        self.check_account(account)?;
+        let legs = self.open_legs(symbol).await?;
+        let mut levels = (
+            legs.stop.as_ref().and_then(|l| dec(l, "stop_price")),
+            legs.take_profit
+                .as_ref()
+                .and_then(|l| dec(l, "limit_price")),
+        );
+        for (new, leg, field, slot) in [
+            (stop_loss, &legs.stop, "stop_price", &mut levels.0),
+            (take_profit, &legs.take_profit, "limit_price", &mut levels.1),
+        ] {
+            let Some(new) = new else {
+                continue;
+            };
+            let Some(id) = leg.as_ref().and_then(|l| text(l, "id")) else {
+                return Err(BrokerError::Rejected {
+                    account: self.config.account.clone(),
+                    reason: format!(
+                        "{} has no {} order to move: Alpaca keeps them as legs of a bracket order; place the position with stop_loss / take_profit",
+                        symbol.rsplit_once(':').map_or(symbol, |(_, s)| s),
+                        if field == "stop_price" {
+                            "stop-loss"
+                        } else {
+                            "take-profit"
+                        }
+                    ),
+                    order_id: None,
+                });
+            };
+            let (status, answer) = self
+                .send(
+                    self.client
+                        .patch(self.trading(&format!("/v2/orders/{}", urlencode(id))))
+                        .json(&json!({ field: new.normalize().to_string() })),
+                    true,
+                )
+                .await?;
+            if status >= 300 {
+                return Err(self.rejected(status, &answer));
+            }
+            *slot = dec(&answer, field);
+        }
+        Ok(levels)
     }
 
     async fn cancel(
