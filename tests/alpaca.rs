@@ -221,18 +221,22 @@ async fn orders_go_through_the_guards_with_a_client_order_id() {
         )
         .await;
     assert_eq!(again["outcome"], "not_cancellable", "{again:#}");
-    // A close goes through Alpaca's close-position endpoint.
+    // A close is a sell with its own client order id, so it can be looked up.
     let closed = d
         .call(
             "close_position",
-            json!({"account": "ALPACA", "symbol": "JPM", "quantity": 2}),
+            json!({"account": "ALPACA", "symbol": "JPM", "quantity": 2, "client_order_id": "c-1"}),
         )
         .await;
     assert_eq!(closed["status"], "ok", "{closed:#}");
-    assert!(
-        fake.requests()
-            .iter()
-            .any(|r| r.starts_with("DELETE /v2/positions/JPM"))
+    let close = fake
+        .orders()
+        .into_iter()
+        .find(|o| o["client_order_id"] == "c-1")
+        .unwrap();
+    assert_eq!(
+        (close["side"].as_str(), close["qty"].as_str()),
+        (Some("sell"), Some("2"))
     );
 }
 

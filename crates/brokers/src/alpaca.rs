@@ -989,14 +989,10 @@ impl Broker for AlpacaBroker {
                 }
             }
         }
-        let request = if order.reduce_only {
-            // A close: Alpaca's own endpoint, which never flips the position.
-            self.client
-                .delete(self.trading(&format!("/v2/positions/{}", urlencode(&order.key.symbol))))
-                .query(&[("qty", order.quantity.normalize().to_string())])
-        } else {
-            self.client.post(self.trading("/v2/orders")).json(&body)
-        };
+        // A close is an ordinary order too: Alpaca's close-position endpoint takes no
+        // client order id, and an order without one could not be looked up after a
+        // timeout. The guards have already capped it at the position.
+        let request = self.client.post(self.trading("/v2/orders")).json(&body);
         let (status, answer) = self.send(request, true).await?;
         if status >= 300 {
             return Err(self.rejected(status, &answer));
