@@ -102,6 +102,10 @@ async fn the_book_joins_fees_to_their_orders_and_anchors_cash_to_the_account() {
         .await;
     assert_eq!(pnl["gross_pnl"], 80.0, "{pnl:#}");
     assert_eq!(pnl["net_pnl"], 79.98, "{pnl:#}");
+    // The TAF fee names no order: it is an account fee in cash, and the answer says so.
+    let notes = pnl["notes"].to_string();
+    assert!(notes.contains("name no order"), "{notes}");
+    assert!(!notes.contains("opening balance"), "{notes}");
     // Cash as the account reports it: 10000 - 1500 - 1000 + 680 - 0.03 + 1.25.
     let accounts = d.call("get_accounts", json!({})).await;
     assert_eq!(accounts["accounts"][0]["cash"], 8181.22, "{accounts:#}");

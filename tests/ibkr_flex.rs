@@ -225,6 +225,13 @@ async fn the_flex_web_service_is_asked_then_polled_until_the_statement_is_ready(
     assert_eq!(v["status"], "ok", "{v:#}");
     assert_eq!(v["accounts"][0]["account"], "ibkr");
     assert_eq!(v["accounts"][0]["account_currency"], "EUR");
+    // What the statement cannot show is said in every answer built on it.
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("the statement starts on"), "{notes}");
+    assert!(
+        !notes.contains("U1234567"),
+        "another account's notes leaked: {notes}"
+    );
     assert_eq!(polls.load(Ordering::SeqCst), 2);
 
     // A bad token: refused by the service, and the hint says how to make a new one.

@@ -132,6 +132,7 @@ pub(crate) fn generate(n: usize) -> Book {
         cash,
         fx: FxTable::new(Currency::USD, fx),
         reported_positions: Vec::new(),
+        notes: Vec::new(),
     }
 }
 

@@ -438,6 +438,7 @@ impl AlpacaBroker {
         let mut fills: Vec<Fill> = Vec::new();
         let mut first_fill_of_order: BTreeMap<String, usize> = BTreeMap::new();
         let mut cash: Vec<CashEntry> = Vec::new();
+        let mut unjoined_fees = Decimal::ZERO;
         for (seq, a) in activities.iter().enumerate() {
             let seq = u32::try_from(seq).unwrap_or(u32::MAX);
             match text(a, "activity_type") {
@@ -507,7 +508,10 @@ impl AlpacaBroker {
                         "DIV" => CashKind::Dividend,
                         "INT" => CashKind::Interest,
                         // A fee that names no order: the account's, in cash.
-                        _ => CashKind::Fee,
+                        _ => {
+                            unjoined_fees += amount.abs();
+                            CashKind::Fee
+                        }
                     };
                     cash.push(CashEntry {
                         account: 0,
@@ -555,7 +559,16 @@ impl AlpacaBroker {
             marks,
             fx_rates: Vec::new(),
             reported_positions: reported,
+            notes: Vec::new(),
         };
+        if !unjoined_fees.is_zero() {
+            parts.notes.push(format!(
+                "{}: Alpaca fees of {} {} name no order: they are account fees in cash, so realized P&L is gross of them",
+                self.config.account,
+                currency.round(unjoined_fees),
+                currency.code()
+            ));
+        }
         if let Some(reported_cash) = dec(&account, "cash") {
             let probe = Book::assemble(parts.clone());
             let implied = tradedesk_core::ledger::replay(&probe, |_, _| {})
@@ -564,6 +577,12 @@ impl AlpacaBroker {
                 .unwrap_or_default();
             let gap = reported_cash - implied;
             if !gap.is_zero() {
+                parts.notes.push(format!(
+                    "{}: cash is anchored to what Alpaca reports: {} {} of it is an opening balance the account's activities do not explain",
+                    self.config.account,
+                    currency.round(gap),
+                    currency.code()
+                ));
                 let first = probe
                     .fills
                     .first()

@@ -474,6 +474,7 @@ impl Validator {
             marks,
             fx_rates: fx,
             reported_positions,
+            notes: Vec::new(),
         }))
     }
 

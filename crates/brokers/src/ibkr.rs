@@ -316,6 +316,24 @@ impl IbkrFlexBroker {
                 ));
             }
         };
+        book.notes = import
+            .notes
+            .iter()
+            .filter(|n| {
+                // Each account's notes, and those about the whole statement.
+                let other =
+                    |a: &tradedesk_core::Account| a.id.trim_start_matches("IBKR-").to_owned();
+                let others: Vec<String> = book
+                    .accounts
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != keep)
+                    .map(|(_, a)| other(a))
+                    .collect();
+                !others.iter().any(|o| n.contains(o.as_str()))
+            })
+            .map(|n| format!("{}: {n}", self.id))
+            .collect();
         book = keep_account(&book, keep, &self.id);
         let book = Arc::new(book);
         *cache = Some(Arc::clone(&book));
@@ -374,6 +392,7 @@ fn keep_account(book: &Book, keep: usize, id: &str) -> Book {
                 r
             })
             .collect(),
+        notes: book.notes.clone(),
     })
 }
 

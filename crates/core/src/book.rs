@@ -172,6 +172,8 @@ pub struct Book {
     pub marks: Marks,
     pub fx: FxTable,
     pub reported_positions: Vec<ReportedPosition>,
+    /// Caveats from the source (an adapter's): what it could not see or had to assume.
+    pub notes: Vec<String>,
 }
 
 /// The parts a book is assembled from; every index already checked by the caller.
@@ -187,6 +189,8 @@ pub struct BookParts {
     pub marks: Vec<(InstrumentIdx, NaiveDate, Decimal)>,
     pub fx_rates: Vec<FxQuote>,
     pub reported_positions: Vec<ReportedPosition>,
+    /// Caveats from the source, carried into every answer built on the book.
+    pub notes: Vec<String>,
 }
 
 impl Book {
@@ -203,6 +207,7 @@ impl Book {
             marks,
             fx_rates,
             reported_positions,
+            notes,
         } = parts;
         fills.sort_by(|a, b| a.time.cmp(&b.time).then(a.seq.cmp(&b.seq)));
         Self {
@@ -215,6 +220,7 @@ impl Book {
             fills,
             cash,
             reported_positions,
+            notes,
         }
     }
 

@@ -114,6 +114,7 @@ pub(crate) fn common_notes<'a>(
     for stale in &v.stale_rates {
         notes.push(format!("stale FX rate: {stale}"));
     }
+    notes.extend(book.notes.iter().cloned());
 }
 
 pub fn get_accounts(book: &Book, v: &Valuation) -> Result<AccountsResult> {

@@ -130,6 +130,7 @@ pub fn get_trade_history(
     if total == 0 {
         notes.push("no fills match in this period: a real answer, not missing data".to_owned());
     }
+    notes.extend(book.notes.iter().cloned());
     Ok(TradeHistoryResult {
         start: range.start.to_string(),
         end: range.end.to_string(),

@@ -31,9 +31,15 @@ pub fn merge_books(
     let mut marks = Vec::new();
     let mut fx: Vec<FxQuote> = Vec::new();
     let mut reported = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
     let mut seq_offset: u32 = 0;
 
     for (book, selection) in parts {
+        for note in &book.notes {
+            if !notes.contains(note) {
+                notes.push(note.clone());
+            }
+        }
         let mut account_map: HashMap<AccountIdx, AccountIdx> = HashMap::new();
         if let Some(ids) = selection {
             for id in ids {
@@ -151,5 +157,6 @@ pub fn merge_books(
         marks,
         fx_rates: fx,
         reported_positions: reported,
+        notes,
     }))
 }

@@ -372,6 +372,7 @@ pub fn get_realized_pnl(
         "realized P&L covers closed lots only; dividends, interest and fees are cash, not P&L"
             .to_owned(),
     );
+    notes.extend(book.notes.iter().cloned());
     let mut groups: Vec<PnlGroup> = groups
         .into_groups()
         .map(|(key, s)| PnlGroup {

@@ -562,6 +562,7 @@ impl SimBroker {
             marks,
             fx_rates,
             reported_positions: Vec::new(),
+            notes: Vec::new(),
         }))
     }
 
