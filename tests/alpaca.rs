@@ -113,6 +113,13 @@ async fn the_book_joins_fees_to_their_orders_and_anchors_cash_to_the_account() {
     // What the broker reports held is what the fills imply.
     let health = d.call("get_server_health", json!({})).await;
     assert_eq!(health["brokers"][0]["status"], "ok", "{health:#}");
+    assert!(
+        health["brokers"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("market "),
+        "{health:#}"
+    );
     assert_eq!(
         health["reconciliation"].as_array().map(Vec::len),
         Some(0),

@@ -729,11 +729,29 @@ impl Broker for AlpacaBroker {
         let started = Instant::now();
         let probe = self.get(self.trading("/v2/account"), &[]).await;
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        // The market clock says whether quotes are live (best effort: not a failure).
+        let clock = match &probe {
+            Ok(_) => self.get(self.trading("/v2/clock"), &[]).await.ok(),
+            Err(_) => None,
+        };
+        let market = clock.map_or_else(String::new, |(_, c)| {
+            match c.get("is_open").and_then(Value::as_bool) {
+                Some(true) => format!(
+                    "; market open until {}",
+                    text(&c, "next_close").unwrap_or("?")
+                ),
+                Some(false) => format!(
+                    "; market closed, opens {}",
+                    text(&c, "next_open").unwrap_or("?")
+                ),
+                None => String::new(),
+            }
+        });
         let (status, detail, hint) = match probe {
             Ok((_, body)) => (
                 HealthStatus::Ok,
                 format!(
-                    "{} account {}, status {}",
+                    "{} account {}, status {}{market}",
                     if self.config.live { "live" } else { "paper" },
                     text(&body, "account_number").unwrap_or("?"),
                     text(&body, "status").unwrap_or("?")
