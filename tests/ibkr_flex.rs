@@ -277,3 +277,26 @@ fn an_ibkr_account_without_a_flex_source_says_what_this_build_can_do() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("flex"), "{err}");
 }
+
+#[test]
+fn the_flex_token_never_appears_in_an_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let config = service_config(dir.path(), &format!("http://{closed}"));
+    let out = run(
+        &config,
+        &dir.path().join("state"),
+        &["call", "get_server_health"],
+        &[("TD_FLEX_TOKEN", "supersecret-token-xyz")],
+    );
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("\"down\""), "{text}");
+    assert!(!text.contains("supersecret"), "{text}");
+}

@@ -237,12 +237,42 @@ impl AlpacaBroker {
         }
     }
 
+    /// A read whose only acceptable failure is a 404 the caller handles.
     async fn get(
         &self,
         url: String,
         query: &[(&str, String)],
     ) -> Result<(u16, Value), BrokerError> {
-        self.send(self.client.get(url).query(query), false).await
+        let (status, body) = self.send(self.client.get(url).query(query), false).await?;
+        if status == 404 || (200..300).contains(&status) {
+            return Ok((status, body));
+        }
+        Err(self.unavailable(format!(
+            "the broker answered {status} ({})",
+            text(&body, "message").map_or_else(String::new, tradedesk_core::error::quote)
+        )))
+    }
+
+    /// A read that must answer 2xx with a JSON body of the expected shape.
+    async fn get_ok(
+        &self,
+        url: String,
+        query: &[(&str, String)],
+        array: bool,
+    ) -> Result<Value, BrokerError> {
+        let (status, body) = self.get(url, query).await?;
+        let shaped = if array {
+            body.is_array()
+        } else {
+            body.is_object()
+        };
+        if status == 404 || !shaped {
+            return Err(self.unavailable(format!(
+                "the broker answered {status} without the expected {}",
+                if array { "list" } else { "object" }
+            )));
+        }
+        Ok(body)
     }
 
     fn trading(&self, path: &str) -> String {
@@ -303,15 +333,19 @@ impl AlpacaBroker {
         let mut token: Option<String> = None;
         for _ in 0..MAX_PAGES {
             let mut query = vec![
-                ("activity_types", "FILL,FEE,CSD,CSW,DIV,INT".to_owned()),
+                (
+                    "activity_types",
+                    "FILL,FEE,CFEE,PTC,CSD,CSW,JNLC,DIV,DIVNRA,DIVFT,DIVTW,INT,SPLIT,NC,MA,SPIN"
+                        .to_owned(),
+                ),
                 ("direction", "asc".to_owned()),
                 ("page_size", "100".to_owned()),
             ];
             if let Some(t) = &token {
                 query.push(("page_token", t.clone()));
             }
-            let (_, body) = self
-                .get(self.trading("/v2/account/activities"), &query)
+            let body = self
+                .get_ok(self.trading("/v2/account/activities"), &query, true)
                 .await?;
             let page = body.as_array().cloned().unwrap_or_default();
             let full = page.len() == 100;
@@ -321,7 +355,9 @@ impl AlpacaBroker {
                 return Ok(out);
             }
         }
-        Ok(out)
+        Err(self.unavailable(format!(
+            "more than {MAX_PAGES} pages of activities; refusing a partial history"
+        )))
     }
 
     fn record_of(&self, o: &Value) -> Option<OrderRecord> {
@@ -380,8 +416,10 @@ impl AlpacaBroker {
     /// cash anchored to the account's reported cash, marks and reported positions from
     /// the positions.
     async fn build_book(&self) -> Result<Book, BrokerError> {
-        let (_, account) = self.get(self.trading("/v2/account"), &[]).await?;
-        let (_, positions) = self.get(self.trading("/v2/positions"), &[]).await?;
+        let account = self.get_ok(self.trading("/v2/account"), &[], false).await?;
+        let positions = self
+            .get_ok(self.trading("/v2/positions"), &[], true)
+            .await?;
         let activities = self.activities().await?;
         let currency = Currency::new_checked(text(&account, "currency").unwrap_or("USD"))
             .unwrap_or(Currency::USD);
@@ -404,8 +442,14 @@ impl AlpacaBroker {
             .collect();
         symbols.sort();
         symbols.dedup();
+        let mut unlisted = Vec::new();
         for s in &symbols {
-            self.exchange_of(s).await?;
+            match self.exchange_of(s).await {
+                Ok(_) => {}
+                // Delisted or renamed since: kept, under the exchange "US".
+                Err(BrokerError::UnknownSymbol { .. }) => unlisted.push(s.clone()),
+                Err(e) => return Err(e),
+            }
         }
         let mut instruments: Vec<Instrument> = Vec::new();
         let mut index = |symbol: &str, exchanges: &BTreeMap<String, String>| -> u32 {
@@ -439,6 +483,7 @@ impl AlpacaBroker {
         let mut first_fill_of_order: BTreeMap<String, usize> = BTreeMap::new();
         let mut cash: Vec<CashEntry> = Vec::new();
         let mut unjoined_fees = Decimal::ZERO;
+        let mut corporate_actions: Vec<String> = Vec::new();
         for (seq, a) in activities.iter().enumerate() {
             let seq = u32::try_from(seq).unwrap_or(u32::MAX);
             match text(a, "activity_type") {
@@ -481,35 +526,57 @@ impl AlpacaBroker {
                     });
                 }
                 Some(kind) => {
+                    if text(a, "status") == Some("canceled") {
+                        continue;
+                    }
+                    if matches!(kind, "SPLIT" | "NC" | "MA" | "SPIN") {
+                        corporate_actions.push(format!(
+                            "{kind} {} on {}",
+                            text(a, "symbol")
+                                .map_or_else(String::new, tradedesk_core::error::quote),
+                            text(a, "date").map_or_else(String::new, tradedesk_core::error::quote)
+                        ));
+                        continue;
+                    }
                     let Some(amount) = dec(a, "net_amount") else {
                         continue;
                     };
-                    let at = time(a, "created_at").or_else(|| {
-                        text(a, "date")
-                            .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
-                            .and_then(|d| d.and_hms_opt(12, 0, 0))
-                            .map(|d| Utc.from_utc_datetime(&d))
-                    });
+                    // The activity's own date first: `created_at` can be years later.
+                    let at = text(a, "date")
+                        .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
+                        .and_then(|d| d.and_hms_opt(12, 0, 0))
+                        .map(|d| Utc.from_utc_datetime(&d))
+                        .or_else(|| time(a, "created_at"));
                     let Some(at) = at else {
                         continue;
                     };
                     if kind == "FEE"
+                        && amount.is_sign_negative()
                         && let Some(i) =
                             text(a, "order_id").and_then(|o| first_fill_of_order.get(o))
                         && let Some(fill) = fills.get_mut(*i)
                     {
                         // A fee that names its order is that order's commission.
-                        fill.commission += amount.abs();
+                        fill.commission -= amount;
                         continue;
                     }
+                    let positive = amount.is_sign_positive();
                     let kind = match kind {
                         "CSD" => CashKind::Deposit,
                         "CSW" => CashKind::Withdrawal,
-                        "DIV" => CashKind::Dividend,
+                        "JNLC" if positive => CashKind::Deposit,
+                        "JNLC" => CashKind::Withdrawal,
+                        "DIV" if positive => CashKind::Dividend,
                         "INT" => CashKind::Interest,
-                        // A fee that names no order: the account's, in cash.
+                        // A refund (a positive fee) or a reversal is signed as it came:
+                        // interest is the kind whose sign is free.
+                        _ if positive => CashKind::Interest,
+                        // Fees that name no order, withholding tax, dividend reversals:
+                        // the account's, in cash.
                         _ => {
-                            unjoined_fees += amount.abs();
+                            if matches!(kind, "FEE" | "CFEE" | "PTC") {
+                                unjoined_fees -= amount;
+                            }
                             CashKind::Fee
                         }
                     };
@@ -561,6 +628,20 @@ impl AlpacaBroker {
             reported_positions: reported,
             notes: Vec::new(),
         };
+        if !unlisted.is_empty() {
+            parts.notes.push(format!(
+                "{}: Alpaca no longer lists {}: shown under the exchange US",
+                self.config.account,
+                unlisted.join(", ")
+            ));
+        }
+        if !corporate_actions.is_empty() {
+            parts.notes.push(format!(
+                "{}: corporate actions are not applied to quantities ({}): positions across them may not match the broker's",
+                self.config.account,
+                corporate_actions.join(", ")
+            ));
+        }
         if !unjoined_fees.is_zero() {
             parts.notes.push(format!(
                 "{}: Alpaca fees of {} {} name no order: they are account fees in cash, so realized P&L is gross of them",
@@ -738,11 +819,11 @@ impl Broker for AlpacaBroker {
             match c.get("is_open").and_then(Value::as_bool) {
                 Some(true) => format!(
                     "; market open until {}",
-                    text(&c, "next_close").unwrap_or("?")
+                    tradedesk_core::error::quote(text(&c, "next_close").unwrap_or("?"))
                 ),
                 Some(false) => format!(
                     "; market closed, opens {}",
-                    text(&c, "next_open").unwrap_or("?")
+                    tradedesk_core::error::quote(text(&c, "next_open").unwrap_or("?"))
                 ),
                 None => String::new(),
             }
@@ -753,8 +834,8 @@ impl Broker for AlpacaBroker {
                 format!(
                     "{} account {}, status {}{market}",
                     if self.config.live { "live" } else { "paper" },
-                    text(&body, "account_number").unwrap_or("?"),
-                    text(&body, "status").unwrap_or("?")
+                    tradedesk_core::error::quote(text(&body, "account_number").unwrap_or("?")),
+                    tradedesk_core::error::quote(text(&body, "status").unwrap_or("?"))
                 ),
                 None,
             ),
@@ -937,10 +1018,13 @@ impl Broker for AlpacaBroker {
             }
             token = text(&body, "next_page_token").map(str::to_owned);
             if token.is_none() {
-                break;
+                return Ok(out);
             }
         }
-        Ok(out)
+        Err(BrokerError::InvalidRequest {
+            account: self.config.account.clone(),
+            reason: format!("more than {MAX_PAGES} pages of bars; ask for a shorter range"),
+        })
     }
 
     async fn orders(
@@ -1031,6 +1115,18 @@ impl Broker for AlpacaBroker {
         // timeout. The guards have already capped it at the position.
         let request = self.client.post(self.trading("/v2/orders")).json(&body);
         let (status, answer) = self.send(request, true).await?;
+        if status == 422 && text(&answer, "message").is_some_and(|m| m.contains("client_order_id"))
+        {
+            // Alpaca already has an order with this id: this may be our own, sent before.
+            // Only a lookup can tell; never a second order.
+            return Err(BrokerError::Uncertain {
+                account: self.config.account.clone(),
+                detail: format!(
+                    "Alpaca already has an order with client order id {}",
+                    tradedesk_core::error::quote(&order.client_order_id)
+                ),
+            });
+        }
         if status >= 300 {
             return Err(self.rejected(status, &answer));
         }
@@ -1154,20 +1250,38 @@ impl Broker for AlpacaBroker {
                 },
             });
         };
-        let (status, _) = self
+        let (status, answer) = self
             .send(
                 self.client
                     .delete(self.trading(&format!("/v2/orders/{}", urlencode(&order.order_id)))),
                 true,
             )
             .await?;
-        let cancelled = (200..300).contains(&status);
-        let (_, body) = self
+        if status == 422 {
+            // Not cancelable: filled, cancelled or expired already.
+            return Ok((order, false));
+        }
+        if status >= 300 {
+            return Err(self.rejected(status, &answer));
+        }
+        // Alpaca cancels asynchronously: what the order says now decides, not the 204.
+        let after = self
             .get(
                 self.trading(&format!("/v2/orders/{}", urlencode(&order.order_id))),
                 &[],
             )
-            .await?;
-        Ok((self.record_of(&body).unwrap_or(order), cancelled))
+            .await
+            .ok()
+            .and_then(|(_, body)| {
+                self.record_of(&body)
+                    .map(|r| (r, text(&body, "status").map(str::to_owned)))
+            });
+        Ok(match after {
+            Some((record, status)) => {
+                let cancelled = matches!(status.as_deref(), Some("canceled" | "pending_cancel"));
+                (record, cancelled)
+            }
+            None => (order, true),
+        })
     }
 }

@@ -147,6 +147,8 @@ impl IbkrFlexBroker {
             .send()
             .await
             .map_err(|e| {
+                // The URL carries the token: never in a message.
+                let e = e.without_url();
                 if e.is_timeout() {
                     BrokerError::Timeout {
                         account: self.id.clone(),
@@ -173,7 +175,7 @@ impl IbkrFlexBroker {
         response.text().await.map_err(|e| {
             unavailable(
                 &self.id,
-                format!("reading the Flex answer: {e}"),
+                format!("reading the Flex answer: {}", e.without_url()),
                 "retry later",
             )
         })
@@ -216,8 +218,9 @@ impl IbkrFlexBroker {
                     .url
                     .clone()
                     .unwrap_or_else(|| format!("{base}/GetStatement"));
-                // IBKR builds the statement asynchronously: 1019 means "not yet".
-                let deadline = Instant::now() + self.timeout.max(Duration::from_secs(1)) * 3;
+                // IBKR builds the statement asynchronously: 1019 means "not yet". The
+                // whole fetch stays within the account's timeout.
+                let deadline = Instant::now() + self.timeout.max(Duration::from_secs(1));
                 let mut wait = Duration::from_millis(250);
                 loop {
                     let text = self
@@ -232,7 +235,7 @@ impl IbkrFlexBroker {
                         return Err(if pending {
                             BrokerError::Timeout {
                                 account: self.id.clone(),
-                                timeout: self.timeout * 3,
+                                timeout: self.timeout,
                             }
                         } else {
                             self.service_error(&answer)

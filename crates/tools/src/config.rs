@@ -107,6 +107,8 @@ pub struct AccountConfig {
     pub path: Option<PathBuf>,
     /// May trade live (with `mode: "live"` on each call).
     pub live: Option<bool>,
+    /// `alpaca`: `paper` (default) or `live`, the host to use; `live` needs `live = true`.
+    pub mode: Option<String>,
     /// `sim`: the price process's seed.
     pub seed: Option<u64>,
     /// `sim`: the account currency (default USD).
@@ -541,7 +543,29 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                         )
                     })
                 };
-                let live = account.live == Some(true);
+                let live = match account.mode.as_deref() {
+                    None => account.live == Some(true),
+                    Some("paper") => false,
+                    Some("live") if account.live == Some(true) => true,
+                    Some("live") => {
+                        return Err(config_error(
+                            format!(
+                                "accounts[{i}] ({}): mode = \"live\" needs live = true",
+                                account.id
+                            ),
+                            "add live = true to the account to allow live trading, or use mode = \"paper\"",
+                        ));
+                    }
+                    Some(other) => {
+                        return Err(config_error(
+                            format!(
+                                "accounts[{i}] ({}): mode '{other}' is neither paper nor live",
+                                account.id
+                            ),
+                            "write mode = \"paper\" or mode = \"live\"",
+                        ));
+                    }
+                };
                 let alpaca = tradedesk_brokers::alpaca::AlpacaConfig {
                     account: account.id.clone(),
                     live,
