@@ -36,6 +36,8 @@
 //!   absolute value of a paid (negative) `ibCommission`, in `ibCommissionCurrency`
 //!   (else the trade currency); `time` is `dateTime`. A positive `ibCommission` (a
 //!   rebate) leaves the commission at `0` and becomes a cash entry of kind `interest`.
+//!   Paid `taxes` (stamp duty, transaction taxes) add to the commission when it is in
+//!   the trade currency, else they are a cash `fee` in the trade currency.
 //!   A row whose `buySell` ends in `(Ca.)` is a cancellation: it is never a fill, and
 //!   the trade it cancels is left out too when it can be identified
 //!   ([`FlexOptions::drop_cancelled_originals`]).
@@ -1554,12 +1556,39 @@ impl<'o> Builder<'o> {
             .currency("ibCommissionCurrency")?
             .map_or_else(|| currency.clone(), str::to_owned);
         let raw_commission = row.decimal("ibCommission")?.unwrap_or(Dec::ZERO);
-        let commission = if raw_commission.is_negative() || raw_commission.is_zero() {
+        let mut commission = if raw_commission.is_negative() || raw_commission.is_zero() {
             raw_commission.abs()
         } else {
             self.rebate(row, account, raw_commission, &commission_currency, &time);
             Dec::ZERO
         };
+        // Transaction taxes (stamp duty, FTT) are a cost of the trade, in the trade's
+        // currency: part of its commission when that is the same currency, else a fee.
+        let taxes = row.decimal("taxes")?.unwrap_or(Dec::ZERO);
+        if taxes.is_negative() {
+            if commission_currency == currency {
+                commission = commission.checked_add(taxes.abs()).ok_or_else(|| {
+                    row.error(
+                        "taxes",
+                        "is too large to add to the commission",
+                        "check the statement",
+                    )
+                })?;
+            } else {
+                let mut json = Map::new();
+                json.insert("account".into(), self.account_id(account).into());
+                json.insert("kind".into(), "fee".into());
+                json.insert("amount".into(), taxes.to_string().into());
+                json.insert("currency".into(), currency.clone().into());
+                json.insert("time".into(), time.clone().into());
+                self.cash.push(Value::Object(json));
+                self.notes.push(format!(
+                    "{}: taxes {} {currency} are in another currency than the commission, so they are a fee in cash (realized P&L is gross of them)",
+                    row.location(),
+                    taxes
+                ));
+            }
+        }
         let mut json = Map::new();
         json.insert("id".into(), id.into());
         json.insert("account".into(), self.account_id(account).into());
@@ -2339,6 +2368,23 @@ mod tests {
 
     fn trade(attrs: &str) -> String {
         with_trades(&format!("<Trade {attrs}/>"))
+    }
+
+    #[test]
+    fn transaction_taxes_are_a_cost_of_the_trade() {
+        // TC1: stamp duty in the commission's currency adds to the commission.
+        let book = import(&trade(&format!(r#"{GOOD_TRADE} taxes="-0.50""#))).book;
+        assert_eq!(s(by(&book, "fills", "id", "E1"), "commission"), "1.50");
+        // TC2: taxes in another currency than the commission are a fee in cash.
+        let other = GOOD_TRADE.replace(
+            r#"ibCommission="-1""#,
+            r#"ibCommission="-1" ibCommissionCurrency="EUR""#,
+        );
+        let import = import(&trade(&format!(r#"{other} taxes="-0.25""#)));
+        assert_eq!(s(by(&import.book, "fills", "id", "E1"), "commission"), "1");
+        let fee = by(&import.book, "cash", "kind", "fee");
+        assert_eq!((s(fee, "amount"), s(fee, "currency")), ("-0.25", "USD"));
+        assert!(import.notes.iter().any(|n| n.contains("taxes")));
     }
 
     fn replaced(attr: &str, value: Option<&str>) -> String {
