@@ -1548,8 +1548,19 @@ impl<'o> Builder<'o> {
                     "include IB Execution ID (or Trade ID) in the Flex Query's Trades section",
                 )
             })?;
-        let (time, local_date) = self.fill_time(row)?;
+        let (mut time, local_date) = self.fill_time(row)?;
         let trade_date = row.date("tradeDate")?.unwrap_or(local_date);
+        if trade_date != local_date {
+            // The exchange's trade date (Tokyo's morning is New York's evening before):
+            // the same instant, written in an offset whose calendar date is that day.
+            match on_trade_date(&time, trade_date) {
+                Some(t) => time = t,
+                None => self.notes.push(format!(
+                    "{}: tradeDate {trade_date} is not a date the fill's time falls on in any time zone; the fill is dated {local_date}",
+                    row.location()
+                )),
+            }
+        }
         let key = self.instrument(row)?;
         let currency = row.currency("currency")?.unwrap_or_default().to_owned();
         let commission_currency = row
@@ -2237,6 +2248,20 @@ fn instrument_json(instrument: InstrumentDraft) -> Value {
     Value::Object(json)
 }
 
+/// `time` (RFC 3339) re-written in the UTC offset nearest its own whose calendar date is
+/// `date`, if there is one (offsets run from -12:00 to +14:00).
+fn on_trade_date(time: &str, date: NaiveDate) -> Option<String> {
+    let instant = chrono::DateTime::parse_from_rfc3339(time).ok()?;
+    let own = instant.offset().local_minus_utc() / 3600;
+    let mut hours: Vec<i32> = (-12..=14).collect();
+    hours.sort_by_key(|h| (h - own).abs());
+    hours.into_iter().find_map(|h| {
+        let offset = chrono::FixedOffset::east_opt(h * 3600)?;
+        let local = instant.with_timezone(&offset);
+        (local.date_naive() == date).then(|| local.to_rfc3339())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -2368,6 +2393,31 @@ mod tests {
 
     fn trade(attrs: &str) -> String {
         with_trades(&format!("<Trade {attrs}/>"))
+    }
+
+    #[test]
+    fn a_fill_is_dated_by_its_exchanges_trade_date() {
+        // TC1: Tokyo, 10:00 on 14 March is 21:00 New York time on the 13th: the fill
+        // keeps its instant and takes the exchange's date.
+        let tokyo = GOOD_TRADE
+            .replace(
+                r#"dateTime="20250314;103512""#,
+                r#"dateTime="20250313;210000""#,
+            )
+            .replace(r#"levelOfDetail"#, r#"tradeDate="20250314" levelOfDetail"#);
+        let book = import(&trade(&tokyo)).book;
+        let time = s(by(&book, "fills", "id", "E1"), "time").to_owned();
+        let parsed = chrono::DateTime::parse_from_rfc3339(&time).unwrap();
+        assert_eq!(parsed.date_naive().to_string(), "2025-03-14", "{time}");
+        let expected = chrono::DateTime::parse_from_rfc3339("2025-03-14T01:00:00Z").unwrap();
+        assert_eq!(parsed, expected);
+        assert_eq!(
+            on_trade_date(
+                "2025-03-13T21:00:00-04:00",
+                NaiveDate::from_ymd_opt(2025, 3, 20).unwrap()
+            ),
+            None
+        );
     }
 
     #[test]
