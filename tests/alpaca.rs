@@ -452,4 +452,42 @@ async fn stop_loss_and_take_profit_are_bracket_legs_moved_by_replacing_them() {
         )
         .await;
     assert_eq!(none["error"]["code"], "broker_rejected", "{none:#}");
+    // Two brackets guard AAPL now: which stop to move is not guessed.
+    let second = d
+        .call(
+            "place_order",
+            json!({"account": "ALPACA", "symbol": "AAPL", "side": "buy", "quantity": 1,
+                "stop_loss": 172, "take_profit": 205}),
+        )
+        .await;
+    assert_eq!(second["status"], "ok", "{second:#}");
+    let patches = fake
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("PATCH"))
+        .count();
+    let ambiguous = d
+        .call(
+            "modify_position",
+            json!({"account": "ALPACA", "symbol": "AAPL", "stop_loss": 176}),
+        )
+        .await;
+    assert_eq!(
+        ambiguous["error"]["code"], "broker_rejected",
+        "{ambiguous:#}"
+    );
+    assert!(
+        ambiguous["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("brackets"),
+        "{ambiguous:#}"
+    );
+    assert_eq!(
+        fake.requests()
+            .iter()
+            .filter(|r| r.starts_with("PATCH"))
+            .count(),
+        patches
+    );
 }

@@ -738,14 +738,23 @@ impl AlpacaBroker {
             )
             .await?;
         let mut legs = Legs::default();
+        let mut brackets = 0;
         for parent in body.as_array().into_iter().flatten() {
+            // Only the bracket that opened the position: a pending one is another order.
+            if !matches!(text(parent, "status"), Some("filled" | "partially_filled")) {
+                continue;
+            }
+            let mut found = false;
             for leg in parent
                 .get("legs")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
             {
-                if !matches!(text(leg, "status"), Some("held" | "new" | "accepted")) {
+                if !matches!(
+                    text(leg, "status"),
+                    Some("held" | "new" | "accepted" | "partially_filled" | "pending_replace")
+                ) {
                     continue;
                 }
                 let slot = match text(leg, "type").or_else(|| text(leg, "order_type")) {
@@ -753,11 +762,23 @@ impl AlpacaBroker {
                     Some("limit") => &mut legs.take_profit,
                     _ => continue,
                 };
-                // Newest first: the first one found is the one in force.
+                found = true;
                 if slot.is_none() {
                     *slot = Some(leg.clone());
                 }
             }
+            brackets += usize::from(found);
+        }
+        if brackets > 1 {
+            // Which stop guards the position is not ours to guess.
+            return Err(BrokerError::Rejected {
+                account: self.config.account.clone(),
+                reason: format!(
+                    "{brackets} filled brackets on {} still have working legs; cancel the ones that no longer apply (get_orders) and retry",
+                    tradedesk_core::error::quote(bare)
+                ),
+                order_id: None,
+            });
         }
         Ok(legs)
     }
@@ -1187,6 +1208,8 @@ impl Broker for AlpacaBroker {
                 .as_ref()
                 .and_then(|l| dec(l, "limit_price")),
         );
+        // The stop-loss's new level once it has moved (it is moved first).
+        let mut moved_stop: Option<Decimal> = None;
         for (new, leg, field, slot) in [
             (stop_loss, &legs.stop, "stop_price", &mut levels.0),
             (take_profit, &legs.take_profit, "limit_price", &mut levels.1),
@@ -1218,9 +1241,21 @@ impl Broker for AlpacaBroker {
                 )
                 .await?;
             if status >= 300 {
-                return Err(self.rejected(status, &answer));
+                let mut error = self.rejected(status, &answer);
+                if let Some(stop) = moved_stop
+                    && let BrokerError::Rejected { reason, .. } = &mut error
+                {
+                    // The first leg did move: say so, so nobody moves it twice.
+                    *reason = format!(
+                        "{reason} (the stop-loss was already moved to {stop}; only the take-profit failed)"
+                    );
+                }
+                return Err(error);
             }
             *slot = dec(&answer, field);
+            if field == "stop_price" {
+                moved_stop = *slot;
+            }
         }
         Ok(levels)
     }
