@@ -702,14 +702,7 @@ impl AlpacaBroker {
     }
 
     fn check_account(&self, account: &str) -> Result<(), BrokerError> {
-        if account == self.config.account {
-            Ok(())
-        } else {
-            Err(BrokerError::InvalidRequest {
-                account: account.to_owned(),
-                reason: format!("this adapter serves account {}", self.config.account),
-            })
-        }
+        crate::check_served(&self.config.account, account)
     }
 }
 
@@ -784,25 +777,16 @@ impl AlpacaBroker {
     }
 }
 
-/// US Eastern time at `t` (trade dates are the exchange's): EDT from the second Sunday
-/// of March 07:00 UTC to the first Sunday of November 06:00 UTC, else EST.
+/// New York's offset at `t`, for the exchange's trade date: the US daylight-saving rule
+/// of [`crate::flex::us_eastern_daylight`], asked at `t`'s standard-time wall clock (its
+/// one ambiguous hour, 01:00 to 02:00 on the night clocks fall back, never moves a date).
 fn eastern(t: DateTime<Utc>) -> FixedOffset {
-    use chrono::Datelike;
-    let year = t.year();
-    let nth_sunday = |month: u32, n: u32| {
-        let first = NaiveDate::from_ymd_opt(year, month, 1).unwrap_or_default();
-        let offset = (7 - first.weekday().num_days_from_sunday()) % 7;
-        first + chrono::Duration::days(i64::from(offset + 7 * (n - 1)))
+    let standard = t.naive_utc() - chrono::Duration::hours(5);
+    let hours = if crate::flex::us_eastern_daylight(standard) {
+        -4
+    } else {
+        -5
     };
-    let start = nth_sunday(3, 2)
-        .and_hms_opt(7, 0, 0)
-        .unwrap_or_default()
-        .and_utc();
-    let end = nth_sunday(11, 1)
-        .and_hms_opt(6, 0, 0)
-        .unwrap_or_default()
-        .and_utc();
-    let hours = if t >= start && t < end { -4 } else { -5 };
     FixedOffset::east_opt(hours * 3600).unwrap_or_else(|| Utc.fix())
 }
 

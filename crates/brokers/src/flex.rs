@@ -81,6 +81,7 @@ use chrono::{
 };
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::{Reader, XmlVersion};
+use rust_decimal::Decimal;
 use serde_json::{Map, Value};
 
 /// The largest statement [`flex_to_book`] accepts: 256 MiB of XML.
@@ -358,32 +359,25 @@ fn ordinal(n: usize) -> String {
     format!("{n}{suffix}")
 }
 
-/// An exact decimal: `mantissa / 10^scale`. Parsed from and written back to text; the
-/// scale (the number of decimal places written) is kept, so `1.50` stays `1.50`.
+/// An exact decimal as the statement writes it (`rust_decimal` keeps the scale, so
+/// `1.50` stays `1.50`), held to the book's bounds: at most 18 decimal places and a
+/// magnitude of at most 1e12.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Dec {
-    mantissa: i128,
-    scale: u32,
-}
+struct Dec(Decimal);
 
 impl Dec {
-    const ONE: Self = Self {
-        mantissa: 1,
-        scale: 0,
-    };
-    const ZERO: Self = Self {
-        mantissa: 0,
-        scale: 0,
-    };
+    const ONE: Self = Self(Decimal::ONE);
+    const ZERO: Self = Self(Decimal::ZERO);
 
-    /// Parses `[+-]digits[.digits]` (also `.5` and `5.`), within the book's bounds:
-    /// at most 18 decimal places and a magnitude of at most 1e12.
+    fn within_bounds(value: Decimal) -> Option<Self> {
+        (value.scale() <= MAX_PLACES
+            && value.abs() <= Decimal::from(10_i64.pow(MAX_MAGNITUDE_DIGITS)))
+        .then_some(Self(value))
+    }
+
+    /// Parses `[+-]digits[.digits]` (also `.5` and `5.`): no exponent, no separators.
     fn parse(text: &str) -> Result<Self, &'static str> {
-        let (negative, body) = if let Some(rest) = text.strip_prefix('-') {
-            (true, rest)
-        } else {
-            (false, text.strip_prefix('+').unwrap_or(text))
-        };
+        let body = text.strip_prefix(['-', '+']).unwrap_or(text);
         let (int, frac) = body.split_once('.').unwrap_or((body, ""));
         if int.is_empty() && frac.is_empty() {
             return Err("is not a number");
@@ -391,81 +385,45 @@ impl Dec {
         if !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
             return Err("is not a plain decimal number");
         }
-        let scale = u32::try_from(frac.len()).map_err(|_| "has too many decimal places")?;
-        if scale > MAX_PLACES {
+        if frac.len() > MAX_PLACES as usize {
             return Err("has more than 18 decimal places");
         }
-        let mut mantissa: i128 = 0;
-        for b in int.bytes().chain(frac.bytes()) {
-            mantissa = mantissa
-                .checked_mul(10)
-                .and_then(|m| m.checked_add(i128::from(b - b'0')))
-                .ok_or("is larger than the supported 1e12")?;
-        }
-        let limit = 10_i128.pow(MAX_MAGNITUDE_DIGITS + scale);
-        if mantissa > limit {
-            return Err("is larger than the supported 1e12");
-        }
-        Ok(Self {
-            mantissa: if negative { -mantissa } else { mantissa },
-            scale,
-        })
+        // `5.` is `5`, `.5` is `0.5`; the sign is the text's.
+        let canonical = format!(
+            "{}{}{}{frac}",
+            if text.starts_with('-') { "-" } else { "" },
+            if int.is_empty() { "0" } else { int },
+            if frac.is_empty() { "" } else { "." }
+        );
+        let value =
+            Decimal::from_str_exact(&canonical).map_err(|_| "is larger than the supported 1e12")?;
+        Self::within_bounds(value).ok_or("is larger than the supported 1e12")
     }
 
     fn is_zero(self) -> bool {
-        self.mantissa == 0
+        self.0.is_zero()
     }
 
     fn is_negative(self) -> bool {
-        self.mantissa < 0
+        self.0.is_sign_negative() && !self.0.is_zero()
     }
 
     fn abs(self) -> Self {
-        Self {
-            mantissa: self.mantissa.abs(),
-            scale: self.scale,
-        }
-    }
-
-    /// Both mantissas at the larger scale, or `None` on overflow.
-    fn aligned(self, other: Self) -> Option<(i128, i128, u32)> {
-        let scale = self.scale.max(other.scale);
-        let a = self
-            .mantissa
-            .checked_mul(10_i128.checked_pow(scale - self.scale)?)?;
-        let b = other
-            .mantissa
-            .checked_mul(10_i128.checked_pow(scale - other.scale)?)?;
-        Some((a, b, scale))
+        Self(self.0.abs())
     }
 
     fn checked_add(self, other: Self) -> Option<Self> {
-        let (a, b, scale) = self.aligned(other)?;
-        let mantissa = a.checked_add(b)?;
-        if mantissa.unsigned_abs() > 10_u128.pow(MAX_MAGNITUDE_DIGITS + scale) {
-            return None;
-        }
-        Some(Self { mantissa, scale })
+        self.0.checked_add(other.0).and_then(Self::within_bounds)
     }
 
     fn same_value(self, other: Self) -> bool {
-        self.aligned(other).is_some_and(|(a, b, _)| a == b)
+        self.0 == other.0
     }
 }
 
 impl fmt::Display for Dec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let unit = 10_u128.pow(self.scale);
-        let magnitude = self.mantissa.unsigned_abs();
-        if self.mantissa < 0 {
-            f.write_str("-")?;
-        }
-        write!(f, "{}", magnitude / unit)?;
-        if self.scale > 0 {
-            let width = usize::try_from(self.scale).map_err(|_| fmt::Error)?;
-            write!(f, ".{:0width$}", magnitude % unit)?;
-        }
-        Ok(())
+        fmt::Display::fmt(&self.0, f)
     }
 }
 
@@ -536,7 +494,7 @@ fn parse_flex_datetime(text: &str) -> Option<NaiveDateTime> {
 
 /// Whether a New York wall-clock time is in daylight-saving time (see
 /// [`FlexTimeZone::NewYork`]).
-fn us_eastern_daylight(local: NaiveDateTime) -> bool {
+pub(crate) fn us_eastern_daylight(local: NaiveDateTime) -> bool {
     let year = local.year();
     let (start, end) = if year >= 2007 {
         (

@@ -191,6 +191,18 @@ pub enum OrderRef {
     ClientOrderId(String),
 }
 
+/// Refuses a request for an account other than the one an adapter serves.
+pub(crate) fn check_served(served: &str, asked: &str) -> Result<(), BrokerError> {
+    if asked == served {
+        Ok(())
+    } else {
+        Err(BrokerError::InvalidRequest {
+            account: asked.to_owned(),
+            reason: format!("this adapter serves account {served}"),
+        })
+    }
+}
+
 fn unsupported<T>(account: &str, capability: &'static str) -> Result<T, BrokerError> {
     Err(BrokerError::Unsupported {
         account: account.to_owned(),

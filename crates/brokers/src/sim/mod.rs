@@ -290,14 +290,7 @@ impl SimBroker {
     }
 
     fn check_account(&self, account: &str) -> Result<(), BrokerError> {
-        if account == self.config.account {
-            Ok(())
-        } else {
-            Err(BrokerError::InvalidRequest {
-                account: account.to_owned(),
-                reason: format!("this sim serves account {}", self.config.account),
-            })
-        }
+        crate::check_served(&self.config.account, account)
     }
 
     /// Finds an instrument by `EXCHANGE:SYMBOL` or a bare symbol (case-insensitive).
@@ -490,6 +483,16 @@ impl SimBroker {
         t: DateTime<Utc>,
     ) -> Result<Book, StoreError> {
         let fills = self.load_fills(conn)?;
+        self.book_of(conn, &fills, t)
+    }
+
+    /// The book of fills already read.
+    fn book_of(
+        &self,
+        conn: &tradedesk_store::rusqlite::Connection,
+        fills: &[SimFill],
+        t: DateTime<Utc>,
+    ) -> Result<Book, StoreError> {
         let created = self.account_created(conn)?.unwrap_or(t);
         let mut instruments: Vec<tradedesk_core::Instrument> = Vec::new();
         let mut index = |key: &tradedesk_core::InstrumentKey| -> u32 {
@@ -503,7 +506,7 @@ impl SimBroker {
         };
         let utc: FixedOffset = Utc.fix();
         let mut book_fills = Vec::with_capacity(fills.len());
-        for f in &fills {
+        for f in fills {
             let instrument = index(&f.key);
             book_fills.push(Fill {
                 id: f.fill_id.clone(),
@@ -580,9 +583,10 @@ impl SimBroker {
     fn margin_state(
         &self,
         conn: &tradedesk_store::rusqlite::Connection,
+        fills: &[SimFill],
         t: DateTime<Utc>,
     ) -> Result<(Decimal, Decimal), String> {
-        let book = self.book_at(conn, t).map_err(|e| e.to_string())?;
+        let book = self.book_of(conn, fills, t).map_err(|e| e.to_string())?;
         let ledger = replay(&book, |_, _| {}).map_err(|e| e.message)?;
         let acct = self.config.currency;
         let mut equity = Decimal::ZERO;
@@ -677,7 +681,7 @@ impl SimBroker {
             let required = (opening * price * inst.spec.multiplier * inst.spec.margin_rate
                 + commission)
                 * rate;
-            match self.margin_state(tx, t) {
+            match self.margin_state(tx, &fills, t) {
                 Ok((equity, used)) if equity - used >= required => {}
                 Ok((equity, used)) => {
                     let ccy = self.config.currency;

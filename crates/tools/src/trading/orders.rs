@@ -2038,18 +2038,7 @@ fn confirm_prompt(plan: &Plan, quantity: Decimal, notional_base: Decimal) -> Str
 /// The open position of an account in an instrument (signed), from the merged book.
 async fn open_position(ctx: &ToolContext, account: &str, key: &InstrumentKey) -> Result<Decimal> {
     let (book, ledger) = ctx.ledger().await?;
-    let Some(account_idx) = book.account_index(account) else {
-        return Ok(Decimal::ZERO);
-    };
-    let Some(instrument) = book.instrument_index(key) else {
-        return Ok(Decimal::ZERO);
-    };
-    Ok(ledger
-        .fifo
-        .open_positions()
-        .filter(|(a, i, _)| *a == account_idx && *i == instrument)
-        .map(|(_, _, lots)| lots.signed_quantity())
-        .sum())
+    Ok(position_in(&book, &ledger, account, key))
 }
 
 /// `close_position`: a market order on the opposite side, for all or part.
