@@ -460,7 +460,49 @@ fn print_json(value: &Value) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Libraries' log records (the IBKR client's among them), on stderr: never stdout, which
+/// the stdio transport owns. `TRADEDESK_LOG` sets the level (error, warn, info, debug;
+/// default warn).
+#[derive(Debug)]
+struct StderrLog;
+
+impl log::Log for StderrLog {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::max_level()
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            eprintln!(
+                "tradedesk: {} {}: {}",
+                record.level(),
+                record.target(),
+                record.args()
+            );
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+static STDERR_LOG: StderrLog = StderrLog;
+
+fn init_log() {
+    let level = match std::env::var("TRADEDESK_LOG").ok().as_deref() {
+        Some("off") => log::LevelFilter::Off,
+        Some("error") => log::LevelFilter::Error,
+        Some("info") => log::LevelFilter::Info,
+        Some("debug") => log::LevelFilter::Debug,
+        Some("trace") => log::LevelFilter::Trace,
+        _ => log::LevelFilter::Warn,
+    };
+    if log::set_logger(&STDERR_LOG).is_ok() {
+        log::set_max_level(level);
+    }
+}
+
 fn main() -> ExitCode {
+    init_log();
     let cli = Cli::parse();
     match &cli.command {
         Command::Tools { markdown: true, .. } => {

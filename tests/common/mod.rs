@@ -1,2 +1,3 @@
 pub mod alpaca_fake;
 pub mod openapi;
+pub mod tws_fake;

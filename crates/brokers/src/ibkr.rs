@@ -347,56 +347,21 @@ impl IbkrFlexBroker {
 /// The book of one of its accounts, renamed to the config's id.
 fn keep_account(book: &Book, keep: usize, id: &str) -> Book {
     let keep_idx = u32::try_from(keep).unwrap_or(u32::MAX);
+    let mut parts = book.to_parts();
     let mut account = book.accounts[keep].clone();
     account.id = id.to_owned();
-    tradedesk_core::Book::assemble(tradedesk_core::BookParts {
-        base_currency: account.currency,
-        as_of: book.as_of,
-        accounts: vec![account],
-        instruments: book.instruments.clone(),
-        fills: book
-            .fills
-            .iter()
-            .filter(|f| f.account == keep_idx)
-            .cloned()
-            .map(|mut f| {
-                f.account = 0;
-                f
-            })
-            .collect(),
-        cash: book
-            .cash
-            .iter()
-            .filter(|c| c.account == keep_idx)
-            .cloned()
-            .map(|mut c| {
-                c.account = 0;
-                c
-            })
-            .collect(),
-        marks: (0..book.instruments.len())
-            .flat_map(|i| {
-                let i = u32::try_from(i).unwrap_or(u32::MAX);
-                book.marks
-                    .series(i)
-                    .iter()
-                    .map(move |(d, p)| (i, *d, *p))
-                    .collect::<Vec<_>>()
-            })
-            .collect(),
-        fx_rates: book.fx.all_quotes(),
-        reported_positions: book
-            .reported_positions
-            .iter()
-            .filter(|r| r.account == keep_idx)
-            .cloned()
-            .map(|mut r| {
-                r.account = 0;
-                r
-            })
-            .collect(),
-        notes: book.notes.clone(),
-    })
+    parts.base_currency = account.currency;
+    parts.accounts = vec![account];
+    parts.fills.retain(|f| f.account == keep_idx);
+    parts.fills.iter_mut().for_each(|f| f.account = 0);
+    parts.cash.retain(|c| c.account == keep_idx);
+    parts.cash.iter_mut().for_each(|c| c.account = 0);
+    parts.reported_positions.retain(|r| r.account == keep_idx);
+    parts
+        .reported_positions
+        .iter_mut()
+        .for_each(|r| r.account = 0);
+    Book::assemble(parts)
 }
 
 #[async_trait]

@@ -21,6 +21,7 @@ pub mod demo;
 pub mod flex;
 pub mod ibkr;
 pub mod sim;
+pub mod tws;
 
 pub use book::{BookBroker, BookError, BookIssue, load_book, parse_book, parse_fx_file};
 

@@ -224,6 +224,26 @@ impl Book {
         }
     }
 
+    /// The parts this book was assembled from (fills in replay order): what an adapter
+    /// extends when it merges a second source into a book.
+    pub fn to_parts(&self) -> BookParts {
+        BookParts {
+            base_currency: self.base_currency,
+            as_of: self.as_of,
+            accounts: self.accounts.clone(),
+            instruments: self.instruments.clone(),
+            fills: self.fills.clone(),
+            cash: self.cash.clone(),
+            marks: (0..self.instruments.len())
+                .filter_map(|i| InstrumentIdx::try_from(i).ok())
+                .flat_map(|i| self.marks.series(i).iter().map(move |(d, p)| (i, *d, *p)))
+                .collect(),
+            fx_rates: self.fx.all_quotes(),
+            reported_positions: self.reported_positions.clone(),
+            notes: self.notes.clone(),
+        }
+    }
+
     pub fn account(&self, idx: AccountIdx) -> &Account {
         &self.accounts[idx as usize]
     }

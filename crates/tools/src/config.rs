@@ -131,7 +131,8 @@ pub struct AccountConfig {
     pub account: Option<String>,
     /// `ibkr`: the full history, from an Activity Flex statement.
     pub flex: Option<FlexConfig>,
-    /// `ibkr`: the TWS / IB Gateway socket (not in this build yet).
+    /// `ibkr`: the TWS / IB Gateway socket (host default 127.0.0.1, port default 7497)
+    /// and the API client id tradedesk connects with.
     pub host: Option<String>,
     pub port: Option<u16>,
     pub client_id: Option<i32>,
@@ -149,6 +150,58 @@ pub struct FlexConfig {
     pub token_env: Option<String>,
     /// The service's address (tests; default IBKR's).
     pub url: Option<String>,
+}
+
+/// The client id tradedesk gives TWS unless the config names one (each API connection
+/// to one TWS needs its own).
+const DEFAULT_TWS_CLIENT_ID: i32 = 7_301;
+
+/// The Flex statement source of an `ibkr` account.
+fn ibkr_flex(
+    i: usize,
+    account: &AccountConfig,
+    flex: &FlexConfig,
+    timeout: std::time::Duration,
+) -> Result<tradedesk_brokers::ibkr::IbkrFlexBroker> {
+    let source = match (&flex.path, &flex.query_id) {
+        (Some(path), None) => tradedesk_brokers::ibkr::FlexSource::File(path.clone()),
+        (None, Some(query_id)) => {
+            let var = flex
+                .token_env
+                .clone()
+                .unwrap_or_else(|| "IBKR_FLEX_TOKEN".to_owned());
+            let token = std::env::var(&var).ok().filter(|v| !v.trim().is_empty()).ok_or_else(|| {
+                config_error(
+                    format!("accounts[{i}] ({}): the environment variable {var} is not set", account.id),
+                    "export the Flex Web Service token (Client Portal: Reporting > Flex Queries), or name another variable with flex.token_env",
+                )
+            })?;
+            tradedesk_brokers::ibkr::FlexSource::Service {
+                url: flex
+                    .url
+                    .clone()
+                    .unwrap_or_else(|| tradedesk_brokers::ibkr::FLEX_SERVICE_URL.to_owned()),
+                query_id: query_id.clone(),
+                token,
+            }
+        }
+        _ => {
+            return Err(config_error(
+                format!(
+                    "accounts[{i}] ({}): flex needs exactly one of path and query_id",
+                    account.id
+                ),
+                "flex = { path = \"statement.xml\" } for a downloaded statement, or { query_id = \"…\" } for the Flex Web Service",
+            ));
+        }
+    };
+    tradedesk_brokers::ibkr::IbkrFlexBroker::new(
+        account.id.clone(),
+        account.account.clone(),
+        source,
+        timeout,
+    )
+    .map_err(Error::from)
 }
 
 fn config_error(message: String, hint: &str) -> Error {
@@ -477,61 +530,49 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                 ctx = ctx.with_broker(Arc::new(broker), None);
             }
             "ibkr" => {
-                let Some(flex) = &account.flex else {
-                    return Err(Error::new(
-                        ErrorCode::NotSupported,
+                let timeout = std::time::Duration::from_millis(
+                    account
+                        .timeout_ms
+                        .or(config.broker_timeout_ms)
+                        .unwrap_or(10_000)
+                        .max(1),
+                );
+                let socket = account.host.is_some() || account.port.is_some();
+                if !socket && account.flex.is_none() {
+                    return Err(config_error(
                         format!(
-                            "accounts[{i}] ({}): the TWS / IB Gateway socket adapter is not in this build",
+                            "accounts[{i}] ({}): an ibkr account needs TWS / IB Gateway (host, port) or a flex statement, or both",
                             account.id
                         ),
-                        "give the account a flex source: flex = { path = \"statement.xml\" } or flex = { query_id = \"…\", token_env = \"IBKR_FLEX_TOKEN\" }",
+                        "add port = 7497 (TWS paper; 7496 live, IB Gateway 4002 paper / 4001 live) for positions and recent executions, and flex = { path = \"statement.xml\" } for the full history",
                     ));
+                }
+                let flex = match &account.flex {
+                    Some(flex) => Some(ibkr_flex(i, account, flex, timeout)?),
+                    None => None,
                 };
-                let source = match (&flex.path, &flex.query_id) {
-                    (Some(path), None) => tradedesk_brokers::ibkr::FlexSource::File(path.clone()),
-                    (None, Some(query_id)) => {
-                        let var = flex
-                            .token_env
-                            .clone()
-                            .unwrap_or_else(|| "IBKR_FLEX_TOKEN".to_owned());
-                        let token = std::env::var(&var).ok().filter(|v| !v.trim().is_empty()).ok_or_else(|| {
-                            config_error(
-                                format!("accounts[{i}] ({}): the environment variable {var} is not set", account.id),
-                                "export the Flex Web Service token (Client Portal: Reporting > Flex Queries), or name another variable with flex.token_env",
-                            )
-                        })?;
-                        tradedesk_brokers::ibkr::FlexSource::Service {
-                            url: flex.url.clone().unwrap_or_else(|| {
-                                tradedesk_brokers::ibkr::FLEX_SERVICE_URL.to_owned()
-                            }),
-                            query_id: query_id.clone(),
-                            token,
-                        }
-                    }
-                    _ => {
-                        return Err(config_error(
-                            format!(
-                                "accounts[{i}] ({}): flex needs exactly one of path and query_id",
-                                account.id
-                            ),
-                            "flex = { path = \"statement.xml\" } for a downloaded statement, or { query_id = \"…\" } for the Flex Web Service",
-                        ));
+                let broker: Arc<dyn tradedesk_brokers::Broker> = if socket {
+                    Arc::new(tradedesk_brokers::tws::TwsBroker::new(
+                        tradedesk_brokers::tws::TwsConfig {
+                            id: account.id.clone(),
+                            host: account
+                                .host
+                                .clone()
+                                .unwrap_or_else(|| "127.0.0.1".to_owned()),
+                            port: account.port.unwrap_or(7497),
+                            client_id: account.client_id.unwrap_or(DEFAULT_TWS_CLIENT_ID),
+                            account: account.account.clone(),
+                            timeout,
+                        },
+                        flex,
+                    ))
+                } else {
+                    match flex {
+                        Some(f) => Arc::new(f),
+                        None => return Err(Error::internal("ibkr account without a source")),
                     }
                 };
-                let broker = tradedesk_brokers::ibkr::IbkrFlexBroker::new(
-                    account.id.clone(),
-                    account.account.clone(),
-                    source,
-                    std::time::Duration::from_millis(
-                        account
-                            .timeout_ms
-                            .or(config.broker_timeout_ms)
-                            .unwrap_or(10_000)
-                            .max(1),
-                    ),
-                )
-                .map_err(Error::from)?;
-                ctx = ctx.with_broker(Arc::new(broker), None);
+                ctx = ctx.with_broker(broker, None);
             }
             "alpaca" => {
                 let env = |name: &Option<String>, default: &str| {

@@ -1,0 +1,1205 @@
+//! Interactive Brokers through the TWS / IB Gateway socket API (the `ibapi` crate),
+//! read-only by construction: this module has no order code path at all.
+//!
+//! * **Connect:** a TCP precheck first (under half a second), so a gateway that is not
+//!   running answers at once with a hint naming TWS / IB Gateway and their ports; then the
+//!   handshake, bounded by the account's timeout. Where the server reports its API
+//!   settings (server version 219+), the "Read-Only API" flag is read and shown.
+//! * **Accounts:** a gateway may serve several accounts; `account` in the config picks
+//!   one, and without it a gateway serving several is refused with the list.
+//! * **Reads:** the portfolio (positions with TWS's market prices), cash balances and
+//!   exchange rates by currency (`reqAccountUpdates`), executions joined with their
+//!   commission reports by execution id (TWS keeps only days of them), quotes, bars.
+//! * **History:** with a `flex` source, the Flex statement's full history is the base and
+//!   recent TWS executions are merged into it by execution id, so a fill is never counted
+//!   twice (a correction, an execution id that differs only after its last period,
+//!   replaces the execution it corrects).
+//!
+//! Every call is bounded by the account's timeout; the library's own log records go
+//! wherever the process routes the `log` crate, which in stdio mode is nowhere near
+//! stdout.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
+use ibapi::prelude::{
+    AccountId, AccountUpdate, Contract, ExecutionFilter, HistoricalBarSize, HistoricalWhatToShow,
+    SecurityType, StreamExt, SubscriptionItem, TickTypes, TradingHours,
+};
+use rust_decimal::Decimal;
+use time_tz::{OffsetDateTimeExt, PrimitiveDateTimeExt};
+use tokio::sync::Mutex;
+use tradedesk_core::{
+    Account, AssetClass, Bar, Book, BookParts, CashEntry, CashKind, Currency, Fill, FxQuote,
+    Instrument, InstrumentKey, Interval, Mode, Quote, ReportedPosition, Side,
+};
+
+use crate::ibkr::IbkrFlexBroker;
+use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
+
+/// The ports TWS and IB Gateway listen on by default, for hints.
+pub const USUAL_PORTS: &str =
+    "7497 (TWS paper), 7496 (TWS live), 4002 (IB Gateway paper), 4001 (IB Gateway live)";
+
+/// How long the TCP precheck waits: a gateway that is running accepts at once.
+const PRECHECK: Duration = Duration::from_millis(450);
+
+/// TWS keeps executions for this many days (the API's `lastNDays` maximum).
+const EXECUTION_DAYS: i32 = 7;
+
+/// An IBKR account read through TWS / IB Gateway.
+#[derive(Debug, Clone)]
+pub struct TwsConfig {
+    /// The config's name for the account.
+    pub id: String,
+    pub host: String,
+    pub port: u16,
+    pub client_id: i32,
+    /// IBKR's account number, when the gateway serves several.
+    pub account: Option<String>,
+    /// The bound on every call (connect, each request).
+    pub timeout: Duration,
+}
+
+/// What the connection learned at connect.
+struct Session {
+    client: ibapi::Client,
+    /// IBKR's account number served under the config's id.
+    account: String,
+    /// Every account the gateway serves.
+    managed: Vec<String>,
+    /// The "Read-Only API" setting, where the server reports it.
+    read_only: Option<bool>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("server_version", &self.client.server_version())
+            .field("account", &self.account)
+            .field("managed", &self.managed)
+            .field("read_only", &self.read_only)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The TWS / IB Gateway adapter.
+#[derive(Debug)]
+pub struct TwsBroker {
+    config: TwsConfig,
+    flex: Option<IbkrFlexBroker>,
+    session: Mutex<Option<Arc<Session>>>,
+    /// One account-updates stream at a time per client (TWS's rule).
+    reading: Mutex<()>,
+    /// Contracts seen in the portfolio and executions, for quotes and bars by symbol.
+    contracts: std::sync::Mutex<BTreeMap<String, Contract>>,
+    generation: AtomicU64,
+}
+
+fn decimal(v: f64) -> Option<Decimal> {
+    // The shortest text that reads back as the same double: what TWS sent.
+    if !v.is_finite() || v == f64::MAX {
+        return None;
+    }
+    v.to_string().parse::<Decimal>().ok()
+}
+
+fn to_chrono(t: time::OffsetDateTime) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(t.unix_timestamp(), t.nanosecond())
+}
+
+/// The zone of an exchange's sessions, by the contract's currency: a fill's trade date
+/// is the exchange's calendar date.
+fn exchange_zone(currency: &str) -> Option<&'static time_tz::Tz> {
+    let name = match currency {
+        "USD" => "America/New_York",
+        "CAD" => "America/Toronto",
+        "MYR" => "Asia/Kuala_Lumpur",
+        "HKD" => "Asia/Hong_Kong",
+        "JPY" => "Asia/Tokyo",
+        "SGD" => "Asia/Singapore",
+        "AUD" => "Australia/Sydney",
+        "EUR" => "Europe/Berlin",
+        "GBP" => "Europe/London",
+        "CHF" => "Europe/Zurich",
+        _ => return None,
+    };
+    time_tz::timezones::get_by_name(name)
+}
+
+/// An execution's time as TWS renders it: `YYYYMMDD HH:MM:SS ZONE`, `YYYYMMDD  HH:MM:SS`
+/// (the gateway's zone) or `YYYYMMDD-HH:MM:SS` (UTC).
+fn execution_instant(text: &str, gateway: Option<&'static time_tz::Tz>) -> Option<DateTime<Utc>> {
+    let text = text.trim();
+    let (local, zone) = if let Some((d, t)) = text.split_once('-') {
+        (format!("{d} {t}"), Some(time_tz::timezones::db::UTC))
+    } else {
+        let mut parts = text.split_whitespace();
+        let (d, t) = (parts.next()?, parts.next()?);
+        let rest: Vec<&str> = parts.collect();
+        let zone = if rest.is_empty() {
+            gateway
+        } else {
+            Some(time_tz::timezones::get_by_name(&rest.join(" "))?)
+        };
+        (format!("{d} {t}"), zone)
+    };
+    let naive = NaiveDateTime::parse_from_str(&local, "%Y%m%d %H:%M:%S").ok()?;
+    let zone = zone?;
+    let date = time::Date::from_calendar_date(
+        chrono::Datelike::year(&naive),
+        time::Month::try_from(u8::try_from(chrono::Datelike::month(&naive)).ok()?).ok()?,
+        u8::try_from(chrono::Datelike::day(&naive)).ok()?,
+    )
+    .ok()?;
+    let clock = time::Time::from_hms(
+        u8::try_from(chrono::Timelike::hour(&naive)).ok()?,
+        u8::try_from(chrono::Timelike::minute(&naive)).ok()?,
+        u8::try_from(chrono::Timelike::second(&naive)).ok()?,
+    )
+    .ok()?;
+    let instant = match time::PrimitiveDateTime::new(date, clock).assume_timezone(zone) {
+        time_tz::OffsetResult::Some(t) | time_tz::OffsetResult::Ambiguous(t, _) => t,
+        time_tz::OffsetResult::None => return None,
+    };
+    to_chrono(instant)
+}
+
+/// `instant` in the exchange's zone (UTC where the currency names none).
+fn exchange_time(instant: DateTime<Utc>, currency: &str) -> DateTime<FixedOffset> {
+    let offset = exchange_zone(currency)
+        .and_then(|tz| {
+            time::OffsetDateTime::from_unix_timestamp(instant.timestamp())
+                .ok()
+                .map(|t| t.to_timezone(tz).offset().whole_seconds())
+        })
+        .and_then(FixedOffset::east_opt)
+        .unwrap_or_else(|| Utc.fix());
+    instant.with_timezone(&offset)
+}
+
+fn asset_class(contract: &Contract) -> AssetClass {
+    match contract.security_type {
+        SecurityType::Option | SecurityType::FuturesOption => AssetClass::Option,
+        SecurityType::Future | SecurityType::ContinuousFuture => AssetClass::Future,
+        SecurityType::ForexPair => AssetClass::Fx,
+        SecurityType::Crypto => AssetClass::Crypto,
+        SecurityType::CFD => AssetClass::Cfd,
+        SecurityType::Bond => AssetClass::Bond,
+        SecurityType::MutualFund => AssetClass::Fund,
+        _ => AssetClass::Equity,
+    }
+}
+
+/// The symbol as IBKR's statements show it: the local symbol for derivatives and FX
+/// (`AAPL  251219C00200000`, `MESZ5`, `EUR.USD`), the ticker for stocks.
+fn symbol_of(contract: &Contract) -> String {
+    let local = contract.local_symbol.trim();
+    match contract.security_type {
+        SecurityType::Stock => contract.symbol.as_str().to_owned(),
+        _ if !local.is_empty() => contract.local_symbol.clone(),
+        _ => contract.symbol.as_str().to_owned(),
+    }
+}
+
+/// Which exchange a symbol given with `EXCHANGE:` trades in, by currency.
+fn exchange_currency(exchange: &str) -> &'static str {
+    match exchange {
+        "SEHK" | "HKEX" => "HKD",
+        "MYX" | "BURSA" => "MYR",
+        "TSE" | "TSEJ" => "JPY",
+        "LSE" => "GBP",
+        "IBIS" | "XETRA" | "SBF" | "AEB" | "BVME" => "EUR",
+        "SGX" => "SGD",
+        "ASX" => "AUD",
+        "TSX" => "CAD",
+        _ => "USD",
+    }
+}
+
+fn bar_size(interval: Interval) -> HistoricalBarSize {
+    match interval {
+        Interval::M1 => HistoricalBarSize::Min,
+        Interval::M5 => HistoricalBarSize::Min5,
+        Interval::M15 => HistoricalBarSize::Min15,
+        Interval::H1 => HistoricalBarSize::Hour,
+        Interval::D1 => HistoricalBarSize::Day,
+    }
+}
+
+/// An execution id and the execution it corrects: IBKR marks a correction by changing
+/// only the digits after the last period (`….01` corrected by `….02`).
+fn execution_base(id: &str) -> &str {
+    id.rsplit_once('.').map_or(id, |(base, _)| base)
+}
+
+impl TwsBroker {
+    /// `flex`: the account's Flex statement, the full history recent executions join.
+    pub fn new(config: TwsConfig, flex: Option<IbkrFlexBroker>) -> Self {
+        Self {
+            config,
+            flex,
+            session: Mutex::new(None),
+            reading: Mutex::new(()),
+            contracts: std::sync::Mutex::new(BTreeMap::new()),
+            generation: AtomicU64::new(1),
+        }
+    }
+
+    fn address(&self) -> String {
+        if self.config.host.contains(':') {
+            format!("[{}]:{}", self.config.host, self.config.port)
+        } else {
+            format!("{}:{}", self.config.host, self.config.port)
+        }
+    }
+
+    fn unavailable(&self, detail: String, hint: &str) -> BrokerError {
+        BrokerError::Unavailable {
+            account: self.config.id.clone(),
+            detail,
+            hint: hint.to_owned(),
+        }
+    }
+
+    fn timeout(&self) -> BrokerError {
+        BrokerError::Timeout {
+            account: self.config.id.clone(),
+            timeout: self.config.timeout,
+        }
+    }
+
+    fn start_hint(&self) -> String {
+        format!(
+            "start TWS or IB Gateway, log in, and enable Configure > API > Settings > \"Enable ActiveX and Socket Clients\" on port {} (the usual ports: {USUAL_PORTS}); set host/port in the config to match",
+            self.config.port
+        )
+    }
+
+    /// What a library error means for this account.
+    fn failure(&self, e: &ibapi::Error, doing: &str) -> BrokerError {
+        match e {
+            ibapi::Error::Timeout => self.timeout(),
+            ibapi::Error::ConnectionRejected(_) => self.unavailable(
+                format!("{} closed the connection while {doing}", self.address()),
+                "TWS / IB Gateway refuses this host: add 127.0.0.1 to API > Settings > Trusted IPs, or allow connections from localhost",
+            ),
+            ibapi::Error::ClientIdInUse { client_id } => self.unavailable(
+                format!("client id {client_id} is in use by another API connection"),
+                "give this account another client_id in the config",
+            ),
+            ibapi::Error::ServerVersion(need, got, _) => self.unavailable(
+                format!("the gateway speaks API version {got}; {doing} needs {need}"),
+                "update TWS / IB Gateway to 10.30 or later",
+            ),
+            ibapi::Error::Notice(n) if n.code == 200 => BrokerError::InvalidRequest {
+                account: self.config.id.clone(),
+                reason: format!("IBKR has no such contract ({})", n.message),
+            },
+            ibapi::Error::Notice(n) if n.code == 354 || n.code == 10089 || n.code == 162 => self
+                .unavailable(
+                    format!("TWS error {}: {}", n.code, n.message),
+                    "this data needs a market-data subscription in IBKR's Client Portal (or try again later: 162 also means pacing)",
+                ),
+            ibapi::Error::Notice(n) => self.unavailable(
+                format!("TWS error {} while {doing}: {}", n.code, n.message),
+                "see IBKR's message codes for this error",
+            ),
+            other if other.is_connection_lost() => self.unavailable(
+                format!("the connection to {} was lost while {doing}", self.address()),
+                &self.start_hint(),
+            ),
+            other => self.unavailable(format!("{doing}: {other}"), &self.start_hint()),
+        }
+    }
+
+    /// A connected session, connecting (or reconnecting) first when needed.
+    async fn session(&self) -> Result<Arc<Session>, BrokerError> {
+        let mut slot = self.session.lock().await;
+        if let Some(s) = slot.as_ref()
+            && s.client.is_connected()
+        {
+            return Ok(Arc::clone(s));
+        }
+        *slot = None;
+        let session = Arc::new(self.connect().await?);
+        *slot = Some(Arc::clone(&session));
+        Ok(session)
+    }
+
+    /// Forgets the session after a failure that may have left it unusable.
+    async fn drop_session(&self) {
+        if let Some(s) = self.session.lock().await.take() {
+            s.client.disconnect().await;
+        }
+    }
+
+    async fn precheck(&self) -> Result<(), BrokerError> {
+        let bound = PRECHECK.min(self.config.timeout);
+        match tokio::time::timeout(
+            bound,
+            tokio::net::TcpStream::connect((self.config.host.as_str(), self.config.port)),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(self.unavailable(
+                format!("nothing accepts connections on {}: {e}", self.address()),
+                &self.start_hint(),
+            )),
+            Err(_) => Err(self.unavailable(
+                format!(
+                    "{} did not accept a connection within {} ms",
+                    self.address(),
+                    bound.as_millis()
+                ),
+                &self.start_hint(),
+            )),
+        }
+    }
+
+    async fn connect(&self) -> Result<Session, BrokerError> {
+        self.precheck().await?;
+        let started = Instant::now();
+        let builder = ibapi::Client::builder()
+            .address(self.address())
+            .client_id(self.config.client_id)
+            .one_shot_timeout(self.config.timeout)
+            // tradedesk reconnects on the next call; the library must not keep a
+            // dead gateway's calls waiting.
+            .max_reconnect_attempts(0);
+        let client = tokio::time::timeout(self.config.timeout, builder.connect())
+            .await
+            // Accepted but silent: TWS showing its "accept incoming connection?"
+            // dialog, still logging in, or another program on the port.
+            .map_err(|_| self.timeout())
+            .and_then(|r| r.map_err(|e| self.failure(&e, "connecting")))?;
+        let managed: Vec<String> = client.handshake_managed_accounts().to_vec();
+        let account = match &self.config.account {
+            Some(want) if managed.iter().any(|m| m == want) => want.clone(),
+            Some(want) => {
+                return Err(self.unavailable(
+                    format!(
+                        "the gateway serves {}, not {want}",
+                        if managed.is_empty() {
+                            "no account".to_owned()
+                        } else {
+                            managed.join(", ")
+                        }
+                    ),
+                    "set account to one of the gateway's accounts",
+                ));
+            }
+            None => match managed.as_slice() {
+                [one] => one.clone(),
+                [] => {
+                    return Err(self.unavailable(
+                        "the gateway reported no account".to_owned(),
+                        "log in to TWS / IB Gateway with a trading account",
+                    ));
+                }
+                many => {
+                    return Err(self.unavailable(
+                        format!("the gateway serves {} accounts: {}", many.len(), many.join(", ")),
+                        "set account = \"…\" to one of them, and list one [[accounts]] entry per account you want",
+                    ));
+                }
+            },
+        };
+        let left = self.config.timeout.saturating_sub(started.elapsed());
+        // The read-only flag, where the server reports its settings (219+, TWS 10.43).
+        let read_only = match tokio::time::timeout(left, client.config()).await {
+            Ok(Ok(config)) => config
+                .api
+                .and_then(|a| a.settings)
+                .and_then(|s| s.read_only_api),
+            _ => None,
+        };
+        Ok(Session {
+            client,
+            account,
+            managed,
+            read_only,
+        })
+    }
+
+    /// Reads a subscription until `done` says its last item ends it, or the stream ends.
+    async fn read<T, S>(
+        &self,
+        stream: &mut S,
+        deadline: tokio::time::Instant,
+        done: impl Fn(&T) -> bool,
+        doing: &str,
+    ) -> Result<Vec<T>, BrokerError>
+    where
+        S: StreamExt<Item = Result<SubscriptionItem<T>, ibapi::Error>> + Unpin,
+    {
+        let mut items = Vec::new();
+        loop {
+            match tokio::time::timeout_at(deadline, stream.next()).await {
+                Err(_) => return Err(self.timeout()),
+                Ok(None) => return Ok(items),
+                Ok(Some(Err(e))) => return Err(self.failure(&e, doing)),
+                Ok(Some(Ok(SubscriptionItem::Notice(_)))) => {}
+                Ok(Some(Ok(SubscriptionItem::Data(item)))) => {
+                    let last = done(&item);
+                    items.push(item);
+                    if last {
+                        return Ok(items);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs one read against the session; a lost connection or a timeout drops the
+    /// session so the next call connects afresh.
+    async fn with_session<T, F, Fut>(&self, f: F) -> Result<T, BrokerError>
+    where
+        F: FnOnce(Arc<Session>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, BrokerError>>,
+    {
+        let session = self.session().await?;
+        let result = f(session).await;
+        if matches!(
+            result,
+            Err(BrokerError::Timeout { .. } | BrokerError::Unavailable { .. })
+        ) {
+            self.drop_session().await;
+        }
+        result
+    }
+
+    /// The contract for a symbol: the one seen in the account, else a SMART-routed stock
+    /// (`EXCHANGE:SYMBOL` names its primary exchange).
+    fn contract_for(&self, symbol: &str) -> Contract {
+        let known = self
+            .contracts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(symbol)
+            .cloned();
+        if let Some(c) = known {
+            return c;
+        }
+        let (exchange, bare) = symbol
+            .split_once(':')
+            .map_or((None, symbol), |(e, s)| (Some(e), s));
+        let exchange = exchange.filter(|e| *e != "SMART");
+        let builder = Contract::stock(bare).on_exchange("SMART");
+        match exchange {
+            Some(e) => builder.primary(e).in_currency(exchange_currency(e)).build(),
+            None => builder.in_currency("USD").build(),
+        }
+    }
+
+    fn remember(&self, contract: &Contract, key: &InstrumentKey) {
+        let mut c = contract.clone();
+        if c.exchange.as_str().is_empty() || c.security_type == SecurityType::Stock {
+            c.exchange = "SMART".into();
+        }
+        let mut map = self
+            .contracts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.insert(key.to_string(), c.clone());
+        map.entry(key.symbol.clone()).or_insert(c);
+    }
+
+    async fn build_book(&self) -> Result<Book, BrokerError> {
+        let _one = self.reading.lock().await;
+        let history = match &self.flex {
+            Some(flex) => Some(flex.snapshot().await?),
+            None => None,
+        };
+        let (updates, executions, session) = self
+            .with_session(|s| async move {
+                let deadline = tokio::time::Instant::now() + self.config.timeout;
+                let mut sub = s
+                    .client
+                    .account_updates(&AccountId(s.account.clone()))
+                    .await
+                    .map_err(|e| self.failure(&e, "requesting the portfolio"))?;
+                let updates = self
+                    .read(
+                        &mut sub,
+                        deadline,
+                        |u| matches!(u, AccountUpdate::End),
+                        "reading the portfolio",
+                    )
+                    .await?;
+                // One account-updates stream per client: ended before the next read.
+                sub.cancel().await;
+                let filter = ExecutionFilter {
+                    account_code: s.account.clone(),
+                    last_n_days: EXECUTION_DAYS,
+                    ..ExecutionFilter::default()
+                };
+                let mut sub = s
+                    .client
+                    .executions(filter)
+                    .await
+                    .map_err(|e| self.failure(&e, "requesting executions"))?;
+                let executions = self
+                    .read(&mut sub, deadline, |_| false, "reading executions")
+                    .await?;
+                Ok((updates, executions, s))
+            })
+            .await?;
+        let today = Utc::now().date_naive();
+        let mut values: Vec<ibapi::accounts::AccountValue> = Vec::new();
+        let mut portfolio: Vec<ibapi::accounts::AccountPortfolioValue> = Vec::new();
+        for u in updates {
+            match u {
+                AccountUpdate::AccountValue(v) => values.push(v),
+                AccountUpdate::PortfolioValue(p) => portfolio.push(p),
+                _ => {}
+            }
+        }
+        let base = values
+            .iter()
+            .find(|v| v.key == "NetLiquidation")
+            .and_then(|v| Currency::new_checked(&v.currency).ok())
+            .or_else(|| history.as_ref().map(|h| h.base_currency))
+            .unwrap_or(Currency::USD);
+        let mut parts = match &history {
+            Some(h) => h.to_parts(),
+            None => BookParts {
+                base_currency: base,
+                as_of: today,
+                accounts: Vec::new(),
+                instruments: Vec::new(),
+                fills: Vec::new(),
+                cash: Vec::new(),
+                marks: Vec::new(),
+                fx_rates: Vec::new(),
+                reported_positions: Vec::new(),
+                notes: Vec::new(),
+            },
+        };
+        parts.base_currency = base;
+        parts.as_of = parts.as_of.max(today);
+        parts.accounts = vec![self.account(base)];
+        let mut notes: Vec<String> = Vec::new();
+
+        // Instruments: by (primary exchange, symbol); an execution's contract often lacks
+        // the primary exchange, so the portfolio's and the statement's are used by con id
+        // and symbol.
+        let mut primary: BTreeMap<i32, String> = BTreeMap::new();
+        for p in &portfolio {
+            if !p.contract.primary_exchange.as_str().is_empty() {
+                primary.insert(
+                    p.contract.contract_id,
+                    p.contract.primary_exchange.as_str().to_owned(),
+                );
+            }
+        }
+        for e in &executions {
+            if let ibapi::orders::Executions::ExecutionData(d) = e
+                && !d.contract.primary_exchange.as_str().is_empty()
+            {
+                primary
+                    .entry(d.contract.contract_id)
+                    .or_insert_with(|| d.contract.primary_exchange.as_str().to_owned());
+            }
+        }
+        let index = |contract: &Contract, parts: &mut BookParts| -> Result<u32, BrokerError> {
+            let symbol = symbol_of(contract);
+            let currency = Currency::new_checked(contract.currency.as_str()).map_err(|_| {
+                self.unavailable(
+                    format!(
+                        "TWS sent a contract with currency {}",
+                        tradedesk_core::error::quote(contract.currency.as_str())
+                    ),
+                    "report this as a bug",
+                )
+            })?;
+            let exchange = primary
+                .get(&contract.contract_id)
+                .cloned()
+                .or_else(|| {
+                    parts
+                        .instruments
+                        .iter()
+                        .find(|i| i.key.symbol == symbol && i.currency == currency)
+                        .map(|i| i.key.exchange.clone())
+                })
+                .unwrap_or_else(|| "IBKR".to_owned());
+            let key = InstrumentKey::new(exchange, &symbol);
+            self.remember(contract, &key);
+            if let Some(i) = parts.instruments.iter().position(|x| x.key == key) {
+                return Ok(u32::try_from(i).unwrap_or(u32::MAX));
+            }
+            let multiplier = contract
+                .multiplier
+                .trim()
+                .parse::<Decimal>()
+                .ok()
+                .filter(|m| m.is_sign_positive() && !m.is_zero())
+                .unwrap_or(Decimal::ONE);
+            parts.instruments.push(Instrument {
+                key,
+                currency,
+                asset_class: asset_class(contract),
+                multiplier,
+                name: None,
+                sector: None,
+                country: None,
+            });
+            Ok(u32::try_from(parts.instruments.len() - 1).unwrap_or(u32::MAX))
+        };
+
+        // Executions joined with their commission reports by execution id.
+        let mut commissions: BTreeMap<String, (Decimal, Currency)> = BTreeMap::new();
+        for e in &executions {
+            if let ibapi::orders::Executions::CommissionReport(c) = e
+                && let (Some(amount), Ok(currency)) =
+                    (decimal(c.commission), Currency::new_checked(&c.currency))
+            {
+                commissions.insert(c.execution_id.clone(), (amount, currency));
+            }
+        }
+        // The statement's fills by execution id (and by the id a correction replaces).
+        let seen: BTreeSet<String> = parts.fills.iter().map(|f| f.id.clone()).collect();
+        let seen_base: BTreeSet<&str> = seen.iter().map(|id| execution_base(id)).collect();
+        let mut latest: BTreeMap<String, &ibapi::orders::ExecutionData> = BTreeMap::new();
+        for e in &executions {
+            if let ibapi::orders::Executions::ExecutionData(d) = e {
+                let id = &d.execution.execution_id;
+                let slot = latest.entry(execution_base(id).to_owned()).or_insert(d);
+                if slot.execution.execution_id < *id {
+                    *slot = d;
+                }
+            }
+        }
+        let zone = session.client.time_zone();
+        let mut merged = 0usize;
+        let mut without_commission = Vec::new();
+        let first_seq = u32::try_from(parts.fills.len()).unwrap_or(u32::MAX);
+        for (n, (base_id, d)) in latest.into_iter().enumerate() {
+            let x = &d.execution;
+            if seen.contains(&x.execution_id) {
+                continue;
+            }
+            if seen_base.contains(base_id.as_str()) {
+                // A correction of a statement fill: the correction replaces it.
+                parts.fills.retain(|f| execution_base(&f.id) != base_id);
+            }
+            let (Some(quantity), Some(price)) = (decimal(x.shares), decimal(x.price)) else {
+                return Err(self.unavailable(
+                    format!(
+                        "execution {} has no usable shares or price",
+                        tradedesk_core::error::quote(&x.execution_id)
+                    ),
+                    "report this as a bug",
+                ));
+            };
+            let Some(instant) = execution_instant(&x.time, zone) else {
+                return Err(self.unavailable(
+                    format!(
+                        "execution {} has a time tradedesk cannot read: {}",
+                        tradedesk_core::error::quote(&x.execution_id),
+                        tradedesk_core::error::quote(&x.time)
+                    ),
+                    "report this as a bug, with the time as TWS shows it",
+                ));
+            };
+            let instrument = index(&d.contract, &mut parts)?;
+            let currency = parts.instruments[instrument as usize].currency;
+            let (commission, commission_currency, known) = match commissions.get(&x.execution_id) {
+                Some((amount, c)) => (*amount, *c, true),
+                None => {
+                    without_commission.push(x.execution_id.clone());
+                    (Decimal::ZERO, currency, false)
+                }
+            };
+            let time = exchange_time(instant, d.contract.currency.as_str());
+            parts.fills.push(Fill {
+                id: x.execution_id.clone(),
+                account: 0,
+                instrument,
+                side: match x.side {
+                    ibapi::orders::ExecutionSide::Bought => Side::Buy,
+                    _ => Side::Sell,
+                },
+                quantity: quantity.abs(),
+                price,
+                commission,
+                commission_currency,
+                commission_known: known,
+                time,
+                trade_date: time.date_naive(),
+                seq: first_seq.saturating_add(u32::try_from(n).unwrap_or(u32::MAX)),
+            });
+            merged += 1;
+        }
+        if !without_commission.is_empty() {
+            notes.push(format!(
+                "{}: TWS sent no commission report for {} execution(s) ({}): their P&L is gross of fees",
+                self.config.id,
+                without_commission.len(),
+                without_commission.join(", ")
+            ));
+        }
+
+        // The portfolio: TWS's positions (for reconciliation) and its market prices.
+        parts.reported_positions.clear();
+        for p in &portfolio {
+            let instrument = index(&p.contract, &mut parts)?;
+            if let Some(quantity) = decimal(p.position) {
+                parts.reported_positions.push(ReportedPosition {
+                    account: 0,
+                    instrument,
+                    quantity,
+                });
+            }
+            if let Some(price) = decimal(p.market_price).filter(|p| p.is_sign_positive()) {
+                parts
+                    .marks
+                    .retain(|(i, d, _)| !(*i == instrument && *d == today));
+                parts.marks.push((instrument, today, price));
+            }
+        }
+
+        // Exchange rates to the base currency, as TWS values the account.
+        for v in &values {
+            if v.key == "ExchangeRate"
+                && v.currency != "BASE"
+                && v.currency != base.code()
+                && let (Ok(c), Ok(rate)) = (Currency::new_checked(&v.currency), v.value.parse())
+            {
+                parts.fx_rates.push(FxQuote {
+                    base: c,
+                    quote: base,
+                    rate,
+                    date: today,
+                });
+            }
+        }
+
+        // Cash: anchored to the balances TWS reports, per currency. What the fills and the
+        // statement do not explain is an opening balance (TWS only) or movements since
+        // the statement (with Flex), each said in a note.
+        let reported_cash: Vec<(Currency, Decimal)> = values
+            .iter()
+            .filter(|v| v.key == "CashBalance" && v.currency != "BASE")
+            .filter_map(|v| {
+                Some((
+                    Currency::new_checked(&v.currency).ok()?,
+                    v.value.parse().ok()?,
+                ))
+            })
+            .collect();
+        if !reported_cash.is_empty() {
+            let probe = Book::assemble(parts.clone());
+            let ledger = tradedesk_core::ledger::replay(&probe, |_, _| {}).ok();
+            let first = probe
+                .fills
+                .first()
+                .map(|f| f.time.with_timezone(&Utc))
+                .into_iter()
+                .chain(probe.cash.iter().map(|c| c.time.with_timezone(&Utc)))
+                .min()
+                .unwrap_or_else(Utc::now);
+            let mut currencies: BTreeSet<Currency> =
+                reported_cash.iter().map(|(c, _)| *c).collect();
+            if let Some(l) = &ledger {
+                currencies.extend(l.cash.keys().filter(|(a, _)| *a == 0).map(|(_, c)| *c));
+            }
+            for currency in currencies {
+                let reported = reported_cash
+                    .iter()
+                    .find(|(c, _)| *c == currency)
+                    .map_or(Decimal::ZERO, |(_, v)| *v);
+                let implied = ledger
+                    .as_ref()
+                    .and_then(|l| l.cash.get(&(0, currency)).copied())
+                    .unwrap_or_default();
+                let gap = reported - implied;
+                if gap.is_zero() {
+                    continue;
+                }
+                notes.push(format!(
+                    "{}: cash is anchored to what TWS reports: {} {} of it is an opening balance {} do not explain",
+                    self.config.id,
+                    currency.round(gap),
+                    currency.code(),
+                    if history.is_some() {
+                        "the Flex statement and TWS's executions"
+                    } else {
+                        "the executions TWS keeps"
+                    }
+                ));
+                parts.cash.push(CashEntry {
+                    account: 0,
+                    kind: if gap.is_sign_positive() {
+                        CashKind::Deposit
+                    } else {
+                        CashKind::Withdrawal
+                    },
+                    amount: gap,
+                    currency,
+                    time: (first - chrono::Duration::seconds(1)).with_timezone(&Utc.fix()),
+                });
+            }
+        }
+        if history.is_none() {
+            notes.push(format!(
+                "{}: TWS gives only the last {EXECUTION_DAYS} days of executions: realized P&L before them is not known; give the account a flex source for its full history",
+                self.config.id
+            ));
+        } else if merged > 0 {
+            notes.push(format!(
+                "{}: {merged} execution(s) from TWS newer than the Flex statement were added",
+                self.config.id
+            ));
+        }
+        if session.read_only == Some(false) {
+            notes.push(format!(
+                "{}: TWS's \"Read-Only API\" setting is off; tradedesk never places orders through TWS, but turning it on is safer",
+                self.config.id
+            ));
+        }
+        parts.notes.extend(notes);
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        Ok(Book::assemble(parts))
+    }
+
+    /// Paper accounts' numbers start with `D` (`DU…`, `DF…`).
+    fn mode(&self) -> Mode {
+        match &self.config.account {
+            Some(a) if a.starts_with('D') => Mode::Paper,
+            _ => Mode::Live,
+        }
+    }
+
+    fn account(&self, currency: Currency) -> Account {
+        Account {
+            id: self.config.id.clone(),
+            broker: "ibkr".to_owned(),
+            currency,
+            name: Some("Interactive Brokers (TWS / IB Gateway)".to_owned()),
+            mode: self.mode(),
+        }
+    }
+}
+
+#[async_trait]
+impl Broker for TwsBroker {
+    fn accounts(&self) -> Vec<Account> {
+        vec![self.account(Currency::USD)]
+    }
+
+    async fn snapshot(&self) -> Result<Arc<Book>, BrokerError> {
+        self.build_book().await.map(Arc::new)
+    }
+
+    fn generation(&self) -> u64 {
+        // Every read may bring new executions and prices.
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    async fn health(&self) -> Vec<AccountHealth> {
+        let started = Instant::now();
+        let probe = self
+            .with_session(|s| async move {
+                let now = tokio::time::timeout(self.config.timeout, s.client.server_time())
+                    .await
+                    .map_err(|_| self.timeout())?
+                    .map_err(|e| self.failure(&e, "asking the server time"))?;
+                Ok((s, now))
+            })
+            .await;
+        let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let (status, detail, hint) = match probe {
+            Ok((s, _)) => {
+                let read_only = match s.read_only {
+                    Some(true) => "Read-Only API on",
+                    Some(false) => "Read-Only API OFF",
+                    None => "Read-Only API setting not reported (TWS before 10.43)",
+                };
+                (
+                    HealthStatus::Ok,
+                    format!(
+                        "TWS / IB Gateway at {} (API version {}), account {} of {}; {read_only}",
+                        self.address(),
+                        s.client.server_version(),
+                        s.account,
+                        s.managed.join(", ")
+                    ),
+                    (s.read_only == Some(false)).then(|| {
+                        "tradedesk only reads from TWS; check Configure > API > Settings > \"Read-Only API\" to make that certain".to_owned()
+                    }),
+                )
+            }
+            Err(e) => {
+                let hint = match &e {
+                    BrokerError::Unavailable { hint, .. } => hint.clone(),
+                    BrokerError::Timeout { .. } => {
+                        "TWS / IB Gateway is connected but not answering: check it is logged in and not showing a dialog".to_owned()
+                    }
+                    _ => self.start_hint(),
+                };
+                (HealthStatus::Down, e.to_string(), Some(hint))
+            }
+        };
+        let mut out = vec![AccountHealth {
+            account: self.config.id.clone(),
+            broker: "ibkr".to_owned(),
+            mode: self.mode(),
+            status,
+            latency_ms: Some(latency_ms),
+            detail,
+            hint,
+        }];
+        if let Some(flex) = &self.flex {
+            for mut h in flex.health().await {
+                h.detail = format!("history: {}", h.detail);
+                if h.status != HealthStatus::Ok && out[0].status == HealthStatus::Ok {
+                    out[0].status = HealthStatus::Degraded;
+                    out[0].detail = format!("{}; {}", out[0].detail, h.detail);
+                    out[0].hint = h.hint.clone();
+                }
+            }
+        }
+        out
+    }
+
+    /// What a symbol names at IBKR, for quotes and bars: the contract held or traded in
+    /// the account, else a SMART-routed stock (`EXCHANGE:SYMBOL` for a non-US listing).
+    async fn instrument(
+        &self,
+        account: &str,
+        symbol: &str,
+    ) -> Result<tradedesk_core::TradableInstrument, BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let contract = self.contract_for(symbol.trim());
+        let exchange = if contract.primary_exchange.as_str().is_empty() {
+            contract.exchange.as_str().to_owned()
+        } else {
+            contract.primary_exchange.as_str().to_owned()
+        };
+        let multiplier = contract
+            .multiplier
+            .trim()
+            .parse::<Decimal>()
+            .ok()
+            .filter(|m| m.is_sign_positive() && !m.is_zero())
+            .unwrap_or(Decimal::ONE);
+        Ok(tradedesk_core::TradableInstrument {
+            key: InstrumentKey::new(exchange, symbol_of(&contract)),
+            currency: Currency::new_checked(contract.currency.as_str()).unwrap_or(Currency::USD),
+            asset_class: asset_class(&contract),
+            multiplier,
+            lot_step: Decimal::ONE,
+            min_quantity: Decimal::ONE,
+            max_quantity: Decimal::from(1_000_000),
+            tick: Decimal::new(1, 2),
+            pip: None,
+            margin_rate: Decimal::ONE,
+            unit: match asset_class(&contract) {
+                AssetClass::Option | AssetClass::Future => "contracts",
+                _ => "shares",
+            },
+        })
+    }
+
+    async fn quote(&self, account: &str, symbol: &str) -> Result<Quote, BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let contract = self.contract_for(symbol);
+        let ticks = self
+            .with_session(|s| {
+                let contract = contract.clone();
+                async move {
+                    let deadline = tokio::time::Instant::now() + self.config.timeout;
+                    let mut sub = s
+                        .client
+                        .market_data(&contract)
+                        .snapshot()
+                        .subscribe()
+                        .await
+                        .map_err(|e| self.failure(&e, "requesting a quote"))?;
+                    self.read(
+                        &mut sub,
+                        deadline,
+                        |t| matches!(t, TickTypes::SnapshotEnd),
+                        "reading a quote",
+                    )
+                    .await
+                }
+            })
+            .await
+            .map_err(|e| match e {
+                BrokerError::InvalidRequest { .. } => BrokerError::UnknownSymbol {
+                    account: self.config.id.clone(),
+                    symbol: tradedesk_core::error::quote(symbol),
+                    known: "contracts IBKR lists (use EXCHANGE:SYMBOL for non-US stocks)"
+                        .to_owned(),
+                },
+                other => other,
+            })?;
+        let q = ibapi::prelude::Quote::from_ticks(&ticks);
+        let valid = |v: Option<f64>| v.filter(|x| *x > 0.0).and_then(decimal);
+        let (bid, ask) = match (valid(q.bid), valid(q.ask), valid(q.last)) {
+            (Some(b), Some(a), _) => (b, a),
+            (_, _, Some(last)) => (last, last),
+            _ => {
+                return Err(self.unavailable(
+                    format!("TWS sent no bid, ask or last price for {symbol}"),
+                    "the market may be closed with no frozen data, or the account lacks a market-data subscription",
+                ));
+            }
+        };
+        let exchange = if contract.primary_exchange.as_str().is_empty() {
+            contract.exchange.as_str().to_owned()
+        } else {
+            contract.primary_exchange.as_str().to_owned()
+        };
+        Ok(Quote {
+            key: InstrumentKey::new(exchange, symbol_of(&contract)),
+            currency: Currency::new_checked(contract.currency.as_str()).unwrap_or(Currency::USD),
+            bid,
+            ask,
+            time: Utc::now(),
+        })
+    }
+
+    async fn bars(
+        &self,
+        account: &str,
+        symbol: &str,
+        interval: Interval,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+    ) -> Result<Vec<Bar>, BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let contract = self.contract_for(symbol);
+        let (Ok(from), Ok(to)) = (
+            time::OffsetDateTime::from_unix_timestamp(start.timestamp()),
+            time::OffsetDateTime::from_unix_timestamp(end.timestamp()),
+        ) else {
+            return Err(BrokerError::InvalidRequest {
+                account: self.config.id.clone(),
+                reason: "the range is outside the dates TWS takes".to_owned(),
+            });
+        };
+        let data = self
+            .with_session(|s| {
+                let contract = contract.clone();
+                async move {
+                    tokio::time::timeout(
+                        self.config.timeout,
+                        s.client
+                            .historical_data(&contract, bar_size(interval))
+                            .what_to_show(HistoricalWhatToShow::Trades)
+                            .trading_hours(TradingHours::Regular)
+                            .between(from, to)
+                            .fetch(),
+                    )
+                    .await
+                    .map_err(|_| self.timeout())?
+                    .map_err(|e| self.failure(&e, "requesting bars"))
+                }
+            })
+            .await
+            .map_err(|e| match e {
+                BrokerError::InvalidRequest { .. } => BrokerError::UnknownSymbol {
+                    account: self.config.id.clone(),
+                    symbol: tradedesk_core::error::quote(symbol),
+                    known: "contracts IBKR lists (use EXCHANGE:SYMBOL for non-US stocks)"
+                        .to_owned(),
+                },
+                other => other,
+            })?;
+        let mut out = Vec::with_capacity(data.bars.len());
+        for b in data.bars {
+            let (time, instant) = match b.date {
+                ibapi::market_data::historical::BarTimestamp::Date(d) => {
+                    let Some(date) = NaiveDate::from_ymd_opt(
+                        d.year(),
+                        u32::from(u8::from(d.month())),
+                        u32::from(d.day()),
+                    ) else {
+                        continue;
+                    };
+                    (
+                        date.to_string(),
+                        Utc.from_utc_datetime(&date.and_time(chrono::NaiveTime::MIN)),
+                    )
+                }
+                ibapi::market_data::historical::BarTimestamp::DateTime(t) => {
+                    let Some(t) = to_chrono(t) else {
+                        continue;
+                    };
+                    (t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true), t)
+                }
+            };
+            if instant < start - chrono::Duration::days(1) || instant > end {
+                continue;
+            }
+            out.push(Bar {
+                time,
+                instant,
+                open: b.open,
+                high: b.high,
+                low: b.low,
+                close: b.close,
+                volume: (b.volume >= 0.0).then_some(b.volume),
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn execution_times_read_in_their_zone() {
+        let ny = execution_instant("20261127 10:30:00 US/Eastern", None).unwrap();
+        assert_eq!(ny.to_rfc3339(), "2026-11-27T15:30:00+00:00");
+        let summer = execution_instant("20260715 10:30:00 America/New_York", None).unwrap();
+        assert_eq!(summer.to_rfc3339(), "2026-07-15T14:30:00+00:00");
+        let utc = execution_instant("20261127-15:30:00", None).unwrap();
+        assert_eq!(utc, ny);
+        let gateway = time_tz::timezones::get_by_name("Asia/Kuala_Lumpur");
+        let kl = execution_instant("20261127  09:00:00", gateway).unwrap();
+        assert_eq!(kl.to_rfc3339(), "2026-11-27T01:00:00+00:00");
+        assert!(execution_instant("20261127 10:30:00 Nowhere/Land", None).is_none());
+        assert!(execution_instant("yesterday", None).is_none());
+    }
+
+    #[test]
+    fn a_fill_takes_its_exchange_date() {
+        // 01:00 UTC on the 27th is the 27th in Kuala Lumpur, the 26th in New York.
+        let t = Utc.with_ymd_and_hms(2026, 11, 27, 1, 0, 0).unwrap();
+        assert_eq!(
+            exchange_time(t, "MYR").date_naive().to_string(),
+            "2026-11-27"
+        );
+        assert_eq!(
+            exchange_time(t, "USD").date_naive().to_string(),
+            "2026-11-26"
+        );
+    }
+
+    #[test]
+    fn corrections_share_a_base() {
+        assert_eq!(
+            execution_base("0000e0d5.6555a859.01.01"),
+            "0000e0d5.6555a859.01"
+        );
+        assert_eq!(
+            execution_base("0000e0d5.6555a859.01.02"),
+            execution_base("0000e0d5.6555a859.01.01")
+        );
+        assert_eq!(decimal(189.12), Some(Decimal::new(18912, 2)));
+        assert_eq!(decimal(f64::MAX), None);
+    }
+}

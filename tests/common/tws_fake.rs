@@ -1,0 +1,1381 @@
+//! An offline fake of Interactive Brokers' TWS / IB Gateway socket API, for tests.
+//!
+//! [`FakeTws::start`] listens on `127.0.0.1` (a free port) and speaks the protobuf-era
+//! wire protocol that the `ibapi` crate (5.x) requires, serving many connections at once.
+//! It was written from the protocol's facts: frame layout, message ids and protobuf field
+//! numbers as IBKR defines them.
+//!
+//! # Wire format
+//!
+//! * Greeting (client → server): the 4 bytes `API\0`, then one length-prefixed text frame
+//!   `v<min>..<max>` (an optional ` <options>` suffix is ignored). A malformed greeting or
+//!   `max < 213` (the first protobuf-only server version) closes the socket.
+//! * Version ack (server → client): one length-prefixed text frame
+//!   `<version>\0<YYYYMMDD HH:MM:SS> <time zone>\0`, version = `min(server_version, max)`.
+//! * Every later frame, both ways: 4-byte big-endian length, then a 4-byte big-endian message
+//!   id, then a protobuf payload. Protobuf message ids travel as `id + 200`; all ids in this
+//!   module ([`ids`], [`TwsState::received`], [`ORDER_FRAME_IDS`]) are those wire ids.
+//!   Client→server and server→client ids are separate number spaces.
+//!
+//! # Behaviour ([`TwsBehaviour::Normal`])
+//!
+//! After `StartApi` (271) the fake sends `NextValidId` (209, order id 1), `ManagedAccounts`
+//! (215) and one farm-OK notice (`ErrorMessage` 204, id −1, code 2104). Then it answers:
+//!
+//! | request (wire id)              | answer (wire ids, in order)                                               |
+//! |--------------------------------|---------------------------------------------------------------------------|
+//! | ManagedAccountsRequest 217     | ManagedAccounts 215                                                       |
+//! | CurrentTimeRequest 249         | CurrentTime 249                                                           |
+//! | CurrentTimeInMillisRequest 305 | CurrentTimeInMillis 309                                                   |
+//! | IdsRequest 208                 | NextValidId 209                                                           |
+//! | ConfigRequest 308              | ConfigResponse 310 (`api.settings.read_only_api`)                         |
+//! | AccountDataRequest 206         | subscribe=true: AccountValue 206 ×n, PortfolioValue 207 ×n, AccountUpdateTime 208, AccountDataEnd 254; subscribe=false (the cancel): nothing |
+//! | AccountSummaryRequest 262      | AccountSummary 263 ×n (account values whose key is a requested tag), AccountSummaryEnd 264 |
+//! | PositionsRequest 261           | Position 261 ×n (every portfolio item, all accounts), PositionEnd 262      |
+//! | ExecutionRequest 207           | per matching execution: ExecutionDetails 211 then (if any) CommissionAndFeesReport 259; then ExecutionDetailsEnd 255 |
+//! | MarketDataRequest 201          | known symbol: TickReqParams 281, MarketDataType 258 (1), TickPrice 201 bid (1, with size), ask (2, with size), last (4), TickSnapshotEnd 257 (snapshot only); unknown: ErrorMessage 204 code 200 with the req id |
+//! | HistoricalDataRequest 220      | known symbol: HistoricalData 217 (all bars), HistoricalDataEnd 308; unknown: ErrorMessage 204 code 200 |
+//! | anything else (cancels, 259 MarketDataTypeRequest, orders, …) | nothing (recorded only) |
+//!
+//! Quotes and bars are looked up by the request contract's symbol, then its local symbol,
+//! then `SYMBOL.CURRENCY` (handy for forex: key `"EUR.USD"`).
+//!
+//! Wall-clock strings (the version ack, `AccountUpdateTime`, `HistoricalDataEnd`) are
+//! [`TwsState::current_time`] shifted by [`TwsState::utc_offset_secs`] and labelled with
+//! [`TwsState::time_zone`]; the fake has no time-zone database, so keep the two consistent
+//! (the defaults, 2026-11-30 15:00 UTC, −5 h, `US/Eastern`, give `20261130 10:00:00 US/Eastern`).
+//!
+//! Every inbound frame's id is appended to [`TwsState::received`] whatever the behaviour,
+//! and the behaviour is re-read for every request, so [`FakeTws::set_behaviour`] can make a
+//! live connection go silent.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use prost::Message as _;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{AbortHandle, JoinHandle};
+
+/// Wire ids (protobuf id + 200) of the frames the fake knows.
+pub mod ids {
+    // ---- client → server ----
+    /// `MarketDataRequest` (reqMktData).
+    pub const REQ_MARKET_DATA: i32 = 201;
+    /// `CancelMarketData`.
+    pub const CANCEL_MARKET_DATA: i32 = 202;
+    /// `PlaceOrderRequest` (place or modify an order).
+    pub const PLACE_ORDER: i32 = 203;
+    /// `CancelOrderRequest`.
+    pub const CANCEL_ORDER: i32 = 204;
+    /// `OpenOrdersRequest`.
+    pub const REQ_OPEN_ORDERS: i32 = 205;
+    /// `AccountDataRequest` (reqAccountUpdates; also its cancel, with subscribe=false).
+    pub const REQ_ACCOUNT_DATA: i32 = 206;
+    /// `ExecutionRequest`.
+    pub const REQ_EXECUTIONS: i32 = 207;
+    /// `IdsRequest`.
+    pub const REQ_IDS: i32 = 208;
+    /// `ManagedAccountsRequest`.
+    pub const REQ_MANAGED_ACCOUNTS: i32 = 217;
+    /// `FaReplace`.
+    pub const REPLACE_FA: i32 = 219;
+    /// `HistoricalDataRequest`.
+    pub const REQ_HISTORICAL_DATA: i32 = 220;
+    /// `ExerciseOptionsRequest`.
+    pub const EXERCISE_OPTIONS: i32 = 221;
+    /// `CancelHistoricalData`.
+    pub const CANCEL_HISTORICAL_DATA: i32 = 225;
+    /// `CurrentTimeRequest`.
+    pub const REQ_CURRENT_TIME: i32 = 249;
+    /// `GlobalCancelRequest`.
+    pub const GLOBAL_CANCEL: i32 = 258;
+    /// `MarketDataTypeRequest`.
+    pub const REQ_MARKET_DATA_TYPE: i32 = 259;
+    /// `PositionsRequest`.
+    pub const REQ_POSITIONS: i32 = 261;
+    /// `AccountSummaryRequest`.
+    pub const REQ_ACCOUNT_SUMMARY: i32 = 262;
+    /// `CancelAccountSummary`.
+    pub const CANCEL_ACCOUNT_SUMMARY: i32 = 263;
+    /// `CancelPositions`.
+    pub const CANCEL_POSITIONS: i32 = 264;
+    /// `StartApiRequest`.
+    pub const START_API: i32 = 271;
+    /// `CurrentTimeInMillisRequest`.
+    pub const REQ_CURRENT_TIME_MILLIS: i32 = 305;
+    /// `ConfigRequest`.
+    pub const REQ_CONFIG: i32 = 308;
+    /// `UpdateConfigRequest`.
+    pub const UPDATE_CONFIG: i32 = 309;
+
+    // ---- server → client ----
+    /// `TickPrice`.
+    pub const TICK_PRICE: i32 = 201;
+    /// `ErrorMessage` (errors and notices).
+    pub const ERROR: i32 = 204;
+    /// `AccountValue`.
+    pub const ACCOUNT_VALUE: i32 = 206;
+    /// `PortfolioValue`.
+    pub const PORTFOLIO_VALUE: i32 = 207;
+    /// `AccountUpdateTime`.
+    pub const ACCOUNT_UPDATE_TIME: i32 = 208;
+    /// `NextValidId`.
+    pub const NEXT_VALID_ID: i32 = 209;
+    /// `ExecutionDetails`.
+    pub const EXECUTION_DETAILS: i32 = 211;
+    /// `ManagedAccounts`.
+    pub const MANAGED_ACCOUNTS: i32 = 215;
+    /// `HistoricalData`.
+    pub const HISTORICAL_DATA: i32 = 217;
+    /// `CurrentTime`.
+    pub const CURRENT_TIME: i32 = 249;
+    /// `AccountDataEnd`.
+    pub const ACCOUNT_DATA_END: i32 = 254;
+    /// `ExecutionDetailsEnd`.
+    pub const EXECUTION_DETAILS_END: i32 = 255;
+    /// `TickSnapshotEnd`.
+    pub const TICK_SNAPSHOT_END: i32 = 257;
+    /// `MarketDataType`.
+    pub const MARKET_DATA_TYPE: i32 = 258;
+    /// `CommissionAndFeesReport`.
+    pub const COMMISSION_REPORT: i32 = 259;
+    /// `Position`.
+    pub const POSITION: i32 = 261;
+    /// `PositionEnd`.
+    pub const POSITION_END: i32 = 262;
+    /// `AccountSummary`.
+    pub const ACCOUNT_SUMMARY: i32 = 263;
+    /// `AccountSummaryEnd`.
+    pub const ACCOUNT_SUMMARY_END: i32 = 264;
+    /// `TickReqParams`.
+    pub const TICK_REQ_PARAMS: i32 = 281;
+    /// `HistoricalDataEnd`.
+    pub const HISTORICAL_DATA_END: i32 = 308;
+    /// `CurrentTimeInMillis`.
+    pub const CURRENT_TIME_MILLIS: i32 = 309;
+    /// `ConfigResponse`.
+    pub const CONFIG_RESPONSE: i32 = 310;
+}
+
+/// Inbound wire ids that would place, modify or cancel an order: PlaceOrder (203, also
+/// used to modify), CancelOrder (204), ExerciseOptions (221) and GlobalCancel (258).
+pub const ORDER_FRAME_IDS: &[i32] = &[
+    ids::PLACE_ORDER,
+    ids::CANCEL_ORDER,
+    ids::EXERCISE_OPTIONS,
+    ids::GLOBAL_CANCEL,
+];
+
+/// Inbound wire ids that would change TWS's settings: UpdateConfig (309), ReplaceFA (219).
+pub const CONFIG_WRITE_FRAME_IDS: &[i32] = &[ids::UPDATE_CONFIG, ids::REPLACE_FA];
+
+/// Lowest client max version the fake accepts (protobuf-only servers).
+const MIN_PROTOBUF_VERSION: i32 = 213;
+/// Largest inbound frame the fake reads.
+const MAX_FRAME: usize = 16 * 1024 * 1024;
+/// Protobuf message ids travel with this offset added.
+const PROTOBUF_OFFSET: i32 = 200;
+
+// ------------------------------------------------------------------------------------------
+// Public scenario types
+// ------------------------------------------------------------------------------------------
+
+/// A contract as the fake sends it (proto `Contract`; empty strings are left out).
+#[derive(Debug, Clone, Default)]
+pub struct TwsContract {
+    pub con_id: i32,
+    pub symbol: String,
+    /// "STK", "CASH", "FUT", "OPT", …
+    pub sec_type: String,
+    pub exchange: String,
+    pub primary_exchange: String,
+    pub currency: String,
+    pub local_symbol: String,
+    pub multiplier: Option<f64>,
+}
+
+/// One `PortfolioValue` line of an account update (also a `Position` line).
+#[derive(Debug, Clone)]
+pub struct TwsPortfolioItem {
+    pub account: String,
+    pub contract: TwsContract,
+    /// Decimal string, e.g. "100" or "-2.5".
+    pub position: String,
+    pub market_price: f64,
+    pub market_value: f64,
+    pub average_cost: f64,
+    pub unrealized_pnl: f64,
+    pub realized_pnl: f64,
+}
+
+/// One `AccountValue` of an account update (also an `AccountSummary` row).
+#[derive(Debug, Clone)]
+pub struct TwsAccountValue {
+    pub account: String,
+    pub key: String,
+    pub value: String,
+    pub currency: String,
+}
+
+/// One fill, sent as `ExecutionDetails` (+ `CommissionAndFeesReport`).
+#[derive(Debug, Clone)]
+pub struct TwsExecution {
+    pub account: String,
+    pub contract: TwsContract,
+    pub exec_id: String,
+    pub order_id: i32,
+    pub perm_id: i64,
+    /// Sent verbatim, e.g. "20261127 10:30:00 US/Eastern".
+    pub time: String,
+    pub exchange: String,
+    /// "BOT" or "SLD" (ibapi rejects anything else).
+    pub side: String,
+    /// Decimal string.
+    pub shares: String,
+    pub price: f64,
+    /// (amount, currency); `None` sends no commission report.
+    pub commission: Option<(f64, String)>,
+}
+
+/// One historical bar.
+#[derive(Debug, Clone)]
+pub struct TwsBar {
+    /// "YYYYMMDD" for daily and longer bars, else unix seconds as a decimal string.
+    pub date: String,
+    pub open: f64,
+    pub high: f64,
+    pub low: f64,
+    pub close: f64,
+    /// Decimal string.
+    pub volume: String,
+}
+
+/// A top-of-book quote.
+#[derive(Debug, Clone)]
+pub struct TwsQuote {
+    pub bid: f64,
+    pub ask: f64,
+    pub last: f64,
+    /// Decimal string; empty sends no size.
+    pub bid_size: String,
+    /// Decimal string; empty sends no size.
+    pub ask_size: String,
+}
+
+/// How the fake treats a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TwsBehaviour {
+    /// Answers everything as described in the module docs.
+    #[default]
+    Normal,
+    /// Accepts TCP, reads, never writes a byte.
+    SilentAfterAccept,
+    /// Completes the handshake (version, NextValidId, ManagedAccounts) then never answers
+    /// any request.
+    SilentAfterHandshake,
+    /// Closes the socket right after accepting (what a non-trusted IP sees).
+    CloseOnAccept,
+}
+
+/// Everything the fake serves and records. Shared by all connections.
+#[derive(Debug, Clone)]
+pub struct TwsState {
+    /// Server version offered; the ack carries `min(this, client's max)`. Default 221
+    /// (≥ 219, so `Client::config` works).
+    pub server_version: i32,
+    /// Time-zone name in the version ack and `HistoricalDataEnd`. Default "US/Eastern".
+    pub time_zone: String,
+    /// UTC offset of `time_zone` at `current_time`, in seconds. Default −18 000 (EST).
+    pub utc_offset_secs: i32,
+    /// Managed accounts, comma-joined in `ManagedAccounts`. Default `["DU1234567"]`.
+    pub accounts: Vec<String>,
+    /// `ConfigResponse.api.settings.read_only_api`; `None` leaves the field out. Default
+    /// `Some(true)`.
+    pub read_only: Option<bool>,
+    pub account_values: Vec<TwsAccountValue>,
+    pub portfolio: Vec<TwsPortfolioItem>,
+    pub executions: Vec<TwsExecution>,
+    /// By symbol (or local symbol, or "SYMBOL.CURRENCY").
+    pub quotes: BTreeMap<String, TwsQuote>,
+    /// By symbol (or local symbol, or "SYMBOL.CURRENCY").
+    pub bars: BTreeMap<String, Vec<TwsBar>>,
+    pub behaviour: TwsBehaviour,
+    /// Every inbound frame's wire id (e.g. 271 StartApi), in order, across all connections.
+    pub received: Vec<i32>,
+    /// (acctCode, lastNDays) of each `ExecutionRequest`; absent fields read as "" and 0.
+    pub execution_filters: Vec<(String, i32)>,
+    /// Version acks sent (connections that got past the greeting).
+    pub handshakes: usize,
+    /// Client ids sent in `StartApi`, in order.
+    pub client_ids: Vec<i32>,
+    /// Epoch seconds answered to `CurrentTimeRequest`. Default 1 796 050 800
+    /// (2026-11-30 15:00:00 UTC).
+    pub current_time: i64,
+}
+
+impl Default for TwsState {
+    fn default() -> Self {
+        Self {
+            server_version: 221,
+            time_zone: "US/Eastern".to_owned(),
+            utc_offset_secs: -18_000,
+            accounts: vec!["DU1234567".to_owned()],
+            read_only: Some(true),
+            account_values: Vec::new(),
+            portfolio: Vec::new(),
+            executions: Vec::new(),
+            quotes: BTreeMap::new(),
+            bars: BTreeMap::new(),
+            behaviour: TwsBehaviour::Normal,
+            received: Vec::new(),
+            execution_filters: Vec::new(),
+            handshakes: 0,
+            client_ids: Vec::new(),
+            current_time: 1_796_050_800,
+        }
+    }
+}
+
+/// A running fake. Dropping it stops the listener and every connection.
+#[derive(Debug)]
+pub struct FakeTws {
+    pub addr: SocketAddr,
+    pub state: Arc<Mutex<TwsState>>,
+    accept_task: JoinHandle<()>,
+    connections: Arc<Mutex<Vec<AbortHandle>>>,
+}
+
+impl FakeTws {
+    /// Binds `127.0.0.1:0` and serves connections concurrently, one task each.
+    pub async fn start(state: TwsState) -> std::io::Result<FakeTws> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(Mutex::new(state));
+        let connections: Arc<Mutex<Vec<AbortHandle>>> = Arc::new(Mutex::new(Vec::new()));
+        let accept_task = tokio::spawn(accept_loop(
+            listener,
+            Arc::clone(&state),
+            Arc::clone(&connections),
+        ));
+        Ok(FakeTws {
+            addr,
+            state,
+            accept_task,
+            connections,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// "127.0.0.1:<port>", ready for `ClientBuilder::address`.
+    pub fn address(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Every inbound frame's wire id so far.
+    pub fn received(&self) -> Vec<i32> {
+        lock(&self.state).received.clone()
+    }
+
+    pub fn set_behaviour(&self, b: TwsBehaviour) {
+        lock(&self.state).behaviour = b;
+    }
+
+    /// A snapshot of the whole state.
+    pub fn snapshot(&self) -> TwsState {
+        lock(&self.state).clone()
+    }
+
+    /// Drops every open connection (the listener keeps accepting), e.g. to make a client
+    /// reconnect.
+    pub fn disconnect_all(&self) {
+        let handles = std::mem::take(&mut *lock_vec(&self.connections));
+        for handle in handles {
+            handle.abort();
+        }
+    }
+}
+
+impl Drop for FakeTws {
+    fn drop(&mut self) {
+        self.accept_task.abort();
+        self.disconnect_all();
+    }
+}
+
+fn lock(state: &Mutex<TwsState>) -> MutexGuard<'_, TwsState> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn lock_vec(v: &Mutex<Vec<AbortHandle>>) -> MutexGuard<'_, Vec<AbortHandle>> {
+    v.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    state: Arc<Mutex<TwsState>>,
+    connections: Arc<Mutex<Vec<AbortHandle>>>,
+) {
+    loop {
+        let Ok((socket, _peer)) = listener.accept().await else {
+            // E.g. out of file descriptors: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let _ = socket.set_nodelay(true);
+        let task = tokio::spawn(serve_connection(socket, Arc::clone(&state)));
+        let mut open = lock_vec(&connections);
+        open.retain(|h| !h.is_finished());
+        open.push(task.abort_handle());
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Connection handling
+// ------------------------------------------------------------------------------------------
+
+async fn serve_connection(mut socket: TcpStream, state: Arc<Mutex<TwsState>>) {
+    let behaviour = lock(&state).behaviour;
+    match behaviour {
+        TwsBehaviour::CloseOnAccept => {
+            // FIN first, so the client reads a clean EOF; then drain until it hangs up so
+            // that unread bytes do not turn the close into a reset.
+            let _ = socket.shutdown().await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), drain(&mut socket)).await;
+        }
+        TwsBehaviour::SilentAfterAccept => drain(&mut socket).await,
+        TwsBehaviour::Normal | TwsBehaviour::SilentAfterHandshake => {
+            let _ = run_session(&mut socket, &state).await;
+        }
+    }
+}
+
+async fn drain(socket: &mut TcpStream) {
+    let mut buf = [0_u8; 4096];
+    while let Ok(n) = socket.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+    }
+}
+
+async fn read_frame(socket: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut len = [0_u8; 4];
+    socket.read_exact(&mut len).await?;
+    let len = usize::try_from(u32::from_be_bytes(len)).map_err(std::io::Error::other)?;
+    if len > MAX_FRAME {
+        return Err(std::io::Error::other("frame too large"));
+    }
+    let mut body = vec![0_u8; len];
+    socket.read_exact(&mut body).await?;
+    Ok(body)
+}
+
+/// Parses `v<min>..<max>[ options]` (or `v<n>`).
+fn parse_version_range(text: &str) -> Option<(i32, i32)> {
+    let spec = text.strip_prefix('v')?.split_whitespace().next()?;
+    match spec.split_once("..") {
+        Some((min, max)) => Some((min.parse().ok()?, max.parse().ok()?)),
+        None => {
+            let v = spec.parse().ok()?;
+            Some((v, v))
+        }
+    }
+}
+
+async fn run_session(socket: &mut TcpStream, state: &Mutex<TwsState>) -> std::io::Result<()> {
+    let mut magic = [0_u8; 4];
+    socket.read_exact(&mut magic).await?;
+    if &magic != b"API\0" {
+        return Ok(());
+    }
+    let greeting = read_frame(socket).await?;
+    let Some((_min, max)) = std::str::from_utf8(&greeting)
+        .ok()
+        .and_then(parse_version_range)
+    else {
+        return Ok(());
+    };
+    if max < MIN_PROTOBUF_VERSION {
+        return Ok(());
+    }
+
+    let ack = {
+        let mut st = lock(state);
+        st.handshakes += 1;
+        let version = st.server_version.min(max);
+        let (date, time) = wall_clock(st.current_time, st.utc_offset_secs);
+        let text = format!("{version}\0{date} {time} {}\0", st.time_zone);
+        length_prefixed(text.as_bytes())?
+    };
+    socket.write_all(&ack).await?;
+
+    loop {
+        let body = read_frame(socket).await?;
+        let Some((id_bytes, payload)) = body.split_first_chunk::<4>() else {
+            continue;
+        };
+        let id = i32::from_be_bytes(*id_bytes);
+        let reply = {
+            let mut st = lock(state);
+            st.received.push(id);
+            respond(&mut st, id, payload)?
+        };
+        if !reply.is_empty() {
+            socket.write_all(&reply).await?;
+        }
+    }
+}
+
+/// The frames to send for one inbound frame (empty when silent or nothing to say).
+fn respond(st: &mut TwsState, id: i32, payload: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut out = Out::default();
+    match (st.behaviour, id) {
+        (TwsBehaviour::Normal | TwsBehaviour::SilentAfterHandshake, ids::START_API) => {
+            let req = pb::StartApiRequest::decode(payload).unwrap_or_default();
+            st.client_ids.push(req.client_id.unwrap_or_default());
+            out.push(ids::NEXT_VALID_ID, &pb::NextValidId { order_id: Some(1) })?;
+            out.push(ids::MANAGED_ACCOUNTS, &managed_accounts(st))?;
+            if st.behaviour == TwsBehaviour::Normal {
+                out.push(
+                    ids::ERROR,
+                    &error_message(st, -1, 2104, "Market data farm connection is OK:usfarm"),
+                )?;
+            }
+        }
+        (TwsBehaviour::Normal, _) => serve_request(st, id, payload, &mut out)?,
+        _ => {}
+    }
+    Ok(out.bytes)
+}
+
+fn serve_request(st: &mut TwsState, id: i32, payload: &[u8], out: &mut Out) -> std::io::Result<()> {
+    match id {
+        ids::REQ_MANAGED_ACCOUNTS => out.push(ids::MANAGED_ACCOUNTS, &managed_accounts(st))?,
+        ids::REQ_CURRENT_TIME => out.push(
+            ids::CURRENT_TIME,
+            &pb::CurrentTime {
+                current_time: Some(st.current_time),
+            },
+        )?,
+        ids::REQ_CURRENT_TIME_MILLIS => out.push(
+            ids::CURRENT_TIME_MILLIS,
+            &pb::CurrentTimeInMillis {
+                current_time_in_millis: Some(st.current_time.saturating_mul(1000)),
+            },
+        )?,
+        ids::REQ_IDS => out.push(ids::NEXT_VALID_ID, &pb::NextValidId { order_id: Some(1) })?,
+        ids::REQ_CONFIG => {
+            let req = pb::ReqIdOnly::decode(payload).unwrap_or_default();
+            out.push(
+                ids::CONFIG_RESPONSE,
+                &pb::ConfigResponse {
+                    req_id: req.req_id,
+                    api: Some(pb::ApiConfig {
+                        settings: Some(pb::ApiSettingsConfig {
+                            read_only_api: st.read_only,
+                        }),
+                    }),
+                },
+            )?;
+        }
+        ids::REQ_ACCOUNT_DATA => {
+            let req = pb::AccountDataRequest::decode(payload).unwrap_or_default();
+            if req.subscribe == Some(true) {
+                account_updates(st, &req.acct_code.unwrap_or_default(), out)?;
+            }
+        }
+        ids::REQ_ACCOUNT_SUMMARY => {
+            let req = pb::AccountSummaryRequest::decode(payload).unwrap_or_default();
+            account_summary(st, &req, out)?;
+        }
+        ids::REQ_POSITIONS => {
+            for item in &st.portfolio {
+                out.push(
+                    ids::POSITION,
+                    &pb::Position {
+                        account: Some(item.account.clone()),
+                        contract: Some(contract_pb(&item.contract)),
+                        position: Some(item.position.clone()),
+                        avg_cost: Some(item.average_cost),
+                    },
+                )?;
+            }
+            out.push_raw(ids::POSITION_END, &[])?;
+        }
+        ids::REQ_EXECUTIONS => {
+            let req = pb::ExecutionRequest::decode(payload).unwrap_or_default();
+            executions(st, &req, out)?;
+        }
+        ids::REQ_MARKET_DATA => {
+            let req = pb::MarketDataRequest::decode(payload).unwrap_or_default();
+            market_data(st, &req, out)?;
+        }
+        ids::REQ_HISTORICAL_DATA => {
+            let req = pb::HistoricalDataRequest::decode(payload).unwrap_or_default();
+            historical_data(st, &req, out)?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn managed_accounts(st: &TwsState) -> pb::ManagedAccounts {
+    pb::ManagedAccounts {
+        accounts_list: Some(st.accounts.join(",")),
+    }
+}
+
+fn error_message(st: &TwsState, id: i32, code: i32, msg: &str) -> pb::ErrorMessage {
+    pb::ErrorMessage {
+        id: Some(id),
+        error_time: Some(st.current_time.saturating_mul(1000)),
+        error_code: Some(code),
+        error_msg: Some(msg.to_owned()),
+        advanced_order_reject_json: None,
+    }
+}
+
+fn account_updates(st: &TwsState, account: &str, out: &mut Out) -> std::io::Result<()> {
+    for v in st.account_values.iter().filter(|v| v.account == account) {
+        out.push(
+            ids::ACCOUNT_VALUE,
+            &pb::AccountValue {
+                key: Some(v.key.clone()),
+                value: Some(v.value.clone()),
+                currency: non_empty(&v.currency),
+                account_name: Some(v.account.clone()),
+            },
+        )?;
+    }
+    for item in st.portfolio.iter().filter(|p| p.account == account) {
+        out.push(
+            ids::PORTFOLIO_VALUE,
+            &pb::PortfolioValue {
+                contract: Some(contract_pb(&item.contract)),
+                position: Some(item.position.clone()),
+                market_price: Some(item.market_price),
+                market_value: Some(item.market_value),
+                average_cost: Some(item.average_cost),
+                unrealized_pnl: Some(item.unrealized_pnl),
+                realized_pnl: Some(item.realized_pnl),
+                account_name: Some(item.account.clone()),
+            },
+        )?;
+    }
+    let (_date, time) = wall_clock(st.current_time, st.utc_offset_secs);
+    out.push(
+        ids::ACCOUNT_UPDATE_TIME,
+        &pb::AccountUpdateTime {
+            time_stamp: Some(time.get(..5).unwrap_or(&time).to_owned()),
+        },
+    )?;
+    out.push(
+        ids::ACCOUNT_DATA_END,
+        &pb::AccountDataEnd {
+            account_name: Some(account.to_owned()),
+        },
+    )
+}
+
+fn account_summary(
+    st: &TwsState,
+    req: &pb::AccountSummaryRequest,
+    out: &mut Out,
+) -> std::io::Result<()> {
+    let tags = req.tags.clone().unwrap_or_default();
+    let tags: Vec<&str> = tags
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    for v in st
+        .account_values
+        .iter()
+        .filter(|v| tags.contains(&v.key.as_str()))
+    {
+        out.push(
+            ids::ACCOUNT_SUMMARY,
+            &pb::AccountSummary {
+                req_id: req.req_id,
+                account: Some(v.account.clone()),
+                tag: Some(v.key.clone()),
+                value: Some(v.value.clone()),
+                currency: non_empty(&v.currency),
+            },
+        )?;
+    }
+    out.push(
+        ids::ACCOUNT_SUMMARY_END,
+        &pb::ReqIdOnly { req_id: req.req_id },
+    )
+}
+
+fn executions(st: &mut TwsState, req: &pb::ExecutionRequest, out: &mut Out) -> std::io::Result<()> {
+    let filter = req.execution_filter.clone().unwrap_or_default();
+    let acct = filter.acct_code.unwrap_or_default();
+    st.execution_filters
+        .push((acct.clone(), filter.last_n_days.unwrap_or_default()));
+    let client_id = st.client_ids.last().copied();
+    for e in st
+        .executions
+        .iter()
+        .filter(|e| acct.is_empty() || e.account == acct)
+    {
+        out.push(
+            ids::EXECUTION_DETAILS,
+            &pb::ExecutionDetails {
+                req_id: req.req_id,
+                contract: Some(contract_pb(&e.contract)),
+                execution: Some(pb::Execution {
+                    order_id: Some(e.order_id),
+                    exec_id: Some(e.exec_id.clone()),
+                    time: Some(e.time.clone()),
+                    acct_number: Some(e.account.clone()),
+                    exchange: non_empty(&e.exchange),
+                    side: Some(e.side.clone()),
+                    shares: Some(e.shares.clone()),
+                    price: Some(e.price),
+                    perm_id: Some(e.perm_id),
+                    client_id,
+                    is_liquidation: None,
+                    cum_qty: Some(e.shares.clone()),
+                    avg_price: Some(e.price),
+                }),
+            },
+        )?;
+        if let Some((amount, currency)) = &e.commission {
+            out.push(
+                ids::COMMISSION_REPORT,
+                &pb::CommissionAndFeesReport {
+                    exec_id: Some(e.exec_id.clone()),
+                    commission_and_fees: Some(*amount),
+                    currency: Some(currency.clone()),
+                    // TWS's "no value" sentinel.
+                    realized_pnl: Some(f64::MAX),
+                    bond_yield: Some(f64::MAX),
+                    yield_redemption_date: None,
+                },
+            )?;
+        }
+    }
+    out.push(
+        ids::EXECUTION_DETAILS_END,
+        &pb::ReqIdOnly { req_id: req.req_id },
+    )
+}
+
+/// Finds the scenario key for a request contract: symbol, local symbol, "SYMBOL.CURRENCY".
+fn lookup<'a, T>(map: &'a BTreeMap<String, T>, contract: Option<&pb::Contract>) -> Option<&'a T> {
+    let c = contract?;
+    let symbol = c.symbol.as_deref().unwrap_or_default();
+    let local = c.local_symbol.as_deref().unwrap_or_default();
+    let currency = c.currency.as_deref().unwrap_or_default();
+    map.get(symbol)
+        .or_else(|| map.get(local))
+        .or_else(|| map.get(&format!("{symbol}.{currency}")))
+}
+
+const NO_SECURITY_DEFINITION: &str = "No security definition has been found for the request";
+
+fn market_data(st: &TwsState, req: &pb::MarketDataRequest, out: &mut Out) -> std::io::Result<()> {
+    let req_id = req.req_id;
+    let Some(q) = lookup(&st.quotes, req.contract.as_ref()) else {
+        return out.push(
+            ids::ERROR,
+            &error_message(st, req_id.unwrap_or(-1), 200, NO_SECURITY_DEFINITION),
+        );
+    };
+    out.push(
+        ids::TICK_REQ_PARAMS,
+        &pb::TickReqParams {
+            req_id,
+            min_tick: Some("0.01".to_owned()),
+            bbo_exchange: Some("9c0001".to_owned()),
+            snapshot_permissions: Some(3),
+        },
+    )?;
+    out.push(
+        ids::MARKET_DATA_TYPE,
+        &pb::MarketDataType {
+            req_id,
+            market_data_type: Some(1),
+        },
+    )?;
+    let ticks = [
+        (1, q.bid, non_empty(&q.bid_size)),
+        (2, q.ask, non_empty(&q.ask_size)),
+        (4, q.last, None),
+    ];
+    for (tick_type, price, size) in ticks {
+        out.push(
+            ids::TICK_PRICE,
+            &pb::TickPrice {
+                req_id,
+                tick_type: Some(tick_type),
+                price: Some(price),
+                size,
+                attr_mask: Some(0),
+            },
+        )?;
+    }
+    if req.snapshot == Some(true) {
+        out.push(ids::TICK_SNAPSHOT_END, &pb::ReqIdOnly { req_id })?;
+    }
+    Ok(())
+}
+
+/// Seconds in an IB duration string ("30 D", "1 Y", "3600 S", …); one day if unparsable.
+fn duration_secs(text: &str) -> i64 {
+    let mut parts = text.split_whitespace();
+    let n: i64 = parts.next().and_then(|n| n.parse().ok()).unwrap_or(1);
+    let unit = match parts.next().unwrap_or("D") {
+        "S" => 1,
+        "W" => 7 * 86_400,
+        "M" => 30 * 86_400,
+        "Y" => 365 * 86_400,
+        _ => 86_400,
+    };
+    n.saturating_mul(unit)
+}
+
+fn historical_data(
+    st: &TwsState,
+    req: &pb::HistoricalDataRequest,
+    out: &mut Out,
+) -> std::io::Result<()> {
+    let req_id = req.req_id;
+    let Some(bars) = lookup(&st.bars, req.contract.as_ref()) else {
+        return out.push(
+            ids::ERROR,
+            &error_message(st, req_id.unwrap_or(-1), 200, NO_SECURITY_DEFINITION),
+        );
+    };
+    out.push(
+        ids::HISTORICAL_DATA,
+        &pb::HistoricalData {
+            req_id,
+            historical_data_bars: bars
+                .iter()
+                .map(|b| pb::HistoricalDataBar {
+                    date: Some(b.date.clone()),
+                    open: Some(b.open),
+                    high: Some(b.high),
+                    low: Some(b.low),
+                    close: Some(b.close),
+                    volume: non_empty(&b.volume),
+                    wap: None,
+                    bar_count: None,
+                })
+                .collect(),
+        },
+    )?;
+    let end = st.current_time;
+    let start = end.saturating_sub(duration_secs(req.duration.as_deref().unwrap_or_default()));
+    let render = |t: i64| {
+        let (date, time) = wall_clock(t, st.utc_offset_secs);
+        format!("{date} {time} {}", st.time_zone)
+    };
+    out.push(
+        ids::HISTORICAL_DATA_END,
+        &pb::HistoricalDataEnd {
+            req_id,
+            start_date_str: Some(render(start)),
+            end_date_str: Some(render(end)),
+        },
+    )
+}
+
+// ------------------------------------------------------------------------------------------
+// Encoding helpers
+// ------------------------------------------------------------------------------------------
+
+/// Outbound frames, concatenated.
+#[derive(Debug, Default)]
+struct Out {
+    bytes: Vec<u8>,
+}
+
+impl Out {
+    fn push(&mut self, wire_id: i32, msg: &impl prost::Message) -> std::io::Result<()> {
+        self.push_raw(wire_id, &msg.encode_to_vec())
+    }
+
+    fn push_raw(&mut self, wire_id: i32, payload: &[u8]) -> std::io::Result<()> {
+        debug_assert!(wire_id > PROTOBUF_OFFSET);
+        let len = u32::try_from(payload.len() + 4).map_err(std::io::Error::other)?;
+        self.bytes.extend_from_slice(&len.to_be_bytes());
+        self.bytes.extend_from_slice(&wire_id.to_be_bytes());
+        self.bytes.extend_from_slice(payload);
+        Ok(())
+    }
+}
+
+fn length_prefixed(data: &[u8]) -> std::io::Result<Vec<u8>> {
+    let len = u32::try_from(data.len()).map_err(std::io::Error::other)?;
+    let mut out = Vec::with_capacity(data.len() + 4);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(data);
+    Ok(out)
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_owned())
+}
+
+fn contract_pb(c: &TwsContract) -> pb::Contract {
+    pb::Contract {
+        con_id: (c.con_id != 0).then_some(c.con_id),
+        symbol: non_empty(&c.symbol),
+        sec_type: non_empty(&c.sec_type),
+        multiplier: c.multiplier,
+        exchange: non_empty(&c.exchange),
+        primary_exch: non_empty(&c.primary_exchange),
+        currency: non_empty(&c.currency),
+        local_symbol: non_empty(&c.local_symbol),
+    }
+}
+
+/// Civil date (year, month, day) of a day count since 1970-01-01 (proleptic Gregorian).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// ("YYYYMMDD", "HH:MM:SS") of `epoch + offset`.
+fn wall_clock(epoch: i64, offset: i32) -> (String, String) {
+    let t = epoch.saturating_add(i64::from(offset));
+    let (y, m, d) = civil_from_days(t.div_euclid(86_400));
+    let secs = t.rem_euclid(86_400);
+    (
+        format!("{y:04}{m:02}{d:02}"),
+        format!(
+            "{:02}:{:02}:{:02}",
+            secs / 3_600,
+            secs % 3_600 / 60,
+            secs % 60
+        ),
+    )
+}
+
+// ------------------------------------------------------------------------------------------
+// Protobuf messages (IBKR's .proto numbering; only the fields the fake uses)
+// ------------------------------------------------------------------------------------------
+
+mod pb {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct Contract {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) con_id: Option<i32>,
+        #[prost(string, optional, tag = "2")]
+        pub(super) symbol: Option<String>,
+        #[prost(string, optional, tag = "3")]
+        pub(super) sec_type: Option<String>,
+        #[prost(double, optional, tag = "7")]
+        pub(super) multiplier: Option<f64>,
+        #[prost(string, optional, tag = "8")]
+        pub(super) exchange: Option<String>,
+        #[prost(string, optional, tag = "9")]
+        pub(super) primary_exch: Option<String>,
+        #[prost(string, optional, tag = "10")]
+        pub(super) currency: Option<String>,
+        #[prost(string, optional, tag = "11")]
+        pub(super) local_symbol: Option<String>,
+    }
+
+    // ---- client → server ----
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct StartApiRequest {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) client_id: Option<i32>,
+        #[prost(string, optional, tag = "2")]
+        pub(super) optional_capabilities: Option<String>,
+    }
+
+    /// Any message whose field 1 is the request id (ConfigRequest, cancels, *End frames).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct ReqIdOnly {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) req_id: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct AccountDataRequest {
+        #[prost(bool, optional, tag = "1")]
+        pub(super) subscribe: Option<bool>,
+        #[prost(string, optional, tag = "2")]
+        pub(super) acct_code: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct AccountSummaryRequest {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) req_id: Option<i32>,
+        #[prost(string, optional, tag = "2")]
+        pub(super) group: Option<String>,
+        #[prost(string, optional, tag = "3")]
+        pub(super) tags: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct ExecutionFilter {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) client_id: Option<i32>,
+        #[prost(string, optional, tag = "2")]
+        pub(super) acct_code: Option<String>,
+        #[prost(string, optional, tag = "3")]
+        pub(super) time: Option<String>,
+        #[prost(string, optional, tag = "4")]
+        pub(super) symbol: Option<String>,
+        #[prost(string, optional, tag = "5")]
+        pub(super) sec_type: Option<String>,
+        #[prost(string, optional, tag = "6")]
+        pub(super) exchange: Option<String>,
+        #[prost(string, optional, tag = "7")]
+        pub(super) side: Option<String>,
+        #[prost(int32, optional, tag = "8")]
+        pub(super) last_n_days: Option<i32>,
+        #[prost(int32, repeated, tag = "9")]
+        pub(super) specific_dates: Vec<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct ExecutionRequest {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) req_id: Option<i32>,
+        #[prost(message, optional, tag = "2")]
+        pub(super) execution_filter: Option<ExecutionFilter>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct MarketDataRequest {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) req_id: Option<i32>,
+        #[prost(message, optional, tag = "2")]
+        pub(super) contract: Option<Contract>,
+        #[prost(string, optional, tag = "3")]
+        pub(super) generic_tick_list: Option<String>,
+        #[prost(bool, optional, tag = "4")]
+        pub(super) snapshot: Option<bool>,
+        #[prost(bool, optional, tag = "5")]
+        pub(super) regulatory_snapshot: Option<bool>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct HistoricalDataRequest {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) req_id: Option<i32>,
+        #[prost(message, optional, tag = "2")]
+        pub(super) contract: Option<Contract>,
+        #[prost(string, optional, tag = "3")]
+        pub(super) end_date_time: Option<String>,
+        #[prost(string, optional, tag = "4")]
+        pub(super) bar_size_setting: Option<String>,
+        #[prost(string, optional, tag = "5")]
+        pub(super) duration: Option<String>,
+        #[prost(bool, optional, tag = "6")]
+        pub(super) use_rth: Option<bool>,
+        #[prost(string, optional, tag = "7")]
+        pub(super) what_to_show: Option<String>,
+        #[prost(int32, optional, tag = "8")]
+        pub(super) format_date: Option<i32>,
+        #[prost(bool, optional, tag = "9")]
+        pub(super) keep_up_to_date: Option<bool>,
+    }
+
+    // ---- server → client ----
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct ErrorMessage {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) id: Option<i32>,
+        #[prost(int64, optional, tag = "2")]
+        pub(super) error_time: Option<i64>,
+        #[prost(int32, optional, tag = "3")]
+        pub(super) error_code: Option<i32>,
+        #[prost(string, optional, tag = "4")]
+        pub(super) error_msg: Option<String>,
+        #[prost(string, optional, tag = "5")]
+        pub(super) advanced_order_reject_json: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct NextValidId {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) order_id: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct ManagedAccounts {
+        #[prost(string, optional, tag = "1")]
+        pub(super) accounts_list: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct CurrentTime {
+        #[prost(int64, optional, tag = "1")]
+        pub(super) current_time: Option<i64>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct CurrentTimeInMillis {
+        #[prost(int64, optional, tag = "1")]
+        pub(super) current_time_in_millis: Option<i64>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct ApiSettingsConfig {
+        #[prost(bool, optional, tag = "1")]
+        pub(super) read_only_api: Option<bool>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct ApiConfig {
+        #[prost(message, optional, tag = "2")]
+        pub(super) settings: Option<ApiSettingsConfig>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct ConfigResponse {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) req_id: Option<i32>,
+        #[prost(message, optional, tag = "4")]
+        pub(super) api: Option<ApiConfig>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct AccountValue {
+        #[prost(string, optional, tag = "1")]
+        pub(super) key: Option<String>,
+        #[prost(string, optional, tag = "2")]
+        pub(super) value: Option<String>,
+        #[prost(string, optional, tag = "3")]
+        pub(super) currency: Option<String>,
+        #[prost(string, optional, tag = "4")]
+        pub(super) account_name: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct PortfolioValue {
+        #[prost(message, optional, tag = "1")]
+        pub(super) contract: Option<Contract>,
+        #[prost(string, optional, tag = "2")]
+        pub(super) position: Option<String>,
+        #[prost(double, optional, tag = "3")]
+        pub(super) market_price: Option<f64>,
+        #[prost(double, optional, tag = "4")]
+        pub(super) market_value: Option<f64>,
+        #[prost(double, optional, tag = "5")]
+        pub(super) average_cost: Option<f64>,
+        #[prost(double, optional, tag = "6")]
+        pub(super) unrealized_pnl: Option<f64>,
+        #[prost(double, optional, tag = "7")]
+        pub(super) realized_pnl: Option<f64>,
+        #[prost(string, optional, tag = "8")]
+        pub(super) account_name: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct AccountUpdateTime {
+        #[prost(string, optional, tag = "1")]
+        pub(super) time_stamp: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct AccountDataEnd {
+        #[prost(string, optional, tag = "1")]
+        pub(super) account_name: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct AccountSummary {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) req_id: Option<i32>,
+        #[prost(string, optional, tag = "2")]
+        pub(super) account: Option<String>,
+        #[prost(string, optional, tag = "3")]
+        pub(super) tag: Option<String>,
+        #[prost(string, optional, tag = "4")]
+        pub(super) value: Option<String>,
+        #[prost(string, optional, tag = "5")]
+        pub(super) currency: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct Position {
+        #[prost(string, optional, tag = "1")]
+        pub(super) account: Option<String>,
+        #[prost(message, optional, tag = "2")]
+        pub(super) contract: Option<Contract>,
+        #[prost(string, optional, tag = "3")]
+        pub(super) position: Option<String>,
+        #[prost(double, optional, tag = "4")]
+        pub(super) avg_cost: Option<f64>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct Execution {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) order_id: Option<i32>,
+        #[prost(string, optional, tag = "2")]
+        pub(super) exec_id: Option<String>,
+        #[prost(string, optional, tag = "3")]
+        pub(super) time: Option<String>,
+        #[prost(string, optional, tag = "4")]
+        pub(super) acct_number: Option<String>,
+        #[prost(string, optional, tag = "5")]
+        pub(super) exchange: Option<String>,
+        #[prost(string, optional, tag = "6")]
+        pub(super) side: Option<String>,
+        #[prost(string, optional, tag = "7")]
+        pub(super) shares: Option<String>,
+        #[prost(double, optional, tag = "8")]
+        pub(super) price: Option<f64>,
+        #[prost(int64, optional, tag = "9")]
+        pub(super) perm_id: Option<i64>,
+        #[prost(int32, optional, tag = "10")]
+        pub(super) client_id: Option<i32>,
+        #[prost(bool, optional, tag = "11")]
+        pub(super) is_liquidation: Option<bool>,
+        #[prost(string, optional, tag = "12")]
+        pub(super) cum_qty: Option<String>,
+        #[prost(double, optional, tag = "13")]
+        pub(super) avg_price: Option<f64>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct ExecutionDetails {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) req_id: Option<i32>,
+        #[prost(message, optional, tag = "2")]
+        pub(super) contract: Option<Contract>,
+        #[prost(message, optional, tag = "3")]
+        pub(super) execution: Option<Execution>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct CommissionAndFeesReport {
+        #[prost(string, optional, tag = "1")]
+        pub(super) exec_id: Option<String>,
+        #[prost(double, optional, tag = "2")]
+        pub(super) commission_and_fees: Option<f64>,
+        #[prost(string, optional, tag = "3")]
+        pub(super) currency: Option<String>,
+        #[prost(double, optional, tag = "4")]
+        pub(super) realized_pnl: Option<f64>,
+        #[prost(double, optional, tag = "5")]
+        pub(super) bond_yield: Option<f64>,
+        #[prost(string, optional, tag = "6")]
+        pub(super) yield_redemption_date: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct TickPrice {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) req_id: Option<i32>,
+        #[prost(int32, optional, tag = "2")]
+        pub(super) tick_type: Option<i32>,
+        #[prost(double, optional, tag = "3")]
+        pub(super) price: Option<f64>,
+        #[prost(string, optional, tag = "4")]
+        pub(super) size: Option<String>,
+        #[prost(int32, optional, tag = "5")]
+        pub(super) attr_mask: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct TickReqParams {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) req_id: Option<i32>,
+        #[prost(string, optional, tag = "2")]
+        pub(super) min_tick: Option<String>,
+        #[prost(string, optional, tag = "3")]
+        pub(super) bbo_exchange: Option<String>,
+        #[prost(int32, optional, tag = "4")]
+        pub(super) snapshot_permissions: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct MarketDataType {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) req_id: Option<i32>,
+        #[prost(int32, optional, tag = "2")]
+        pub(super) market_data_type: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct HistoricalDataBar {
+        #[prost(string, optional, tag = "1")]
+        pub(super) date: Option<String>,
+        #[prost(double, optional, tag = "2")]
+        pub(super) open: Option<f64>,
+        #[prost(double, optional, tag = "3")]
+        pub(super) high: Option<f64>,
+        #[prost(double, optional, tag = "4")]
+        pub(super) low: Option<f64>,
+        #[prost(double, optional, tag = "5")]
+        pub(super) close: Option<f64>,
+        #[prost(string, optional, tag = "6")]
+        pub(super) volume: Option<String>,
+        #[prost(string, optional, tag = "7")]
+        pub(super) wap: Option<String>,
+        #[prost(int32, optional, tag = "8")]
+        pub(super) bar_count: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct HistoricalData {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) req_id: Option<i32>,
+        #[prost(message, repeated, tag = "2")]
+        pub(super) historical_data_bars: Vec<HistoricalDataBar>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct HistoricalDataEnd {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) req_id: Option<i32>,
+        #[prost(string, optional, tag = "2")]
+        pub(super) start_date_str: Option<String>,
+        #[prost(string, optional, tag = "3")]
+        pub(super) end_date_str: Option<String>,
+    }
+}
+
+#[cfg(test)]
+mod unit_tests {
+    use super::{civil_from_days, duration_secs, parse_version_range, wall_clock};
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_787), (2026, 11, 30));
+        assert_eq!(
+            wall_clock(1_796_050_800, -18_000),
+            ("20261130".to_owned(), "10:00:00".to_owned())
+        );
+        assert_eq!(duration_secs("30 D"), 30 * 86_400);
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(parse_version_range("v213..226"), Some((213, 226)));
+        assert_eq!(parse_version_range("v100..187 +PACEAPI"), Some((100, 187)));
+        assert_eq!(parse_version_range("x"), None);
+    }
+}
