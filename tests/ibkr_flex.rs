@@ -259,12 +259,12 @@ async fn the_flex_web_service_is_asked_then_polled_until_the_statement_is_ready(
 }
 
 #[test]
-fn an_ibkr_account_without_a_flex_source_says_what_this_build_can_do() {
+fn an_ibkr_account_without_a_source_says_what_to_add() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("tws.toml");
+    let config = dir.path().join("nothing.toml");
     std::fs::write(
         &config,
-        "[[accounts]]\nid = \"ibkr\"\nbroker = \"ibkr\"\nhost = \"127.0.0.1\"\nport = 7497\n",
+        "[[accounts]]\nid = \"ibkr\"\nbroker = \"ibkr\"\naccount = \"U1234567\"\n",
     )
     .unwrap();
     let out = run(
@@ -275,7 +275,7 @@ fn an_ibkr_account_without_a_flex_source_says_what_this_build_can_do() {
     );
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("flex"), "{err}");
+    assert!(err.contains("flex") && err.contains("port = 7497"), "{err}");
 }
 
 #[test]
