@@ -1,3 +1,4 @@
 pub mod alpaca_fake;
+pub mod hl_fake;
 pub mod openapi;
 pub mod tws_fake;

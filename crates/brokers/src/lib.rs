@@ -19,6 +19,7 @@ pub mod alpaca;
 pub mod book;
 pub mod demo;
 pub mod flex;
+pub mod hyperliquid;
 pub mod ibkr;
 pub mod sim;
 pub mod tws;

@@ -635,6 +635,60 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                     tradedesk_brokers::alpaca::AlpacaBroker::new(alpaca).map_err(Error::from)?;
                 ctx = ctx.with_broker(Arc::new(broker), None);
             }
+            "hyperliquid" => {
+                let wallet = account.account.clone().ok_or_else(|| {
+                    config_error(
+                        format!(
+                            "accounts[{i}] ({}): a hyperliquid account needs its wallet address",
+                            account.id
+                        ),
+                        "add account = \"0x…\" (the wallet's public address; no key is needed to read)",
+                    )
+                })?;
+                if !tradedesk_brokers::hyperliquid::is_wallet(&wallet) {
+                    return Err(config_error(
+                        format!(
+                            "accounts[{i}] ({}): account '{wallet}' is not a wallet address",
+                            account.id
+                        ),
+                        "write the address as 0x and 40 hex digits",
+                    ));
+                }
+                let base_url = match (&account.base_url, account.mode.as_deref()) {
+                    (Some(url), _) => url.clone(),
+                    (None, None | Some("mainnet")) => {
+                        tradedesk_brokers::hyperliquid::MAINNET_URL.to_owned()
+                    }
+                    (None, Some("testnet")) => {
+                        tradedesk_brokers::hyperliquid::TESTNET_URL.to_owned()
+                    }
+                    (None, Some(other)) => {
+                        return Err(config_error(
+                            format!(
+                                "accounts[{i}] ({}): mode '{other}' is neither mainnet nor testnet",
+                                account.id
+                            ),
+                            "write mode = \"mainnet\" (default) or mode = \"testnet\"",
+                        ));
+                    }
+                };
+                let broker = tradedesk_brokers::hyperliquid::HyperliquidBroker::new(
+                    tradedesk_brokers::hyperliquid::HyperliquidConfig {
+                        id: account.id.clone(),
+                        wallet,
+                        base_url,
+                        timeout: std::time::Duration::from_millis(
+                            account
+                                .timeout_ms
+                                .or(config.broker_timeout_ms)
+                                .unwrap_or(10_000)
+                                .max(1),
+                        ),
+                    },
+                )
+                .map_err(Error::from)?;
+                ctx = ctx.with_broker(Arc::new(broker), None);
+            }
             other => {
                 return Err(Error::new(
                     ErrorCode::NotSupported,
@@ -642,7 +696,7 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                         "accounts[{i}] ({}): broker '{other}' is not available in this build",
                         account.id
                     ),
-                    "this build has `book` accounts (a tradedesk-book/1 file), `sim` (the embedded paper exchange) and `alpaca`",
+                    "this build has `book` accounts (a tradedesk-book/1 file), `sim` (the embedded paper exchange), `alpaca`, `ibkr` and `hyperliquid`",
                 ));
             }
         }
