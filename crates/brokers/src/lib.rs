@@ -19,10 +19,12 @@ pub mod alpaca;
 pub mod book;
 pub mod demo;
 pub mod flex;
+pub mod futu;
 pub mod hyperliquid;
 pub mod ibkr;
 pub mod sim;
 pub mod tws;
+mod zones;
 
 pub use book::{BookBroker, BookError, BookIssue, load_book, parse_book, parse_fx_file};
 

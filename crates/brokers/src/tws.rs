@@ -31,7 +31,6 @@ use ibapi::prelude::{
     SecurityType, StreamExt, SubscriptionItem, TickTypes, TradingHours,
 };
 use rust_decimal::Decimal;
-use time_tz::{OffsetDateTimeExt, PrimitiveDateTimeExt};
 use tokio::sync::Mutex;
 use tradedesk_core::{
     Account, AssetClass, Bar, Book, BookParts, CashEntry, CashKind, Currency, Fill, FxQuote,
@@ -39,6 +38,7 @@ use tradedesk_core::{
 };
 
 use crate::ibkr::IbkrFlexBroker;
+use crate::zones;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
 
 /// The ports TWS and IB Gateway listen on by default, for hints.
@@ -112,31 +112,12 @@ fn to_chrono(t: time::OffsetDateTime) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(t.unix_timestamp(), t.nanosecond())
 }
 
-/// The zone of an exchange's sessions, by the contract's currency: a fill's trade date
-/// is the exchange's calendar date.
-fn exchange_zone(currency: &str) -> Option<&'static time_tz::Tz> {
-    let name = match currency {
-        "USD" => "America/New_York",
-        "CAD" => "America/Toronto",
-        "MYR" => "Asia/Kuala_Lumpur",
-        "HKD" => "Asia/Hong_Kong",
-        "JPY" => "Asia/Tokyo",
-        "SGD" => "Asia/Singapore",
-        "AUD" => "Australia/Sydney",
-        "EUR" => "Europe/Berlin",
-        "GBP" => "Europe/London",
-        "CHF" => "Europe/Zurich",
-        _ => return None,
-    };
-    time_tz::timezones::get_by_name(name)
-}
-
 /// An execution's time as TWS renders it: `YYYYMMDD HH:MM:SS ZONE`, `YYYYMMDD  HH:MM:SS`
 /// (the gateway's zone) or `YYYYMMDD-HH:MM:SS` (UTC).
-fn execution_instant(text: &str, gateway: Option<&'static time_tz::Tz>) -> Option<DateTime<Utc>> {
+fn execution_instant(text: &str, gateway: Option<&'static zones::Tz>) -> Option<DateTime<Utc>> {
     let text = text.trim();
     let (local, zone) = if let Some((d, t)) = text.split_once('-') {
-        (format!("{d} {t}"), Some(time_tz::timezones::db::UTC))
+        (format!("{d} {t}"), zones::named("UTC"))
     } else {
         let mut parts = text.split_whitespace();
         let (d, t) = (parts.next()?, parts.next()?);
@@ -144,42 +125,17 @@ fn execution_instant(text: &str, gateway: Option<&'static time_tz::Tz>) -> Optio
         let zone = if rest.is_empty() {
             gateway
         } else {
-            Some(time_tz::timezones::get_by_name(&rest.join(" "))?)
+            Some(zones::named(&rest.join(" "))?)
         };
         (format!("{d} {t}"), zone)
     };
     let naive = NaiveDateTime::parse_from_str(&local, "%Y%m%d %H:%M:%S").ok()?;
-    let zone = zone?;
-    let date = time::Date::from_calendar_date(
-        chrono::Datelike::year(&naive),
-        time::Month::try_from(u8::try_from(chrono::Datelike::month(&naive)).ok()?).ok()?,
-        u8::try_from(chrono::Datelike::day(&naive)).ok()?,
-    )
-    .ok()?;
-    let clock = time::Time::from_hms(
-        u8::try_from(chrono::Timelike::hour(&naive)).ok()?,
-        u8::try_from(chrono::Timelike::minute(&naive)).ok()?,
-        u8::try_from(chrono::Timelike::second(&naive)).ok()?,
-    )
-    .ok()?;
-    let instant = match time::PrimitiveDateTime::new(date, clock).assume_timezone(zone) {
-        time_tz::OffsetResult::Some(t) | time_tz::OffsetResult::Ambiguous(t, _) => t,
-        time_tz::OffsetResult::None => return None,
-    };
-    to_chrono(instant)
+    zones::resolve(naive, zone?)
 }
 
 /// `instant` in the exchange's zone (UTC where the currency names none).
 fn exchange_time(instant: DateTime<Utc>, currency: &str) -> DateTime<FixedOffset> {
-    let offset = exchange_zone(currency)
-        .and_then(|tz| {
-            time::OffsetDateTime::from_unix_timestamp(instant.timestamp())
-                .ok()
-                .map(|t| t.to_timezone(tz).offset().whole_seconds())
-        })
-        .and_then(FixedOffset::east_opt)
-        .unwrap_or_else(|| Utc.fix());
-    instant.with_timezone(&offset)
+    zones::at(instant, zones::of_currency(currency))
 }
 
 fn asset_class(contract: &Contract) -> AssetClass {
@@ -1168,7 +1124,7 @@ mod tests {
         assert_eq!(summer.to_rfc3339(), "2026-07-15T14:30:00+00:00");
         let utc = execution_instant("20261127-15:30:00", None).unwrap();
         assert_eq!(utc, ny);
-        let gateway = time_tz::timezones::get_by_name("Asia/Kuala_Lumpur");
+        let gateway = zones::named("Asia/Kuala_Lumpur");
         let kl = execution_instant("20261127  09:00:00", gateway).unwrap();
         assert_eq!(kl.to_rfc3339(), "2026-11-27T01:00:00+00:00");
         assert!(execution_instant("20261127 10:30:00 Nowhere/Land", None).is_none());

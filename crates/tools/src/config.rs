@@ -136,6 +136,10 @@ pub struct AccountConfig {
     pub host: Option<String>,
     pub port: Option<u16>,
     pub client_id: Option<i32>,
+    /// `moomoo`: the market read (`MY` Bursa Malaysia, `HK`, `US`).
+    pub market: Option<String>,
+    /// `moomoo`: how many days of fills are read (default 365).
+    pub history_days: Option<u32>,
 }
 
 /// `flex` of an `ibkr` account: a downloaded statement, or the Flex Web Service.
@@ -635,6 +639,85 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                     tradedesk_brokers::alpaca::AlpacaBroker::new(alpaca).map_err(Error::from)?;
                 ctx = ctx.with_broker(Arc::new(broker), None);
             }
+            "moomoo" | "futu" => {
+                let market = tradedesk_brokers::futu::FutuMarket::parse(
+                    account.market.as_deref().unwrap_or("MY"),
+                )
+                .map_err(|m| {
+                    config_error(
+                        format!("accounts[{i}] ({}): {m}", account.id),
+                        "market = \"MY\" for Bursa Malaysia, \"HK\" or \"US\"",
+                    )
+                })?;
+                let simulate = match account.mode.as_deref() {
+                    None | Some("live") => false,
+                    Some("paper") if market == tradedesk_brokers::futu::FutuMarket::My => {
+                        return Err(config_error(
+                            format!(
+                                "accounts[{i}] ({}): Bursa Malaysia has no simulated (paper) accounts at moomoo",
+                                account.id
+                            ),
+                            "remove mode = \"paper\": Bursa is read from the live account",
+                        ));
+                    }
+                    Some("paper") => true,
+                    Some(other) => {
+                        return Err(config_error(
+                            format!(
+                                "accounts[{i}] ({}): mode '{other}' is neither live nor paper",
+                                account.id
+                            ),
+                            "write mode = \"live\" (default) or mode = \"paper\" (a simulated HK or US account)",
+                        ));
+                    }
+                };
+                let acc_id = match &account.account {
+                    None => None,
+                    Some(text) => Some(text.trim().parse::<u64>().map_err(|_| {
+                        config_error(
+                            format!(
+                                "accounts[{i}] ({}): account '{text}' is not an OpenD account id",
+                                account.id
+                            ),
+                            "write the account id as digits, as OpenD's account list shows it",
+                        )
+                    })?),
+                };
+                let history_days = account.history_days.unwrap_or(365);
+                if !(1..=3_650).contains(&history_days) {
+                    return Err(config_error(
+                        format!(
+                            "accounts[{i}] ({}): history_days {history_days} is outside 1 to 3650",
+                            account.id
+                        ),
+                        "give the days of fills to read, such as 365",
+                    ));
+                }
+                let broker = tradedesk_brokers::futu::OpenDBroker::new(
+                    tradedesk_brokers::futu::OpenDConfig {
+                        id: account.id.clone(),
+                        host: account
+                            .host
+                            .clone()
+                            .unwrap_or_else(|| "127.0.0.1".to_owned()),
+                        port: account
+                            .port
+                            .unwrap_or(tradedesk_brokers::futu::DEFAULT_PORT),
+                        acc_id,
+                        market,
+                        simulate,
+                        history_days,
+                        timeout: std::time::Duration::from_millis(
+                            account
+                                .timeout_ms
+                                .or(config.broker_timeout_ms)
+                                .unwrap_or(10_000)
+                                .max(1),
+                        ),
+                    },
+                );
+                ctx = ctx.with_broker(Arc::new(broker), None);
+            }
             "hyperliquid" => {
                 let wallet = account.account.clone().ok_or_else(|| {
                     config_error(
@@ -696,7 +779,7 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                         "accounts[{i}] ({}): broker '{other}' is not available in this build",
                         account.id
                     ),
-                    "this build has `book` accounts (a tradedesk-book/1 file), `sim` (the embedded paper exchange), `alpaca`, `ibkr` and `hyperliquid`",
+                    "this build has `book` accounts (a tradedesk-book/1 file), `sim` (the embedded paper exchange), `alpaca`, `ibkr`, `moomoo` and `hyperliquid`",
                 ));
             }
         }

@@ -1,0 +1,1404 @@
+//! Moomoo / Futu OpenD, read-only: the OpenD TCP protocol spoken directly (a 44-byte
+//! header: `FT`, proto id, format, version, serial number, body length, SHA-1 of the
+//! body, 8 reserved bytes, all little-endian; protobuf bodies; no encryption).
+//!
+//! * **Session:** `InitConnect` (saying "no encryption"), then requests one at a time,
+//!   each reply matched by proto id and serial number and its SHA-1 checked; pushes are
+//!   skipped. Before reusing an idle connection a `KeepAlive` proves it alive; a dead one
+//!   is replaced.
+//! * **Account:** `Trd_GetAccList`; `account` in the config picks the account id, else
+//!   the one real account with the configured market (`MY` for Bursa Malaysia, `HK`,
+//!   `US`); several are refused with the list.
+//! * **Book:** funds (cash per currency), positions (with OpenD's prices), historical
+//!   fills in windows of 90 days, and each order's fees (`Trd_GetOrderFee`) joined to its
+//!   first fill. Fills carry no fees of their own; where OpenD has none for an order, its
+//!   fills are marked fees unknown and realized P&L is gross of them, as the book says.
+//! * **Market data:** snapshots for quotes, `Qot_RequestHistoryKL` for bars.
+//!
+//! OpenD allows 10 history queries per 30 s per account, so a built book is kept for
+//! `CACHE_FOR` before it is read again.
+
+pub mod proto;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
+use prost::Message;
+use rust_decimal::Decimal;
+use sha1::{Digest, Sha1};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Mutex;
+use tradedesk_core::{
+    Account, AssetClass, Bar, Book, BookParts, CashEntry, CashKind, Currency, Fill, Instrument,
+    InstrumentKey, Interval, Mode, Quote, ReportedPosition, Side, TradableInstrument,
+};
+
+use crate::zones;
+use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
+
+pub const DEFAULT_PORT: u16 = 11111;
+pub const HEADER_LEN: usize = 44;
+/// A bound on one reply's body: OpenD's largest answers are fill lists.
+const MAX_BODY: u32 = 64 * 1024 * 1024;
+/// How long a built book is served before OpenD is asked again.
+const CACHE_FOR: Duration = Duration::from_secs(30);
+/// OpenD's history queries are asked in windows of this many days.
+const WINDOW_DAYS: i64 = 90;
+/// Orders per fee query.
+const FEE_BATCH: usize = 400;
+
+/// Which of the account's markets this adapter reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FutuMarket {
+    /// Bursa Malaysia (moomoo MY; live only).
+    My,
+    Hk,
+    Us,
+}
+
+impl FutuMarket {
+    /// # Errors
+    /// A market other than MY, HK or US, with what to write.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text.to_ascii_uppercase().as_str() {
+            "MY" | "BURSA" => Ok(Self::My),
+            "HK" => Ok(Self::Hk),
+            "US" => Ok(Self::Us),
+            other => Err(format!(
+                "market '{other}' is not one tradedesk reads through OpenD: write MY (Bursa Malaysia), HK or US"
+            )),
+        }
+    }
+
+    fn trd_market(self) -> i32 {
+        match self {
+            Self::My => proto::trd_market::MY,
+            Self::Hk => proto::trd_market::HK,
+            Self::Us => proto::trd_market::US,
+        }
+    }
+
+    fn currency(self) -> Currency {
+        match self {
+            Self::My => Currency::MYR,
+            Self::Hk => ccy("HKD"),
+            Self::Us => Currency::USD,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::My => "MY",
+            Self::Hk => "HK",
+            Self::Us => "US",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct OpenDConfig {
+    /// The config's name for the account.
+    pub id: String,
+    pub host: String,
+    pub port: u16,
+    /// OpenD's account id (`accID`), when the login has several.
+    pub acc_id: Option<u64>,
+    pub market: FutuMarket,
+    /// Real (live) or simulated; Bursa has no simulated accounts.
+    pub simulate: bool,
+    /// How far back fills are read.
+    pub history_days: u32,
+    pub timeout: Duration,
+}
+
+/// Where a security trades, by OpenD's security market.
+fn exchange_of(sec_market: i32) -> (&'static str, Currency, &'static str) {
+    match sec_market {
+        proto::sec_market::MY => ("BURSA", Currency::MYR, "MY"),
+        proto::sec_market::HK => ("HKEX", ccy("HKD"), "HK"),
+        proto::sec_market::US => ("US", Currency::USD, "US"),
+        proto::sec_market::SG => ("SGX", ccy("SGD"), "SG"),
+        proto::sec_market::JP => ("TSE", ccy("JPY"), "JP"),
+        proto::sec_market::CN_SH => ("SSE", ccy("CNH"), "CN"),
+        proto::sec_market::CN_SZ => ("SZSE", ccy("CNH"), "CN"),
+        proto::sec_market::AU => ("ASX", ccy("AUD"), "AU"),
+        _ => ("FUTU", Currency::USD, "XX"),
+    }
+}
+
+/// A currency by its ISO code (the codes here are all valid).
+fn ccy(code: &str) -> Currency {
+    Currency::new_checked(code).unwrap_or(Currency::USD)
+}
+
+fn currency_of(code: i32) -> Option<Currency> {
+    Some(match code {
+        proto::currency::HKD => ccy("HKD"),
+        proto::currency::USD => Currency::USD,
+        proto::currency::JPY => ccy("JPY"),
+        proto::currency::SGD => ccy("SGD"),
+        proto::currency::AUD => ccy("AUD"),
+        proto::currency::MYR => Currency::MYR,
+        proto::currency::CAD => ccy("CAD"),
+        proto::currency::CNH => ccy("CNH"),
+        _ => return None,
+    })
+}
+
+fn decimal(v: Option<f64>) -> Option<Decimal> {
+    let v = v?;
+    if !v.is_finite() {
+        return None;
+    }
+    v.to_string().parse::<Decimal>().ok()
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.mmm]` (or a bare date) in `zone`.
+fn local_time(text: &str, zone: Option<&zones::Tz>) -> Option<DateTime<Utc>> {
+    let text = text.trim();
+    let naive = NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
+        .or_else(|_| NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S"))
+        .ok()
+        .or_else(|| {
+            NaiveDate::parse_from_str(text, "%Y-%m-%d")
+                .ok()
+                .map(|d| d.and_time(chrono::NaiveTime::MIN))
+        })?;
+    match zone {
+        Some(z) => zones::resolve(naive, z),
+        None => Some(Utc.from_utc_datetime(&naive)),
+    }
+}
+
+/// One header, as read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub proto_id: u32,
+    pub format: u8,
+    pub version: u8,
+    pub serial: u32,
+    pub body_len: u32,
+    pub sha1: [u8; 20],
+}
+
+/// A frame: the 44-byte header and the body.
+pub fn frame(proto_id: u32, serial: u32, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len());
+    out.extend_from_slice(b"FT");
+    out.extend_from_slice(&proto_id.to_le_bytes());
+    out.push(0); // protobuf
+    out.push(0); // version
+    out.extend_from_slice(&serial.to_le_bytes());
+    out.extend_from_slice(&u32::try_from(body.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(&Sha1::digest(body));
+    out.extend_from_slice(&[0u8; 8]);
+    out.extend_from_slice(body);
+    out
+}
+
+/// Reads a header's fields; `None` when it does not start with `FT`.
+pub fn parse_header(bytes: &[u8; HEADER_LEN]) -> Option<Header> {
+    if &bytes[0..2] != b"FT" {
+        return None;
+    }
+    let u32_at =
+        |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+    let mut sha1 = [0u8; 20];
+    sha1.copy_from_slice(&bytes[16..36]);
+    Some(Header {
+        proto_id: u32_at(2),
+        format: bytes[6],
+        version: bytes[7],
+        serial: u32_at(8),
+        body_len: u32_at(12),
+        sha1,
+    })
+}
+
+/// Why a reply could not be used.
+#[derive(Debug)]
+enum Wire {
+    Io(std::io::Error),
+    NotFt,
+    TooLong(u32),
+    Sha1,
+    Decode(String),
+}
+
+struct Conn {
+    stream: TcpStream,
+    keep_alive: Duration,
+    last_used: Instant,
+    server_ver: i32,
+}
+
+/// What the session learned about the account.
+#[derive(Debug, Clone)]
+struct Chosen {
+    acc_id: u64,
+    card: Option<String>,
+}
+
+#[derive(Debug)]
+pub struct OpenDBroker {
+    config: OpenDConfig,
+    conn: Mutex<Option<Conn>>,
+    chosen: Mutex<Option<Chosen>>,
+    serial: AtomicU32,
+    cache: Mutex<Option<(Instant, Arc<Book>)>>,
+    generation: AtomicU64,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("server_ver", &self.server_ver)
+            .field("keep_alive", &self.keep_alive)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenDBroker {
+    pub fn new(config: OpenDConfig) -> Self {
+        Self {
+            config,
+            conn: Mutex::new(None),
+            chosen: Mutex::new(None),
+            serial: AtomicU32::new(1),
+            cache: Mutex::new(None),
+            generation: AtomicU64::new(1),
+        }
+    }
+
+    fn address(&self) -> String {
+        format!("{}:{}", self.config.host, self.config.port)
+    }
+
+    fn unavailable(&self, detail: String, hint: &str) -> BrokerError {
+        BrokerError::Unavailable {
+            account: self.config.id.clone(),
+            detail,
+            hint: hint.to_owned(),
+        }
+    }
+
+    fn start_hint(&self) -> String {
+        format!(
+            "start moomoo OpenD (or Futu OpenD) and log in; it listens on 127.0.0.1:{DEFAULT_PORT} unless FutuOpenD.xml says otherwise (api_port); set host/port to match ({})",
+            self.address()
+        )
+    }
+
+    fn timeout(&self) -> BrokerError {
+        BrokerError::Timeout {
+            account: self.config.id.clone(),
+            timeout: self.config.timeout,
+        }
+    }
+
+    fn wire_error(&self, e: &Wire, proto_id: u32) -> BrokerError {
+        match e {
+            Wire::Io(e) => self.unavailable(
+                format!("the connection to OpenD at {} failed: {e}", self.address()),
+                &self.start_hint(),
+            ),
+            Wire::NotFt | Wire::Sha1 | Wire::Decode(_) if proto_id == proto::id::INIT_CONNECT => {
+                self.unavailable(
+                    format!(
+                        "OpenD's answer to InitConnect cannot be read ({}): OpenD seems to encrypt its API",
+                        match e {
+                            Wire::Sha1 => "its SHA-1 does not match".to_owned(),
+                            Wire::NotFt => "no FT header".to_owned(),
+                            Wire::Decode(d) => d.clone(),
+                            _ => String::new(),
+                        }
+                    ),
+                    "tradedesk speaks OpenD's unencrypted protocol and has no RSA key: remove rsa_private_key from FutuOpenD.xml (OpenD listening on 127.0.0.1 needs none) and restart OpenD",
+                )
+            }
+            Wire::NotFt => self.unavailable(
+                format!("{} answered without OpenD's FT header", self.address()),
+                "check that port is OpenD's API port (api_port in FutuOpenD.xml), not its telnet or websocket port",
+            ),
+            Wire::TooLong(n) => self.unavailable(
+                format!("OpenD announced a {n}-byte reply, over the {MAX_BODY}-byte bound"),
+                "narrow the request; report this if it persists",
+            ),
+            Wire::Sha1 => self.unavailable(
+                format!("a reply to proto {proto_id} failed its SHA-1 check"),
+                "the connection is corrupt or OpenD encrypts: retry, or remove rsa_private_key from FutuOpenD.xml",
+            ),
+            Wire::Decode(d) => self.unavailable(
+                format!("a reply to proto {proto_id} is not the expected message: {d}"),
+                "update OpenD; report this if it persists",
+            ),
+        }
+    }
+
+    async fn exchange_frames(
+        conn: &mut Conn,
+        proto_id: u32,
+        serial: u32,
+        body: &[u8],
+    ) -> Result<Vec<u8>, Wire> {
+        conn.stream
+            .write_all(&frame(proto_id, serial, body))
+            .await
+            .map_err(Wire::Io)?;
+        loop {
+            let mut head = [0u8; HEADER_LEN];
+            conn.stream.read_exact(&mut head).await.map_err(Wire::Io)?;
+            let header = parse_header(&head).ok_or(Wire::NotFt)?;
+            if header.body_len > MAX_BODY {
+                return Err(Wire::TooLong(header.body_len));
+            }
+            let mut reply = vec![0u8; header.body_len as usize];
+            conn.stream.read_exact(&mut reply).await.map_err(Wire::Io)?;
+            if Sha1::digest(&reply).as_slice() != header.sha1 {
+                return Err(Wire::Sha1);
+            }
+            if header.proto_id == proto_id && header.serial == serial {
+                conn.last_used = Instant::now();
+                return Ok(reply);
+            }
+            // A push, or an answer to a request given up on: not ours.
+        }
+    }
+
+    /// One request and its reply, checked: retType 0, or the error OpenD gave.
+    async fn call<Resp: Message + Default>(
+        &self,
+        conn: &mut Conn,
+        proto_id: u32,
+        request: &impl Message,
+        ret: impl Fn(&Resp) -> (Option<i32>, Option<String>),
+    ) -> Result<Resp, BrokerError> {
+        let serial = self.serial.fetch_add(1, Ordering::Relaxed);
+        let body = request.encode_to_vec();
+        let reply = Self::exchange_frames(conn, proto_id, serial, &body)
+            .await
+            .map_err(|e| self.wire_error(&e, proto_id))?;
+        let resp = Resp::decode(reply.as_slice())
+            .map_err(|e| self.wire_error(&Wire::Decode(e.to_string()), proto_id))?;
+        let (ret_type, msg) = ret(&resp);
+        match ret_type {
+            Some(proto::RET_SUCCEED) => Ok(resp),
+            other => Err(self.refused(proto_id, other, msg.as_deref())),
+        }
+    }
+
+    fn refused(&self, proto_id: u32, ret_type: Option<i32>, msg: Option<&str>) -> BrokerError {
+        let text = tradedesk_core::error::quote(msg.unwrap_or("no message"));
+        let lower = msg.unwrap_or("").to_lowercase();
+        if lower.contains("permission") || lower.contains("权限") || lower.contains("quote right")
+        {
+            return self.unavailable(
+                format!("OpenD refused proto {proto_id}: {text}"),
+                "this market's quotes need a quote permission on the moomoo account (Bursa: MY LV1); buy or enable it in the moomoo app",
+            );
+        }
+        if ret_type == Some(-100) {
+            return self.timeout();
+        }
+        if proto_id == proto::id::INIT_CONNECT {
+            return self.unavailable(
+                format!("OpenD refused the connection: {text}"),
+                "finish logging in to OpenD (it may be waiting for a verification code), then retry",
+            );
+        }
+        BrokerError::InvalidRequest {
+            account: self.config.id.clone(),
+            reason: format!(
+                "OpenD refused proto {proto_id} (retType {}): {text}",
+                ret_type.unwrap_or(-400)
+            ),
+        }
+    }
+
+    async fn open(&self) -> Result<Conn, BrokerError> {
+        let stream = match tokio::time::timeout(
+            self.config.timeout.min(Duration::from_secs(1)),
+            TcpStream::connect((self.config.host.as_str(), self.config.port)),
+        )
+        .await
+        {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                return Err(self.unavailable(
+                    format!("nothing accepts connections on {}: {e}", self.address()),
+                    &self.start_hint(),
+                ));
+            }
+            Err(_) => {
+                return Err(self.unavailable(
+                    format!(
+                        "{} did not accept a connection within a second",
+                        self.address()
+                    ),
+                    &self.start_hint(),
+                ));
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let mut conn = Conn {
+            stream,
+            keep_alive: Duration::from_secs(10),
+            last_used: Instant::now(),
+            server_ver: 0,
+        };
+        let init = proto::InitConnectRequest {
+            c2s: Some(proto::InitConnectC2s {
+                client_ver: Some(100),
+                client_id: Some(format!("tradedesk-{}", env!("CARGO_PKG_VERSION"))),
+                recv_notify: Some(false),
+                packet_enc_algo: Some(-1),
+                push_proto_fmt: Some(0),
+                programming_language: Some("Rust".to_owned()),
+            }),
+        };
+        let resp: proto::InitConnectResponse = self
+            .call(
+                &mut conn,
+                proto::id::INIT_CONNECT,
+                &init,
+                |r: &proto::InitConnectResponse| (r.ret_type, r.ret_msg.clone()),
+            )
+            .await?;
+        if let Some(s2c) = resp.s2c {
+            conn.server_ver = s2c.server_ver.unwrap_or(0);
+            if let Some(k) = s2c.keep_alive_interval.filter(|k| *k > 0) {
+                conn.keep_alive = Duration::from_secs(u64::try_from(k).unwrap_or(10));
+            }
+        }
+        Ok(conn)
+    }
+
+    /// Runs `f` on a live connection (opening one, or proving an idle one alive with a
+    /// KeepAlive first), the whole within the account's timeout.
+    async fn with_conn<T, F>(&self, f: F) -> Result<T, BrokerError>
+    where
+        F: for<'c> FnOnce(
+            &'c Self,
+            &'c mut Conn,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<T, BrokerError>> + Send + 'c>,
+        >,
+    {
+        let mut slot = self.conn.lock().await;
+        let work = async {
+            let stale = slot
+                .as_ref()
+                .is_some_and(|c| c.last_used.elapsed() >= c.keep_alive * 4 / 5);
+            if stale && let Some(conn) = slot.as_mut() {
+                let ping = proto::KeepAliveRequest {
+                    c2s: Some(proto::KeepAliveC2s {
+                        time: Some(Utc::now().timestamp()),
+                    }),
+                };
+                let alive: Result<proto::KeepAliveResponse, _> = self
+                    .call(
+                        conn,
+                        proto::id::KEEP_ALIVE,
+                        &ping,
+                        |r: &proto::KeepAliveResponse| (r.ret_type, r.ret_msg.clone()),
+                    )
+                    .await;
+                if alive.is_err() {
+                    *slot = None;
+                }
+            }
+            if slot.is_none() {
+                *slot = Some(self.open().await?);
+            }
+            let conn = slot
+                .as_mut()
+                .ok_or_else(|| self.unavailable("no connection".to_owned(), "retry"))?;
+            f(self, conn).await
+        };
+        let result = match tokio::time::timeout(self.config.timeout, work).await {
+            Ok(r) => r,
+            Err(_) => Err(self.timeout()),
+        };
+        if matches!(
+            result,
+            Err(BrokerError::Timeout { .. } | BrokerError::Unavailable { .. })
+        ) {
+            // The stream may hold half a reply: never reuse it.
+            *slot = None;
+        }
+        result
+    }
+
+    fn header(&self, acc_id: u64) -> proto::TrdHeader {
+        proto::TrdHeader {
+            trd_env: Some(if self.config.simulate {
+                proto::trd_env::SIMULATE
+            } else {
+                proto::trd_env::REAL
+            }),
+            acc_id: Some(acc_id),
+            trd_market: Some(self.config.market.trd_market()),
+        }
+    }
+
+    /// The account this adapter reads, chosen once per process.
+    async fn choose(&self, conn: &mut Conn) -> Result<Chosen, BrokerError> {
+        if let Some(c) = self.chosen.lock().await.clone() {
+            return Ok(c);
+        }
+        let req = proto::GetAccListRequest {
+            c2s: Some(proto::GetAccListC2s {
+                user_id: Some(0),
+                trd_category: Some(1),
+                need_general_sec_account: Some(true),
+            }),
+        };
+        let resp: proto::GetAccListResponse = self
+            .call(
+                conn,
+                proto::id::GET_ACC_LIST,
+                &req,
+                |r: &proto::GetAccListResponse| (r.ret_type, r.ret_msg.clone()),
+            )
+            .await?;
+        let env = if self.config.simulate {
+            proto::trd_env::SIMULATE
+        } else {
+            proto::trd_env::REAL
+        };
+        let accounts = resp.s2c.map(|s| s.acc_list).unwrap_or_default();
+        let describe = |a: &proto::TrdAcc| {
+            format!(
+                "{} ({} {})",
+                a.acc_id.unwrap_or(0),
+                if a.trd_env == Some(proto::trd_env::REAL) {
+                    "real"
+                } else {
+                    "simulated"
+                },
+                a.trd_market_auth_list
+                    .iter()
+                    .map(|m| match *m {
+                        proto::trd_market::MY => "MY".to_owned(),
+                        proto::trd_market::HK => "HK".to_owned(),
+                        proto::trd_market::US => "US".to_owned(),
+                        other => other.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("/")
+            )
+        };
+        let all: Vec<String> = accounts.iter().map(describe).collect();
+        let fits: Vec<&proto::TrdAcc> = accounts
+            .iter()
+            .filter(|a| a.trd_env == Some(env))
+            .filter(|a| {
+                a.trd_market_auth_list
+                    .contains(&self.config.market.trd_market())
+            })
+            .collect();
+        let pick = match self.config.acc_id {
+            Some(want) => fits
+                .iter()
+                .find(|a| a.acc_id == Some(want))
+                .copied()
+                .ok_or_else(|| {
+                    self.unavailable(
+                        format!(
+                            "OpenD's login has no {} {} account {want}; it has {}",
+                            if self.config.simulate { "simulated" } else { "real" },
+                            self.config.market.name(),
+                            if all.is_empty() { "none".to_owned() } else { all.join(", ") }
+                        ),
+                        "set account to one of these ids (and market to one it trades), or log OpenD in as the right user",
+                    )
+                })?,
+            None => match fits.as_slice() {
+                [one] => *one,
+                [] => {
+                    return Err(self.unavailable(
+                        format!(
+                            "OpenD's login has no {} account for market {}; it has {}",
+                            if self.config.simulate { "simulated" } else { "real" },
+                            self.config.market.name(),
+                            if all.is_empty() { "none".to_owned() } else { all.join(", ") }
+                        ),
+                        if self.config.market == FutuMarket::My {
+                            "Bursa Malaysia is read from a moomoo MY live account (there is no simulated one): log OpenD in with it"
+                        } else {
+                            "set market to one the account trades, or mode = \"paper\" for a simulated account"
+                        },
+                    ));
+                }
+                many => {
+                    return Err(self.unavailable(
+                        format!(
+                            "OpenD's login has {} matching accounts: {}",
+                            many.len(),
+                            many.iter().map(|a| describe(a)).collect::<Vec<_>>().join(", ")
+                        ),
+                        "set account = \"<id>\" to one of them",
+                    ));
+                }
+            },
+        };
+        let chosen = Chosen {
+            acc_id: pick.acc_id.unwrap_or(0),
+            card: pick.card_num.clone(),
+        };
+        *self.chosen.lock().await = Some(chosen.clone());
+        Ok(chosen)
+    }
+
+    async fn build_book(&self) -> Result<Book, BrokerError> {
+        let history_days = i64::from(self.config.history_days.max(1));
+        let (funds, positions, fills, fees, acc) = self
+            .with_conn(|me, conn| {
+                Box::pin(async move {
+                    let acc = me.choose(conn).await?;
+                    let header = me.header(acc.acc_id);
+                    let funds: proto::GetFundsResponse = me
+                        .call(
+                            conn,
+                            proto::id::GET_FUNDS,
+                            &proto::GetFundsRequest {
+                                c2s: Some(proto::GetFundsC2s {
+                                    header: Some(header.clone()),
+                                    refresh_cache: Some(false),
+                                    currency: Some(match me.config.market {
+                                        FutuMarket::My => proto::currency::MYR,
+                                        FutuMarket::Hk => proto::currency::HKD,
+                                        FutuMarket::Us => proto::currency::USD,
+                                    }),
+                                }),
+                            },
+                            |r: &proto::GetFundsResponse| (r.ret_type, r.ret_msg.clone()),
+                        )
+                        .await?;
+                    let positions: proto::GetPositionListResponse = me
+                        .call(
+                            conn,
+                            proto::id::GET_POSITION_LIST,
+                            &proto::GetPositionListRequest {
+                                c2s: Some(proto::GetPositionListC2s {
+                                    header: Some(header.clone()),
+                                    filter_conditions: None,
+                                    refresh_cache: Some(false),
+                                }),
+                            },
+                            |r: &proto::GetPositionListResponse| (r.ret_type, r.ret_msg.clone()),
+                        )
+                        .await?;
+                    // Fills, in windows of 90 days back from now (exchange time).
+                    let zone = zones::of_currency(me.config.market.currency().code());
+                    let now = zones::at(Utc::now(), zone).naive_local();
+                    let mut fills = Vec::new();
+                    let mut end = now;
+                    let start = now - chrono::Duration::days(history_days);
+                    while end > start {
+                        let begin = (end - chrono::Duration::days(WINDOW_DAYS)).max(start);
+                        let resp: proto::GetHistoryOrderFillListResponse = me
+                            .call(
+                                conn,
+                                proto::id::GET_HISTORY_ORDER_FILL_LIST,
+                                &proto::GetHistoryOrderFillListRequest {
+                                    c2s: Some(proto::GetHistoryOrderFillListC2s {
+                                        header: Some(header.clone()),
+                                        filter_conditions: Some(proto::TrdFilterConditions {
+                                            begin_time: Some(
+                                                begin.format("%Y-%m-%d %H:%M:%S").to_string(),
+                                            ),
+                                            end_time: Some(
+                                                end.format("%Y-%m-%d %H:%M:%S").to_string(),
+                                            ),
+                                            ..proto::TrdFilterConditions::default()
+                                        }),
+                                    }),
+                                },
+                                |r: &proto::GetHistoryOrderFillListResponse| {
+                                    (r.ret_type, r.ret_msg.clone())
+                                },
+                            )
+                            .await?;
+                        fills.extend(resp.s2c.map(|s| s.order_fill_list).unwrap_or_default());
+                        end = begin;
+                    }
+                    // Fees per order; a failure leaves fees unknown, never the book.
+                    let mut orders: Vec<String> =
+                        fills.iter().filter_map(|f| f.order_id_ex.clone()).collect();
+                    orders.sort();
+                    orders.dedup();
+                    let mut fees: Result<BTreeMap<String, f64>, String> = Ok(BTreeMap::new());
+                    for batch in orders.chunks(FEE_BATCH) {
+                        let answer: Result<proto::GetOrderFeeResponse, BrokerError> = me
+                            .call(
+                                conn,
+                                proto::id::GET_ORDER_FEE,
+                                &proto::GetOrderFeeRequest {
+                                    c2s: Some(proto::GetOrderFeeC2s {
+                                        header: Some(header.clone()),
+                                        order_id_ex_list: batch.to_vec(),
+                                    }),
+                                },
+                                |r: &proto::GetOrderFeeResponse| (r.ret_type, r.ret_msg.clone()),
+                            )
+                            .await;
+                        match answer {
+                            Ok(resp) => {
+                                if let Ok(map) = fees.as_mut() {
+                                    for fee in
+                                        resp.s2c.map(|s| s.order_fee_list).unwrap_or_default()
+                                    {
+                                        if let (Some(id), Some(amount)) =
+                                            (fee.order_id_ex, fee.fee_amount)
+                                        {
+                                            map.insert(id, amount);
+                                        }
+                                    }
+                                }
+                            }
+                            Err(
+                                e @ (BrokerError::Timeout { .. } | BrokerError::Unavailable { .. }),
+                            ) => {
+                                return Err(e);
+                            }
+                            Err(e) => {
+                                fees = Err(e.to_string());
+                                break;
+                            }
+                        }
+                    }
+                    Ok((
+                        funds.s2c.and_then(|s| s.funds),
+                        positions.s2c.map(|s| s.position_list).unwrap_or_default(),
+                        fills,
+                        fees,
+                        acc,
+                    ))
+                })
+            })
+            .await?;
+        self.assemble(funds.as_ref(), &positions, fills, &fees, &acc)
+    }
+
+    fn assemble(
+        &self,
+        funds: Option<&proto::Funds>,
+        positions: &[proto::Position],
+        mut fills: Vec<proto::OrderFill>,
+        fees: &Result<BTreeMap<String, f64>, String>,
+        acc: &Chosen,
+    ) -> Result<Book, BrokerError> {
+        let currency = self.config.market.currency();
+        let today = zones::at(Utc::now(), zones::of_currency(currency.code())).date_naive();
+        let mut instruments: Vec<Instrument> = Vec::new();
+        let mut index = |sec_market: i32, code: &str, name: Option<&str>| -> u32 {
+            let (exchange, ccy, country) = exchange_of(sec_market);
+            let key = InstrumentKey::new(exchange, code);
+            if let Some(i) = instruments.iter().position(|x| x.key == key) {
+                return u32::try_from(i).unwrap_or(u32::MAX);
+            }
+            instruments.push(Instrument {
+                key,
+                currency: ccy,
+                asset_class: AssetClass::Equity,
+                multiplier: Decimal::ONE,
+                name: name.map(str::to_owned),
+                sector: None,
+                country: Some(country.to_owned()),
+            });
+            u32::try_from(instruments.len() - 1).unwrap_or(u32::MAX)
+        };
+        let default_sec = match self.config.market {
+            FutuMarket::My => proto::sec_market::MY,
+            FutuMarket::Hk => proto::sec_market::HK,
+            FutuMarket::Us => proto::sec_market::US,
+        };
+        // Oldest first, each fill once (windows meet at their edges).
+        fills.sort_by(|a, b| {
+            a.create_time
+                .cmp(&b.create_time)
+                .then(a.fill_id.cmp(&b.fill_id))
+        });
+        fills.dedup_by(|a, b| a.fill_id == b.fill_id && a.fill_id_ex == b.fill_id_ex);
+        let fee_map = fees.as_ref().ok();
+        let mut fee_given: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+        let mut without_fee = 0usize;
+        let mut out = Vec::with_capacity(fills.len());
+        for (seq, f) in fills.iter().enumerate() {
+            if f.status == Some(1) {
+                continue; // cancelled by the exchange
+            }
+            let sec = f.sec_market.unwrap_or(default_sec);
+            let (_, ccy, _) = exchange_of(sec);
+            let zone = zones::of_currency(ccy.code());
+            let (Some(code), Some(qty), Some(price), Some(instant)) = (
+                f.code.as_deref(),
+                decimal(f.qty),
+                decimal(f.price),
+                f.create_time.as_deref().and_then(|t| local_time(t, zone)),
+            ) else {
+                return Err(self.unavailable(
+                    format!(
+                        "fill {} lacks code, qty, price or a readable createTime",
+                        f.fill_id_ex.clone().unwrap_or_default()
+                    ),
+                    "report this as a bug, with the fill as the moomoo app shows it",
+                ));
+            };
+            let instrument = index(sec, code, f.name.as_deref());
+            let order = f.order_id_ex.clone().unwrap_or_default();
+            let (commission, known) = match fee_map.and_then(|m| m.get(&order)) {
+                // An order's fee is charged once: on its first fill.
+                Some(fee) if fee_given.insert(order.clone()) => {
+                    (decimal(Some(*fee)).unwrap_or_default(), true)
+                }
+                Some(_) => (Decimal::ZERO, true),
+                None => {
+                    without_fee += 1;
+                    (Decimal::ZERO, false)
+                }
+            };
+            let time = zones::at(instant, zone);
+            out.push(Fill {
+                id: f
+                    .fill_id_ex
+                    .clone()
+                    .unwrap_or_else(|| f.fill_id.unwrap_or(0).to_string()),
+                account: 0,
+                instrument,
+                side: match f.trd_side {
+                    Some(1 | 4) => Side::Buy,
+                    _ => Side::Sell,
+                },
+                quantity: qty.abs(),
+                price,
+                commission,
+                commission_currency: ccy,
+                commission_known: known,
+                time,
+                trade_date: time.date_naive(),
+                seq: u32::try_from(seq).unwrap_or(u32::MAX),
+            });
+        }
+        let mut marks = Vec::new();
+        let mut reported = Vec::new();
+        for p in positions {
+            let Some(code) = p.code.as_deref() else {
+                continue;
+            };
+            let instrument = index(p.sec_market.unwrap_or(default_sec), code, p.name.as_deref());
+            if let Some(qty) = decimal(p.qty) {
+                reported.push(ReportedPosition {
+                    account: 0,
+                    instrument,
+                    quantity: if p.position_side == Some(1) {
+                        -qty.abs()
+                    } else {
+                        qty
+                    },
+                });
+            }
+            if let Some(price) = decimal(p.price).filter(|p| p.is_sign_positive()) {
+                marks.push((instrument, today, price));
+            }
+        }
+        let mut notes = Vec::new();
+        match fees {
+            Err(e) => notes.push(format!(
+                "{}: OpenD gave no order fees ({e}): realized P&L is gross of fees",
+                self.config.id
+            )),
+            Ok(_) if without_fee > 0 => notes.push(format!(
+                "{}: OpenD has no fees for {without_fee} fill(s) (orders before 2018 or not yet settled): their P&L is gross of fees",
+                self.config.id
+            )),
+            Ok(_) => {}
+        }
+        notes.push(format!(
+            "{}: fills from the last {} days (history_days)",
+            self.config.id, self.config.history_days
+        ));
+        let mut parts = BookParts {
+            base_currency: currency,
+            as_of: today,
+            accounts: vec![self.account(currency, acc)],
+            instruments,
+            fills: out,
+            cash: Vec::new(),
+            marks,
+            fx_rates: Vec::new(),
+            reported_positions: reported,
+            notes,
+        };
+        // Cash per currency, anchored to what OpenD reports.
+        let mut reported_cash: Vec<(Currency, Decimal)> = Vec::new();
+        if let Some(f) = funds {
+            for c in &f.cash_info_list {
+                if let (Some(ccy), Some(cash)) = (c.currency.and_then(currency_of), decimal(c.cash))
+                {
+                    reported_cash.push((ccy, cash));
+                }
+            }
+            if reported_cash.is_empty()
+                && let Some(cash) = decimal(f.cash)
+            {
+                reported_cash.push((f.currency.and_then(currency_of).unwrap_or(currency), cash));
+            }
+        }
+        if !reported_cash.is_empty() {
+            let probe = Book::assemble(parts.clone());
+            let ledger = tradedesk_core::ledger::replay(&probe, |_, _| {}).ok();
+            let first = probe
+                .fills
+                .first()
+                .map_or_else(Utc::now, |f| f.time.with_timezone(&Utc));
+            let mut currencies: std::collections::BTreeSet<Currency> =
+                reported_cash.iter().map(|(c, _)| *c).collect();
+            if let Some(l) = &ledger {
+                currencies.extend(l.cash.keys().filter(|(a, _)| *a == 0).map(|(_, c)| *c));
+            }
+            for ccy in currencies {
+                let reported = reported_cash
+                    .iter()
+                    .find(|(c, _)| *c == ccy)
+                    .map_or(Decimal::ZERO, |(_, v)| *v);
+                let implied = ledger
+                    .as_ref()
+                    .and_then(|l| l.cash.get(&(0, ccy)).copied())
+                    .unwrap_or_default();
+                let gap = reported - implied;
+                if gap.is_zero() {
+                    continue;
+                }
+                parts.notes.push(format!(
+                    "{}: cash is anchored to what OpenD reports: {} {} of it is an opening balance the fills read do not explain",
+                    self.config.id,
+                    ccy.round(gap),
+                    ccy.code()
+                ));
+                parts.cash.push(CashEntry {
+                    account: 0,
+                    kind: if gap.is_sign_positive() {
+                        CashKind::Deposit
+                    } else {
+                        CashKind::Withdrawal
+                    },
+                    amount: gap,
+                    currency: ccy,
+                    time: (first - chrono::Duration::seconds(1)).with_timezone(&Utc.fix()),
+                });
+            }
+        }
+        Ok(Book::assemble(parts))
+    }
+
+    fn account(&self, currency: Currency, acc: &Chosen) -> Account {
+        Account {
+            id: self.config.id.clone(),
+            broker: "moomoo".to_owned(),
+            currency,
+            name: Some(format!(
+                "moomoo {} {}{}",
+                self.config.market.name(),
+                acc.acc_id,
+                acc.card
+                    .as_deref()
+                    .map(|c| format!(" (card {c})"))
+                    .unwrap_or_default()
+            )),
+            mode: if self.config.simulate {
+                Mode::Paper
+            } else {
+                Mode::Live
+            },
+        }
+    }
+
+    /// `BURSA:1155`, `1155`, `HKEX:00700`, `US:AAPL` → OpenD's security.
+    fn security(&self, symbol: &str) -> proto::Security {
+        let (exchange, code) = symbol
+            .split_once(':')
+            .map_or((None, symbol), |(e, c)| (Some(e), c));
+        let market = match exchange.map(str::to_ascii_uppercase).as_deref() {
+            Some("BURSA" | "MY") => proto::qot_market::MY,
+            Some("HKEX" | "HK") => proto::qot_market::HK,
+            Some("US" | "NASDAQ" | "NYSE" | "ARCA" | "AMEX") => proto::qot_market::US,
+            _ => match self.config.market {
+                FutuMarket::My => proto::qot_market::MY,
+                FutuMarket::Hk => proto::qot_market::HK,
+                FutuMarket::Us => proto::qot_market::US,
+            },
+        };
+        proto::Security {
+            market: Some(market),
+            code: Some(code.trim().to_owned()),
+        }
+    }
+
+    fn key_of(security: &proto::Security) -> (InstrumentKey, Currency) {
+        let sec = match security.market {
+            Some(proto::qot_market::MY) => proto::sec_market::MY,
+            Some(proto::qot_market::HK) => proto::sec_market::HK,
+            _ => proto::sec_market::US,
+        };
+        let (exchange, ccy, _) = exchange_of(sec);
+        (
+            InstrumentKey::new(exchange, security.code.clone().unwrap_or_default()),
+            ccy,
+        )
+    }
+
+    async fn snapshot_of(&self, symbol: &str) -> Result<proto::SnapshotBasicData, BrokerError> {
+        let wanted = self.security(symbol);
+        let symbol = symbol.to_owned();
+        self.with_conn(move |me, conn| {
+            Box::pin(async move {
+                let resp: Result<proto::GetSecuritySnapshotResponse, BrokerError> = me
+                    .call(
+                        conn,
+                        proto::id::GET_SECURITY_SNAPSHOT,
+                        &proto::GetSecuritySnapshotRequest {
+                            c2s: Some(proto::GetSecuritySnapshotC2s {
+                                security_list: vec![wanted.clone()],
+                            }),
+                        },
+                        |r: &proto::GetSecuritySnapshotResponse| (r.ret_type, r.ret_msg.clone()),
+                    )
+                    .await;
+                let resp = match resp {
+                    Ok(r) => r,
+                    Err(BrokerError::InvalidRequest { reason, .. }) => {
+                        return Err(BrokerError::UnknownSymbol {
+                            account: me.config.id.clone(),
+                            symbol: tradedesk_core::error::quote(&symbol),
+                            known: format!(
+                                "codes OpenD lists ({reason}); Bursa codes are numbers such as BURSA:1155"
+                            ),
+                        });
+                    }
+                    Err(e) => return Err(e),
+                };
+                resp.s2c
+                    .into_iter()
+                    .flat_map(|s| s.snapshot_list)
+                    .filter_map(|s| s.basic)
+                    .next()
+                    .ok_or_else(|| BrokerError::UnknownSymbol {
+                        account: me.config.id.clone(),
+                        symbol: tradedesk_core::error::quote(&symbol),
+                        known: "codes OpenD lists; Bursa codes are numbers such as BURSA:1155"
+                            .to_owned(),
+                    })
+            })
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl Broker for OpenDBroker {
+    fn accounts(&self) -> Vec<Account> {
+        vec![self.account(
+            self.config.market.currency(),
+            &Chosen {
+                acc_id: self.config.acc_id.unwrap_or(0),
+                card: None,
+            },
+        )]
+    }
+
+    async fn snapshot(&self) -> Result<Arc<Book>, BrokerError> {
+        let mut cache = self.cache.lock().await;
+        if let Some((at, book)) = cache.as_ref()
+            && at.elapsed() < CACHE_FOR
+        {
+            return Ok(Arc::clone(book));
+        }
+        let book = Arc::new(self.build_book().await?);
+        *cache = Some((Instant::now(), Arc::clone(&book)));
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        Ok(book)
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    async fn health(&self) -> Vec<AccountHealth> {
+        let started = Instant::now();
+        let probe = self
+            .with_conn(|me, conn| {
+                Box::pin(async move {
+                    let acc = me.choose(conn).await?;
+                    Ok((acc, conn.server_ver))
+                })
+            })
+            .await;
+        let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let (status, detail, hint) = match probe {
+            Ok((acc, ver)) => (
+                HealthStatus::Ok,
+                format!(
+                    "OpenD {ver} at {}, {} account {} ({})",
+                    self.address(),
+                    if self.config.simulate {
+                        "simulated"
+                    } else {
+                        "real"
+                    },
+                    acc.acc_id,
+                    self.config.market.name()
+                ),
+                None,
+            ),
+            Err(e) => {
+                let hint = match &e {
+                    BrokerError::Unavailable { hint, .. } => hint.clone(),
+                    BrokerError::Timeout { .. } => {
+                        "OpenD accepted the connection but did not answer: check that it is logged in, and that the port is its API port".to_owned()
+                    }
+                    _ => self.start_hint(),
+                };
+                (HealthStatus::Down, e.to_string(), Some(hint))
+            }
+        };
+        vec![AccountHealth {
+            account: self.config.id.clone(),
+            broker: "moomoo".to_owned(),
+            mode: if self.config.simulate {
+                Mode::Paper
+            } else {
+                Mode::Live
+            },
+            status,
+            latency_ms: Some(latency_ms),
+            detail,
+            hint,
+        }]
+    }
+
+    async fn instrument(
+        &self,
+        account: &str,
+        symbol: &str,
+    ) -> Result<TradableInstrument, BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let basic = self.snapshot_of(symbol).await?;
+        let security = basic
+            .security
+            .clone()
+            .unwrap_or_else(|| self.security(symbol));
+        let (key, currency) = Self::key_of(&security);
+        let lot = Decimal::from(basic.lot_size.filter(|l| *l > 0).unwrap_or(1));
+        Ok(TradableInstrument {
+            key,
+            currency,
+            asset_class: AssetClass::Equity,
+            multiplier: Decimal::ONE,
+            lot_step: lot,
+            min_quantity: lot,
+            max_quantity: Decimal::from(100_000_000u64),
+            tick: decimal(basic.price_spread)
+                .filter(|t| t.is_sign_positive() && !t.is_zero())
+                .unwrap_or(Decimal::new(1, 3)),
+            pip: None,
+            margin_rate: Decimal::ONE,
+            unit: "shares",
+        })
+    }
+
+    async fn quote(&self, account: &str, symbol: &str) -> Result<Quote, BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let basic = self.snapshot_of(symbol).await?;
+        let security = basic
+            .security
+            .clone()
+            .unwrap_or_else(|| self.security(symbol));
+        let (key, currency) = Self::key_of(&security);
+        let positive = |v: Option<f64>| decimal(v).filter(|d| d.is_sign_positive() && !d.is_zero());
+        let (bid, ask) = match (
+            positive(basic.bid_price),
+            positive(basic.ask_price),
+            positive(basic.cur_price),
+        ) {
+            (Some(b), Some(a), _) => (b, a),
+            (_, _, Some(last)) => (last, last),
+            _ => {
+                return Err(self.unavailable(
+                    format!("OpenD's snapshot of {symbol} has no bid, ask or price"),
+                    "the market may be closed before its first trade; retry later",
+                ));
+            }
+        };
+        let time = basic
+            .update_timestamp
+            .and_then(|t| {
+                // Unix seconds with a fraction: read through the decimal, not by
+                // float arithmetic.
+                let ms = (decimal(Some(t))? * Decimal::from(1000)).trunc();
+                Utc.timestamp_millis_opt(i64::try_from(ms).ok()?).single()
+            })
+            .unwrap_or_else(Utc::now);
+        Ok(Quote {
+            key,
+            currency,
+            bid,
+            ask,
+            time,
+        })
+    }
+
+    async fn bars(
+        &self,
+        account: &str,
+        symbol: &str,
+        interval: Interval,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+    ) -> Result<Vec<Bar>, BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let security = self.security(symbol);
+        let (_, currency) = Self::key_of(&security);
+        let zone = zones::of_currency(currency.code());
+        let kl_type = match interval {
+            Interval::M1 => 1,
+            Interval::M5 => 6,
+            Interval::M15 => 7,
+            Interval::H1 => 9,
+            Interval::D1 => 2,
+        };
+        let fmt = |t: DateTime<Utc>| {
+            zones::at(t, zone)
+                .naive_local()
+                .format("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        };
+        let (begin, finish) = (fmt(start), fmt(end));
+        let owned = symbol.to_owned();
+        let lines = self
+            .with_conn(move |me, conn| {
+                let symbol = owned;
+                Box::pin(async move {
+                    let mut out = Vec::new();
+                    let mut key: Option<Vec<u8>> = None;
+                    for _ in 0..1_000 {
+                        let resp: Result<proto::RequestHistoryKlResponse, BrokerError> = me
+                            .call(
+                                conn,
+                                proto::id::REQUEST_HISTORY_KL,
+                                &proto::RequestHistoryKlRequest {
+                                    c2s: Some(proto::RequestHistoryKlC2s {
+                                        rehab_type: Some(0),
+                                        kl_type: Some(kl_type),
+                                        security: Some(security.clone()),
+                                        begin_time: Some(begin.clone()),
+                                        end_time: Some(finish.clone()),
+                                        max_ack_kl_num: Some(1_000),
+                                        need_kl_fields_flag: None,
+                                        next_req_key: key.clone(),
+                                    }),
+                                },
+                                |r: &proto::RequestHistoryKlResponse| (r.ret_type, r.ret_msg.clone()),
+                            )
+                            .await;
+                        let resp = match resp {
+                            Ok(r) => r,
+                            Err(BrokerError::InvalidRequest { reason, .. }) => {
+                                return Err(BrokerError::UnknownSymbol {
+                                    account: me.config.id.clone(),
+                                    symbol: tradedesk_core::error::quote(&symbol),
+                                    known: format!(
+                                        "codes OpenD lists ({reason}); Bursa codes are numbers such as BURSA:1155"
+                                    ),
+                                });
+                            }
+                            Err(e) => return Err(e),
+                        };
+                        let s2c = resp.s2c.unwrap_or_default();
+                        out.extend(s2c.kl_list);
+                        key = s2c.next_req_key.filter(|k| !k.is_empty());
+                        if key.is_none() {
+                            return Ok(out);
+                        }
+                    }
+                    Ok(out)
+                })
+            })
+            .await?;
+        let mut bars = Vec::with_capacity(lines.len());
+        for k in lines {
+            if k.is_blank == Some(true) {
+                continue;
+            }
+            let (Some(t), Some(o), Some(h), Some(l), Some(c)) = (
+                k.time.as_deref().and_then(|t| local_time(t, zone)),
+                k.open_price,
+                k.high_price,
+                k.low_price,
+                k.close_price,
+            ) else {
+                continue;
+            };
+            if t < start - chrono::Duration::days(1) || t > end {
+                continue;
+            }
+            bars.push(Bar {
+                time: if interval == Interval::D1 {
+                    zones::at(t, zone).date_naive().to_string()
+                } else {
+                    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                },
+                instant: t,
+                open: o,
+                high: h,
+                low: l,
+                close: c,
+                volume: k.volume.and_then(|v| format!("{v}").parse().ok()),
+            });
+        }
+        bars.sort_by_key(|b| b.instant);
+        Ok(bars)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_frame_round_trips_its_header() {
+        let bytes = frame(2101, 7, b"hello");
+        assert_eq!(bytes.len(), HEADER_LEN + 5);
+        let mut head = [0u8; HEADER_LEN];
+        head.copy_from_slice(&bytes[..HEADER_LEN]);
+        let h = parse_header(&head).unwrap();
+        assert_eq!((h.proto_id, h.serial, h.body_len), (2101, 7, 5));
+        assert_eq!(h.sha1.as_slice(), Sha1::digest(b"hello").as_slice());
+        // Little-endian: 2101 = 0x0835.
+        assert_eq!(&bytes[2..6], &[0x35, 0x08, 0, 0]);
+        head[0] = b'X';
+        assert!(parse_header(&head).is_none());
+    }
+
+    #[test]
+    fn fill_times_are_exchange_wall_clock() {
+        let kl = zones::named("Asia/Kuala_Lumpur");
+        let t = local_time("2026-11-27 09:30:00.250", kl).unwrap();
+        assert_eq!(t.to_rfc3339(), "2026-11-27T01:30:00.250+00:00");
+        let ny = zones::named("America/New_York");
+        assert_eq!(
+            local_time("2026-07-01 10:00:00", ny).unwrap().to_rfc3339(),
+            "2026-07-01T14:00:00+00:00"
+        );
+        assert!(local_time("27/11/2026", kl).is_none());
+        assert!(FutuMarket::parse("bursa").is_ok());
+        assert!(FutuMarket::parse("CN").unwrap_err().contains("MY"));
+    }
+}
