@@ -421,6 +421,12 @@ impl HyperliquidBroker {
                 self.config.id
             )],
         };
+        if fills.len() >= 10_000 {
+            parts.notes.push(format!(
+                "{}: Hyperliquid keeps a wallet's 10,000 most recent fills: older trades are not in this history",
+                self.config.id
+            ));
+        }
         if !other_fee_tokens.is_empty() {
             parts.notes.push(format!(
                 "{}: some fees were paid in other tokens ({}) and are counted as USD amounts",

@@ -18,6 +18,7 @@ use tradedesk_core::{
 pub mod alpaca;
 pub mod book;
 pub mod demo;
+pub mod dwx;
 pub mod flex;
 pub mod futu;
 pub mod hyperliquid;

@@ -138,8 +138,12 @@ pub struct AccountConfig {
     pub client_id: Option<i32>,
     /// `moomoo`: the market read (`MY` Bursa Malaysia, `HK`, `US`).
     pub market: Option<String>,
-    /// `moomoo`: how many days of fills are read (default 365).
+    /// `moomoo`, `metatrader`: how many days of history are read (default 365).
     pub history_days: Option<u32>,
+    /// `metatrader`: the magic number tradedesk's orders carry (default 730001).
+    pub magic: Option<i64>,
+    /// `metatrader`: the broker's server time zone (IANA name), for the EA's times.
+    pub server_time_zone: Option<String>,
 }
 
 /// `flex` of an `ibkr` account: a downloaded statement, or the Flex Web Service.
@@ -718,6 +722,74 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                 );
                 ctx = ctx.with_broker(Arc::new(broker), None);
             }
+            "metatrader" | "mt4" | "mt5" => {
+                let files = account.path.clone().ok_or_else(|| {
+                    config_error(
+                        format!(
+                            "accounts[{i}] ({}): a metatrader account needs path, the terminal's MQL4/Files (or MQL5/Files) folder",
+                            account.id
+                        ),
+                        "in the terminal: File > Open Data Folder, then MQL4 > Files; put that folder's path in path",
+                    )
+                })?;
+                let platform = match account.broker.as_str() {
+                    "mt4" => tradedesk_brokers::dwx::Platform::Mt4,
+                    "mt5" => tradedesk_brokers::dwx::Platform::Mt5,
+                    _ => tradedesk_brokers::dwx::platform_of(&files),
+                };
+                let live = match account.mode.as_deref() {
+                    None | Some("paper") => false,
+                    Some("live") if account.live == Some(true) => true,
+                    Some("live") => {
+                        return Err(config_error(
+                            format!(
+                                "accounts[{i}] ({}): mode = \"live\" needs live = true",
+                                account.id
+                            ),
+                            "add live = true for a real-money MetaTrader account, or keep mode = \"paper\" for a demo account",
+                        ));
+                    }
+                    Some(other) => {
+                        return Err(config_error(
+                            format!(
+                                "accounts[{i}] ({}): mode '{other}' is neither paper nor live",
+                                account.id
+                            ),
+                            "write mode = \"paper\" (a demo account) or mode = \"live\"",
+                        ));
+                    }
+                };
+                if let Some(zone) = &account.server_time_zone
+                    && !tradedesk_brokers::dwx::is_time_zone(zone)
+                {
+                    return Err(config_error(
+                        format!(
+                            "accounts[{i}] ({}): server_time_zone '{zone}' is not a time zone name",
+                            account.id
+                        ),
+                        "write an IANA name such as \"Europe/Athens\" (many brokers run their servers on it) or \"UTC\"",
+                    ));
+                }
+                let broker = tradedesk_brokers::dwx::DwxBroker::new(
+                    tradedesk_brokers::dwx::DwxConfig {
+                        id: account.id.clone(),
+                        files,
+                        platform,
+                        magic: account.magic.unwrap_or(730_001),
+                        live,
+                        server_time_zone: account.server_time_zone.clone(),
+                        history_days: account.history_days.unwrap_or(365).clamp(1, 3_650),
+                        timeout: std::time::Duration::from_millis(
+                            account
+                                .timeout_ms
+                                .or(config.broker_timeout_ms)
+                                .unwrap_or(10_000)
+                                .max(1),
+                        ),
+                    },
+                );
+                ctx = ctx.with_broker(Arc::new(broker), None);
+            }
             "hyperliquid" => {
                 let wallet = account.account.clone().ok_or_else(|| {
                     config_error(
@@ -779,7 +851,7 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                         "accounts[{i}] ({}): broker '{other}' is not available in this build",
                         account.id
                     ),
-                    "this build has `book` accounts (a tradedesk-book/1 file), `sim` (the embedded paper exchange), `alpaca`, `ibkr`, `moomoo` and `hyperliquid`",
+                    "this build has `book` accounts (a tradedesk-book/1 file), `sim` (the embedded paper exchange), `alpaca`, `ibkr`, `moomoo`, `metatrader` and `hyperliquid`",
                 ));
             }
         }

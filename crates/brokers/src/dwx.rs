@@ -1,0 +1,1387 @@
+//! MetaTrader 4 and 5 through the DWXConnect file bridge: an EA in the terminal reads
+//! command files and writes the account, its orders, quotes, history and messages as
+//! JSON files in `MQL4/Files/DWX` (or `MQL5/Files/DWX`).
+//!
+//! * **Commands** are `<:ID|COMMAND|CONTENT:>` in the lowest free of 50 slots
+//!   (`DWX_Commands_N.txt`), written under a temporary name and linked into place, so the
+//!   EA never reads half a command and a slot is never overwritten. The first command
+//!   resets the EA's id memory, as the EA forgets nothing else.
+//! * **Reads** (`DWX_Orders.txt`, `DWX_Market_Data.txt`, `DWX_Historic_Trades.txt`,
+//!   `DWX_Messages.txt`): UTF-8 or UTF-16 with a BOM; an empty, torn or unparsable file
+//!   is read again on the next poll. `DWX_Orders.txt` is the EA's heartbeat: the EA
+//!   rewrites it at least every second, so an old one means the EA is not running.
+//! * **Orders** carry the account's magic number and, at the start of their comment, a
+//!   tag made from the client order id (`td` and 8 hex digits of its SHA-256), so a retry
+//!   after a timeout finds the order instead of sending it again. Brokers rewrite
+//!   comments (on SL/TP hits, partial closes), so the fallback is a new ticket with the
+//!   same symbol, lots, side and magic that was not there before the send.
+//! * **Closes** are `CLOSE_ORDER` on the symbol's tickets, oldest first (an opposite
+//!   order would open a hedge on MT4), and SL/TP changes are `MODIFY_ORDER` on each.
+//!
+//! Times in the files are the broker's server time: `server_time_zone` says which zone
+//! that is (UTC unless configured). Prices come with 5 decimals and lots with 2, as the
+//! EA writes them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDateTime, Offset, TimeZone, Utc};
+use rust_decimal::Decimal;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio::sync::Mutex;
+use tradedesk_core::{
+    Account, AssetClass, Book, BookParts, CashEntry, CashKind, Currency, Fill, FxQuote, Instrument,
+    InstrumentKey, Mode, OrderRecord, OrderRequest, OrderStatus, OrderType, Quote, ReportedPosition,
+    Side, TimeInForce, TradableInstrument,
+};
+
+use crate::zones;
+use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
+
+/// Command slots the EA scans.
+const SLOTS: usize = 50;
+/// How often files are polled while waiting.
+const POLL: Duration = Duration::from_millis(20);
+/// The EA rewrites `DWX_Orders.txt` at least every second: older than this, it is not running.
+const STALE_AFTER: Duration = Duration::from_secs(5);
+/// MetaTrader's comment length.
+pub const COMMENT_MAX: usize = 31;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Platform {
+    Mt4,
+    Mt5,
+}
+
+impl Platform {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Mt4 => "MT4",
+            Self::Mt5 => "MT5",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct DwxConfig {
+    /// The config's name for the account.
+    pub id: String,
+    /// The terminal's `MQL4/Files` or `MQL5/Files` folder (the EA's files are in `DWX/`).
+    pub files: PathBuf,
+    pub platform: Platform,
+    /// The magic number tradedesk's orders carry.
+    pub magic: i64,
+    /// A demo account (paper) or a real one (live).
+    pub live: bool,
+    /// The broker's server time zone (IANA name), for the times in the files.
+    pub server_time_zone: Option<String>,
+    pub history_days: u32,
+    pub timeout: Duration,
+}
+
+/// An open position or pending order, as `DWX_Orders.txt` has it.
+#[derive(Debug, Clone, PartialEq)]
+struct Ticket {
+    ticket: String,
+    magic: i64,
+    symbol: String,
+    lots: Decimal,
+    kind: String,
+    open_price: Decimal,
+    open_time: String,
+    sl: Decimal,
+    tp: Decimal,
+    commission: Decimal,
+    swap: Decimal,
+    comment: String,
+}
+
+impl Ticket {
+    fn is_position(&self) -> bool {
+        matches!(self.kind.as_str(), "buy" | "sell")
+    }
+
+    fn side(&self) -> Side {
+        if self.kind.starts_with("buy") {
+            Side::Buy
+        } else {
+            Side::Sell
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct AccountInfo {
+    name: String,
+    number: String,
+    currency: Currency,
+    leverage: Decimal,
+    balance: Decimal,
+    equity: Decimal,
+}
+
+/// What a send left to look for, while this process lives.
+#[derive(Debug, Clone)]
+struct Sent {
+    symbol: String,
+    lots: Decimal,
+    side: Side,
+    before: BTreeSet<String>,
+}
+
+#[derive(Debug)]
+pub struct DwxBroker {
+    config: DwxConfig,
+    next_id: AtomicI64,
+    /// One command conversation at a time: messages and new tickets are then ours.
+    writing: Mutex<bool>,
+    subscribed: Mutex<BTreeSet<String>>,
+    sent: std::sync::Mutex<BTreeMap<String, Sent>>,
+}
+
+fn dec(v: &Value, field: &str) -> Option<Decimal> {
+    match v.get(field)? {
+        Value::Number(n) => n.to_string().parse().ok(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn text(v: &Value, field: &str) -> String {
+    match v.get(field) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// UTF-8, or UTF-16LE (with a BOM, or recognizable by its zero bytes), as MT4 may write.
+fn decode(bytes: &[u8]) -> Option<String> {
+    let utf16 = |b: &[u8]| {
+        let units: Vec<u16> = b
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        String::from_utf16(&units).ok()
+    };
+    match bytes {
+        [0xFF, 0xFE, rest @ ..] => utf16(rest),
+        [0xEF, 0xBB, 0xBF, rest @ ..] => String::from_utf8(rest.to_vec()).ok(),
+        [_, 0, ..] => utf16(bytes),
+        _ => Some(String::from_utf8_lossy(bytes).into_owned()),
+    }
+}
+
+/// The tag that starts an order's comment: `td` and 8 hex digits of the client order
+/// id's SHA-256.
+pub fn tag_of(client_order_id: &str) -> String {
+    let digest = Sha256::digest(client_order_id.as_bytes());
+    let hex: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+    format!("td{hex}")
+}
+
+/// The comment an order is sent with: the tag, then what fits of the user's comment
+/// (characters the file format cannot carry removed). The second value says what was
+/// changed, if anything.
+pub fn comment_for(client_order_id: &str, user: Option<&str>) -> (String, Option<String>) {
+    let tag = tag_of(client_order_id);
+    let Some(user) = user.filter(|u| !u.trim().is_empty()) else {
+        return (tag, None);
+    };
+    let clean: String = user
+        .chars()
+        .filter(|c| c.is_ascii() && !matches!(c, ',' | '|' | '"' | '\\' | '\n' | '\r'))
+        .collect();
+    let room = COMMENT_MAX - tag.len() - 1;
+    let kept: String = clean.chars().take(room).collect();
+    let mut said = Vec::new();
+    if clean.len() != user.len() {
+        said.push("characters MetaTrader's files cannot carry (, | \" \\ and non-ASCII) were removed");
+    }
+    if kept.len() < clean.len() {
+        said.push("it was shortened to fit MetaTrader's 31 characters after the order's tag");
+    }
+    let note = (!said.is_empty()).then(|| format!("the comment was changed: {}", said.join("; ")));
+    (format!("{tag} {kept}"), note)
+}
+
+/// The instrument a MetaTrader symbol is: an FX pair (100,000 a lot), gold (100 oz),
+/// silver (5,000 oz), or a CFD (1 a lot, in the account's currency).
+fn instrument_of(symbol: &str, account_currency: Currency) -> (AssetClass, Decimal, Currency, Option<Decimal>, Decimal) {
+    let upper = symbol.to_ascii_uppercase();
+    let core: String = upper.chars().filter(char::is_ascii_alphabetic).take(6).collect();
+    let pair = core.len() == 6
+        && Currency::new_checked(&core[..3]).is_ok()
+        && Currency::new_checked(&core[3..]).is_ok()
+        && !core.starts_with("XA");
+    if core.starts_with("XAU") {
+        return (AssetClass::Fx, Decimal::from(100), Currency::USD, Some(Decimal::new(1, 2)), Decimal::new(1, 2));
+    }
+    if core.starts_with("XAG") {
+        return (AssetClass::Fx, Decimal::from(5_000), Currency::USD, Some(Decimal::new(1, 3)), Decimal::new(1, 3));
+    }
+    if pair {
+        let quote = Currency::new_checked(&core[3..]).unwrap_or(Currency::USD);
+        let pip = if &core[3..] == "JPY" { Decimal::new(1, 2) } else { Decimal::new(1, 4) };
+        return (AssetClass::Fx, Decimal::from(100_000), quote, Some(pip), pip / Decimal::TEN);
+    }
+    (AssetClass::Cfd, Decimal::ONE, account_currency, None, Decimal::new(1, 2))
+}
+
+fn exchange_of(class: AssetClass) -> &'static str {
+    if class == AssetClass::Fx { "FX" } else { "CFD" }
+}
+
+/// A book being made: instruments by symbol, fills, and each symbol's net lots so far.
+struct Draft {
+    currency: Currency,
+    instruments: Vec<Instrument>,
+    fills: Vec<Fill>,
+    implied: BTreeMap<String, Decimal>,
+}
+
+impl Draft {
+    fn index(&mut self, symbol: &str) -> u32 {
+        let (class, multiplier, ccy, ..) = instrument_of(symbol, self.currency);
+        let key = InstrumentKey::new(exchange_of(class), symbol);
+        if let Some(i) = self.instruments.iter().position(|x| x.key == key) {
+            return u32::try_from(i).unwrap_or(u32::MAX);
+        }
+        self.instruments.push(Instrument {
+            key,
+            currency: ccy,
+            asset_class: class,
+            multiplier,
+            name: None,
+            sector: None,
+            country: None,
+        });
+        u32::try_from(self.instruments.len() - 1).unwrap_or(u32::MAX)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fill(
+        &mut self,
+        id: String,
+        symbol: &str,
+        side: Side,
+        lots: Decimal,
+        price: Decimal,
+        at: DateTime<Utc>,
+        commission: Decimal,
+    ) {
+        let instrument = self.index(symbol);
+        *self.implied.entry(symbol.to_owned()).or_default() += match side {
+            Side::Buy => lots.abs(),
+            Side::Sell => -lots.abs(),
+        };
+        let time = at.with_timezone(&Utc.fix());
+        let seq = u32::try_from(self.fills.len()).unwrap_or(u32::MAX);
+        self.fills.push(Fill {
+            id,
+            account: 0,
+            instrument,
+            side,
+            quantity: lots.abs(),
+            price,
+            // Commission and swap come in the account's currency.
+            commission: commission.abs(),
+            commission_currency: self.currency,
+            commission_known: true,
+            time,
+            trade_date: time.date_naive(),
+            seq,
+        });
+    }
+}
+
+impl DwxBroker {
+    pub fn new(config: DwxConfig) -> Self {
+        Self {
+            config,
+            next_id: AtomicI64::new(0),
+            writing: Mutex::new(false),
+            subscribed: Mutex::new(BTreeSet::new()),
+            sent: std::sync::Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.config.files.join("DWX")
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir().join(name)
+    }
+
+    fn install_hint(&self) -> String {
+        format!(
+            "install DWXConnect's EA (github.com/darwinex/dwxconnect, mql/DWX_Server_{0}.mq{1}) in the terminal's {0} Experts folder, attach it to one chart with AutoTrading on, and point path at that terminal's MQL{1}/Files folder (now {2})",
+            self.config.platform.name(),
+            if self.config.platform == Platform::Mt4 { "4" } else { "5" },
+            self.config.files.display()
+        )
+    }
+
+    fn unavailable(&self, detail: String) -> BrokerError {
+        BrokerError::Unavailable {
+            account: self.config.id.clone(),
+            detail,
+            hint: self.install_hint(),
+        }
+    }
+
+    fn timeout(&self) -> BrokerError {
+        BrokerError::Timeout {
+            account: self.config.id.clone(),
+            timeout: self.config.timeout,
+        }
+    }
+
+    fn zone(&self) -> Option<&'static zones::Tz> {
+        self.config.server_time_zone.as_deref().and_then(zones::named)
+    }
+
+    /// A server time (`YYYY.MM.DD HH:MM:SS`) as an instant.
+    fn server_instant(&self, text: &str) -> Option<DateTime<Utc>> {
+        let naive = NaiveDateTime::parse_from_str(text.trim(), "%Y.%m.%d %H:%M:%S")
+            .or_else(|_| NaiveDateTime::parse_from_str(text.trim(), "%Y.%m.%d %H:%M"))
+            .ok()?;
+        match self.zone() {
+            Some(z) => zones::resolve(naive, z),
+            None => Some(Utc.from_utc_datetime(&naive)),
+        }
+    }
+
+    /// A file's JSON, or `None` while it is missing, empty, torn or not JSON yet.
+    async fn read_json(&self, name: &str) -> Option<Value> {
+        let bytes = tokio::fs::read(self.file(name)).await.ok()?;
+        let text = decode(&bytes)?;
+        let text = text.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
+        if text.is_empty() {
+            return None;
+        }
+        serde_json::from_str(text).ok()
+    }
+
+    /// `DWX_Orders.txt`, checked fresh: the EA's heartbeat.
+    async fn orders_file(&self) -> Result<Value, BrokerError> {
+        let path = self.file("DWX_Orders.txt");
+        if !self.config.files.is_dir() {
+            return Err(self.unavailable(format!(
+                "{} is not a folder",
+                self.config.files.display()
+            )));
+        }
+        let deadline = Instant::now() + self.config.timeout;
+        loop {
+            let age = tokio::fs::metadata(&path)
+                .await
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| SystemTime::now().duration_since(t).ok());
+            match age {
+                None if Instant::now() >= deadline => {
+                    return Err(self.unavailable(format!(
+                        "{} does not exist: the DWX EA is not running",
+                        path.display()
+                    )));
+                }
+                Some(age) if age > STALE_AFTER => {
+                    return Err(self.unavailable(format!(
+                        "the DWX EA last wrote {} {} s ago (it rewrites it every second): the EA or the terminal is stopped",
+                        path.display(),
+                        age.as_secs()
+                    )));
+                }
+                Some(_) => {
+                    if let Some(v) = self.read_json("DWX_Orders.txt").await {
+                        return Ok(v);
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(self.timeout());
+                    }
+                }
+                None => {}
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    fn account_info(&self, orders: &Value) -> Result<AccountInfo, BrokerError> {
+        let info = orders
+            .get("account_info")
+            .ok_or_else(|| self.unavailable("DWX_Orders.txt has no account_info".to_owned()))?;
+        let currency = Currency::new_checked(&text(info, "currency")).map_err(|_| {
+            self.unavailable(format!(
+                "the account currency {} is not an ISO code",
+                tradedesk_core::error::quote(&text(info, "currency"))
+            ))
+        })?;
+        Ok(AccountInfo {
+            name: text(info, "name"),
+            number: text(info, "number"),
+            currency,
+            leverage: dec(info, "leverage").unwrap_or(Decimal::ONE),
+            balance: dec(info, "balance").unwrap_or_default(),
+            equity: dec(info, "equity").unwrap_or_default(),
+        })
+    }
+
+    fn tickets(orders: &Value) -> Vec<Ticket> {
+        let mut out: Vec<Ticket> = orders
+            .get("orders")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(ticket, o)| Ticket {
+                ticket: ticket.clone(),
+                magic: o.get("magic").and_then(Value::as_i64).unwrap_or(0),
+                symbol: text(o, "symbol"),
+                lots: dec(o, "lots").unwrap_or_default(),
+                kind: text(o, "type"),
+                open_price: dec(o, "open_price").unwrap_or_default(),
+                open_time: text(o, "open_time"),
+                sl: dec(o, "SL").unwrap_or_default(),
+                tp: dec(o, "TP").unwrap_or_default(),
+                commission: dec(o, "commission").unwrap_or_default(),
+                swap: dec(o, "swap").unwrap_or_default(),
+                comment: text(o, "comment"),
+            })
+            .collect();
+        out.sort_by(|a, b| a.open_time.cmp(&b.open_time).then(a.ticket.cmp(&b.ticket)));
+        out
+    }
+
+    /// The highest message key so far: later keys are answers to what is sent next.
+    async fn message_mark(&self) -> u64 {
+        self.read_json("DWX_Messages.txt")
+            .await
+            .and_then(|v| v.as_object().map(|o| o.keys().filter_map(|k| k.parse().ok()).max()))
+            .flatten()
+            .unwrap_or(0)
+    }
+
+    /// ERROR messages after `mark`: (error_type, description).
+    async fn errors_after(&self, mark: u64) -> Vec<(String, String)> {
+        let Some(v) = self.read_json("DWX_Messages.txt").await else {
+            return Vec::new();
+        };
+        let mut rows: Vec<(u64, (String, String))> = v
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, m)| Some((k.parse::<u64>().ok()?, m)))
+            .filter(|(k, m)| *k > mark && m.get("type").and_then(Value::as_str) == Some("ERROR"))
+            .map(|(k, m)| (k, (text(m, "error_type"), text(m, "description"))))
+            .collect();
+        rows.sort_by_key(|(k, _)| *k);
+        rows.into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// Writes one command into the lowest free slot, atomically and never over another.
+    async fn write_command(&self, command: &str, content: &str) -> Result<i64, BrokerError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) % 100_000 + 1;
+        let body = format!("<:{id}|{command}|{content}:>");
+        let dir = self.dir();
+        let deadline = Instant::now() + self.config.timeout;
+        loop {
+            for slot in 0..SLOTS {
+                let target = dir.join(format!("DWX_Commands_{slot}.txt"));
+                if target.exists() {
+                    continue;
+                }
+                let temp = dir.join(format!(".tradedesk-{}-{id}.tmp", std::process::id()));
+                tokio::fs::write(&temp, &body).await.map_err(|e| {
+                    self.unavailable(format!("cannot write a command in {}: {e}", dir.display()))
+                })?;
+                // A hard link fails if the slot was taken meanwhile: never two commands
+                // in one slot, never half a command read.
+                let linked = tokio::fs::hard_link(&temp, &target).await;
+                let _ = tokio::fs::remove_file(&temp).await;
+                match linked {
+                    Ok(()) => return Ok(id),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => {
+                        return Err(self.unavailable(format!(
+                            "cannot place a command in {}: {e}",
+                            target.display()
+                        )));
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(self.unavailable(format!(
+                    "all {SLOTS} command slots in {} stay full: the EA is not reading commands",
+                    dir.display()
+                )));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Waits until the EA has taken every command file (it deletes each as it reads).
+    async fn wait_taken(&self, deadline: Instant) -> bool {
+        loop {
+            let pending = (0..SLOTS).any(|s| self.file(&format!("DWX_Commands_{s}.txt")).exists());
+            if !pending {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Sends a command, resetting the EA's id memory first in this process's life.
+    async fn command(&self, command: &str, content: &str) -> Result<(), BrokerError> {
+        let mut reset = self.writing.lock().await;
+        self.send_locked(&mut reset, command, content).await
+    }
+
+    async fn send_locked(&self, reset: &mut bool, command: &str, content: &str) -> Result<(), BrokerError> {
+        self.orders_file().await?;
+        if !*reset {
+            self.next_id.store(0, Ordering::Relaxed);
+            self.write_command("RESET_COMMAND_IDS", "").await?;
+            if !self.wait_taken(Instant::now() + self.config.timeout).await {
+                return Err(self.unavailable(
+                    "the DWX EA did not take a command within the timeout: is it attached to a chart, with AutoTrading on?".to_owned(),
+                ));
+            }
+            *reset = true;
+        }
+        self.write_command(command, content).await?;
+        Ok(())
+    }
+
+    fn record(&self, t: &Ticket, cid: &str, status: OrderStatus) -> OrderRecord {
+        let (class, ..) = instrument_of(&t.symbol, Currency::USD);
+        let created = self.server_instant(&t.open_time).unwrap_or_else(Utc::now);
+        let pending = !t.is_position();
+        OrderRecord {
+            order_id: t.ticket.clone(),
+            client_order_id: cid.to_owned(),
+            account: self.config.id.clone(),
+            key: InstrumentKey::new(exchange_of(class), &t.symbol),
+            side: t.side(),
+            order_type: if t.kind.ends_with("limit") {
+                OrderType::Limit
+            } else if t.kind.ends_with("stop") {
+                OrderType::Stop
+            } else {
+                OrderType::Market
+            },
+            quantity: t.lots,
+            filled_quantity: if pending { Decimal::ZERO } else { t.lots },
+            average_price: (!pending).then_some(t.open_price),
+            limit_price: (pending && t.kind.ends_with("limit")).then_some(t.open_price),
+            stop_price: (pending && t.kind.ends_with("stop")).then_some(t.open_price),
+            time_in_force: TimeInForce::Gtc,
+            stop_loss: (!t.sl.is_zero()).then_some(t.sl),
+            take_profit: (!t.tp.is_zero()).then_some(t.tp),
+            status,
+            mode: self.mode(),
+            comment: Some(t.comment.clone()),
+            reason: None,
+            created,
+            updated: Utc::now(),
+        }
+    }
+
+    fn mode(&self) -> Mode {
+        if self.config.live { Mode::Live } else { Mode::Paper }
+    }
+
+    /// The ticket a client order id names: by its tag in the comment, else (while this
+    /// process remembers the send) a new ticket with its symbol, lots, side and magic.
+    fn find_in(&self, tickets: &[Ticket], cid: &str) -> Option<Ticket> {
+        let tag = tag_of(cid);
+        if let Some(t) = tickets
+            .iter()
+            .find(|t| t.magic == self.config.magic && t.comment.starts_with(&tag))
+        {
+            return Some(t.clone());
+        }
+        let sent = self
+            .sent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(cid)
+            .cloned()?;
+        tickets
+            .iter()
+            .find(|t| {
+                t.magic == self.config.magic
+                    && !sent.before.contains(&t.ticket)
+                    && t.symbol == sent.symbol
+                    && t.lots == sent.lots
+                    && t.side() == sent.side
+            })
+            .cloned()
+    }
+
+    /// Closed trades of the last `days` days, as the EA answers `GET_HISTORIC_TRADES`.
+    async fn history(&self, days: u32) -> Result<Value, BrokerError> {
+        let mut reset = self.writing.lock().await;
+        // A stale answer from an earlier session must not be read as this one's.
+        let _ = tokio::fs::remove_file(self.file("DWX_Historic_Trades.txt")).await;
+        self.send_locked(&mut reset, "GET_HISTORIC_TRADES", &days.max(1).to_string())
+            .await?;
+        let deadline = Instant::now() + self.config.timeout;
+        loop {
+            if let Some(v) = self.read_json("DWX_Historic_Trades.txt").await {
+                return Ok(v);
+            }
+            if Instant::now() >= deadline {
+                return Err(self.timeout());
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Subscribes to `symbols` (added to those already subscribed) and waits for their
+    /// bid and ask, until `deadline`.
+    async fn prices(
+        &self,
+        symbols: &[String],
+        deadline: Instant,
+    ) -> Result<BTreeMap<String, (Decimal, Decimal)>, BrokerError> {
+        let wanted: BTreeSet<String> = symbols.iter().cloned().collect();
+        {
+            let mut subscribed = self.subscribed.lock().await;
+            if !wanted.is_subset(&subscribed) {
+                subscribed.extend(wanted.iter().cloned());
+                let list = subscribed.iter().cloned().collect::<Vec<_>>().join(",");
+                self.command("SUBSCRIBE_SYMBOLS", &list).await?;
+            }
+        }
+        loop {
+            let data = self.read_json("DWX_Market_Data.txt").await;
+            let got: BTreeMap<String, (Decimal, Decimal)> = wanted
+                .iter()
+                .filter_map(|s| {
+                    let q = data.as_ref()?.get(s)?;
+                    Some((s.clone(), (dec(q, "bid")?, dec(q, "ask")?)))
+                })
+                .collect();
+            if got.len() == wanted.len() || Instant::now() >= deadline {
+                return Ok(got);
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    async fn build_book(&self) -> Result<Book, BrokerError> {
+        let orders = self.orders_file().await?;
+        let info = self.account_info(&orders)?;
+        let tickets = Self::tickets(&orders);
+        let history = self.history(self.config.history_days).await?;
+        let currency = info.currency;
+        let utc = Utc.fix();
+        let today = Utc::now().date_naive();
+        let mut draft = Draft {
+            currency,
+            instruments: Vec::new(),
+            fills: Vec::new(),
+            implied: BTreeMap::new(),
+        };
+        let mut cash: Vec<CashEntry> = Vec::new();
+        let mut unreadable = 0usize;
+        let rows: Vec<(String, Value)> = history
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (ticket, h) in &rows {
+            let kind = text(h, "type");
+            let symbol = text(h, "symbol");
+            let pnl = dec(h, "pnl").unwrap_or_default();
+            let swap = dec(h, "swap").unwrap_or_default();
+            let commission = dec(h, "commission").unwrap_or_default();
+            match self.config.platform {
+                Platform::Mt4 => {
+                    if !matches!(kind.as_str(), "buy" | "sell") {
+                        if kind == "unknown" && symbol.is_empty() && !pnl.is_zero() {
+                            // A balance operation: deposits and withdrawals.
+                            if let Some(at) = self.server_instant(&text(h, "open_time")) {
+                                cash.push(CashEntry {
+                                    account: 0,
+                                    kind: if pnl.is_sign_positive() { CashKind::Deposit } else { CashKind::Withdrawal },
+                                    amount: pnl,
+                                    currency,
+                                    time: at.with_timezone(&utc),
+                                });
+                            }
+                        }
+                        continue; // deleted pending orders
+                    }
+                    let (Some(opened), Some(closed), Some(open_price), Some(close_price), Some(lots)) = (
+                        self.server_instant(&text(h, "open_time")),
+                        self.server_instant(&text(h, "close_time")),
+                        dec(h, "open_price"),
+                        dec(h, "close_price"),
+                        dec(h, "lots"),
+                    ) else {
+                        unreadable += 1;
+                        continue;
+                    };
+                    let side = if kind == "buy" { Side::Buy } else { Side::Sell };
+                    let other = if side == Side::Buy { Side::Sell } else { Side::Buy };
+                    draft.fill(format!("{ticket}-open"), &symbol, side, lots, open_price, opened, commission);
+                    draft.fill(format!("{ticket}-close"), &symbol, other, lots, close_price, closed, Decimal::ZERO);
+                    if !swap.is_zero() {
+                        cash.push(CashEntry {
+                            account: 0,
+                            kind: CashKind::Interest,
+                            amount: swap,
+                            currency,
+                            time: closed.with_timezone(&utc),
+                        });
+                    }
+                }
+                Platform::Mt5 => {
+                    let Some(at) = self.server_instant(&text(h, "deal_time")) else {
+                        unreadable += 1;
+                        continue;
+                    };
+                    match kind.as_str() {
+                        "buy" | "sell" => {
+                            let (Some(price), Some(lots)) = (dec(h, "deal_price"), dec(h, "lots")) else {
+                                unreadable += 1;
+                                continue;
+                            };
+                            let side = if kind == "buy" { Side::Buy } else { Side::Sell };
+                            draft.fill(ticket.clone(), &symbol, side, lots, price, at, commission);
+                            if !swap.is_zero() {
+                                cash.push(CashEntry { account: 0, kind: CashKind::Interest, amount: swap, currency, time: at.with_timezone(&utc) });
+                            }
+                        }
+                        "balance" | "credit" | "bonus" if !pnl.is_zero() => cash.push(CashEntry {
+                            account: 0,
+                            kind: if pnl.is_sign_positive() { CashKind::Deposit } else { CashKind::Withdrawal },
+                            amount: pnl,
+                            currency,
+                            time: at.with_timezone(&utc),
+                        }),
+                        "commission" | "charge" if !pnl.is_zero() => cash.push(CashEntry { account: 0, kind: CashKind::Fee, amount: pnl, currency, time: at.with_timezone(&utc) }),
+                        "interest" | "correction" if !pnl.is_zero() => cash.push(CashEntry { account: 0, kind: CashKind::Interest, amount: pnl, currency, time: at.with_timezone(&utc) }),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        // Open positions: what the history does not already open (on MT4 none of them;
+        // on MT5 those opened before the history's window) gets its opening fill.
+        let positions: Vec<&Ticket> = tickets.iter().filter(|t| t.is_position()).collect();
+        let mut reported: BTreeMap<String, Decimal> = BTreeMap::new();
+        for t in &positions {
+            *reported.entry(t.symbol.clone()).or_default() += match t.side() {
+                Side::Buy => t.lots,
+                Side::Sell => -t.lots,
+            };
+        }
+        // MT4's history holds closed trades only: each open ticket is opened here. MT5's
+        // deals open what they cover; what they leave unexplained (a position older than
+        // the window) is opened here.
+        for t in &positions {
+            if self.config.platform == Platform::Mt5 {
+                let want = reported.get(&t.symbol).copied().unwrap_or_default();
+                let got = draft.implied.get(&t.symbol).copied().unwrap_or_default();
+                if got == want {
+                    continue;
+                }
+            }
+            let at = self.server_instant(&t.open_time).unwrap_or_else(Utc::now);
+            draft.fill(format!("{}-open", t.ticket), &t.symbol, t.side(), t.lots, t.open_price, at, t.commission);
+        }
+        // Marks: the open symbols' bid/ask mid, from the EA's market data.
+        let open_symbols: Vec<String> = reported.keys().cloned().collect();
+        let wait = Instant::now() + self.config.timeout.min(Duration::from_secs(2));
+        let prices = if open_symbols.is_empty() {
+            BTreeMap::new()
+        } else {
+            self.prices(&open_symbols, wait).await?
+        };
+        let mut marks = Vec::new();
+        let mut fx_rates = Vec::new();
+        for (symbol, (bid, ask)) in &prices {
+            let instrument = draft.index(symbol);
+            let mid = (bid + ask) / Decimal::TWO;
+            marks.push((instrument, today, mid));
+            let (class, _, quote, ..) = instrument_of(symbol, currency);
+            let core: String = symbol.to_ascii_uppercase().chars().filter(char::is_ascii_alphabetic).take(6).collect();
+            if class == AssetClass::Fx && core.len() == 6 && !core.starts_with("XA") {
+                if let Ok(base) = Currency::new_checked(&core[..3]) {
+                    fx_rates.push(FxQuote { base, quote, rate: mid, date: today });
+                }
+            }
+        }
+        let reported_positions: Vec<ReportedPosition> = reported
+            .iter()
+            .map(|(symbol, qty)| ReportedPosition { account: 0, instrument: draft.index(symbol), quantity: *qty })
+            .collect();
+        let mut notes = vec![format!(
+            "{}: MetaTrader history of the last {} days (history_days); times read as {} server time",
+            self.config.id,
+            self.config.history_days,
+            self.config.server_time_zone.as_deref().unwrap_or("UTC (set server_time_zone to the broker's)")
+        )];
+        if unreadable > 0 {
+            notes.push(format!("{}: {unreadable} history row(s) had no readable time, price or lots and were left out", self.config.id));
+        }
+        let missing: Vec<&String> = open_symbols.iter().filter(|s| !prices.contains_key(*s)).collect();
+        if !missing.is_empty() {
+            notes.push(format!(
+                "{}: no price from the EA for {} within the wait: unmarked",
+                self.config.id,
+                missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        let mut parts = BookParts {
+            base_currency: currency,
+            as_of: today,
+            accounts: vec![self.account(currency, Some(&info))],
+            instruments: draft.instruments,
+            fills: draft.fills,
+            cash,
+            marks,
+            fx_rates,
+            reported_positions,
+            notes,
+        };
+        // MetaTrader keeps one balance, in the account's currency: each trade's P&L is
+        // converted at its close. The ledger books a pair's P&L in its quote currency, so
+        // other currencies are brought to zero and the account's balance is anchored.
+        let probe = Book::assemble(parts.clone());
+        if let Ok(ledger) = tradedesk_core::ledger::replay(&probe, |_, _| {}) {
+            let first = probe.fills.first().map_or_else(Utc::now, |f| f.time.with_timezone(&Utc)) - chrono::Duration::seconds(1);
+            let mut converted = false;
+            for ((account, ccy), amount) in &ledger.cash {
+                if *account != 0 || *ccy == currency || amount.is_zero() {
+                    continue;
+                }
+                converted = true;
+                parts.cash.push(CashEntry {
+                    account: 0,
+                    kind: if amount.is_sign_positive() { CashKind::Withdrawal } else { CashKind::Deposit },
+                    amount: -*amount,
+                    currency: *ccy,
+                    time: Utc::now().with_timezone(&utc),
+                });
+            }
+            if converted {
+                parts.notes.push(format!(
+                    "{}: MetaTrader converts each trade's P&L into {}; the book shows the conversions as cash movements out of the quote currencies",
+                    self.config.id,
+                    currency.code()
+                ));
+            }
+            let implied = ledger.cash.get(&(0, currency)).copied().unwrap_or_default();
+            let gap = info.balance - implied;
+            if !gap.is_zero() {
+                parts.notes.push(format!(
+                    "{}: cash is anchored to the balance MetaTrader reports: {} {} of it is an opening balance the history read does not explain",
+                    self.config.id,
+                    currency.round(gap),
+                    currency.code()
+                ));
+                parts.cash.push(CashEntry {
+                    account: 0,
+                    kind: if gap.is_sign_positive() { CashKind::Deposit } else { CashKind::Withdrawal },
+                    amount: gap,
+                    currency,
+                    time: first.with_timezone(&utc),
+                });
+            }
+        }
+        Ok(Book::assemble(parts))
+    }
+
+    fn account(&self, currency: Currency, info: Option<&AccountInfo>) -> Account {
+        Account {
+            id: self.config.id.clone(),
+            broker: "metatrader".to_owned(),
+            currency,
+            name: Some(match info {
+                Some(i) => format!("{} {} ({})", self.config.platform.name(), i.number, i.name),
+                None => format!("{} via DWXConnect", self.config.platform.name()),
+            }),
+            mode: self.mode(),
+        }
+    }
+
+    /// Waits for `check` on the orders file to give an answer, or an ERROR message after
+    /// `mark` whose type starts with `errors`.
+    async fn await_outcome<T>(
+        &self,
+        mark: u64,
+        errors: &str,
+        check: impl Fn(&[Ticket]) -> Option<T>,
+    ) -> Result<Result<T, String>, BrokerError> {
+        let deadline = Instant::now() + self.config.timeout;
+        loop {
+            if let Some(v) = self.read_json("DWX_Orders.txt").await
+                && let Some(found) = check(&Self::tickets(&v))
+            {
+                return Ok(Ok(found));
+            }
+            if let Some((kind, description)) = self
+                .errors_after(mark)
+                .await
+                .into_iter()
+                .find(|(k, _)| k.starts_with(errors))
+            {
+                return Ok(Err(format!("{kind}: {description}")));
+            }
+            if Instant::now() >= deadline {
+                return Err(self.timeout());
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// A close: `CLOSE_ORDER` on the symbol's positions of the other side, oldest first,
+    /// until `quantity` lots are closed.
+    async fn close(&self, order: &OrderRequest) -> Result<Placed, BrokerError> {
+        let mut reset = self.writing.lock().await;
+        let tickets = Self::tickets(&self.orders_file().await?);
+        let closing: Vec<Ticket> = tickets
+            .into_iter()
+            .filter(|t| t.is_position() && t.symbol == order.key.symbol && t.side() != order.side)
+            .collect();
+        if closing.is_empty() {
+            return Err(BrokerError::Rejected {
+                account: self.config.id.clone(),
+                reason: format!("no open {} position to close", order.key.symbol),
+                order_id: None,
+            });
+        }
+        let mut left = order.quantity;
+        let mut closed = Vec::new();
+        for t in &closing {
+            if left <= Decimal::ZERO {
+                break;
+            }
+            let lots = left.min(t.lots);
+            let mark = self.message_mark().await;
+            let content = if lots == t.lots { format!("{},0", t.ticket) } else { format!("{},{}", t.ticket, lots.normalize()) };
+            self.send_locked(&mut reset, "CLOSE_ORDER", &content).await?;
+            let before = t.lots;
+            let ticket = t.ticket.clone();
+            let outcome = self
+                .await_outcome(mark, "CLOSE_ORDER", |now| {
+                    let still = now.iter().find(|x| x.ticket == ticket).map_or(Decimal::ZERO, |x| x.lots);
+                    (still < before).then_some(())
+                })
+                .await
+                .map_err(|e| match e {
+                    BrokerError::Timeout { .. } => BrokerError::Uncertain {
+                        account: self.config.id.clone(),
+                        detail: format!("the EA has not confirmed closing ticket {}", t.ticket),
+                    },
+                    other => other,
+                })?;
+            if let Err(reason) = outcome {
+                if closed.is_empty() {
+                    return Err(BrokerError::Rejected { account: self.config.id.clone(), reason, order_id: Some(t.ticket.clone()) });
+                }
+                return Err(BrokerError::Uncertain {
+                    account: self.config.id.clone(),
+                    detail: format!("closed ticket(s) {} but then: {reason}", closed.join(", ")),
+                });
+            }
+            closed.push(t.ticket.clone());
+            left -= lots;
+        }
+        let first = &closing[0];
+        let mut record = self.record(first, &order.client_order_id, OrderStatus::Filled);
+        record.side = order.side;
+        record.quantity = order.quantity - left.max(Decimal::ZERO);
+        record.filled_quantity = record.quantity;
+        record.average_price = None;
+        Ok(Placed {
+            order: record,
+            message: format!("closed ticket(s) {} on {}", closed.join(", "), self.config.platform.name()),
+        })
+    }
+}
+
+#[async_trait]
+impl Broker for DwxBroker {
+    fn accounts(&self) -> Vec<Account> {
+        vec![self.account(Currency::USD, None)]
+    }
+
+    async fn snapshot(&self) -> Result<Arc<Book>, BrokerError> {
+        self.build_book().await.map(Arc::new)
+    }
+
+    fn generation(&self) -> u64 {
+        u64::try_from(Utc::now().timestamp()).unwrap_or(0)
+    }
+
+    async fn health(&self) -> Vec<AccountHealth> {
+        let started = Instant::now();
+        let probe = async {
+            let orders = self.orders_file().await?;
+            self.account_info(&orders).map(|i| (i, Self::tickets(&orders).len()))
+        }
+        .await;
+        let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let (status, detail, hint) = match probe {
+            Ok((i, n)) => (
+                HealthStatus::Ok,
+                format!(
+                    "{} account {} ({}), {} {}, balance {}, equity {}, leverage 1:{}, {n} open ticket(s), EA files in {}",
+                    self.config.platform.name(),
+                    i.number,
+                    i.name,
+                    if self.config.live { "live" } else { "demo" },
+                    i.currency.code(),
+                    i.balance,
+                    i.equity,
+                    i.leverage,
+                    self.dir().display()
+                ),
+                None,
+            ),
+            Err(e) => {
+                let hint = match &e {
+                    BrokerError::Unavailable { hint, .. } => hint.clone(),
+                    _ => self.install_hint(),
+                };
+                (HealthStatus::Down, e.to_string(), Some(hint))
+            }
+        };
+        vec![AccountHealth {
+            account: self.config.id.clone(),
+            broker: "metatrader".to_owned(),
+            mode: self.mode(),
+            status,
+            latency_ms: Some(latency_ms),
+            detail,
+            hint,
+        }]
+    }
+
+    fn trading_modes(&self, account: &str) -> Vec<Mode> {
+        if account == self.config.id { vec![self.mode()] } else { Vec::new() }
+    }
+
+    async fn instrument(&self, account: &str, symbol: &str) -> Result<TradableInstrument, BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let symbol = symbol.rsplit_once(':').map_or(symbol, |(_, s)| s).trim();
+        let info = self.account_info(&self.orders_file().await?)?;
+        let (class, multiplier, currency, pip, tick) = instrument_of(symbol, info.currency);
+        Ok(TradableInstrument {
+            key: InstrumentKey::new(exchange_of(class), symbol),
+            currency,
+            asset_class: class,
+            multiplier,
+            lot_step: Decimal::new(1, 2),
+            min_quantity: Decimal::new(1, 2),
+            max_quantity: Decimal::from(100),
+            tick,
+            pip,
+            margin_rate: Decimal::ONE / info.leverage.max(Decimal::ONE),
+            unit: "lots",
+        })
+    }
+
+    async fn quote(&self, account: &str, symbol: &str) -> Result<Quote, BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let symbol = symbol.rsplit_once(':').map_or(symbol, |(_, s)| s).trim().to_owned();
+        let mark = self.message_mark().await;
+        let deadline = Instant::now() + self.config.timeout;
+        let prices = self.prices(std::slice::from_ref(&symbol), deadline).await?;
+        let Some((bid, ask)) = prices.get(&symbol).copied() else {
+            let errors = self.errors_after(mark).await;
+            if errors.iter().any(|(k, d)| (k == "GET_BID_ASK" || k == "SUBSCRIBE_SYMBOL") && d.contains(&symbol)) {
+                return Err(BrokerError::UnknownSymbol {
+                    account: self.config.id.clone(),
+                    symbol: tradedesk_core::error::quote(&symbol),
+                    known: "symbols in the terminal's Market Watch, named as the broker names them (EURUSD, XAUUSD, US500.cash, ...)".to_owned(),
+                });
+            }
+            return Err(self.timeout());
+        };
+        let (class, ..) = instrument_of(&symbol, Currency::USD);
+        let (_, _, currency, ..) = instrument_of(&symbol, self.account_info(&self.orders_file().await?)?.currency);
+        Ok(Quote { key: InstrumentKey::new(exchange_of(class), &symbol), currency, bid, ask, time: Utc::now() })
+    }
+
+    async fn orders(&self, account: Option<&str>, filter: OrderFilter) -> Result<Vec<OrderRecord>, BrokerError> {
+        if let Some(a) = account {
+            crate::check_served(&self.config.id, a)?;
+        }
+        if filter == OrderFilter::Closed {
+            return Ok(Vec::new());
+        }
+        let tickets = Self::tickets(&self.orders_file().await?);
+        Ok(tickets
+            .iter()
+            .rev()
+            .filter(|t| !t.is_position())
+            .map(|t| self.record(t, "", OrderStatus::Accepted))
+            .collect())
+    }
+
+    async fn find_order(&self, account: &str, client_order_id: &str) -> Result<Option<OrderRecord>, BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let tickets = Self::tickets(&self.orders_file().await?);
+        if let Some(t) = self.find_in(&tickets, client_order_id) {
+            let status = if t.is_position() { OrderStatus::Filled } else { OrderStatus::Accepted };
+            return Ok(Some(self.record(&t, client_order_id, status)));
+        }
+        // Already closed: the recent history, by tag.
+        let history = self.history(2).await?;
+        let tag = tag_of(client_order_id);
+        for (ticket, h) in history.as_object().into_iter().flatten() {
+            if h.get("magic").and_then(Value::as_i64) == Some(self.config.magic) && text(h, "comment").starts_with(&tag) {
+                let t = Ticket {
+                    ticket: ticket.clone(),
+                    magic: self.config.magic,
+                    symbol: text(h, "symbol"),
+                    lots: dec(h, "lots").unwrap_or_default(),
+                    kind: text(h, "type"),
+                    open_price: dec(h, "open_price").or_else(|| dec(h, "deal_price")).unwrap_or_default(),
+                    open_time: { let o = text(h, "open_time"); if o.is_empty() { text(h, "deal_time") } else { o } },
+                    sl: Decimal::ZERO,
+                    tp: Decimal::ZERO,
+                    commission: Decimal::ZERO,
+                    swap: Decimal::ZERO,
+                    comment: text(h, "comment"),
+                };
+                let status = if t.is_position() { OrderStatus::Filled } else { OrderStatus::Cancelled };
+                return Ok(Some(self.record(&t, client_order_id, status)));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn place(&self, order: &OrderRequest) -> Result<Placed, BrokerError> {
+        crate::check_served(&self.config.id, &order.account)?;
+        if order.reduce_only && order.order_type == OrderType::Market {
+            return self.close(order).await;
+        }
+        let kind = match (order.order_type, order.side) {
+            (OrderType::Market, Side::Buy) => "buy",
+            (OrderType::Market, Side::Sell) => "sell",
+            (OrderType::Limit, Side::Buy) => "buylimit",
+            (OrderType::Limit, Side::Sell) => "selllimit",
+            (OrderType::Stop, Side::Buy) => "buystop",
+            (OrderType::Stop, Side::Sell) => "sellstop",
+            (OrderType::StopLimit, _) => {
+                return Err(BrokerError::InvalidRequest {
+                    account: self.config.id.clone(),
+                    reason: "MetaTrader through DWXConnect has no stop-limit orders: use a stop or a limit".to_owned(),
+                });
+            }
+        };
+        let price = match order.order_type {
+            OrderType::Market => Decimal::ZERO,
+            OrderType::Limit => order.limit_price.unwrap_or_default(),
+            _ => order.stop_price.unwrap_or_default(),
+        };
+        let expiration = match (order.order_type, order.time_in_force) {
+            (OrderType::Market, _) | (_, TimeInForce::Gtc) => 0,
+            (_, TimeInForce::Day) => {
+                // The end of the broker's day, as MetaTrader counts it (server wall clock).
+                let local = zones::at(Utc::now(), self.zone()).date_naive();
+                local.and_hms_opt(23, 59, 59).map_or(0, |t| t.and_utc().timestamp())
+            }
+            (_, tif) => {
+                return Err(BrokerError::InvalidRequest {
+                    account: self.config.id.clone(),
+                    reason: format!("MetaTrader pending orders take day or gtc, not {}", tif.as_str()),
+                });
+            }
+        };
+        let (comment, changed) = comment_for(&order.client_order_id, order.comment.as_deref());
+        let lots = order.quantity.round_dp(2);
+        let content = format!(
+            "{},{kind},{},{},{},{},{},{comment},{expiration}",
+            order.key.symbol,
+            lots.normalize(),
+            price.normalize(),
+            order.stop_loss.unwrap_or_default().normalize(),
+            order.take_profit.unwrap_or_default().normalize(),
+            self.config.magic,
+        );
+        let mut reset = self.writing.lock().await;
+        let before: BTreeSet<String> = Self::tickets(&self.orders_file().await?).into_iter().map(|t| t.ticket).collect();
+        let mark = self.message_mark().await;
+        self.sent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(order.client_order_id.clone(), Sent { symbol: order.key.symbol.clone(), lots, side: order.side, before });
+        self.send_locked(&mut reset, "OPEN_ORDER", &content).await?;
+        let cid = order.client_order_id.clone();
+        let outcome = self
+            .await_outcome(mark, "OPEN_ORDER", |tickets| self.find_in(tickets, &cid))
+            .await
+            .map_err(|e| match e {
+                BrokerError::Timeout { .. } => BrokerError::Uncertain {
+                    account: self.config.id.clone(),
+                    detail: "the EA took the order but no ticket or error appeared within the timeout".to_owned(),
+                },
+                other => other,
+            })?;
+        match outcome {
+            Ok(t) => {
+                let status = if t.is_position() { OrderStatus::Filled } else { OrderStatus::Accepted };
+                let mut message = format!("{} ticket {} ({} {} lots {})", self.config.platform.name(), t.ticket, t.kind, t.lots, t.symbol);
+                if let Some(c) = changed {
+                    message.push_str("; ");
+                    message.push_str(&c);
+                }
+                Ok(Placed { order: self.record(&t, &order.client_order_id, status), message })
+            }
+            Err(reason) => Err(BrokerError::Rejected { account: self.config.id.clone(), reason, order_id: None }),
+        }
+    }
+
+    async fn cancel(&self, account: &str, order: &OrderRef) -> Result<(OrderRecord, bool), BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let tickets = Self::tickets(&self.orders_file().await?);
+        let (target, cid) = match order {
+            OrderRef::OrderId(id) => (tickets.iter().find(|t| &t.ticket == id).cloned(), String::new()),
+            OrderRef::ClientOrderId(c) => (self.find_in(&tickets, c), c.clone()),
+        };
+        let Some(t) = target else {
+            return Err(BrokerError::UnknownOrder {
+                account: self.config.id.clone(),
+                reference: match order {
+                    OrderRef::OrderId(id) | OrderRef::ClientOrderId(id) => id.clone(),
+                },
+            });
+        };
+        if t.is_position() {
+            // Filled already: nothing to cancel (close_position closes it).
+            return Ok((self.record(&t, &cid, OrderStatus::Filled), false));
+        }
+        let mut reset = self.writing.lock().await;
+        let mark = self.message_mark().await;
+        self.send_locked(&mut reset, "CLOSE_ORDER", &format!("{},0", t.ticket)).await?;
+        let ticket = t.ticket.clone();
+        let outcome = self
+            .await_outcome(mark, "CLOSE_ORDER", |now| (!now.iter().any(|x| x.ticket == ticket)).then_some(()))
+            .await?;
+        match outcome {
+            Ok(()) => Ok((self.record(&t, &cid, OrderStatus::Cancelled), true)),
+            Err(reason) => Err(BrokerError::Rejected { account: self.config.id.clone(), reason, order_id: Some(t.ticket.clone()) }),
+        }
+    }
+
+    async fn position_levels(&self, account: &str, symbol: &str) -> Result<(Option<Decimal>, Option<Decimal>), BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let symbol = symbol.rsplit_once(':').map_or(symbol, |(_, s)| s);
+        let tickets = Self::tickets(&self.orders_file().await?);
+        let t = tickets.iter().find(|t| t.is_position() && t.symbol == symbol);
+        Ok(t.map_or((None, None), |t| ((!t.sl.is_zero()).then_some(t.sl), (!t.tp.is_zero()).then_some(t.tp))))
+    }
+
+    async fn modify_position(
+        &self,
+        account: &str,
+        symbol: &str,
+        stop_loss: Option<Decimal>,
+        take_profit: Option<Decimal>,
+    ) -> Result<(Option<Decimal>, Option<Decimal>), BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let symbol = symbol.rsplit_once(':').map_or(symbol, |(_, s)| s).to_owned();
+        let mut reset = self.writing.lock().await;
+        let tickets: Vec<Ticket> = Self::tickets(&self.orders_file().await?)
+            .into_iter()
+            .filter(|t| t.is_position() && t.symbol == symbol)
+            .collect();
+        if tickets.is_empty() {
+            return Err(BrokerError::Rejected { account: self.config.id.clone(), reason: format!("no open {symbol} position"), order_id: None });
+        }
+        let mut last = (None, None);
+        for (n, t) in tickets.iter().enumerate() {
+            let sl = stop_loss.unwrap_or(t.sl);
+            let tp = take_profit.unwrap_or(t.tp);
+            let mark = self.message_mark().await;
+            self.send_locked(&mut reset, "MODIFY_ORDER", &format!("{},0,{},{},0", t.ticket, sl.normalize(), tp.normalize())).await?;
+            let ticket = t.ticket.clone();
+            let outcome = self
+                .await_outcome(mark, "MODIFY_ORDER", |now| {
+                    now.iter().find(|x| x.ticket == ticket).filter(|x| x.sl == sl && x.tp == tp).map(|_| ())
+                })
+                .await?;
+            if let Err(reason) = outcome {
+                return Err(if n == 0 {
+                    BrokerError::Rejected { account: self.config.id.clone(), reason, order_id: Some(t.ticket.clone()) }
+                } else {
+                    BrokerError::Uncertain { account: self.config.id.clone(), detail: format!("{n} ticket(s) moved, then ticket {}: {reason}", t.ticket) }
+                });
+            }
+            last = ((!sl.is_zero()).then_some(sl), (!tp.is_zero()).then_some(tp));
+        }
+        Ok(last)
+    }
+}
+
+/// Whether `name` is a time zone this build knows (IANA names and their links).
+pub fn is_time_zone(name: &str) -> bool {
+    zones::named(name).is_some()
+}
+
+/// The `MQL4/Files` or `MQL5/Files` folder's platform, from its path.
+pub fn platform_of(path: &Path) -> Platform {
+    if path.components().any(|c| c.as_os_str().eq_ignore_ascii_case("MQL5")) {
+        Platform::Mt5
+    } else {
+        Platform::Mt4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn comments_carry_the_tag_first_and_fit_31_characters() {
+        let (c, note) = comment_for("order-1", None);
+        assert_eq!(c, tag_of("order-1"));
+        assert_eq!(c.len(), 10);
+        assert!(note.is_none());
+        let (c, note) = comment_for("order-1", Some("swing, long | \"big\" position idea"));
+        assert!(c.len() <= COMMENT_MAX, "{c}");
+        assert!(c.starts_with(&tag_of("order-1")));
+        assert!(!c.contains(',') && !c.contains('|') && !c.contains('"'));
+        let note = note.unwrap();
+        assert!(note.contains("removed") && note.contains("shortened"), "{note}");
+        assert_ne!(tag_of("a"), tag_of("b"));
+    }
+
+    #[test]
+    fn symbols_are_pairs_metals_or_cfds() {
+        let (class, mult, ccy, pip, _) = instrument_of("USDJPY", Currency::USD);
+        assert_eq!((class, mult, ccy.code(), pip), (AssetClass::Fx, Decimal::from(100_000), "JPY", Some(Decimal::new(1, 2))));
+        let (class, mult, ..) = instrument_of("XAUUSD", Currency::USD);
+        assert_eq!((class, mult), (AssetClass::Fx, Decimal::from(100)));
+        let (class, mult, ccy, ..) = instrument_of("US500.cash", Currency::new_checked("EUR").unwrap());
+        assert_eq!((class, mult, ccy.code()), (AssetClass::Cfd, Decimal::ONE, "EUR"));
+        assert_eq!(instrument_of("EURUSD.r", Currency::USD).0, AssetClass::Fx);
+    }
+
+    #[test]
+    fn files_decode_from_utf8_and_utf16() {
+        assert_eq!(decode(b"{\"a\": 1}").unwrap(), "{\"a\": 1}");
+        let utf16: Vec<u8> = [0xFF, 0xFE].into_iter().chain("{}".encode_utf16().flat_map(u16::to_le_bytes)).collect();
+        assert_eq!(decode(&utf16).unwrap(), "{}");
+        assert_eq!(platform_of(Path::new("/x/MQL5/Files")), Platform::Mt5);
+        assert_eq!(platform_of(Path::new("/x/MQL4/Files")), Platform::Mt4);
+    }
+}
