@@ -48,7 +48,14 @@ pub const BAR_DATA_FILE: &str = "DWX_Bar_Data.txt";
 pub const HISTORIC_DATA_FILE: &str = "DWX_Historic_Data.txt";
 pub const HISTORIC_TRADES_FILE: &str = "DWX_Historic_Trades.txt";
 
-const ORDER_KINDS: [&str; 6] = ["buy", "sell", "buylimit", "selllimit", "buystop", "sellstop"];
+const ORDER_KINDS: [&str; 6] = [
+    "buy",
+    "sell",
+    "buylimit",
+    "selllimit",
+    "buystop",
+    "sellstop",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Platform {
@@ -282,7 +289,8 @@ impl FakeEa {
         let state = Arc::new(Mutex::new(state));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
-            let (engine, state, stop) = (Arc::clone(&engine), Arc::clone(&state), Arc::clone(&stop));
+            let (engine, state, stop) =
+                (Arc::clone(&engine), Arc::clone(&state), Arc::clone(&stop));
             std::thread::Builder::new()
                 .name("fake-dwx-ea".to_string())
                 .spawn(move || run(&engine, &state, &stop))
@@ -307,7 +315,9 @@ impl FakeEa {
     }
 
     pub fn set_price(&self, symbol: &str, bid: f64, ask: f64) {
-        lock(&self.state).prices.insert(symbol.to_string(), (bid, ask));
+        lock(&self.state)
+            .prices
+            .insert(symbol.to_string(), (bid, ask));
     }
 
     pub fn remove_price(&self, symbol: &str) {
@@ -425,7 +435,12 @@ impl FakeEa {
             .iter_mut()
             .find(|o| o.ticket == ticket && !is_position(&o.kind))
             .unwrap_or_else(|| panic!("fake EA: no pending order with ticket {ticket}"));
-        order.kind = if order.kind.starts_with("buy") { "buy" } else { "sell" }.to_string();
+        order.kind = if order.kind.starts_with("buy") {
+            "buy"
+        } else {
+            "sell"
+        }
+        .to_string();
         order.open_price = price;
         order.open_time = now;
     }
@@ -476,7 +491,13 @@ impl Engine {
     /// ResetFolder: leaves DWX_Historic_Trades.txt and the client's *_Stored.txt alone.
     fn reset_folder(&self) {
         let _ = std::fs::create_dir_all(&self.dir);
-        for f in [MARKET_DATA_FILE, BAR_DATA_FILE, HISTORIC_DATA_FILE, ORDERS_FILE, MESSAGES_FILE] {
+        for f in [
+            MARKET_DATA_FILE,
+            BAR_DATA_FILE,
+            HISTORIC_DATA_FILE,
+            ORDERS_FILE,
+            MESSAGES_FILE,
+        ] {
             let _ = std::fs::remove_file(self.dir.join(f));
         }
         for i in 0..COMMAND_SLOTS {
@@ -501,7 +522,8 @@ impl Engine {
 
     fn info(&mut self, st: &EaState, message: &str) {
         let time = message_time(st);
-        let body = format!("{{\"type\": \"INFO\", \"time\": \"{time}\", \"message\": \"{message}\"}}");
+        let body =
+            format!("{{\"type\": \"INFO\", \"time\": \"{time}\", \"message\": \"{message}\"}}");
         self.message(st, body);
     }
 
@@ -570,13 +592,18 @@ impl Engine {
         };
         let parts: Vec<&str> = inner.split('|').collect();
         let [id, command, content] = parts.as_slice() else {
-            self.error(st, "WRONG_FORMAT_COMMAND", &format!("Wrong format for command: {text}"));
+            self.error(
+                st,
+                "WRONG_FORMAT_COMMAND",
+                &format!("Wrong format for command: {text}"),
+            );
             return false;
         };
         let id = mql_int(id);
         if *command == "RESET_COMMAND_IDS" {
             self.ids.clear();
-            st.commands.push((id, (*command).to_string(), (*content).to_string()));
+            st.commands
+                .push((id, (*command).to_string(), (*content).to_string()));
             return true;
         }
         if self.ids.contains(&id) {
@@ -588,7 +615,8 @@ impl Engine {
         while self.ids.len() > ID_RING {
             self.ids.pop_front();
         }
-        st.commands.push((id, (*command).to_string(), (*content).to_string()));
+        st.commands
+            .push((id, (*command).to_string(), (*content).to_string()));
         self.execute(st, command, content);
         true
     }
@@ -623,7 +651,18 @@ impl Engine {
 
     fn open_order(&mut self, st: &mut EaState, content: &str) {
         let f: Vec<&str> = content.split(',').collect();
-        let [symbol, kind, lots, price, sl, tp, magic, comment, _expiration] = f.as_slice() else {
+        let [
+            symbol,
+            kind,
+            lots,
+            price,
+            sl,
+            tp,
+            magic,
+            comment,
+            _expiration,
+        ] = f.as_slice()
+        else {
             self.error(
                 st,
                 "OPEN_ORDER_WRONG_FORMAT",
@@ -641,7 +680,11 @@ impl Engine {
             return;
         }
         if !ORDER_KINDS.contains(kind) {
-            self.error(st, "OPEN_ORDER_TYPE", &format!("Order type could not be parsed: {kind}"));
+            self.error(
+                st,
+                "OPEN_ORDER_TYPE",
+                &format!("Order type could not be parsed: {kind}"),
+            );
             return;
         }
         let lots = round_to(mql_double(lots), 2);
@@ -667,7 +710,11 @@ impl Engine {
             price = if *kind == "buy" { ask } else { bid };
         }
         if price == 0.0 {
-            self.error(st, "OPEN_ORDER_PRICE_ZERO", &format!("Price is zero: {content}"));
+            self.error(
+                st,
+                "OPEN_ORDER_PRICE_ZERO",
+                &format!("Price is zero: {content}"),
+            );
             return;
         }
         if st.mode == EaMode::RejectNextOpen {
@@ -703,7 +750,9 @@ impl Engine {
             self.hidden_until.insert(ticket, Instant::now() + d);
         }
         let msg = match st.platform {
-            Platform::Mt4 => format!("Successfully sent order {ticket}: {symbol}, {kind}, {lots}, {price}"),
+            Platform::Mt4 => {
+                format!("Successfully sent order {ticket}: {symbol}, {kind}, {lots}, {price}")
+            }
             Platform::Mt5 => format!("Successfully sent order: {symbol}, {kind}, {lots}, {price}"),
         };
         self.info(st, &msg);
@@ -720,7 +769,11 @@ impl Engine {
             return;
         };
         let ticket = mql_int(ticket);
-        let Some(idx) = st.orders.iter().position(|o| i64::try_from(o.ticket).ok() == Some(ticket)) else {
+        let Some(idx) = st
+            .orders
+            .iter()
+            .position(|o| i64::try_from(o.ticket).ok() == Some(ticket))
+        else {
             self.error(
                 st,
                 "CLOSE_ORDER_SELECT_TICKET",
@@ -729,7 +782,10 @@ impl Engine {
             return;
         };
         let (symbol, closed) = close_at(st, idx, round_to(mql_double(lots), 2));
-        self.info(st, &format!("Successfully closed order: {ticket}, {symbol}, {closed}"));
+        self.info(
+            st,
+            &format!("Successfully closed order: {ticket}, {symbol}, {closed}"),
+        );
     }
 
     fn close_many(&mut self, st: &mut EaState, filter: &Filter) {
@@ -760,14 +816,20 @@ impl Engine {
                 if n == 0 {
                     self.info(st, &format!("No orders to close with symbol {s}."));
                 } else {
-                    self.info(st, &format!("Successfully closed {n} orders with symbol {s}."));
+                    self.info(
+                        st,
+                        &format!("Successfully closed {n} orders with symbol {s}."),
+                    );
                 }
             }
             Filter::Magic(m) => {
                 if n == 0 {
                     self.info(st, &format!("No orders to close with magic {m}."));
                 } else {
-                    self.info(st, &format!("Successfully closed {n} orders with magic {m}."));
+                    self.info(
+                        st,
+                        &format!("Successfully closed {n} orders with magic {m}."),
+                    );
                 }
             }
         }
@@ -819,7 +881,10 @@ impl Engine {
         let subscribed = &st.subscribed;
         self.bid_ask_failing.retain(|s| subscribed.contains(s));
         if st.subscribed.is_empty() {
-            self.info(st, "Unsubscribed from all tick data because of empty symbol list.");
+            self.info(
+                st,
+                "Unsubscribed from all tick data because of empty symbol list.",
+            );
         } else {
             let list = st.subscribed.join(", ");
             self.info(st, &format!("Successfully subscribed to: {list}"));
@@ -828,17 +893,23 @@ impl Engine {
 
     fn subscribe_bars(&mut self, st: &mut EaState, content: &str) {
         let f: Vec<&str> = content.split(',').filter(|s| !s.is_empty()).collect();
-        if f.len() % 2 != 0 {
+        if !f.len().is_multiple_of(2) {
             self.error(
                 st,
                 "BAR_DATA_WRONG_FORMAT",
                 &format!("Wrong format for SUBSCRIBE_SYMBOLS_BAR_DATA command: {content}"),
             );
         } else if f.is_empty() {
-            self.info(st, "Unsubscribed from all bar data because of empty symbol list.");
+            self.info(
+                st,
+                "Unsubscribed from all bar data because of empty symbol list.",
+            );
         } else {
             let list: Vec<String> = f.chunks(2).map(|p| p.join("_")).collect();
-            self.info(st, &format!("Successfully subscribed to bar data: {}", list.join(", ")));
+            self.info(
+                st,
+                &format!("Successfully subscribed to bar data: {}", list.join(", ")),
+            );
         }
     }
 
@@ -898,13 +969,19 @@ impl Engine {
                 }
                 None => {
                     if self.bid_ask_failing.insert(s.clone()) {
-                        self.error(st, "GET_BID_ASK", &format!("Could not get bid/ask for {s}."));
+                        self.error(
+                            st,
+                            "GET_BID_ASK",
+                            &format!("Could not get bid/ask for {s}."),
+                        );
                     }
                 }
             }
         }
         let text = format!("{{{}}}", entries.join(", "));
-        if self.last_market_text.as_deref() != Some(text.as_str()) && self.write(st, MARKET_DATA_FILE, &text) {
+        if self.last_market_text.as_deref() != Some(text.as_str())
+            && self.write(st, MARKET_DATA_FILE, &text)
+        {
             self.last_market_text = Some(text);
         }
     }
@@ -922,7 +999,11 @@ impl Engine {
         if self.write(st, HISTORIC_TRADES_FILE, &text) {
             self.info(st, "Successfully read historic trades.");
         } else {
-            self.error(st, "HISTORIC_TRADES", "Could not write DWX_Historic_Trades.txt.");
+            self.error(
+                st,
+                "HISTORIC_TRADES",
+                "Could not write DWX_Historic_Trades.txt.",
+            );
         }
     }
 }
@@ -950,14 +1031,17 @@ fn contract_size(symbol: &str) -> f64 {
 
 fn pnl_of(order: &EaOrder, lots: f64, close: f64) -> f64 {
     let dir = if order.kind == "sell" { -1.0 } else { 1.0 };
-    round_to((close - order.open_price) * lots * contract_size(&order.symbol) * dir, 2)
+    round_to(
+        (close - order.open_price) * lots * contract_size(&order.symbol) * dir,
+        2,
+    )
 }
 
 /// The price a close of `order` fills at: bid for a buy, ask for a sell; the open price
 /// when the symbol has no price.
 fn close_price(st: &EaState, order: &EaOrder) -> f64 {
     match st.prices.get(&order.symbol) {
-        Some(&(bid, ask)) if order.kind.starts_with("buy") => bid,
+        Some(&(bid, _)) if order.kind.starts_with("buy") => bid,
         Some(&(_, ask)) => ask,
         None => order.open_price,
     }
@@ -965,7 +1049,11 @@ fn close_price(st: &EaState, order: &EaOrder) -> f64 {
 
 /// Turns `lots` of `order` into a history entry at `price` and books the result.
 fn realize(st: &mut EaState, order: &EaOrder, lots: f64, price: f64) -> EaClosed {
-    let frac = if order.lots > 0.0 { lots / order.lots } else { 1.0 };
+    let frac = if order.lots > 0.0 {
+        lots / order.lots
+    } else {
+        1.0
+    };
     let (pnl, commission, swap) = if is_position(&order.kind) {
         (
             pnl_of(order, lots, price),
@@ -1053,7 +1141,8 @@ fn orders_text(st: &EaState, hidden: &BTreeMap<u64, Instant>) -> String {
     let ordered: Vec<&EaOrder> = match st.platform {
         Platform::Mt4 => visible.collect(),
         Platform::Mt5 => {
-            let (mut pos, pending): (Vec<&EaOrder>, Vec<&EaOrder>) = visible.partition(|o| is_position(&o.kind));
+            let (mut pos, pending): (Vec<&EaOrder>, Vec<&EaOrder>) =
+                visible.partition(|o| is_position(&o.kind));
             pos.extend(pending);
             pos
         }
@@ -1102,7 +1191,11 @@ fn orders_text(st: &EaState, hidden: &BTreeMap<u64, Instant>) -> String {
 }
 
 fn kind_name(kind: &str) -> &str {
-    if ORDER_KINDS.contains(&kind) { kind } else { "unknown" }
+    if ORDER_KINDS.contains(&kind) {
+        kind
+    } else {
+        "unknown"
+    }
 }
 
 fn lookback_start(st: &EaState, days: i64) -> (i64, i64) {
@@ -1153,7 +1246,14 @@ fn mt5_deals_text(st: &EaState, days: i64) -> String {
     let in_window = |t: &str| mt_time_to_secs(t).is_some_and(|t| t >= from && t <= to);
     let mut seen = BTreeSet::new();
     let mut entries = Vec::new();
-    let mut deal = |key: u64, c: &EaClosed, kind: &str, entry: &str, time: &str, price: f64, lots: f64, money: (f64, f64, f64)| {
+    let deal = |key: u64,
+                c: &EaClosed,
+                kind: &str,
+                entry: &str,
+                time: &str,
+                price: f64,
+                lots: f64,
+                money: (f64, f64, f64)| {
         format!(
             "\"{key}\": {{\"magic\": {}, \"symbol\": \"{}\", \"lots\": {:.2}, \"type\": \"{kind}\", \"entry\": \"{entry}\", \"deal_time\": \"{time}\", \"deal_price\": {:.5}, \"pnl\": {:.2}, \"commission\": {:.2}, \"swap\": {:.2}, \"comment\": \"{}\"}}",
             c.magic,
@@ -1178,8 +1278,21 @@ fn mt5_deals_text(st: &EaState, days: i64) -> String {
                 .filter(|x| x.ticket == c.ticket)
                 .map(|x| x.lots)
                 .sum::<f64>()
-                + st.orders.iter().filter(|o| o.ticket == c.ticket).map(|o| o.lots).sum::<f64>();
-            entries.push(deal(base, c, &c.kind, "entry_in", &c.open_time, c.open_price, round_to(opened, 2), (0.0, 0.0, 0.0)));
+                + st.orders
+                    .iter()
+                    .filter(|o| o.ticket == c.ticket)
+                    .map(|o| o.lots)
+                    .sum::<f64>();
+            entries.push(deal(
+                base,
+                c,
+                &c.kind,
+                "entry_in",
+                &c.open_time,
+                c.open_price,
+                round_to(opened, 2),
+                (0.0, 0.0, 0.0),
+            ));
         }
         if in_window(&c.close_time) {
             let opposite = if c.kind == "buy" { "sell" } else { "buy" };
@@ -1253,12 +1366,18 @@ fn mql_int(s: &str) -> i64 {
 
 /// MQL StringToDouble, roughly: a number, else 0.
 fn mql_double(s: &str) -> f64 {
-    s.trim().parse::<f64>().ok().filter(|x| x.is_finite()).unwrap_or(0.0)
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite())
+        .unwrap_or(0.0)
 }
 
 fn message_time(st: &EaState) -> String {
-    mt_time_to_secs(&st.server_time)
-        .map_or_else(|| st.server_time.clone(), |t| secs_to_mt_time(t - st.gmt_offset_secs))
+    mt_time_to_secs(&st.server_time).map_or_else(
+        || st.server_time.clone(),
+        |t| secs_to_mt_time(t - st.gmt_offset_secs),
+    )
 }
 
 /// "YYYY.MM.DD HH:MM:SS" to seconds since 1970 (no time zone).
@@ -1268,7 +1387,11 @@ pub fn mt_time_to_secs(s: &str) -> Option<i64> {
     let (y, m, day) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
     let mut t = time.split(':').map(str::parse::<i64>);
     let (hh, mm, ss) = (t.next()?.ok()?, t.next()?.ok()?, t.next()?.ok()?);
-    if d.next().is_some() || t.next().is_some() || !(1..=12).contains(&m) || !(1..=31).contains(&day) {
+    if d.next().is_some()
+        || t.next().is_some()
+        || !(1..=12).contains(&m)
+        || !(1..=31).contains(&day)
+    {
         return None;
     }
     Some(days_from_civil(y, m, day) * 86_400 + hh * 3600 + mm * 60 + ss)
@@ -1279,7 +1402,12 @@ pub fn secs_to_mt_time(secs: i64) -> String {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    format!("{y:04}.{m:02}.{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}.{m:02}.{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {

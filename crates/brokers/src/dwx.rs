@@ -36,8 +36,8 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 use tradedesk_core::{
     Account, AssetClass, Book, BookParts, CashEntry, CashKind, Currency, Fill, FxQuote, Instrument,
-    InstrumentKey, Mode, OrderRecord, OrderRequest, OrderStatus, OrderType, Quote, ReportedPosition,
-    Side, TimeInForce, TradableInstrument,
+    InstrumentKey, Mode, OrderRecord, OrderRequest, OrderStatus, OrderType, Quote,
+    ReportedPosition, Side, TimeInForce, TradableInstrument,
 };
 
 use crate::zones;
@@ -201,7 +201,9 @@ pub fn comment_for(client_order_id: &str, user: Option<&str>) -> (String, Option
     let kept: String = clean.chars().take(room).collect();
     let mut said = Vec::new();
     if clean.len() != user.len() {
-        said.push("characters MetaTrader's files cannot carry (, | \" \\ and non-ASCII) were removed");
+        said.push(
+            "characters MetaTrader's files cannot carry (, | \" \\ and non-ASCII) were removed",
+        );
     }
     if kept.len() < clean.len() {
         said.push("it was shortened to fit MetaTrader's 31 characters after the order's tag");
@@ -212,25 +214,60 @@ pub fn comment_for(client_order_id: &str, user: Option<&str>) -> (String, Option
 
 /// The instrument a MetaTrader symbol is: an FX pair (100,000 a lot), gold (100 oz),
 /// silver (5,000 oz), or a CFD (1 a lot, in the account's currency).
-fn instrument_of(symbol: &str, account_currency: Currency) -> (AssetClass, Decimal, Currency, Option<Decimal>, Decimal) {
+fn instrument_of(
+    symbol: &str,
+    account_currency: Currency,
+) -> (AssetClass, Decimal, Currency, Option<Decimal>, Decimal) {
     let upper = symbol.to_ascii_uppercase();
-    let core: String = upper.chars().filter(char::is_ascii_alphabetic).take(6).collect();
+    let core: String = upper
+        .chars()
+        .filter(char::is_ascii_alphabetic)
+        .take(6)
+        .collect();
     let pair = core.len() == 6
         && Currency::new_checked(&core[..3]).is_ok()
         && Currency::new_checked(&core[3..]).is_ok()
         && !core.starts_with("XA");
     if core.starts_with("XAU") {
-        return (AssetClass::Fx, Decimal::from(100), Currency::USD, Some(Decimal::new(1, 2)), Decimal::new(1, 2));
+        return (
+            AssetClass::Fx,
+            Decimal::from(100),
+            Currency::USD,
+            Some(Decimal::new(1, 2)),
+            Decimal::new(1, 2),
+        );
     }
     if core.starts_with("XAG") {
-        return (AssetClass::Fx, Decimal::from(5_000), Currency::USD, Some(Decimal::new(1, 3)), Decimal::new(1, 3));
+        return (
+            AssetClass::Fx,
+            Decimal::from(5_000),
+            Currency::USD,
+            Some(Decimal::new(1, 3)),
+            Decimal::new(1, 3),
+        );
     }
     if pair {
         let quote = Currency::new_checked(&core[3..]).unwrap_or(Currency::USD);
-        let pip = if &core[3..] == "JPY" { Decimal::new(1, 2) } else { Decimal::new(1, 4) };
-        return (AssetClass::Fx, Decimal::from(100_000), quote, Some(pip), pip / Decimal::TEN);
+        let pip = if &core[3..] == "JPY" {
+            Decimal::new(1, 2)
+        } else {
+            Decimal::new(1, 4)
+        };
+        return (
+            AssetClass::Fx,
+            Decimal::from(100_000),
+            quote,
+            Some(pip),
+            pip / Decimal::TEN,
+        );
     }
-    (AssetClass::Cfd, Decimal::ONE, account_currency, None, Decimal::new(1, 2))
+    (
+        AssetClass::Cfd,
+        Decimal::ONE,
+        account_currency,
+        None,
+        Decimal::new(1, 2),
+    )
 }
 
 fn exchange_of(class: AssetClass) -> &'static str {
@@ -323,7 +360,11 @@ impl DwxBroker {
         format!(
             "install DWXConnect's EA (github.com/darwinex/dwxconnect, mql/DWX_Server_{0}.mq{1}) in the terminal's {0} Experts folder, attach it to one chart with AutoTrading on, and point path at that terminal's MQL{1}/Files folder (now {2})",
             self.config.platform.name(),
-            if self.config.platform == Platform::Mt4 { "4" } else { "5" },
+            if self.config.platform == Platform::Mt4 {
+                "4"
+            } else {
+                "5"
+            },
             self.config.files.display()
         )
     }
@@ -344,7 +385,10 @@ impl DwxBroker {
     }
 
     fn zone(&self) -> Option<&'static zones::Tz> {
-        self.config.server_time_zone.as_deref().and_then(zones::named)
+        self.config
+            .server_time_zone
+            .as_deref()
+            .and_then(zones::named)
     }
 
     /// A server time (`YYYY.MM.DD HH:MM:SS`) as an instant.
@@ -373,10 +417,9 @@ impl DwxBroker {
     async fn orders_file(&self) -> Result<Value, BrokerError> {
         let path = self.file("DWX_Orders.txt");
         if !self.config.files.is_dir() {
-            return Err(self.unavailable(format!(
-                "{} is not a folder",
-                self.config.files.display()
-            )));
+            return Err(
+                self.unavailable(format!("{} is not a folder", self.config.files.display()))
+            );
         }
         let deadline = Instant::now() + self.config.timeout;
         loop {
@@ -462,7 +505,10 @@ impl DwxBroker {
     async fn message_mark(&self) -> u64 {
         self.read_json("DWX_Messages.txt")
             .await
-            .and_then(|v| v.as_object().map(|o| o.keys().filter_map(|k| k.parse().ok()).max()))
+            .and_then(|v| {
+                v.as_object()
+                    .map(|o| o.keys().filter_map(|k| k.parse().ok()).max())
+            })
             .flatten()
             .unwrap_or(0)
     }
@@ -545,7 +591,12 @@ impl DwxBroker {
         self.send_locked(&mut reset, command, content).await
     }
 
-    async fn send_locked(&self, reset: &mut bool, command: &str, content: &str) -> Result<(), BrokerError> {
+    async fn send_locked(
+        &self,
+        reset: &mut bool,
+        command: &str,
+        content: &str,
+    ) -> Result<(), BrokerError> {
         self.orders_file().await?;
         if !*reset {
             self.next_id.store(0, Ordering::Relaxed);
@@ -596,7 +647,11 @@ impl DwxBroker {
     }
 
     fn mode(&self) -> Mode {
-        if self.config.live { Mode::Live } else { Mode::Paper }
+        if self.config.live {
+            Mode::Live
+        } else {
+            Mode::Paper
+        }
     }
 
     /// The ticket a client order id names: by its tag in the comment, else (while this
@@ -714,7 +769,11 @@ impl DwxBroker {
                             if let Some(at) = self.server_instant(&text(h, "open_time")) {
                                 cash.push(CashEntry {
                                     account: 0,
-                                    kind: if pnl.is_sign_positive() { CashKind::Deposit } else { CashKind::Withdrawal },
+                                    kind: if pnl.is_sign_positive() {
+                                        CashKind::Deposit
+                                    } else {
+                                        CashKind::Withdrawal
+                                    },
                                     amount: pnl,
                                     currency,
                                     time: at.with_timezone(&utc),
@@ -723,20 +782,47 @@ impl DwxBroker {
                         }
                         continue; // deleted pending orders
                     }
-                    let (Some(opened), Some(closed), Some(open_price), Some(close_price), Some(lots)) = (
+                    let (
+                        Some(opened),
+                        Some(closed),
+                        Some(open_price),
+                        Some(close_price),
+                        Some(lots),
+                    ) = (
                         self.server_instant(&text(h, "open_time")),
                         self.server_instant(&text(h, "close_time")),
                         dec(h, "open_price"),
                         dec(h, "close_price"),
                         dec(h, "lots"),
-                    ) else {
+                    )
+                    else {
                         unreadable += 1;
                         continue;
                     };
                     let side = if kind == "buy" { Side::Buy } else { Side::Sell };
-                    let other = if side == Side::Buy { Side::Sell } else { Side::Buy };
-                    draft.fill(format!("{ticket}-open"), &symbol, side, lots, open_price, opened, commission);
-                    draft.fill(format!("{ticket}-close"), &symbol, other, lots, close_price, closed, Decimal::ZERO);
+                    let other = if side == Side::Buy {
+                        Side::Sell
+                    } else {
+                        Side::Buy
+                    };
+                    draft.fill(
+                        format!("{ticket}-open"),
+                        &symbol,
+                        side,
+                        lots,
+                        open_price,
+                        opened,
+                        commission,
+                    );
+                    draft.fill(
+                        format!("{ticket}-close"),
+                        &symbol,
+                        other,
+                        lots,
+                        close_price,
+                        closed,
+                        Decimal::ZERO,
+                    );
                     if !swap.is_zero() {
                         cash.push(CashEntry {
                             account: 0,
@@ -754,25 +840,48 @@ impl DwxBroker {
                     };
                     match kind.as_str() {
                         "buy" | "sell" => {
-                            let (Some(price), Some(lots)) = (dec(h, "deal_price"), dec(h, "lots")) else {
+                            let (Some(price), Some(lots)) = (dec(h, "deal_price"), dec(h, "lots"))
+                            else {
                                 unreadable += 1;
                                 continue;
                             };
                             let side = if kind == "buy" { Side::Buy } else { Side::Sell };
                             draft.fill(ticket.clone(), &symbol, side, lots, price, at, commission);
                             if !swap.is_zero() {
-                                cash.push(CashEntry { account: 0, kind: CashKind::Interest, amount: swap, currency, time: at.with_timezone(&utc) });
+                                cash.push(CashEntry {
+                                    account: 0,
+                                    kind: CashKind::Interest,
+                                    amount: swap,
+                                    currency,
+                                    time: at.with_timezone(&utc),
+                                });
                             }
                         }
                         "balance" | "credit" | "bonus" if !pnl.is_zero() => cash.push(CashEntry {
                             account: 0,
-                            kind: if pnl.is_sign_positive() { CashKind::Deposit } else { CashKind::Withdrawal },
+                            kind: if pnl.is_sign_positive() {
+                                CashKind::Deposit
+                            } else {
+                                CashKind::Withdrawal
+                            },
                             amount: pnl,
                             currency,
                             time: at.with_timezone(&utc),
                         }),
-                        "commission" | "charge" if !pnl.is_zero() => cash.push(CashEntry { account: 0, kind: CashKind::Fee, amount: pnl, currency, time: at.with_timezone(&utc) }),
-                        "interest" | "correction" if !pnl.is_zero() => cash.push(CashEntry { account: 0, kind: CashKind::Interest, amount: pnl, currency, time: at.with_timezone(&utc) }),
+                        "commission" | "charge" if !pnl.is_zero() => cash.push(CashEntry {
+                            account: 0,
+                            kind: CashKind::Fee,
+                            amount: pnl,
+                            currency,
+                            time: at.with_timezone(&utc),
+                        }),
+                        "interest" | "correction" if !pnl.is_zero() => cash.push(CashEntry {
+                            account: 0,
+                            kind: CashKind::Interest,
+                            amount: pnl,
+                            currency,
+                            time: at.with_timezone(&utc),
+                        }),
                         _ => {}
                     }
                 }
@@ -800,7 +909,15 @@ impl DwxBroker {
                 }
             }
             let at = self.server_instant(&t.open_time).unwrap_or_else(Utc::now);
-            draft.fill(format!("{}-open", t.ticket), &t.symbol, t.side(), t.lots, t.open_price, at, t.commission);
+            draft.fill(
+                format!("{}-open", t.ticket),
+                &t.symbol,
+                t.side(),
+                t.lots,
+                t.open_price,
+                at,
+                t.commission,
+            );
         }
         // Marks: the open symbols' bid/ask mid, from the EA's market data.
         let open_symbols: Vec<String> = reported.keys().cloned().collect();
@@ -817,32 +934,58 @@ impl DwxBroker {
             let mid = (bid + ask) / Decimal::TWO;
             marks.push((instrument, today, mid));
             let (class, _, quote, ..) = instrument_of(symbol, currency);
-            let core: String = symbol.to_ascii_uppercase().chars().filter(char::is_ascii_alphabetic).take(6).collect();
-            if class == AssetClass::Fx && core.len() == 6 && !core.starts_with("XA") {
-                if let Ok(base) = Currency::new_checked(&core[..3]) {
-                    fx_rates.push(FxQuote { base, quote, rate: mid, date: today });
-                }
+            let core: String = symbol
+                .to_ascii_uppercase()
+                .chars()
+                .filter(char::is_ascii_alphabetic)
+                .take(6)
+                .collect();
+            if class == AssetClass::Fx
+                && core.len() == 6
+                && !core.starts_with("XA")
+                && let Ok(base) = Currency::new_checked(&core[..3])
+            {
+                fx_rates.push(FxQuote {
+                    base,
+                    quote,
+                    rate: mid,
+                    date: today,
+                });
             }
         }
         let reported_positions: Vec<ReportedPosition> = reported
             .iter()
-            .map(|(symbol, qty)| ReportedPosition { account: 0, instrument: draft.index(symbol), quantity: *qty })
+            .map(|(symbol, qty)| ReportedPosition {
+                account: 0,
+                instrument: draft.index(symbol),
+                quantity: *qty,
+            })
             .collect();
         let mut notes = vec![format!(
             "{}: MetaTrader history of the last {} days (history_days); times read as {} server time",
             self.config.id,
             self.config.history_days,
-            self.config.server_time_zone.as_deref().unwrap_or("UTC (set server_time_zone to the broker's)")
+            self.config
+                .server_time_zone
+                .as_deref()
+                .unwrap_or("UTC (set server_time_zone to the broker's)")
         )];
         if unreadable > 0 {
             notes.push(format!("{}: {unreadable} history row(s) had no readable time, price or lots and were left out", self.config.id));
         }
-        let missing: Vec<&String> = open_symbols.iter().filter(|s| !prices.contains_key(*s)).collect();
+        let missing: Vec<&String> = open_symbols
+            .iter()
+            .filter(|s| !prices.contains_key(*s))
+            .collect();
         if !missing.is_empty() {
             notes.push(format!(
                 "{}: no price from the EA for {} within the wait: unmarked",
                 self.config.id,
-                missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                missing
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         let mut parts = BookParts {
@@ -862,7 +1005,11 @@ impl DwxBroker {
         // other currencies are brought to zero and the account's balance is anchored.
         let probe = Book::assemble(parts.clone());
         if let Ok(ledger) = tradedesk_core::ledger::replay(&probe, |_, _| {}) {
-            let first = probe.fills.first().map_or_else(Utc::now, |f| f.time.with_timezone(&Utc)) - chrono::Duration::seconds(1);
+            let first = probe
+                .fills
+                .first()
+                .map_or_else(Utc::now, |f| f.time.with_timezone(&Utc))
+                - chrono::Duration::seconds(1);
             let mut converted = false;
             for ((account, ccy), amount) in &ledger.cash {
                 if *account != 0 || *ccy == currency || amount.is_zero() {
@@ -871,7 +1018,11 @@ impl DwxBroker {
                 converted = true;
                 parts.cash.push(CashEntry {
                     account: 0,
-                    kind: if amount.is_sign_positive() { CashKind::Withdrawal } else { CashKind::Deposit },
+                    kind: if amount.is_sign_positive() {
+                        CashKind::Withdrawal
+                    } else {
+                        CashKind::Deposit
+                    },
                     amount: -*amount,
                     currency: *ccy,
                     time: Utc::now().with_timezone(&utc),
@@ -895,7 +1046,11 @@ impl DwxBroker {
                 ));
                 parts.cash.push(CashEntry {
                     account: 0,
-                    kind: if gap.is_sign_positive() { CashKind::Deposit } else { CashKind::Withdrawal },
+                    kind: if gap.is_sign_positive() {
+                        CashKind::Deposit
+                    } else {
+                        CashKind::Withdrawal
+                    },
                     amount: gap,
                     currency,
                     time: first.with_timezone(&utc),
@@ -972,13 +1127,21 @@ impl DwxBroker {
             }
             let lots = left.min(t.lots);
             let mark = self.message_mark().await;
-            let content = if lots == t.lots { format!("{},0", t.ticket) } else { format!("{},{}", t.ticket, lots.normalize()) };
-            self.send_locked(&mut reset, "CLOSE_ORDER", &content).await?;
+            let content = if lots == t.lots {
+                format!("{},0", t.ticket)
+            } else {
+                format!("{},{}", t.ticket, lots.normalize())
+            };
+            self.send_locked(&mut reset, "CLOSE_ORDER", &content)
+                .await?;
             let before = t.lots;
             let ticket = t.ticket.clone();
             let outcome = self
                 .await_outcome(mark, "CLOSE_ORDER", |now| {
-                    let still = now.iter().find(|x| x.ticket == ticket).map_or(Decimal::ZERO, |x| x.lots);
+                    let still = now
+                        .iter()
+                        .find(|x| x.ticket == ticket)
+                        .map_or(Decimal::ZERO, |x| x.lots);
                     (still < before).then_some(())
                 })
                 .await
@@ -991,7 +1154,11 @@ impl DwxBroker {
                 })?;
             if let Err(reason) = outcome {
                 if closed.is_empty() {
-                    return Err(BrokerError::Rejected { account: self.config.id.clone(), reason, order_id: Some(t.ticket.clone()) });
+                    return Err(BrokerError::Rejected {
+                        account: self.config.id.clone(),
+                        reason,
+                        order_id: Some(t.ticket.clone()),
+                    });
                 }
                 return Err(BrokerError::Uncertain {
                     account: self.config.id.clone(),
@@ -1009,7 +1176,11 @@ impl DwxBroker {
         record.average_price = None;
         Ok(Placed {
             order: record,
-            message: format!("closed ticket(s) {} on {}", closed.join(", "), self.config.platform.name()),
+            message: format!(
+                "closed ticket(s) {} on {}",
+                closed.join(", "),
+                self.config.platform.name()
+            ),
         })
     }
 }
@@ -1032,7 +1203,8 @@ impl Broker for DwxBroker {
         let started = Instant::now();
         let probe = async {
             let orders = self.orders_file().await?;
-            self.account_info(&orders).map(|i| (i, Self::tickets(&orders).len()))
+            self.account_info(&orders)
+                .map(|i| (i, Self::tickets(&orders).len()))
         }
         .await;
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -1073,10 +1245,18 @@ impl Broker for DwxBroker {
     }
 
     fn trading_modes(&self, account: &str) -> Vec<Mode> {
-        if account == self.config.id { vec![self.mode()] } else { Vec::new() }
+        if account == self.config.id {
+            vec![self.mode()]
+        } else {
+            Vec::new()
+        }
     }
 
-    async fn instrument(&self, account: &str, symbol: &str) -> Result<TradableInstrument, BrokerError> {
+    async fn instrument(
+        &self,
+        account: &str,
+        symbol: &str,
+    ) -> Result<TradableInstrument, BrokerError> {
         crate::check_served(&self.config.id, account)?;
         let symbol = symbol.rsplit_once(':').map_or(symbol, |(_, s)| s).trim();
         let info = self.account_info(&self.orders_file().await?)?;
@@ -1098,13 +1278,19 @@ impl Broker for DwxBroker {
 
     async fn quote(&self, account: &str, symbol: &str) -> Result<Quote, BrokerError> {
         crate::check_served(&self.config.id, account)?;
-        let symbol = symbol.rsplit_once(':').map_or(symbol, |(_, s)| s).trim().to_owned();
+        let symbol = symbol
+            .rsplit_once(':')
+            .map_or(symbol, |(_, s)| s)
+            .trim()
+            .to_owned();
         let mark = self.message_mark().await;
         let deadline = Instant::now() + self.config.timeout;
         let prices = self.prices(std::slice::from_ref(&symbol), deadline).await?;
         let Some((bid, ask)) = prices.get(&symbol).copied() else {
             let errors = self.errors_after(mark).await;
-            if errors.iter().any(|(k, d)| (k == "GET_BID_ASK" || k == "SUBSCRIBE_SYMBOL") && d.contains(&symbol)) {
+            if errors.iter().any(|(k, d)| {
+                (k == "GET_BID_ASK" || k == "SUBSCRIBE_SYMBOL") && d.contains(&symbol)
+            }) {
                 return Err(BrokerError::UnknownSymbol {
                     account: self.config.id.clone(),
                     symbol: tradedesk_core::error::quote(&symbol),
@@ -1114,11 +1300,24 @@ impl Broker for DwxBroker {
             return Err(self.timeout());
         };
         let (class, ..) = instrument_of(&symbol, Currency::USD);
-        let (_, _, currency, ..) = instrument_of(&symbol, self.account_info(&self.orders_file().await?)?.currency);
-        Ok(Quote { key: InstrumentKey::new(exchange_of(class), &symbol), currency, bid, ask, time: Utc::now() })
+        let (_, _, currency, ..) = instrument_of(
+            &symbol,
+            self.account_info(&self.orders_file().await?)?.currency,
+        );
+        Ok(Quote {
+            key: InstrumentKey::new(exchange_of(class), &symbol),
+            currency,
+            bid,
+            ask,
+            time: Utc::now(),
+        })
     }
 
-    async fn orders(&self, account: Option<&str>, filter: OrderFilter) -> Result<Vec<OrderRecord>, BrokerError> {
+    async fn orders(
+        &self,
+        account: Option<&str>,
+        filter: OrderFilter,
+    ) -> Result<Vec<OrderRecord>, BrokerError> {
         if let Some(a) = account {
             crate::check_served(&self.config.id, a)?;
         }
@@ -1134,33 +1333,56 @@ impl Broker for DwxBroker {
             .collect())
     }
 
-    async fn find_order(&self, account: &str, client_order_id: &str) -> Result<Option<OrderRecord>, BrokerError> {
+    async fn find_order(
+        &self,
+        account: &str,
+        client_order_id: &str,
+    ) -> Result<Option<OrderRecord>, BrokerError> {
         crate::check_served(&self.config.id, account)?;
         let tickets = Self::tickets(&self.orders_file().await?);
         if let Some(t) = self.find_in(&tickets, client_order_id) {
-            let status = if t.is_position() { OrderStatus::Filled } else { OrderStatus::Accepted };
+            let status = if t.is_position() {
+                OrderStatus::Filled
+            } else {
+                OrderStatus::Accepted
+            };
             return Ok(Some(self.record(&t, client_order_id, status)));
         }
         // Already closed: the recent history, by tag.
         let history = self.history(2).await?;
         let tag = tag_of(client_order_id);
         for (ticket, h) in history.as_object().into_iter().flatten() {
-            if h.get("magic").and_then(Value::as_i64) == Some(self.config.magic) && text(h, "comment").starts_with(&tag) {
+            if h.get("magic").and_then(Value::as_i64) == Some(self.config.magic)
+                && text(h, "comment").starts_with(&tag)
+            {
                 let t = Ticket {
                     ticket: ticket.clone(),
                     magic: self.config.magic,
                     symbol: text(h, "symbol"),
                     lots: dec(h, "lots").unwrap_or_default(),
                     kind: text(h, "type"),
-                    open_price: dec(h, "open_price").or_else(|| dec(h, "deal_price")).unwrap_or_default(),
-                    open_time: { let o = text(h, "open_time"); if o.is_empty() { text(h, "deal_time") } else { o } },
+                    open_price: dec(h, "open_price")
+                        .or_else(|| dec(h, "deal_price"))
+                        .unwrap_or_default(),
+                    open_time: {
+                        let o = text(h, "open_time");
+                        if o.is_empty() {
+                            text(h, "deal_time")
+                        } else {
+                            o
+                        }
+                    },
                     sl: Decimal::ZERO,
                     tp: Decimal::ZERO,
                     commission: Decimal::ZERO,
                     swap: Decimal::ZERO,
                     comment: text(h, "comment"),
                 };
-                let status = if t.is_position() { OrderStatus::Filled } else { OrderStatus::Cancelled };
+                let status = if t.is_position() {
+                    OrderStatus::Filled
+                } else {
+                    OrderStatus::Cancelled
+                };
                 return Ok(Some(self.record(&t, client_order_id, status)));
             }
         }
@@ -1196,12 +1418,17 @@ impl Broker for DwxBroker {
             (_, TimeInForce::Day) => {
                 // The end of the broker's day, as MetaTrader counts it (server wall clock).
                 let local = zones::at(Utc::now(), self.zone()).date_naive();
-                local.and_hms_opt(23, 59, 59).map_or(0, |t| t.and_utc().timestamp())
+                local
+                    .and_hms_opt(23, 59, 59)
+                    .map_or(0, |t| t.and_utc().timestamp())
             }
             (_, tif) => {
                 return Err(BrokerError::InvalidRequest {
                     account: self.config.id.clone(),
-                    reason: format!("MetaTrader pending orders take day or gtc, not {}", tif.as_str()),
+                    reason: format!(
+                        "MetaTrader pending orders take day or gtc, not {}",
+                        tif.as_str()
+                    ),
                 });
             }
         };
@@ -1217,12 +1444,23 @@ impl Broker for DwxBroker {
             self.config.magic,
         );
         let mut reset = self.writing.lock().await;
-        let before: BTreeSet<String> = Self::tickets(&self.orders_file().await?).into_iter().map(|t| t.ticket).collect();
+        let before: BTreeSet<String> = Self::tickets(&self.orders_file().await?)
+            .into_iter()
+            .map(|t| t.ticket)
+            .collect();
         let mark = self.message_mark().await;
         self.sent
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(order.client_order_id.clone(), Sent { symbol: order.key.symbol.clone(), lots, side: order.side, before });
+            .insert(
+                order.client_order_id.clone(),
+                Sent {
+                    symbol: order.key.symbol.clone(),
+                    lots,
+                    side: order.side,
+                    before,
+                },
+            );
         self.send_locked(&mut reset, "OPEN_ORDER", &content).await?;
         let cid = order.client_order_id.clone();
         let outcome = self
@@ -1231,29 +1469,56 @@ impl Broker for DwxBroker {
             .map_err(|e| match e {
                 BrokerError::Timeout { .. } => BrokerError::Uncertain {
                     account: self.config.id.clone(),
-                    detail: "the EA took the order but no ticket or error appeared within the timeout".to_owned(),
+                    detail:
+                        "the EA took the order but no ticket or error appeared within the timeout"
+                            .to_owned(),
                 },
                 other => other,
             })?;
         match outcome {
             Ok(t) => {
-                let status = if t.is_position() { OrderStatus::Filled } else { OrderStatus::Accepted };
-                let mut message = format!("{} ticket {} ({} {} lots {})", self.config.platform.name(), t.ticket, t.kind, t.lots, t.symbol);
+                let status = if t.is_position() {
+                    OrderStatus::Filled
+                } else {
+                    OrderStatus::Accepted
+                };
+                let mut message = format!(
+                    "{} ticket {} ({} {} lots {})",
+                    self.config.platform.name(),
+                    t.ticket,
+                    t.kind,
+                    t.lots,
+                    t.symbol
+                );
                 if let Some(c) = changed {
                     message.push_str("; ");
                     message.push_str(&c);
                 }
-                Ok(Placed { order: self.record(&t, &order.client_order_id, status), message })
+                Ok(Placed {
+                    order: self.record(&t, &order.client_order_id, status),
+                    message,
+                })
             }
-            Err(reason) => Err(BrokerError::Rejected { account: self.config.id.clone(), reason, order_id: None }),
+            Err(reason) => Err(BrokerError::Rejected {
+                account: self.config.id.clone(),
+                reason,
+                order_id: None,
+            }),
         }
     }
 
-    async fn cancel(&self, account: &str, order: &OrderRef) -> Result<(OrderRecord, bool), BrokerError> {
+    async fn cancel(
+        &self,
+        account: &str,
+        order: &OrderRef,
+    ) -> Result<(OrderRecord, bool), BrokerError> {
         crate::check_served(&self.config.id, account)?;
         let tickets = Self::tickets(&self.orders_file().await?);
         let (target, cid) = match order {
-            OrderRef::OrderId(id) => (tickets.iter().find(|t| &t.ticket == id).cloned(), String::new()),
+            OrderRef::OrderId(id) => (
+                tickets.iter().find(|t| &t.ticket == id).cloned(),
+                String::new(),
+            ),
             OrderRef::ClientOrderId(c) => (self.find_in(&tickets, c), c.clone()),
         };
         let Some(t) = target else {
@@ -1270,23 +1535,41 @@ impl Broker for DwxBroker {
         }
         let mut reset = self.writing.lock().await;
         let mark = self.message_mark().await;
-        self.send_locked(&mut reset, "CLOSE_ORDER", &format!("{},0", t.ticket)).await?;
+        self.send_locked(&mut reset, "CLOSE_ORDER", &format!("{},0", t.ticket))
+            .await?;
         let ticket = t.ticket.clone();
         let outcome = self
-            .await_outcome(mark, "CLOSE_ORDER", |now| (!now.iter().any(|x| x.ticket == ticket)).then_some(()))
+            .await_outcome(mark, "CLOSE_ORDER", |now| {
+                (!now.iter().any(|x| x.ticket == ticket)).then_some(())
+            })
             .await?;
         match outcome {
             Ok(()) => Ok((self.record(&t, &cid, OrderStatus::Cancelled), true)),
-            Err(reason) => Err(BrokerError::Rejected { account: self.config.id.clone(), reason, order_id: Some(t.ticket.clone()) }),
+            Err(reason) => Err(BrokerError::Rejected {
+                account: self.config.id.clone(),
+                reason,
+                order_id: Some(t.ticket.clone()),
+            }),
         }
     }
 
-    async fn position_levels(&self, account: &str, symbol: &str) -> Result<(Option<Decimal>, Option<Decimal>), BrokerError> {
+    async fn position_levels(
+        &self,
+        account: &str,
+        symbol: &str,
+    ) -> Result<(Option<Decimal>, Option<Decimal>), BrokerError> {
         crate::check_served(&self.config.id, account)?;
         let symbol = symbol.rsplit_once(':').map_or(symbol, |(_, s)| s);
         let tickets = Self::tickets(&self.orders_file().await?);
-        let t = tickets.iter().find(|t| t.is_position() && t.symbol == symbol);
-        Ok(t.map_or((None, None), |t| ((!t.sl.is_zero()).then_some(t.sl), (!t.tp.is_zero()).then_some(t.tp))))
+        let t = tickets
+            .iter()
+            .find(|t| t.is_position() && t.symbol == symbol);
+        Ok(t.map_or((None, None), |t| {
+            (
+                (!t.sl.is_zero()).then_some(t.sl),
+                (!t.tp.is_zero()).then_some(t.tp),
+            )
+        }))
     }
 
     async fn modify_position(
@@ -1297,32 +1580,54 @@ impl Broker for DwxBroker {
         take_profit: Option<Decimal>,
     ) -> Result<(Option<Decimal>, Option<Decimal>), BrokerError> {
         crate::check_served(&self.config.id, account)?;
-        let symbol = symbol.rsplit_once(':').map_or(symbol, |(_, s)| s).to_owned();
+        let symbol = symbol
+            .rsplit_once(':')
+            .map_or(symbol, |(_, s)| s)
+            .to_owned();
         let mut reset = self.writing.lock().await;
         let tickets: Vec<Ticket> = Self::tickets(&self.orders_file().await?)
             .into_iter()
             .filter(|t| t.is_position() && t.symbol == symbol)
             .collect();
         if tickets.is_empty() {
-            return Err(BrokerError::Rejected { account: self.config.id.clone(), reason: format!("no open {symbol} position"), order_id: None });
+            return Err(BrokerError::Rejected {
+                account: self.config.id.clone(),
+                reason: format!("no open {symbol} position"),
+                order_id: None,
+            });
         }
         let mut last = (None, None);
         for (n, t) in tickets.iter().enumerate() {
             let sl = stop_loss.unwrap_or(t.sl);
             let tp = take_profit.unwrap_or(t.tp);
             let mark = self.message_mark().await;
-            self.send_locked(&mut reset, "MODIFY_ORDER", &format!("{},0,{},{},0", t.ticket, sl.normalize(), tp.normalize())).await?;
+            self.send_locked(
+                &mut reset,
+                "MODIFY_ORDER",
+                &format!("{},0,{},{},0", t.ticket, sl.normalize(), tp.normalize()),
+            )
+            .await?;
             let ticket = t.ticket.clone();
             let outcome = self
                 .await_outcome(mark, "MODIFY_ORDER", |now| {
-                    now.iter().find(|x| x.ticket == ticket).filter(|x| x.sl == sl && x.tp == tp).map(|_| ())
+                    now.iter()
+                        .find(|x| x.ticket == ticket)
+                        .filter(|x| x.sl == sl && x.tp == tp)
+                        .map(|_| ())
                 })
                 .await?;
             if let Err(reason) = outcome {
                 return Err(if n == 0 {
-                    BrokerError::Rejected { account: self.config.id.clone(), reason, order_id: Some(t.ticket.clone()) }
+                    BrokerError::Rejected {
+                        account: self.config.id.clone(),
+                        reason,
+                        order_id: Some(t.ticket.clone()),
+                    }
                 } else {
-                    BrokerError::Uncertain { account: self.config.id.clone(), detail: format!("{n} ticket(s) moved, then ticket {}: {reason}", t.ticket) }
+                    BrokerError::Uncertain {
+                        account: self.config.id.clone(),
+                        detail: format!("{n} ticket(s) moved, then ticket {}: {reason}", t.ticket),
+                    }
                 });
             }
             last = ((!sl.is_zero()).then_some(sl), (!tp.is_zero()).then_some(tp));
@@ -1338,7 +1643,10 @@ pub fn is_time_zone(name: &str) -> bool {
 
 /// The `MQL4/Files` or `MQL5/Files` folder's platform, from its path.
 pub fn platform_of(path: &Path) -> Platform {
-    if path.components().any(|c| c.as_os_str().eq_ignore_ascii_case("MQL5")) {
+    if path
+        .components()
+        .any(|c| c.as_os_str().eq_ignore_ascii_case("MQL5"))
+    {
         Platform::Mt5
     } else {
         Platform::Mt4
@@ -1361,25 +1669,43 @@ mod tests {
         assert!(c.starts_with(&tag_of("order-1")));
         assert!(!c.contains(',') && !c.contains('|') && !c.contains('"'));
         let note = note.unwrap();
-        assert!(note.contains("removed") && note.contains("shortened"), "{note}");
+        assert!(
+            note.contains("removed") && note.contains("shortened"),
+            "{note}"
+        );
         assert_ne!(tag_of("a"), tag_of("b"));
     }
 
     #[test]
     fn symbols_are_pairs_metals_or_cfds() {
         let (class, mult, ccy, pip, _) = instrument_of("USDJPY", Currency::USD);
-        assert_eq!((class, mult, ccy.code(), pip), (AssetClass::Fx, Decimal::from(100_000), "JPY", Some(Decimal::new(1, 2))));
+        assert_eq!(
+            (class, mult, ccy.code(), pip),
+            (
+                AssetClass::Fx,
+                Decimal::from(100_000),
+                "JPY",
+                Some(Decimal::new(1, 2))
+            )
+        );
         let (class, mult, ..) = instrument_of("XAUUSD", Currency::USD);
         assert_eq!((class, mult), (AssetClass::Fx, Decimal::from(100)));
-        let (class, mult, ccy, ..) = instrument_of("US500.cash", Currency::new_checked("EUR").unwrap());
-        assert_eq!((class, mult, ccy.code()), (AssetClass::Cfd, Decimal::ONE, "EUR"));
+        let (class, mult, ccy, ..) =
+            instrument_of("US500.cash", Currency::new_checked("EUR").unwrap());
+        assert_eq!(
+            (class, mult, ccy.code()),
+            (AssetClass::Cfd, Decimal::ONE, "EUR")
+        );
         assert_eq!(instrument_of("EURUSD.r", Currency::USD).0, AssetClass::Fx);
     }
 
     #[test]
     fn files_decode_from_utf8_and_utf16() {
         assert_eq!(decode(b"{\"a\": 1}").unwrap(), "{\"a\": 1}");
-        let utf16: Vec<u8> = [0xFF, 0xFE].into_iter().chain("{}".encode_utf16().flat_map(u16::to_le_bytes)).collect();
+        let utf16: Vec<u8> = [0xFF, 0xFE]
+            .into_iter()
+            .chain("{}".encode_utf16().flat_map(u16::to_le_bytes))
+            .collect();
         assert_eq!(decode(&utf16).unwrap(), "{}");
         assert_eq!(platform_of(Path::new("/x/MQL5/Files")), Platform::Mt5);
         assert_eq!(platform_of(Path::new("/x/MQL4/Files")), Platform::Mt4);

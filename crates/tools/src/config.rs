@@ -770,8 +770,8 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                         "write an IANA name such as \"Europe/Athens\" (many brokers run their servers on it) or \"UTC\"",
                     ));
                 }
-                let broker = tradedesk_brokers::dwx::DwxBroker::new(
-                    tradedesk_brokers::dwx::DwxConfig {
+                let broker =
+                    tradedesk_brokers::dwx::DwxBroker::new(tradedesk_brokers::dwx::DwxConfig {
                         id: account.id.clone(),
                         files,
                         platform,
@@ -786,8 +786,7 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                                 .unwrap_or(10_000)
                                 .max(1),
                         ),
-                    },
-                );
+                    });
                 ctx = ctx.with_broker(Arc::new(broker), None);
             }
             "hyperliquid" => {

@@ -1,0 +1,376 @@
+//! MetaTrader 4 and 5 through the DWXConnect file bridge, against a fake EA that plays
+//! the real one's file protocol in a temporary `MQL4/Files` (or `MQL5/Files`) folder:
+//! reads, guarded orders tagged so a retry finds them, closes ticket by ticket, SL/TP
+//! moves, and an EA that is stopped or slow.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::float_arithmetic
+)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use common::dwx_fake::{EaClosed, EaMode, EaOrder, EaState, FakeEa, Platform};
+use serde_json::{Value, json};
+use tradedesk_brokers::dwx::{DwxBroker, DwxConfig, tag_of};
+use tradedesk_brokers::sim::{Clock, ManualClock};
+use tradedesk_tools::config::{ConfigNumber, State, TradingConfig, trading_for};
+use tradedesk_tools::{ToolContext, call};
+
+const MAGIC: i64 = 730_001;
+
+fn scenario(platform: Platform) -> EaState {
+    let mut s = EaState {
+        platform,
+        balance: 10_000.0,
+        equity: 10_050.0,
+        free_margin: 9_000.0,
+        ..EaState::default()
+    };
+    s.prices.insert("EURUSD".into(), (1.08500, 1.08510));
+    s.prices.insert("GBPUSD".into(), (1.26000, 1.26012));
+    s.orders.push(EaOrder {
+        ticket: 900,
+        magic: 0,
+        symbol: "EURUSD".into(),
+        lots: 0.10,
+        kind: "buy".into(),
+        open_price: 1.08000,
+        open_time: "2026.11.27 10:00:00".into(),
+        sl: 1.07000,
+        tp: 0.0,
+        pnl: 50.0,
+        commission: -0.70,
+        swap: 0.0,
+        comment: "manual".into(),
+    });
+    s.closed.push(EaClosed {
+        ticket: 800,
+        magic: 0,
+        symbol: "GBPUSD".into(),
+        lots: 0.20,
+        kind: "buy".into(),
+        open_time: "2026.11.20 09:00:00".into(),
+        close_time: "2026.11.21 16:00:00".into(),
+        open_price: 1.25000,
+        close_price: 1.25500,
+        sl: 0.0,
+        tp: 0.0,
+        pnl: 100.0,
+        commission: -1.40,
+        swap: -0.50,
+        comment: "swing".into(),
+    });
+    s
+}
+
+fn config(
+    files: &Path,
+    platform: tradedesk_brokers::dwx::Platform,
+    timeout: Duration,
+) -> DwxConfig {
+    DwxConfig {
+        id: "MT".into(),
+        files: files.to_path_buf(),
+        platform,
+        magic: MAGIC,
+        live: false,
+        server_time_zone: Some("Europe/Athens".into()),
+        history_days: 30,
+        timeout,
+    }
+}
+
+struct Desk {
+    ctx: ToolContext,
+    ea: FakeEa,
+    _dir: tempfile::TempDir,
+}
+
+fn desk(platform: Platform, timeout: Duration) -> Desk {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join(if platform == Platform::Mt5 {
+        "MQL5/Files"
+    } else {
+        "MQL4/Files"
+    });
+    std::fs::create_dir_all(&files).unwrap();
+    let ea = FakeEa::start(&files, scenario(platform));
+    let state = State::open(&dir.path().join("state")).unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Utc::now()));
+    let trading = TradingConfig {
+        enabled: Some(true),
+        max_order_notional: Some(ConfigNumber::Int(100_000)),
+        max_daily_notional: Some(ConfigNumber::Int(1_000_000)),
+        max_position_weight_pct: Some(ConfigNumber::Int(100_000)),
+        ..TradingConfig::default()
+    };
+    let trading = trading_for(Some(&trading), Vec::new(), &state, clock).unwrap();
+    let which = if platform == Platform::Mt5 {
+        tradedesk_brokers::dwx::Platform::Mt5
+    } else {
+        tradedesk_brokers::dwx::Platform::Mt4
+    };
+    let mut ctx = ToolContext::new("test")
+        .with_broker(
+            Arc::new(DwxBroker::new(config(&files, which, timeout))),
+            None,
+        )
+        .with_trading(Arc::new(trading));
+    ctx.broker_timeout = timeout * 3;
+    Desk { ctx, ea, _dir: dir }
+}
+
+impl Desk {
+    async fn call(&self, tool: &str, args: Value) -> Value {
+        call(&self.ctx, tool, args).await.unwrap().structured
+    }
+
+    fn opens(&self) -> usize {
+        self.ea
+            .snapshot()
+            .commands
+            .iter()
+            .filter(|(_, c, _)| c == "OPEN_ORDER")
+            .count()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_account_positions_quotes_and_closed_trades_read_from_the_files() {
+    for platform in [Platform::Mt4, Platform::Mt5] {
+        let d = desk(platform, Duration::from_secs(5));
+        let positions = d.call("get_positions", json!({})).await;
+        assert_eq!(positions["status"], "ok", "{platform:?}: {positions:#}");
+        let eur = &positions["positions"][0];
+        assert_eq!(
+            (
+                eur["exchange"].as_str(),
+                eur["symbol"].as_str(),
+                eur["quantity"].as_f64()
+            ),
+            (Some("FX"), Some("EURUSD"), Some(0.1)),
+            "{platform:?}: {positions:#}"
+        );
+        // Marked at the EA's bid/ask mid.
+        assert_eq!(eur["market_price"], 1.08505, "{positions:#}");
+        // 0.20 lots of GBPUSD, 1.25000 to 1.25500: 0.005 x 20,000 = 100.00 gross.
+        let pnl = d
+            .call(
+                "get_realized_pnl",
+                json!({"start": "2026-11-01", "end": "2026-11-30"}),
+            )
+            .await;
+        assert_eq!(pnl["gross_pnl"], 100.0, "{platform:?}: {pnl:#}");
+        assert_eq!(pnl["commissions"], 1.4, "{platform:?}: {pnl:#}");
+        let q = d
+            .call("get_quote", json!({"account": "MT", "symbol": "EURUSD"}))
+            .await;
+        assert_eq!(q["spread_pips"], 1.0, "{q:#}");
+        let health = d.call("get_server_health", json!({})).await;
+        assert_eq!(health["brokers"][0]["status"], "ok", "{health:#}");
+        assert!(
+            health["brokers"][0]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("5550123"),
+            "{health:#}"
+        );
+        assert_eq!(
+            health["reconciliation"].as_array().map(Vec::len),
+            Some(0),
+            "{platform:?}: {health:#}"
+        );
+        let accounts = d.call("get_accounts", json!({})).await;
+        assert_eq!(accounts["accounts"][0]["cash"], 10000.0, "{accounts:#}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_pass_every_guard_and_carry_the_magic_and_the_tag() {
+    let d = desk(Platform::Mt4, Duration::from_secs(5));
+    let placed = d
+        .call(
+            "place_order",
+            json!({"account": "MT", "symbol": "EURUSD", "side": "buy", "quantity": 0.05,
+                "stop_loss": 1.07, "take_profit": 1.1, "comment": "breakout, london open session",
+                "client_order_id": "mt-1"}),
+        )
+        .await;
+    assert_eq!(placed["status"], "ok", "{placed:#}");
+    assert_eq!(placed["outcome"], "filled", "{placed:#}");
+    assert!(
+        placed["message"]
+            .as_str()
+            .unwrap()
+            .contains("comment was changed"),
+        "{placed:#}"
+    );
+    let ea = d.ea.snapshot();
+    let order = ea.orders.iter().find(|o| o.magic == MAGIC).unwrap();
+    assert!(
+        order.comment.starts_with(&tag_of("mt-1")),
+        "{}",
+        order.comment
+    );
+    assert!(order.comment.len() <= 31);
+    assert_eq!((order.lots, order.sl, order.tp), (0.05, 1.07, 1.1));
+    // A retry is the stored outcome: no second OPEN_ORDER.
+    let again = d
+        .call(
+            "place_order",
+            json!({"account": "MT", "symbol": "EURUSD", "side": "buy", "quantity": 0.05,
+                "stop_loss": 1.07, "take_profit": 1.1, "comment": "breakout, london open session",
+                "client_order_id": "mt-1"}),
+        )
+        .await;
+    assert_eq!(again["replayed"], true, "{again:#}");
+    assert_eq!(d.opens(), 1);
+    // The guards: lot step, SL on the wrong side, the kill-switch-free path of a close.
+    let off_step = d
+        .call(
+            "place_order",
+            json!({"account": "MT", "symbol": "EURUSD", "side": "buy", "quantity": 0.015}),
+        )
+        .await;
+    assert_eq!(off_step["error"]["rule"], "lot_step", "{off_step:#}");
+    let wrong_sl = d
+        .call("place_order", json!({"account": "MT", "symbol": "EURUSD", "side": "buy", "quantity": 0.01, "stop_loss": 1.2}))
+        .await;
+    assert_eq!(wrong_sl["error"]["code"], "invalid_order", "{wrong_sl:#}");
+    assert_eq!(d.opens(), 1);
+    // The broker refusing: broker_rejected, with its words.
+    d.ea.set_mode(EaMode::RejectNextOpen);
+    let refused = d
+        .call("place_order", json!({"account": "MT", "symbol": "GBPUSD", "side": "sell", "quantity": 0.01, "client_order_id": "mt-2"}))
+        .await;
+    assert_eq!(refused["error"]["code"], "broker_rejected", "{refused:#}");
+    assert!(
+        refused.to_string().contains("not enough money"),
+        "{refused:#}"
+    );
+    // A pending limit is an accepted order, listed and cancelled by its client id.
+    let resting = d
+        .call(
+            "place_order",
+            json!({"account": "MT", "symbol": "EURUSD", "side": "buy", "quantity": 0.02, "type": "limit",
+                "limit_price": 1.07, "time_in_force": "gtc", "client_order_id": "mt-3"}),
+        )
+        .await;
+    assert_eq!(resting["outcome"], "accepted", "{resting:#}");
+    let open = d.call("get_orders", json!({"account": "MT"})).await;
+    assert_eq!(open["count"], 1, "{open:#}");
+    let cancelled = d
+        .call(
+            "cancel_order",
+            json!({"account": "MT", "client_order_id": "mt-3"}),
+        )
+        .await;
+    assert_eq!(cancelled["outcome"], "cancelled", "{cancelled:#}");
+    // SL/TP moved on every EURUSD ticket.
+    let moved = d
+        .call(
+            "modify_position",
+            json!({"account": "MT", "symbol": "EURUSD", "stop_loss": 1.075}),
+        )
+        .await;
+    assert_eq!(moved["status"], "ok", "{moved:#}");
+    let ea = d.ea.snapshot();
+    assert!(
+        ea.orders
+            .iter()
+            .filter(|o| o.symbol == "EURUSD")
+            .all(|o| o.sl == 1.075),
+        "{:?}",
+        ea.orders
+    );
+    // A partial close closes the oldest ticket's lots; no opposite order is sent.
+    let closed = d
+        .call("close_position", json!({"account": "MT", "symbol": "EURUSD", "quantity": 0.05, "client_order_id": "c-1"}))
+        .await;
+    assert_eq!(closed["status"], "ok", "{closed:#}");
+    let ea = d.ea.snapshot();
+    assert_eq!(d.opens(), 3, "a close never opens");
+    let eur: f64 = ea
+        .orders
+        .iter()
+        .filter(|o| o.symbol == "EURUSD")
+        .map(|o| o.lots)
+        .sum();
+    assert!((eur - 0.10).abs() < 1e-9, "0.15 - 0.05: {:?}", ea.orders);
+    assert!(
+        ea.commands
+            .iter()
+            .any(|(_, c, body)| c == "CLOSE_ORDER" && body.starts_with("900,"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_whose_answer_is_late_is_uncertain_then_found_never_resent() {
+    let d = desk(Platform::Mt5, Duration::from_millis(600));
+    // A slow broker; and comments rewritten, so only the fallback match can find it.
+    d.ea.set_mode(EaMode::DelayOrders(Duration::from_millis(1_500)));
+    let started = Instant::now();
+    let late = d
+        .call("place_order", json!({"account": "MT", "symbol": "GBPUSD", "side": "buy", "quantity": 0.03, "client_order_id": "slow-1"}))
+        .await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(late["error"]["code"], "uncertain", "{late:#}");
+    assert_eq!(d.opens(), 1);
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    let retry = d
+        .call("place_order", json!({"account": "MT", "symbol": "GBPUSD", "side": "buy", "quantity": 0.03, "client_order_id": "slow-1"}))
+        .await;
+    assert_eq!(retry["status"], "ok", "found by lookup: {retry:#}");
+    assert_eq!(d.opens(), 1, "never sent twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewritten_comment_still_finds_the_order_by_symbol_lots_side_and_magic() {
+    let d = desk(Platform::Mt4, Duration::from_secs(3));
+    d.ea.set_mode(EaMode::RewriteComments);
+    let placed = d
+        .call("place_order", json!({"account": "MT", "symbol": "GBPUSD", "side": "sell", "quantity": 0.04, "comment": "a long comment the broker cuts", "client_order_id": "rw-1"}))
+        .await;
+    assert_eq!(placed["status"], "ok", "{placed:#}");
+    assert_eq!(d.opens(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_ea_answers_unavailable_with_the_installation_hint() {
+    let d = desk(Platform::Mt4, Duration::from_millis(800));
+    d.ea.set_mode(EaMode::Frozen);
+    // The orders file stops being rewritten: stale after a few seconds.
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("MQL4/Files");
+    std::fs::create_dir_all(&empty).unwrap();
+    let nothing = DwxBroker::new(config(
+        &empty,
+        tradedesk_brokers::dwx::Platform::Mt4,
+        Duration::from_millis(500),
+    ));
+    let started = Instant::now();
+    let h = tradedesk_brokers::Broker::health(&nothing).await;
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(h[0].status, tradedesk_brokers::HealthStatus::Down);
+    let hint = h[0].hint.clone().unwrap();
+    assert!(
+        hint.contains("dwxconnect") && hint.contains("AutoTrading"),
+        "{hint}"
+    );
+    // A frozen EA takes no command: an order is refused as not sent, within the bound.
+    let started = Instant::now();
+    let refused = d
+        .call("place_order", json!({"account": "MT", "symbol": "EURUSD", "side": "buy", "quantity": 0.01, "client_order_id": "fz-1"}))
+        .await;
+    assert!(started.elapsed() < Duration::from_secs(6));
+    assert_eq!(refused["status"], "error", "{refused:#}");
+    assert_eq!(d.opens(), 0);
+}
