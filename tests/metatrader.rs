@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use common::dwx_fake::{EaClosed, EaMode, EaOrder, EaState, FakeEa, Platform};
 use serde_json::{Value, json};
+use tradedesk_brokers::Broker;
 use tradedesk_brokers::dwx::{DwxBroker, DwxConfig, tag_of};
 use tradedesk_brokers::sim::{Clock, ManualClock};
 use tradedesk_tools::config::{ConfigNumber, State, TradingConfig, trading_for};
@@ -357,7 +358,7 @@ async fn a_stopped_ea_answers_unavailable_with_the_installation_hint() {
         Duration::from_millis(500),
     ));
     let started = Instant::now();
-    let h = tradedesk_brokers::Broker::health(&nothing).await;
+    let h = nothing.health().await;
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(h[0].status, tradedesk_brokers::HealthStatus::Down);
     let hint = h[0].hint.clone().unwrap();
@@ -373,4 +374,88 @@ async fn a_stopped_ea_answers_unavailable_with_the_installation_hint() {
     assert!(started.elapsed() < Duration::from_secs(6));
     assert_eq!(refused["status"], "error", "{refused:#}");
     assert_eq!(d.opens(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_ea_times_out_reads_and_sends_no_order() {
+    let d = desk(Platform::Mt4, Duration::from_millis(700));
+    // A first command (the quote's subscription) resets the EA's ids.
+    let q = d
+        .call("get_quote", json!({"account": "MT", "symbol": "EURUSD"}))
+        .await;
+    assert_eq!(q["status"], "ok", "{q:#}");
+    d.ea.set_mode(EaMode::Frozen);
+    // Reads that need the EA: broker_timeout within the bound.
+    let started = Instant::now();
+    let hung = d.call("get_positions", json!({})).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(hung["error"]["code"], "broker_timeout", "{hung:#}");
+    // An order while the EA hangs: the guards' own reads time out first; nothing is sent.
+    let refused = d
+        .call("place_order", json!({"account": "MT", "symbol": "EURUSD", "side": "buy", "quantity": 0.01, "client_order_id": "hang-0"}))
+        .await;
+    assert_eq!(refused["status"], "error", "{refused:#}");
+    d.ea.set_mode(EaMode::Normal);
+    d.ea.settle().await;
+    assert_eq!(d.opens(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_the_ea_has_not_taken_is_withdrawn_on_lookup_and_never_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("MQL4/Files");
+    std::fs::create_dir_all(&files).unwrap();
+    let ea = FakeEa::start(&files, scenario(Platform::Mt4));
+    let broker = DwxBroker::new(config(
+        &files,
+        tradedesk_brokers::dwx::Platform::Mt4,
+        Duration::from_millis(600),
+    ));
+    // A first command resets the EA's ids; then the EA hangs.
+    broker.quote("MT", "EURUSD").await.unwrap();
+    ea.set_mode(EaMode::Frozen);
+    let order = tradedesk_core::OrderRequest {
+        account: "MT".into(),
+        key: tradedesk_core::InstrumentKey::new("FX", "EURUSD"),
+        side: tradedesk_core::Side::Buy,
+        quantity: rust_decimal::Decimal::new(1, 2),
+        order_type: tradedesk_core::OrderType::Market,
+        limit_price: None,
+        stop_price: None,
+        time_in_force: tradedesk_core::TimeInForce::Day,
+        stop_loss: None,
+        take_profit: None,
+        comment: None,
+        client_order_id: "hang-1".into(),
+        mode: tradedesk_core::Mode::Paper,
+        reduce_only: false,
+    };
+    match broker.place(&order).await {
+        Err(tradedesk_brokers::BrokerError::Uncertain { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    let slots = || {
+        std::fs::read_dir(ea.dir())
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("DWX_Commands_"))
+            .count()
+    };
+    assert_eq!(slots(), 1, "the command waits for the EA");
+    // The lookup withdraws it: not found, and it can never run.
+    assert!(broker.find_order("MT", "hang-1").await.unwrap().is_none());
+    assert_eq!(slots(), 0);
+    ea.set_mode(EaMode::Normal);
+    ea.settle().await;
+    let opens = ea
+        .snapshot()
+        .commands
+        .iter()
+        .filter(|(_, c, _)| c == "OPEN_ORDER")
+        .count();
+    assert_eq!(opens, 0, "the EA never saw the order");
 }

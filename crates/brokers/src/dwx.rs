@@ -123,6 +123,7 @@ struct AccountInfo {
     leverage: Decimal,
     balance: Decimal,
     equity: Decimal,
+    free_margin: Decimal,
 }
 
 /// What a send left to look for, while this process lives.
@@ -132,6 +133,9 @@ struct Sent {
     lots: Decimal,
     side: Side,
     before: BTreeSet<String>,
+    /// The command file, until the EA takes it, and its text.
+    slot: PathBuf,
+    body: String,
 }
 
 #[derive(Debug)]
@@ -422,6 +426,8 @@ impl DwxBroker {
             );
         }
         let deadline = Instant::now() + self.config.timeout;
+        // The EA rewrites the file every second: missing for most of one, it is not running.
+        let missing_by = Instant::now() + self.config.timeout.min(Duration::from_millis(900));
         loop {
             let age = tokio::fs::metadata(&path)
                 .await
@@ -429,7 +435,7 @@ impl DwxBroker {
                 .and_then(|m| m.modified().ok())
                 .and_then(|t| SystemTime::now().duration_since(t).ok());
             match age {
-                None if Instant::now() >= deadline => {
+                None if Instant::now() >= missing_by => {
                     return Err(self.unavailable(format!(
                         "{} does not exist: the DWX EA is not running",
                         path.display()
@@ -473,6 +479,7 @@ impl DwxBroker {
             leverage: dec(info, "leverage").unwrap_or(Decimal::ONE),
             balance: dec(info, "balance").unwrap_or_default(),
             equity: dec(info, "equity").unwrap_or_default(),
+            free_margin: dec(info, "free_margin").unwrap_or_default(),
         })
     }
 
@@ -531,7 +538,11 @@ impl DwxBroker {
     }
 
     /// Writes one command into the lowest free slot, atomically and never over another.
-    async fn write_command(&self, command: &str, content: &str) -> Result<i64, BrokerError> {
+    async fn write_command(
+        &self,
+        command: &str,
+        content: &str,
+    ) -> Result<(PathBuf, String), BrokerError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) % 100_000 + 1;
         let body = format!("<:{id}|{command}|{content}:>");
         let dir = self.dir();
@@ -551,7 +562,7 @@ impl DwxBroker {
                 let linked = tokio::fs::hard_link(&temp, &target).await;
                 let _ = tokio::fs::remove_file(&temp).await;
                 match linked {
-                    Ok(()) => return Ok(id),
+                    Ok(()) => return Ok((target, body)),
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                     Err(e) => {
                         return Err(self.unavailable(format!(
@@ -588,28 +599,51 @@ impl DwxBroker {
     /// Sends a command, resetting the EA's id memory first in this process's life.
     async fn command(&self, command: &str, content: &str) -> Result<(), BrokerError> {
         let mut reset = self.writing.lock().await;
-        self.send_locked(&mut reset, command, content).await
+        self.send_locked(&mut reset, command, content)
+            .await
+            .map(|_| ())
     }
 
+    /// Writes a command (after the reset, the first time); answers where it lies until
+    /// the EA takes it, and its text. An EA that takes nothing within the timeout is
+    /// `Timeout` (a hung EA), and nothing of this command was written then.
     async fn send_locked(
         &self,
         reset: &mut bool,
         command: &str,
         content: &str,
-    ) -> Result<(), BrokerError> {
+    ) -> Result<(PathBuf, String), BrokerError> {
         self.orders_file().await?;
         if !*reset {
             self.next_id.store(0, Ordering::Relaxed);
-            self.write_command("RESET_COMMAND_IDS", "").await?;
+            let (slot, _) = self.write_command("RESET_COMMAND_IDS", "").await?;
             if !self.wait_taken(Instant::now() + self.config.timeout).await {
-                return Err(self.unavailable(
-                    "the DWX EA did not take a command within the timeout: is it attached to a chart, with AutoTrading on?".to_owned(),
-                ));
+                // Withdrawn, so an EA that wakes later does not act on a stale command.
+                let _ = tokio::fs::remove_file(slot).await;
+                return Err(self.timeout());
             }
             *reset = true;
         }
-        self.write_command(command, content).await?;
-        Ok(())
+        self.write_command(command, content).await
+    }
+
+    /// A write's send: a hung EA means the order was never sent, which is `Unavailable`
+    /// (provably not placed), not an uncertain outcome.
+    async fn send_write(
+        &self,
+        reset: &mut bool,
+        command: &str,
+        content: &str,
+    ) -> Result<(PathBuf, String), BrokerError> {
+        self.send_locked(reset, command, content)
+            .await
+            .map_err(|e| match e {
+                BrokerError::Timeout { .. } => self.unavailable(format!(
+                    "the DWX EA took no command within {} ms, so {command} was not sent: is it attached to a chart, with AutoTrading on?",
+                    self.config.timeout.as_millis()
+                )),
+                other => other,
+            })
     }
 
     fn record(&self, t: &Ticket, cid: &str, status: OrderStatus) -> OrderRecord {
@@ -1132,8 +1166,7 @@ impl DwxBroker {
             } else {
                 format!("{},{}", t.ticket, lots.normalize())
             };
-            self.send_locked(&mut reset, "CLOSE_ORDER", &content)
-                .await?;
+            self.send_write(&mut reset, "CLOSE_ORDER", &content).await?;
             let before = t.lots;
             let ticket = t.ticket.clone();
             let outcome = self
@@ -1212,14 +1245,15 @@ impl Broker for DwxBroker {
             Ok((i, n)) => (
                 HealthStatus::Ok,
                 format!(
-                    "{} account {} ({}), {} {}, balance {}, equity {}, leverage 1:{}, {n} open ticket(s), EA files in {}",
+                    "{} account {} ({}), {} {}, balance {}, equity {}, free margin {}, leverage 1:{}, {n} open ticket(s), EA files in {}",
                     self.config.platform.name(),
                     i.number,
                     i.name,
                     if self.config.live { "live" } else { "demo" },
                     i.currency.code(),
-                    i.balance,
-                    i.equity,
+                    i.currency.round(i.balance),
+                    i.currency.round(i.equity),
+                    i.currency.round(i.free_margin),
                     i.leverage,
                     self.dir().display()
                 ),
@@ -1339,6 +1373,21 @@ impl Broker for DwxBroker {
         client_order_id: &str,
     ) -> Result<Option<OrderRecord>, BrokerError> {
         crate::check_served(&self.config.id, account)?;
+        // A command the EA has not taken yet is withdrawn: then it provably never runs.
+        let untaken = self
+            .sent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(client_order_id)
+            .map(|s| (s.slot.clone(), s.body.clone()));
+        if let Some((slot, body)) = untaken {
+            let _writing = self.writing.lock().await;
+            if tokio::fs::read_to_string(&slot).await.ok().as_deref() == Some(body.as_str())
+                && tokio::fs::remove_file(&slot).await.is_ok()
+            {
+                return Ok(None);
+            }
+        }
         let tickets = Self::tickets(&self.orders_file().await?);
         if let Some(t) = self.find_in(&tickets, client_order_id) {
             let status = if t.is_position() {
@@ -1449,6 +1498,7 @@ impl Broker for DwxBroker {
             .map(|t| t.ticket)
             .collect();
         let mark = self.message_mark().await;
+        let (slot, body) = self.send_write(&mut reset, "OPEN_ORDER", &content).await?;
         self.sent
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -1459,9 +1509,10 @@ impl Broker for DwxBroker {
                     lots,
                     side: order.side,
                     before,
+                    slot,
+                    body,
                 },
             );
-        self.send_locked(&mut reset, "OPEN_ORDER", &content).await?;
         let cid = order.client_order_id.clone();
         let outcome = self
             .await_outcome(mark, "OPEN_ORDER", |tickets| self.find_in(tickets, &cid))
@@ -1535,7 +1586,7 @@ impl Broker for DwxBroker {
         }
         let mut reset = self.writing.lock().await;
         let mark = self.message_mark().await;
-        self.send_locked(&mut reset, "CLOSE_ORDER", &format!("{},0", t.ticket))
+        self.send_write(&mut reset, "CLOSE_ORDER", &format!("{},0", t.ticket))
             .await?;
         let ticket = t.ticket.clone();
         let outcome = self
@@ -1601,7 +1652,7 @@ impl Broker for DwxBroker {
             let sl = stop_loss.unwrap_or(t.sl);
             let tp = take_profit.unwrap_or(t.tp);
             let mark = self.message_mark().await;
-            self.send_locked(
+            self.send_write(
                 &mut reset,
                 "MODIFY_ORDER",
                 &format!("{},0,{},{},0", t.ticket, sl.normalize(), tp.normalize()),
