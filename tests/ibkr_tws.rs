@@ -104,7 +104,7 @@ fn holding(contract: TwsContract, position: &str, price: f64) -> TwsPortfolioIte
         position: position.into(),
         market_price: price,
         market_value: 0.0,
-        average_cost: 0.0,
+        average_cost: 200.0,
         unrealized_pnl: 0.0,
         realized_pnl: 0.0,
     }
@@ -380,11 +380,31 @@ async fn without_a_statement_tws_alone_answers_and_says_what_it_cannot_see() {
     assert_eq!(positions["status"], "ok", "{positions:#}");
     let notes = positions["notes"].to_string();
     assert!(notes.contains("last 7 days"), "{positions:#}");
-    // The fills alone imply AAPL -50 (sold what TWS's week does not show bought): the
-    // reconciliation says so rather than hiding it.
-    let health = tool(&ctx, "get_server_health", json!({})).await;
+    // The week's fills alone imply AAPL -50 (sold what TWS's week does not show bought):
+    // the 50 held and the 50 sold are opened before, at TWS's average cost of 200.
+    let aapl = positions["positions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["symbol"] == "AAPL")
+        .unwrap();
+    assert_eq!(aapl["quantity"], 50.0, "{positions:#}");
     assert!(
-        !health["reconciliation"].as_array().unwrap().is_empty(),
+        notes.contains("opened at TWS's average cost"),
+        "{positions:#}"
+    );
+    let pnl = tool(
+        &ctx,
+        "get_realized_pnl",
+        json!({"start": "2026-01-01", "end": "2026-12-31"}),
+    )
+    .await;
+    // 40 x (250 - 200) + 10 x (251.50 - 200).
+    assert_eq!(pnl["gross_pnl"], 2515.0, "{pnl:#}");
+    let health = tool(&ctx, "get_server_health", json!({})).await;
+    assert_eq!(
+        health["reconciliation"].as_array().map(Vec::len),
+        Some(0),
         "{health:#}"
     );
 }

@@ -433,7 +433,7 @@ impl DwxBroker {
                 .await
                 .ok()
                 .and_then(|m| m.modified().ok())
-                .and_then(|t| SystemTime::now().duration_since(t).ok());
+                .map(|t| SystemTime::now().duration_since(t).unwrap_or_default());
             match age {
                 None if Instant::now() >= missing_by => {
                     return Err(self.unavailable(format!(
@@ -638,10 +638,15 @@ impl DwxBroker {
         self.send_locked(reset, command, content)
             .await
             .map_err(|e| match e {
-                BrokerError::Timeout { .. } => self.unavailable(format!(
-                    "the DWX EA took no command within {} ms, so {command} was not sent: is it attached to a chart, with AutoTrading on?",
-                    self.config.timeout.as_millis()
-                )),
+                // Provably not placed: nothing of it was written.
+                BrokerError::Timeout { .. } => BrokerError::Rejected {
+                    account: self.config.id.clone(),
+                    reason: format!(
+                        "not sent: the DWX EA took no command within {} ms (is it attached to a chart, with AutoTrading on?)",
+                        self.config.timeout.as_millis()
+                    ),
+                    order_id: None,
+                },
                 other => other,
             })
     }
@@ -707,7 +712,13 @@ impl DwxBroker {
         tickets
             .iter()
             .find(|t| {
-                t.magic == self.config.magic
+                // A ticket tagged for another order is that order's, never this one's.
+                let foreign = t.comment.len() >= 10
+                    && t.comment.starts_with("td")
+                    && t.comment[2..10].chars().all(|c| c.is_ascii_hexdigit())
+                    && !t.comment.starts_with(&tag);
+                !foreign
+                    && t.magic == self.config.magic
                     && !sent.before.contains(&t.ticket)
                     && t.symbol == sent.symbol
                     && t.lots == sent.lots
@@ -751,6 +762,8 @@ impl DwxBroker {
                 self.command("SUBSCRIBE_SYMBOLS", &list).await?;
             }
         }
+        let grace = Instant::now() + Duration::from_millis(500);
+        let mut resent = false;
         loop {
             let data = self.read_json("DWX_Market_Data.txt").await;
             let got: BTreeMap<String, (Decimal, Decimal)> = wanted
@@ -762,6 +775,19 @@ impl DwxBroker {
                 .collect();
             if got.len() == wanted.len() || Instant::now() >= deadline {
                 return Ok(got);
+            }
+            if !resent && Instant::now() >= grace {
+                // A restarted EA forgets its subscription: ask again, once.
+                resent = true;
+                let list = self
+                    .subscribed
+                    .lock()
+                    .await
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(",");
+                self.command("SUBSCRIBE_SYMBOLS", &list).await?;
             }
             tokio::time::sleep(POLL).await;
         }
@@ -931,17 +957,13 @@ impl DwxBroker {
                 Side::Sell => -t.lots,
             };
         }
-        // MT4's history holds closed trades only: each open ticket is opened here. MT5's
-        // deals open what they cover; what they leave unexplained (a position older than
-        // the window) is opened here.
-        for t in &positions {
-            if self.config.platform == Platform::Mt5 {
-                let want = reported.get(&t.symbol).copied().unwrap_or_default();
-                let got = draft.implied.get(&t.symbol).copied().unwrap_or_default();
-                if got == want {
-                    continue;
-                }
-            }
+        // MT4's history holds closed trades only: each open ticket is opened here, exactly.
+        // MT5's deals open what they cover; what they leave unexplained (a position older
+        // than the window, even partly closed inside it) is opened per symbol below.
+        for t in positions
+            .iter()
+            .filter(|_| self.config.platform == Platform::Mt4)
+        {
             let at = self.server_instant(&t.open_time).unwrap_or_else(Utc::now);
             draft.fill(
                 format!("{}-open", t.ticket),
@@ -1037,8 +1059,73 @@ impl DwxBroker {
         // MetaTrader keeps one balance, in the account's currency: each trade's P&L is
         // converted at its close. The ledger books a pair's P&L in its quote currency, so
         // other currencies are brought to zero and the account's balance is anchored.
+        if self.config.platform == Platform::Mt5 {
+            let mut cost: BTreeMap<u32, (Decimal, Decimal)> = BTreeMap::new();
+            for t in &positions {
+                if let Some(i) = parts
+                    .instruments
+                    .iter()
+                    .position(|x| x.key.symbol == t.symbol)
+                {
+                    let e = cost
+                        .entry(u32::try_from(i).unwrap_or(u32::MAX))
+                        .or_default();
+                    e.0 += t.open_price * t.lots;
+                    e.1 += t.lots;
+                }
+            }
+            let cost = cost
+                .into_iter()
+                .filter(|(_, (_, lots))| !lots.is_zero())
+                .map(|(i, (value, lots))| (i, value / lots))
+                .collect();
+            let opened = crate::open_unexplained(&mut parts, &cost);
+            if !opened.is_empty() {
+                parts.notes.push(format!(
+                    "{}: {} was held before the history read: opened at the tickets' open prices",
+                    self.config.id,
+                    opened.join(", ")
+                ));
+            }
+        }
+        // A pair's fills price it on their own dates: the rates that bring its quote
+        // currency's P&L and the account's commissions together.
+        let mut dated: Vec<FxQuote> = Vec::new();
+        for f in &parts.fills {
+            let inst = &parts.instruments[f.instrument as usize];
+            let core: String = inst
+                .key
+                .symbol
+                .to_ascii_uppercase()
+                .chars()
+                .filter(char::is_ascii_alphabetic)
+                .take(6)
+                .collect();
+            if inst.asset_class == AssetClass::Fx
+                && core.len() == 6
+                && !core.starts_with("XA")
+                && let Ok(base) = Currency::new_checked(&core[..3])
+            {
+                dated.push(FxQuote {
+                    base,
+                    quote: inst.currency,
+                    rate: f.price,
+                    date: f.trade_date,
+                });
+            }
+        }
+        parts.fx_rates.extend(dated);
         let probe = Book::assemble(parts.clone());
-        if let Ok(ledger) = tradedesk_core::ledger::replay(&probe, |_, _| {}) {
+        let replayed = tradedesk_core::ledger::replay(&probe, |_, _| {});
+        if let Err(e) = &replayed {
+            parts.notes.push(format!(
+                "{}: the history cannot be replayed in {} ({}): cash is not anchored to the balance",
+                self.config.id,
+                currency.code(),
+                e.message
+            ));
+        }
+        if let Ok(ledger) = replayed {
             let first = probe
                 .fills
                 .first()

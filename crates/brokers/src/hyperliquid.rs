@@ -66,7 +66,14 @@ pub struct PerpMarket {
 pub struct HyperliquidBroker {
     config: HyperliquidConfig,
     client: reqwest::Client,
+    /// The last book, kept for [`CACHE_FOR`]: the venue weighs every request against a
+    /// per-minute budget.
+    cache: tokio::sync::Mutex<Option<(Instant, Arc<Book>)>>,
+    generation: std::sync::atomic::AtomicU64,
 }
+
+/// How long a built book is served before the venue is asked again.
+const CACHE_FOR: Duration = Duration::from_secs(30);
 
 /// Whether `text` is a wallet address: `0x` and 40 hex digits.
 pub fn is_wallet(text: &str) -> bool {
@@ -132,7 +139,12 @@ impl HyperliquidBroker {
                 detail: format!("cannot build the HTTP client: {e}"),
                 hint: "this is a bug in tradedesk's build".to_owned(),
             })?;
-        Ok(Self { config, client })
+        Ok(Self {
+            config,
+            client,
+            cache: tokio::sync::Mutex::new(None),
+            generation: std::sync::atomic::AtomicU64::new(1),
+        })
     }
 
     fn unavailable(&self, detail: String) -> BrokerError {
@@ -499,12 +511,21 @@ impl Broker for HyperliquidBroker {
     }
 
     async fn snapshot(&self) -> Result<Arc<Book>, BrokerError> {
-        self.build_book().await.map(Arc::new)
+        let mut cache = self.cache.lock().await;
+        if let Some((at, book)) = cache.as_ref()
+            && at.elapsed() < CACHE_FOR
+        {
+            return Ok(Arc::clone(book));
+        }
+        let book = Arc::new(self.build_book().await?);
+        *cache = Some((Instant::now(), Arc::clone(&book)));
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(book)
     }
 
     fn generation(&self) -> u64 {
-        // A live venue: every read may differ.
-        u64::try_from(Utc::now().timestamp()).unwrap_or(0)
+        self.generation.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn health(&self) -> Vec<AccountHealth> {

@@ -196,6 +196,86 @@ pub enum OrderRef {
     ClientOrderId(String),
 }
 
+/// Opens, before the history read, what a broker reports held but the fills read do not
+/// explain (a position older than the history): one fill per instrument for the
+/// difference, at `cost` (the broker's average cost per unit) or else the latest mark,
+/// fees unknown. Answers the symbols opened, for the note.
+pub(crate) fn open_unexplained(
+    parts: &mut tradedesk_core::BookParts,
+    cost: &std::collections::BTreeMap<u32, rust_decimal::Decimal>,
+) -> Vec<String> {
+    use rust_decimal::Decimal;
+    use tradedesk_core::Side;
+    let mut implied: std::collections::BTreeMap<u32, Decimal> = std::collections::BTreeMap::new();
+    for f in &parts.fills {
+        *implied.entry(f.instrument).or_default() += match f.side {
+            Side::Buy => f.quantity,
+            Side::Sell => -f.quantity,
+        };
+    }
+    let earliest = parts
+        .fills
+        .iter()
+        .map(|f| f.time)
+        .chain(parts.cash.iter().map(|c| c.time))
+        .min();
+    let mut opened = Vec::new();
+    let reported = parts.reported_positions.clone();
+    for r in &reported {
+        let diff = r.quantity - implied.get(&r.instrument).copied().unwrap_or_default();
+        if diff.is_zero() {
+            continue;
+        }
+        let price = cost
+            .get(&r.instrument)
+            .copied()
+            .filter(|p| p.is_sign_positive() && !p.is_zero())
+            .or_else(|| {
+                parts
+                    .marks
+                    .iter()
+                    .filter(|(i, _, _)| *i == r.instrument)
+                    .max_by_key(|(_, d, _)| *d)
+                    .map(|(_, _, p)| *p)
+            });
+        let Some(price) = price.filter(|p| p.is_sign_positive() && !p.is_zero()) else {
+            continue;
+        };
+        let first_own = parts
+            .fills
+            .iter()
+            .filter(|f| f.instrument == r.instrument)
+            .map(|f| f.time)
+            .min();
+        let at = first_own
+            .or(earliest)
+            .unwrap_or_else(|| Utc::now().fixed_offset())
+            - chrono::Duration::seconds(1);
+        let instrument = &parts.instruments[r.instrument as usize];
+        opened.push(instrument.key.qualified());
+        let seq = u32::try_from(parts.fills.len()).unwrap_or(u32::MAX);
+        parts.fills.push(tradedesk_core::Fill {
+            id: format!("opening-{}", instrument.key.qualified()),
+            account: r.account,
+            instrument: r.instrument,
+            side: if diff.is_sign_positive() {
+                Side::Buy
+            } else {
+                Side::Sell
+            },
+            quantity: diff.abs(),
+            price,
+            commission: Decimal::ZERO,
+            commission_currency: instrument.currency,
+            commission_known: false,
+            time: at,
+            trade_date: at.date_naive(),
+            seq,
+        });
+    }
+    opened
+}
+
 /// Refuses a request for an account other than the one an adapter serves.
 pub(crate) fn check_served(served: &str, asked: &str) -> Result<(), BrokerError> {
     if asked == served {

@@ -420,11 +420,11 @@ impl TwsBroker {
         Fut: std::future::Future<Output = Result<T, BrokerError>>,
     {
         let session = self.session().await?;
+        let connected = Arc::clone(&session);
         let result = f(session).await;
-        if matches!(
-            result,
-            Err(BrokerError::Timeout { .. } | BrokerError::Unavailable { .. })
-        ) {
+        // A request TWS refused (no subscription, pacing) leaves the session fine; a
+        // timeout or a lost connection does not.
+        if matches!(result, Err(BrokerError::Timeout { .. })) || !connected.client.is_connected() {
             self.drop_session().await;
         }
         result
@@ -721,6 +721,33 @@ impl TwsBroker {
             }
         }
 
+        // Without a statement, positions older than TWS's 7 days of executions are opened
+        // at TWS's average cost, so the lots and their P&L follow what the account holds.
+        // With one, the statement is the history: a difference is a discrepancy, and the
+        // reconciliation shows it.
+        let mut cost = BTreeMap::new();
+        for p in &portfolio {
+            let key = parts
+                .instruments
+                .iter()
+                .position(|i| i.key.symbol == symbol_of(&p.contract));
+            if let (Some(i), Some(avg)) = (key, decimal(p.average_cost)) {
+                let mult = parts.instruments[i].multiplier;
+                cost.insert(u32::try_from(i).unwrap_or(u32::MAX), avg / mult);
+            }
+        }
+        let opened = if history.is_none() {
+            crate::open_unexplained(&mut parts, &cost)
+        } else {
+            Vec::new()
+        };
+        if !opened.is_empty() {
+            notes.push(format!(
+                "{}: {} was held before the executions TWS keeps (7 days): opened at TWS's average cost, with unknown fees",
+                self.config.id,
+                opened.join(", ")
+            ));
+        }
         // Exchange rates to the base currency, as TWS values the account.
         for v in &values {
             if v.key == "ExchangeRate"
@@ -752,7 +779,16 @@ impl TwsBroker {
             .collect();
         if !reported_cash.is_empty() {
             let probe = Book::assemble(parts.clone());
-            let ledger = tradedesk_core::ledger::replay(&probe, |_, _| {}).ok();
+            let ledger = match tradedesk_core::ledger::replay(&probe, |_, _| {}) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    notes.push(format!(
+                        "{}: cash is not anchored to TWS's balances: the fills cannot be replayed ({})",
+                        self.config.id, e.message
+                    ));
+                    None
+                }
+            };
             let first = probe
                 .fills
                 .first()
@@ -761,9 +797,10 @@ impl TwsBroker {
                 .chain(probe.cash.iter().map(|c| c.time.with_timezone(&Utc)))
                 .min()
                 .unwrap_or_else(Utc::now);
-            let mut currencies: BTreeSet<Currency> =
-                reported_cash.iter().map(|(c, _)| *c).collect();
+            // Without a replay there is nothing to anchor against: never count cash twice.
+            let mut currencies: BTreeSet<Currency> = BTreeSet::new();
             if let Some(l) = &ledger {
+                currencies.extend(reported_cash.iter().map(|(c, _)| *c));
                 currencies.extend(l.cash.keys().filter(|(a, _)| *a == 0).map(|(_, c)| *c));
             }
             for currency in currencies {

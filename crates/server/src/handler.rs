@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use base64::Engine;
+
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation,
@@ -15,7 +17,7 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::Value;
 use tradedesk_tools::trading::orders::{Confirmation, Confirmer};
-use tradedesk_tools::{CallError, ToolContext, ToolSpec, call_with, listed, tools};
+use tradedesk_tools::{CallError, ToolContext, ToolSpec, call_with_progress, listed, tools};
 
 use crate::content;
 use crate::telemetry::{CallRecord, Telemetry};
@@ -131,7 +133,43 @@ impl ServerHandler for TradedeskServer {
         }
         let confirmer =
             McpConfirmer::new(&ctx, &params.input_responses, params.request_state.clone());
-        let output = match call_with(&self.ctx, &name, arguments.clone(), Some(&confirmer)).await {
+        // A long computation's progress: sent as notifications while the call runs.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<f64>();
+        let forward = progress.clone().map(|token| {
+            let peer = ctx.peer.clone();
+            tokio::spawn(async move {
+                let mut last = 0.0;
+                while let Some(share) = rx.recv().await {
+                    if share > last && share < 1.0 {
+                        last = share;
+                        let note =
+                            ProgressNotificationParam::new(token.clone(), share).with_total(1.0);
+                        let _ = peer.notify_progress(note).await;
+                    }
+                }
+            })
+        });
+        let report = move |share: f64| {
+            let _ = tx.send(share);
+        };
+        let reporter: Option<&(dyn Fn(f64) + Send + Sync)> = if forward.is_some() {
+            Some(&report)
+        } else {
+            None
+        };
+        let called = call_with_progress(
+            &self.ctx,
+            &name,
+            arguments.clone(),
+            Some(&confirmer),
+            reporter,
+        )
+        .await;
+        drop(report);
+        if let Some(task) = forward {
+            let _ = task.await;
+        }
+        let output = match called {
             Ok(output) => output,
             Err(CallError::UnknownTool(tool)) => {
                 let names: Vec<&str> = tools().iter().map(|s| s.name).collect();
@@ -176,6 +214,12 @@ impl ServerHandler for TradedeskServer {
         } else {
             CallToolResult::success(vec![ContentBlock::text(output.summary)])
         };
+        for png in &output.images {
+            result.content.push(ContentBlock::image(
+                base64::engine::general_purpose::STANDARD.encode(png),
+                "image/png",
+            ));
+        }
         result.structured_content = Some(output.structured);
         Ok(result.into())
     }

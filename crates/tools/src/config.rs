@@ -688,10 +688,11 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                     })?),
                 };
                 let history_days = account.history_days.unwrap_or(365);
-                if !(1..=3_650).contains(&history_days) {
+                // OpenD answers 10 history queries per 30 s, in windows of 90 days.
+                if !(1..=810).contains(&history_days) {
                     return Err(config_error(
                         format!(
-                            "accounts[{i}] ({}): history_days {history_days} is outside 1 to 3650",
+                            "accounts[{i}] ({}): history_days {history_days} is outside 1 to 810 (OpenD answers 9 windows of 90 days per read)",
                             account.id
                         ),
                         "give the days of fills to read, such as 365",

@@ -46,6 +46,8 @@ pub struct ToolContext {
     pub data_dirs: Option<Vec<PathBuf>>,
     /// `data_dirs` from the config, applied when serving HTTP.
     pub configured_data_dirs: Vec<PathBuf>,
+    /// Backtests still running (or done and not yet fetched).
+    pub runs: Arc<crate::research::RunRegistry>,
 }
 
 #[derive(Debug)]
@@ -69,6 +71,7 @@ impl ToolContext {
             trading: None,
             data_dirs: None,
             configured_data_dirs: Vec::new(),
+            runs: Arc::default(),
         }
     }
 

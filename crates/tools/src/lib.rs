@@ -16,9 +16,12 @@ pub mod positions;
 pub mod rates;
 pub mod realized;
 pub mod registry;
+pub mod research;
 pub mod select;
 pub mod trading;
 pub mod valuation;
 
 pub use context::ToolContext;
-pub use registry::{CallError, ToolOutput, ToolSpec, call, call_with, listed, tools};
+pub use registry::{
+    CallError, ToolOutput, ToolSpec, call, call_with, call_with_progress, listed, tools,
+};

@@ -68,6 +68,8 @@ pub struct ToolOutput {
     pub is_error: bool,
     pub structured: Value,
     pub summary: String,
+    /// PNG images beside the result (a backtest's equity curve).
+    pub images: Vec<Vec<u8>>,
 }
 
 /// A call that cannot be dispatched at all (a JSON-RPC error, not a tool result).
@@ -276,6 +278,33 @@ fn build_specs() -> Vec<ToolSpec> {
             output_schema: output_schema::<BarsResult>(),
         },
         ToolSpec {
+            name: "backtest",
+            title: "Backtest a strategy",
+            description: "Would this have worked? Runs entry/exit signals written in a small expression language over \
+                bars (a CSV file or an account's broker): signals are evaluated on each bar's close and fill at the \
+                next bar's open, so a signal can never use the bar it trades on. Language: numbers; open, high, low, \
+                close, volume; sma(x,n), ema(x,n), rsi(x,n), atr(n), bb_upper(x,n,k), bb_lower(x,n,k), highest(x,n), \
+                lowest(x,n), ret(x,n), shift(x,n), cross_above(a,b), cross_below(a,b); < <= > >= == !=; + - * /; and, \
+                or, not; parentheses. Example entry: cross_above(sma(close, 10), sma(close, 30)). Fees and slippage in \
+                basis points, long or short, whole or fractional units. Returns the metrics (return, CAGR, volatility, \
+                Sharpe, Sortino, max drawdown, win rate, profit factor, exposure), the trades, any open position, and \
+                the equity curve as an image. A run longer than wait_seconds answers a run_id for get_run_result.",
+            read_only: true,
+            needs_trading: false,
+            input_schema: input_schema::<crate::research::BacktestArgs>(),
+            output_schema: output_schema::<crate::research::BacktestResult>(),
+        },
+        ToolSpec {
+            name: "get_run_result",
+            title: "A long run's result",
+            description: "The result of a backtest that answered state running and a run_id: the full result once done \
+                (kept until fetched once), else its progress.",
+            read_only: true,
+            needs_trading: false,
+            input_schema: input_schema::<crate::research::RunResultArgs>(),
+            output_schema: output_schema::<crate::research::BacktestResult>(),
+        },
+        ToolSpec {
             name: "get_orders",
             title: "Orders",
             description: "Orders at the brokers, newest first: open (working, the default), closed (filled, cancelled, \
@@ -364,6 +393,7 @@ fn output<T: Serialize>(result: Result<T>, summary: impl FnOnce(&T) -> String) -
                 is_error: false,
                 structured,
                 summary: text,
+                images: Vec::new(),
             }
         }
         Err(e) => error_output(&e),
@@ -376,6 +406,7 @@ fn error_output(e: &Error) -> ToolOutput {
         is_error: true,
         structured,
         summary: format!("error {}: {} (hint: {})", e.code, e.message, e.hint),
+        images: Vec::new(),
     }
 }
 
@@ -418,13 +449,28 @@ pub async fn call_with(
     arguments: Value,
     confirmer: Option<&dyn Confirmer>,
 ) -> Result<ToolOutput, CallError> {
+    call_with_progress(ctx, name, arguments, confirmer, None).await
+}
+
+/// Calls a tool by name, with a way to ask the human to confirm an order and a way to
+/// report how far a long computation has come (a share from 0 to 1).
+///
+/// # Errors
+/// As [`call`].
+pub async fn call_with_progress(
+    ctx: &ToolContext,
+    name: &str,
+    arguments: Value,
+    confirmer: Option<&dyn Confirmer>,
+    progress: Option<&(dyn Fn(f64) + Send + Sync)>,
+) -> Result<ToolOutput, CallError> {
     if !tools().iter().any(|t| t.name == name) {
         return Err(CallError::UnknownTool(name.to_owned()));
     }
     if !(arguments.is_object() || arguments.is_null()) {
         return Err(CallError::ArgumentsNotObject);
     }
-    Ok(dispatch(ctx, name, arguments, confirmer).await)
+    Ok(dispatch(ctx, name, arguments, confirmer, progress).await)
 }
 
 fn order_summary(r: &PlaceResult) -> String {
@@ -444,6 +490,64 @@ fn order_summary(r: &PlaceResult) -> String {
         },
         Value::String(r.message.clone())
     )
+}
+
+/// A backtest's answer: the result, and its equity curve as an image.
+fn finished(result: Result<crate::research::Finished>) -> ToolOutput {
+    match result {
+        Ok(f) => {
+            let chart = f.chart;
+            let mut out = output(
+                Ok(f.result),
+                |r: &crate::research::BacktestResult| match &r.report {
+                    Some(rep) => format!(
+                        "{}: {} bar(s) {} to {}; {} trade(s), total return {:.2}%, max drawdown {:.2}%, final equity {:.2}{}.{}",
+                        r.symbol.as_deref().unwrap_or("?"),
+                        rep.bars,
+                        rep.start,
+                        rep.end,
+                        rep.trade_count,
+                        rep.total_return_pct,
+                        rep.max_drawdown_pct,
+                        rep.final_equity,
+                        rep.open_position
+                            .as_ref()
+                            .map(|_| ", a position still open")
+                            .unwrap_or_default(),
+                        notes_suffix(&rep.notes)
+                    ),
+                    None => format!(
+                        "still running ({:.2} done): call get_run_result with run_id {}",
+                        r.progress.unwrap_or(0.0),
+                        Value::String(r.run_id.clone().unwrap_or_default())
+                    ),
+                },
+            );
+            out.images.extend(chart);
+            out
+        }
+        Err(e) => error_output(&e),
+    }
+}
+
+/// The research tools: computations that may run long, with progress.
+async fn dispatch_research(
+    ctx: &ToolContext,
+    name: &str,
+    arguments: Value,
+    progress: Option<&(dyn Fn(f64) + Send + Sync)>,
+) -> Option<ToolOutput> {
+    Some(match name {
+        "backtest" => match args::parse::<crate::research::BacktestArgs>(arguments) {
+            Ok(a) => finished(crate::research::backtest(ctx, a, progress).await),
+            Err(e) => error_output(&e),
+        },
+        "get_run_result" => match args::parse::<crate::research::RunResultArgs>(arguments) {
+            Ok(a) => finished(crate::research::get_run_result(ctx, a).await),
+            Err(e) => error_output(&e),
+        },
+        _ => return None,
+    })
 }
 
 /// The market and trading tools: they talk to brokers, so they run outside the book
@@ -555,6 +659,7 @@ async fn dispatch(
     name: &str,
     arguments: Value,
     confirmer: Option<&dyn Confirmer>,
+    progress: Option<&(dyn Fn(f64) + Send + Sync)>,
 ) -> ToolOutput {
     if name == "get_server_health" {
         return health(ctx, arguments).await;
@@ -566,6 +671,9 @@ async fn dispatch(
             format!("{name} is a write tool and trading is switched off on this server"),
             "the owner can switch it on with [trading] enabled = true in tradedesk.toml; until then only the read tools work",
         ));
+    }
+    if let Some(out) = dispatch_research(ctx, name, arguments.clone(), progress).await {
+        return out;
     }
     if let Some(out) = dispatch_live(ctx, name, arguments.clone(), confirmer).await {
         return out;

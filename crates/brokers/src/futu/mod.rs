@@ -699,7 +699,12 @@ impl OpenDBroker {
                     let now = zones::at(Utc::now(), zone).naive_local();
                     let mut fills = Vec::new();
                     let mut end = now;
-                    let start = now - chrono::Duration::days(history_days);
+                    // Historical fills are a live-account query at OpenD.
+                    let start = if me.config.simulate {
+                        now
+                    } else {
+                        now - chrono::Duration::days(history_days)
+                    };
                     while end > start {
                         let begin = (end - chrono::Duration::days(WINDOW_DAYS)).max(start);
                         let resp: proto::GetHistoryOrderFillListResponse = me
@@ -936,6 +941,30 @@ impl OpenDBroker {
             reported_positions: reported,
             notes,
         };
+        // Positions older than history_days: opened at OpenD's average cost.
+        let mut cost = BTreeMap::new();
+        for p in positions {
+            let Some(code) = p.code.as_deref() else {
+                continue;
+            };
+            let (exchange, ..) = exchange_of(p.sec_market.unwrap_or(default_sec));
+            let key = InstrumentKey::new(exchange, code);
+            if let (Some(i), Some(avg)) = (
+                parts.instruments.iter().position(|x| x.key == key),
+                decimal(p.average_cost_price).filter(|d| d.is_sign_positive() && !d.is_zero()),
+            ) {
+                cost.insert(u32::try_from(i).unwrap_or(u32::MAX), avg);
+            }
+        }
+        let opened = crate::open_unexplained(&mut parts, &cost);
+        if !opened.is_empty() {
+            parts.notes.push(format!(
+                "{}: {} was held before the fills read (history_days {}): opened at OpenD's average cost, with unknown fees",
+                self.config.id,
+                opened.join(", "),
+                self.config.history_days
+            ));
+        }
         // Cash per currency, anchored to what OpenD reports.
         let mut reported_cash: Vec<(Currency, Decimal)> = Vec::new();
         if let Some(f) = funds {
@@ -953,14 +982,25 @@ impl OpenDBroker {
         }
         if !reported_cash.is_empty() {
             let probe = Book::assemble(parts.clone());
-            let ledger = tradedesk_core::ledger::replay(&probe, |_, _| {}).ok();
+            let ledger = match tradedesk_core::ledger::replay(&probe, |_, _| {}) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    parts.notes.push(format!(
+                        "{}: cash is not anchored to OpenD's funds: the fills cannot be replayed ({})",
+                        self.config.id, e.message
+                    ));
+                    None
+                }
+            };
             let first = probe
                 .fills
                 .first()
                 .map_or_else(Utc::now, |f| f.time.with_timezone(&Utc));
+            // Without a replay there is nothing to anchor against: never count cash twice.
             let mut currencies: std::collections::BTreeSet<Currency> =
-                reported_cash.iter().map(|(c, _)| *c).collect();
+                std::collections::BTreeSet::new();
             if let Some(l) = &ledger {
+                currencies.extend(reported_cash.iter().map(|(c, _)| *c));
                 currencies.extend(l.cash.keys().filter(|(a, _)| *a == 0).map(|(_, c)| *c));
             }
             for ccy in currencies {

@@ -1,0 +1,487 @@
+//! The backtest engine, as research-contract.md says: signals on each bar's close, fills
+//! at the next bar's open, fees and slippage against the trader, whole or fractional
+//! units, long or short, equity marked at every close.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::expr::TRUE;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    Long,
+    Short,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    pub direction: Direction,
+    pub initial_cash: f64,
+    pub fee_bps: f64,
+    pub slippage_bps: f64,
+    /// Fraction of equity committed at entry, in (0, 1].
+    pub size: f64,
+    pub fractional: bool,
+    pub max_trades: usize,
+    /// `None`: from the bars' median spacing.
+    pub bars_per_year: Option<f64>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            direction: Direction::Long,
+            initial_cash: 10_000.0,
+            fee_bps: 0.0,
+            slippage_bps: 0.0,
+            size: 1.0,
+            fractional: true,
+            max_trades: 100,
+            bars_per_year: None,
+        }
+    }
+}
+
+/// The bars a backtest runs over.
+#[derive(Debug, Clone, Copy)]
+pub struct Prices<'a> {
+    pub time: &'a [String],
+    /// Unix seconds of each bar, for spacing and CAGR.
+    pub instant: &'a [i64],
+    pub open: &'a [f64],
+    pub close: &'a [f64],
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Trade {
+    pub entry_time: String,
+    pub entry_price: f64,
+    pub exit_time: String,
+    pub exit_price: f64,
+    pub quantity: f64,
+    pub side: Direction,
+    /// Net of both fees.
+    pub pnl: f64,
+    /// Fees excluded.
+    pub return_pct: f64,
+    #[serde(skip)]
+    pub entry_bar: usize,
+    #[serde(skip)]
+    pub exit_bar: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct OpenPosition {
+    pub entry_time: String,
+    pub entry_price: f64,
+    pub quantity: f64,
+    pub side: Direction,
+    pub last_price: f64,
+    /// At the last close, net of the entry fee, before any exit fee.
+    pub unrealized_pnl: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Report {
+    pub bars: usize,
+    pub start: String,
+    pub end: String,
+    pub final_equity: f64,
+    pub total_return_pct: f64,
+    pub cagr_pct: Option<f64>,
+    pub volatility_pct: Option<f64>,
+    pub sharpe: Option<f64>,
+    pub sortino: Option<f64>,
+    pub max_drawdown_pct: f64,
+    pub max_drawdown_start: Option<String>,
+    pub max_drawdown_end: Option<String>,
+    pub trade_count: usize,
+    pub win_rate_pct: Option<f64>,
+    pub profit_factor: Option<f64>,
+    pub exposure_pct: f64,
+    pub trades: Vec<Trade>,
+    pub trades_truncated: bool,
+    pub open_position: Option<OpenPosition>,
+    pub bars_per_year: f64,
+    pub notes: Vec<String>,
+    /// Equity at each bar's close (for the chart; not serialized).
+    #[serde(skip)]
+    pub equity: Vec<f64>,
+}
+
+/// 252 when the bars' median spacing is between 20 hours and 4 days, else a year over
+/// the median spacing.
+pub fn bars_per_year(instant: &[i64]) -> f64 {
+    let mut gaps: Vec<i64> = instant
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|g| *g > 0)
+        .collect();
+    if gaps.is_empty() {
+        return 252.0;
+    }
+    gaps.sort_unstable();
+    let mid = gaps.len() / 2;
+    let median = if gaps.len().is_multiple_of(2) {
+        (gaps[mid - 1] + gaps[mid]) as f64 / 2.0
+    } else {
+        gaps[mid] as f64
+    };
+    if (20.0 * 3600.0..=4.0 * 86_400.0).contains(&median) {
+        252.0
+    } else {
+        365.25 * 86_400.0 / median
+    }
+}
+
+/// Runs the strategy. `entry` and `exit` are conditions per bar ([`crate::expr::TRUE`]
+/// signals); `progress` is told the share done now and then.
+pub fn run(
+    prices: &Prices<'_>,
+    entry: &[u8],
+    exit: Option<&[u8]>,
+    settings: &Settings,
+    progress: &mut dyn FnMut(f64),
+) -> Report {
+    let n = prices.close.len();
+    let fee = settings.fee_bps / 10_000.0;
+    let slip = settings.slippage_bps / 10_000.0;
+    let long = settings.direction == Direction::Long;
+    let mut cash = settings.initial_cash;
+    // Signed units held.
+    let mut units = 0.0_f64;
+    let mut entry_price = 0.0;
+    let mut entry_fee = 0.0;
+    let mut entry_bar = 0usize;
+    let mut pending_entry = false;
+    let mut pending_exit = false;
+    let mut equity = Vec::with_capacity(n);
+    let mut trades: Vec<Trade> = Vec::new();
+    let mut trade_count = 0usize;
+    let (mut gross_win, mut gross_loss, mut wins) = (0.0, 0.0, 0usize);
+    let mut held_bars = 0usize;
+    let mut skipped = 0usize;
+    let step = (n / 100).max(1);
+    for t in 0..n {
+        let open = prices.open[t];
+        if pending_entry {
+            pending_entry = false;
+            let fill = if long {
+                open * (1.0 + slip)
+            } else {
+                open * (1.0 - slip)
+            };
+            let budget = cash.max(0.0) * settings.size;
+            let mut qty = budget / (fill * (1.0 + fee));
+            if !settings.fractional {
+                qty = qty.floor();
+            }
+            if qty > 0.0 && qty.is_finite() {
+                entry_fee = qty * fill * fee;
+                if long {
+                    cash -= qty * fill + entry_fee;
+                    units = qty;
+                } else {
+                    cash += qty * fill - entry_fee;
+                    units = -qty;
+                }
+                entry_price = fill;
+                entry_bar = t;
+            } else {
+                skipped += 1;
+            }
+        } else if pending_exit {
+            pending_exit = false;
+            let qty = units.abs();
+            let fill = if long {
+                open * (1.0 - slip)
+            } else {
+                open * (1.0 + slip)
+            };
+            let exit_fee = qty * fill * fee;
+            let pnl = if long {
+                cash += qty * fill - exit_fee;
+                qty * (fill - entry_price) - entry_fee - exit_fee
+            } else {
+                cash -= qty * fill + exit_fee;
+                qty * (entry_price - fill) - entry_fee - exit_fee
+            };
+            units = 0.0;
+            trade_count += 1;
+            if pnl > 0.0 {
+                wins += 1;
+                gross_win += pnl;
+            } else {
+                gross_loss -= pnl;
+            }
+            if trades.len() < settings.max_trades {
+                trades.push(Trade {
+                    entry_time: prices.time[entry_bar].clone(),
+                    entry_price,
+                    exit_time: prices.time[t].clone(),
+                    exit_price: fill,
+                    quantity: qty,
+                    side: settings.direction,
+                    pnl,
+                    return_pct: if long {
+                        (fill / entry_price - 1.0) * 100.0
+                    } else {
+                        (entry_price / fill - 1.0) * 100.0
+                    },
+                    entry_bar,
+                    exit_bar: t,
+                });
+            }
+        }
+        let close = prices.close[t];
+        equity.push(cash + units * close);
+        let flat = units == 0.0;
+        if !flat {
+            held_bars += 1;
+        }
+        // Signals on this close act on the next bar's open; on the last bar, nothing.
+        if t + 1 < n {
+            if flat {
+                pending_entry = entry[t] == TRUE;
+            } else if let Some(exit) = exit {
+                pending_exit = exit[t] == TRUE;
+            }
+        }
+        if t % step == 0 {
+            progress(t as f64 / n as f64);
+        }
+    }
+    let open_position = (units != 0.0).then(|| {
+        let last = prices.close[n - 1];
+        let qty = units.abs();
+        OpenPosition {
+            entry_time: prices.time[entry_bar].clone(),
+            entry_price,
+            quantity: qty,
+            side: settings.direction,
+            last_price: last,
+            unrealized_pnl: if long {
+                qty * (last - entry_price) - entry_fee
+            } else {
+                qty * (entry_price - last) - entry_fee
+            },
+        }
+    });
+    let mut notes = Vec::new();
+    if skipped > 0 {
+        notes.push(format!(
+            "{skipped} entry signal(s) were skipped: the quantity they would buy rounds to 0 units (fractional is false or cash is spent)"
+        ));
+    }
+    let bpy = settings
+        .bars_per_year
+        .unwrap_or_else(|| bars_per_year(prices.instant));
+    let returns: Vec<f64> = equity
+        .windows(2)
+        .map(|w| if w[0] == 0.0 { 0.0 } else { w[1] / w[0] - 1.0 })
+        .collect();
+    let (mean, sd) = mean_sd(&returns);
+    let downside = if returns.is_empty() {
+        None
+    } else {
+        let m = returns.iter().map(|r| r.min(0.0).powi(2)).sum::<f64>() / returns.len() as f64;
+        (m > 0.0).then(|| m.sqrt())
+    };
+    let final_equity = equity.last().copied().unwrap_or(settings.initial_cash);
+    let days = match (prices.instant.first(), prices.instant.last()) {
+        (Some(a), Some(b)) => (b - a) as f64 / 86_400.0,
+        _ => 0.0,
+    };
+    let (dd, dd_start, dd_end) = max_drawdown(&equity);
+    progress(1.0);
+    Report {
+        bars: n,
+        start: prices.time.first().cloned().unwrap_or_default(),
+        end: prices.time.last().cloned().unwrap_or_default(),
+        final_equity,
+        total_return_pct: (final_equity / settings.initial_cash - 1.0) * 100.0,
+        cagr_pct: (days >= 1.0 && final_equity > 0.0)
+            .then(|| ((final_equity / settings.initial_cash).powf(365.25 / days) - 1.0) * 100.0),
+        volatility_pct: sd.map(|s| s * bpy.sqrt() * 100.0),
+        sharpe: match (mean, sd) {
+            (Some(m), Some(s)) if s > 0.0 => Some(m / s * bpy.sqrt()),
+            _ => None,
+        },
+        sortino: match (mean, downside) {
+            (Some(m), Some(d)) => Some(m / d * bpy.sqrt()),
+            _ => None,
+        },
+        max_drawdown_pct: dd,
+        max_drawdown_start: dd_start.map(|i| prices.time[i].clone()),
+        max_drawdown_end: dd_end.map(|i| prices.time[i].clone()),
+        trade_count,
+        win_rate_pct: (trade_count > 0).then(|| wins as f64 / trade_count as f64 * 100.0),
+        profit_factor: (gross_loss > 0.0).then(|| gross_win / gross_loss),
+        exposure_pct: if n == 0 {
+            0.0
+        } else {
+            held_bars as f64 / n as f64 * 100.0
+        },
+        trades_truncated: trade_count > trades.len(),
+        trades,
+        open_position,
+        bars_per_year: bpy,
+        notes,
+        equity,
+    }
+}
+
+fn mean_sd(x: &[f64]) -> (Option<f64>, Option<f64>) {
+    if x.is_empty() {
+        return (None, None);
+    }
+    let mean = x.iter().sum::<f64>() / x.len() as f64;
+    if x.len() < 2 {
+        return (Some(mean), None);
+    }
+    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (x.len() - 1) as f64;
+    (Some(mean), Some(var.sqrt()))
+}
+
+/// The largest peak-to-trough fall in percent, the peak (the earliest bar at which that
+/// peak value was reached) and the trough.
+fn max_drawdown(equity: &[f64]) -> (f64, Option<usize>, Option<usize>) {
+    let mut best = (0.0, None, None);
+    let mut peak = f64::NEG_INFINITY;
+    let mut peak_at = 0;
+    for (t, &v) in equity.iter().enumerate() {
+        if v > peak {
+            peak = v;
+            peak_at = t;
+        }
+        if peak > 0.0 {
+            let dd = (peak - v) / peak * 100.0;
+            if dd > best.0 {
+                best = (dd, Some(peak_at), Some(t));
+            }
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::expr::{FALSE, UNKNOWN};
+
+    fn prices(open: &[f64], _close: &[f64]) -> (Vec<String>, Vec<i64>) {
+        let time = (0..open.len())
+            .map(|i| format!("2026-01-{:02}", i + 1))
+            .collect();
+        let instant = (0..open.len())
+            .map(|i| 1_767_225_600 + i64::try_from(i).unwrap() * 86_400)
+            .collect();
+        (time, instant)
+    }
+
+    /// A small case worked by hand: every fill, fee and equity point.
+    #[test]
+    fn a_long_round_trip_by_hand() {
+        let open = [10.0, 10.0, 11.0, 12.0, 12.5, 13.0];
+        let close = [10.0, 11.0, 12.0, 12.0, 13.0, 13.5];
+        let (time, instant) = prices(&open, &close);
+        let p = Prices {
+            time: &time,
+            instant: &instant,
+            open: &open,
+            close: &close,
+        };
+        // Entry signal on bar 0 → buy at bar 1's open; exit signal on bar 3 → sell at bar 4's open.
+        let entry = [TRUE, FALSE, FALSE, FALSE, FALSE, FALSE];
+        let exit = [UNKNOWN, FALSE, FALSE, TRUE, FALSE, FALSE];
+        let s = Settings {
+            fee_bps: 10.0,
+            slippage_bps: 0.0,
+            initial_cash: 1000.0,
+            ..Settings::default()
+        };
+        let r = run(&p, &entry, Some(&exit), &s, &mut |_| {});
+        // qty = 1000 / (10 x 1.001) = 99.9000999...; entry fee = qty x 10 x 0.001 = 0.999000999.
+        let qty: f64 = 1000.0 / (10.0 * 1.001);
+        let entry_fee = qty * 10.0 * 0.001;
+        // cash after entry = 1000 - qty x 10 - fee = 0 (all committed).
+        assert!((qty * 10.0 + entry_fee - 1000.0).abs() < 1e-9);
+        // Equity: bar0 1000; bar1 qty x 11; bar2 qty x 12; bar3 qty x 12; exit at 12.5 on bar4.
+        let exit_fee = qty * 12.5 * 0.001;
+        let after = qty * 12.5 - exit_fee;
+        let want = [1000.0, qty * 11.0, qty * 12.0, qty * 12.0, after, after];
+        for (a, b) in r.equity.iter().zip(want) {
+            assert!((a - b).abs() < 1e-9, "{:?}", r.equity);
+        }
+        assert_eq!(r.trade_count, 1);
+        let t = &r.trades[0];
+        assert_eq!(
+            (t.entry_time.as_str(), t.exit_time.as_str()),
+            ("2026-01-02", "2026-01-05")
+        );
+        assert_eq!((t.entry_price, t.exit_price), (10.0, 12.5));
+        assert!((t.pnl - (qty * 2.5 - entry_fee - exit_fee)).abs() < 1e-9);
+        assert!((t.return_pct - 25.0).abs() < 1e-12);
+        assert_eq!(r.open_position, None);
+        // Held at the closes of bars 1, 2, 3: 3 of 6.
+        assert!((r.exposure_pct - 50.0).abs() < 1e-12);
+        assert!((r.final_equity - after).abs() < 1e-9);
+        assert_eq!(r.win_rate_pct, Some(100.0));
+        assert_eq!(r.profit_factor, None);
+        // bars a day apart → 252.
+        assert_eq!(r.bars_per_year, 252.0);
+    }
+
+    #[test]
+    fn shorts_slippage_whole_units_and_an_open_position() {
+        let open = [100.0, 100.0, 90.0, 80.0];
+        let close = [100.0, 95.0, 85.0, 82.0];
+        let (time, instant) = prices(&open, &close);
+        let p = Prices {
+            time: &time,
+            instant: &instant,
+            open: &open,
+            close: &close,
+        };
+        let entry = [TRUE, FALSE, FALSE, FALSE];
+        let s = Settings {
+            direction: Direction::Short,
+            slippage_bps: 100.0,
+            fractional: false,
+            initial_cash: 1000.0,
+            ..Settings::default()
+        };
+        let r = run(&p, &entry, None, &s, &mut |_| {});
+        // A short entry sells at 100 x 0.99 = 99; units floor(1000 / 99) = 10.
+        let o = r.open_position.clone().unwrap();
+        assert_eq!(
+            (o.entry_price, o.quantity, o.last_price),
+            (99.0, 10.0, 82.0)
+        );
+        assert!((o.unrealized_pnl - 170.0).abs() < 1e-9);
+        // Equity at the last close: 1000 + 990 - 820.
+        assert!((r.final_equity - 1170.0).abs() < 1e-9);
+        assert_eq!(r.trade_count, 0);
+        // A signal on the last bar does nothing.
+        let late = [FALSE, FALSE, FALSE, TRUE];
+        let r = run(&p, &late, None, &Settings::default(), &mut |_| {});
+        assert!(r.open_position.is_none() && r.trade_count == 0);
+    }
+
+    #[test]
+    fn drawdown_peaks_at_the_earliest_bar_of_the_peak() {
+        let (dd, start, end) = max_drawdown(&[100.0, 120.0, 120.0, 90.0, 130.0, 117.0]);
+        assert!((dd - 25.0).abs() < 1e-12);
+        assert_eq!((start, end), (Some(1), Some(3)));
+        assert_eq!(max_drawdown(&[1.0, 2.0, 3.0]), (0.0, None, None));
+    }
+
+    #[test]
+    fn bars_per_year_from_spacing() {
+        assert_eq!(bars_per_year(&[0, 86_400, 172_800]), 252.0);
+        assert!((bars_per_year(&[0, 3_600, 7_200]) - 8_766.0).abs() < 1e-9);
+        assert!((bars_per_year(&[0, 604_800, 1_209_600]) - 365.25 / 7.0).abs() < 1e-9);
+    }
+}
