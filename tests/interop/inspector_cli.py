@@ -49,10 +49,11 @@ def inspector(target: list[str], args: list[str]) -> tuple[int, object, str]:
 def run_suite(label: str, target: list[str]) -> None:
     code, listed, err = inspector(target, ["--method", "tools/list"])
     tools = [t["name"] for t in (listed or {}).get("tools", [])]
-    # Trading is off: the seven portfolio tools and the three market-data tools, no write tool.
+    # Trading is off: the seven portfolio tools, the three market-data tools and the four
+    # research tools, no write tool.
     check(
-        f"{label}: tools/list lists the 10 read tools",
-        code == 0 and len(tools) == 10 and "place_order" not in tools,
+        f"{label}: tools/list lists the 14 read tools",
+        code == 0 and len(tools) == 14 and "place_order" not in tools,
         f"code {code} {tools} {err}",
     )
     code, res, err = inspector(target, ["--method", "tools/call", "--tool-name", "get_portfolio_summary"])

@@ -62,6 +62,10 @@ STARTUP_TIMEOUT = 10.0  # seconds, for the HTTP server to print its address
 WATCHDOG_TIMEOUT = 100.0  # seconds, the whole run
 
 EXPECTED_TOOLS = {
+    "backtest",
+    "get_run_result",
+    "factor_analysis",
+    "detect_patterns",
     "get_accounts",
     "get_positions",
     "get_trade_history",
@@ -292,7 +296,7 @@ async def run_checks(mode: str, client: Client, expected_version: str) -> None:
         check(mode, "tools/list", False, describe(exc))
         tools = []
     names = {t.name for t in tools}
-    check(mode, "tools/list returns the 10 read tools (trading off)", len(tools) == 10 and names == EXPECTED_TOOLS, f"got {sorted(names)}")
+    check(mode, "tools/list returns the 14 read tools (trading off)", len(tools) == 14 and names == EXPECTED_TOOLS, f"got {sorted(names)}")
     not_ro = [t.name for t in tools if not (t.annotations and t.annotations.read_only_hint is True)]
     check(mode, "every tool has annotations.readOnlyHint true", bool(tools) and not not_ro, f"missing on {not_ro}")
     no_out = [t.name for t in tools if not (isinstance(t.output_schema, dict) and t.output_schema.get("type") == "object")]
@@ -677,7 +681,7 @@ async def run_trading_checks(mode: str, client: Client, elicitor: Elicitor) -> N
         tools = []
     names = {t.name for t in tools}
     want = EXPECTED_TOOLS | TRADING_TOOLS
-    check(mode, "tools/list returns 15 tools: the 10 read tools and the 5 trading tools", len(tools) == 15 and names == want, f"got {sorted(names)}")
+    check(mode, "tools/list returns 19 tools: the 14 read tools and the 5 trading tools", len(tools) == 19 and names == want, f"got {sorted(names)}")
     by_name = {t.name: t for t in tools}
     bad_ann = [
         n
@@ -831,8 +835,8 @@ async def run_trading_off(binary: str, mode: str, errlog: Any) -> None:
         names = {t.name for t in tools}
         check(
             mode,
-            "tools/list with [trading] enabled = false: exactly the 10 read tools, no trading tool",
-            len(tools) == 10 and names == EXPECTED_TOOLS and not (names & TRADING_TOOLS),
+            "tools/list with [trading] enabled = false: exactly the 14 read tools, no trading tool",
+            len(tools) == 14 and names == EXPECTED_TOOLS and not (names & TRADING_TOOLS),
             f"got {sorted(names)}",
         )
         label = "place_order while trading is off -> trading_disabled"

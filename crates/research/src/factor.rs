@@ -4,6 +4,7 @@
 //! Inputs are plain `f64` matrices indexed `[asset][time]`; non-finite values
 //! (NaN, ±inf) mean "missing". See [`DEFINITIONS`] for the exact rules.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 /// Every definition used by [`analyze`], [`pearson`], [`spearman`] and
@@ -29,7 +30,7 @@ averaged; mean_forward_return_pct = 100 × that average, and observations = the 
 (a group that never receives an asset has no mean).";
 
 /// Result of [`analyze`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct FactorStats {
     /// Cross-sections used.
     pub periods: usize,
@@ -45,7 +46,7 @@ pub struct FactorStats {
 }
 
 /// Pooled forward returns of one factor quantile.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct QuantileRow {
     /// 1 = lowest factor values.
     pub quantile: usize,
@@ -55,7 +56,7 @@ pub struct QuantileRow {
 }
 
 /// IC and rank IC of one used cross-section.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct IcPoint {
     pub time: String,
     pub ic: f64,

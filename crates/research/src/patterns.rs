@@ -13,6 +13,7 @@
 //! whose rule only constrains that bar's body). Every rule below is stated in
 //! [`Pattern::rule`] with the same numbers as the constants in this module.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 /// Doji: body at most this fraction of the range.
@@ -27,7 +28,7 @@ pub const STAR_MIDDLE_BODY_MAX_RATIO: f64 = 0.3;
 pub const SOLDIER_BODY_MIN_RATIO: f64 = 0.5;
 
 /// A detectable pattern. Serialized in snake_case (same text as [`Pattern::name`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Pattern {
     BullishEngulfing,
@@ -176,7 +177,7 @@ impl Pattern {
 }
 
 /// One pattern occurrence.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Hit {
     pub pattern: Pattern,
     /// The bar on which the pattern completes (for swings: the swing bar itself).
@@ -190,7 +191,7 @@ pub struct Hit {
 }
 
 /// A support or resistance level built from clustered swing points.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Level {
     /// `"support"` (from swing lows) or `"resistance"` (from swing highs).
     pub kind: &'static str,

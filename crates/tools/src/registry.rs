@@ -295,6 +295,36 @@ fn build_specs() -> Vec<ToolSpec> {
             output_schema: output_schema::<crate::research::BacktestResult>(),
         },
         ToolSpec {
+            name: "factor_analysis",
+            title: "Factor analysis",
+            description: "Does a factor predict returns across a universe? Evaluates a factor written in the backtest's \
+                signal language (a series, e.g. ret(close, 20) or -rsi(close, 14)) over 3 or more bar sources on their \
+                common dates, then reports the information coefficient (Pearson) and rank IC (Spearman) against \
+                forward returns of `horizon` bars per cross-section, their mean, standard deviation and t-stat, the \
+                hit rate (share of periods with IC > 0), and the mean forward return by factor quantile (5 by \
+                default). The definitions are stated in the result.",
+            read_only: true,
+            needs_trading: false,
+            input_schema: input_schema::<crate::research::FactorArgs>(),
+            output_schema: output_schema::<crate::research::FactorResult>(),
+        },
+        ToolSpec {
+            name: "detect_patterns",
+            title: "Candlestick and swing patterns",
+            description: "Scans bars for candlestick patterns and swings: bullish/bearish engulfing (a body that \
+                engulfs the previous opposite body), hammer / shooting star (a shadow at least twice the body, the \
+                other shadow at most the body, after a 10-bar decline / rise), doji (body at most 10% of the range), \
+                morning/evening star (a long body, a small one at most 30% of it, then a close beyond the first \
+                body's midpoint), three white soldiers / black crows (three long bodies, each closing further and \
+                opening inside the previous body), swing highs/lows (a high/low beyond the swing_window bars on \
+                each side, confirmed that many bars later), and support/resistance levels where swings cluster \
+                within level_tolerance_pct. Each hit comes with its bar time and the exact rule it matched.",
+            read_only: true,
+            needs_trading: false,
+            input_schema: input_schema::<crate::research::PatternsArgs>(),
+            output_schema: output_schema::<crate::research::PatternsResult>(),
+        },
+        ToolSpec {
             name: "get_run_result",
             title: "A long run's result",
             description: "The result of a backtest that answered state running and a run_id: the full result once done \
@@ -492,6 +522,10 @@ fn order_summary(r: &PlaceResult) -> String {
     )
 }
 
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.4}"))
+}
+
 /// A backtest's answer: the result, and its equity curve as an image.
 fn finished(result: Result<crate::research::Finished>) -> ToolOutput {
     match result {
@@ -544,6 +578,46 @@ async fn dispatch_research(
         },
         "get_run_result" => match args::parse::<crate::research::RunResultArgs>(arguments) {
             Ok(a) => finished(crate::research::get_run_result(ctx, a).await),
+            Err(e) => error_output(&e),
+        },
+        "factor_analysis" => match args::parse::<crate::research::FactorArgs>(arguments) {
+            Ok(a) => output(
+                crate::research::factor_analysis(ctx, a).await,
+                |r: &crate::research::FactorResult| {
+                    format!(
+                        "{} over {} asset(s), {} cross-section(s), horizon {} bar(s): IC mean {}, rank IC mean {}, IC t-stat {}, hit rate {}%.{}",
+                        Value::String(r.factor.clone()),
+                        r.assets.len(),
+                        r.stats.periods,
+                        r.horizon,
+                        fmt_opt(r.stats.ic_mean),
+                        fmt_opt(r.stats.rank_ic_mean),
+                        fmt_opt(r.stats.ic_t_stat),
+                        fmt_opt(r.stats.hit_rate_pct),
+                        notes_suffix(&r.notes)
+                    )
+                },
+            ),
+            Err(e) => error_output(&e),
+        },
+        "detect_patterns" => match args::parse::<crate::research::PatternsArgs>(arguments) {
+            Ok(a) => output(
+                crate::research::detect_patterns(ctx, a).await,
+                |r: &crate::research::PatternsResult| {
+                    format!(
+                        "{}: {} pattern hit(s) in {} bar(s){}; {} support/resistance level(s).",
+                        r.symbol,
+                        r.hit_count,
+                        r.bars,
+                        if r.truncated {
+                            " (the most recent listed)"
+                        } else {
+                            ""
+                        },
+                        r.levels.len()
+                    )
+                },
+            ),
             Err(e) => error_output(&e),
         },
         _ => return None,

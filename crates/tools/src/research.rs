@@ -310,24 +310,27 @@ pub async fn backtest(
             true,
         ))
     });
-    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(wait);
-    loop {
-        let tick = tokio::time::sleep_until(
-            (tokio::time::Instant::now() + Duration::from_millis(250)).min(deadline),
-        );
-        tokio::select! {
-            joined = &mut handle => {
-                let mut finished = joined.map_err(|e| Error::internal(format!("the backtest stopped: {e}")))??;
-                finished.result.entry = Some(args.entry.clone());
-                finished.result.exit = args.exit.clone();
-                return Ok(finished);
-            }
-            () = tick => {
-                if let Some(p) = progress {
-                    p(f64::from_bits(share.load(Ordering::Relaxed)));
+    // wait_seconds 0: answer the run id at once.
+    if wait > 0.0 {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(wait);
+        loop {
+            let tick = tokio::time::sleep_until(
+                (tokio::time::Instant::now() + Duration::from_millis(250)).min(deadline),
+            );
+            tokio::select! {
+                joined = &mut handle => {
+                    let mut finished = joined.map_err(|e| Error::internal(format!("the backtest stopped: {e}")))??;
+                    finished.result.entry = Some(args.entry.clone());
+                    finished.result.exit = args.exit.clone();
+                    return Ok(finished);
                 }
-                if tokio::time::Instant::now() >= deadline {
-                    break;
+                () = tick => {
+                    if let Some(p) = progress {
+                        p(f64::from_bits(share.load(Ordering::Relaxed)));
+                    }
+                    if tokio::time::Instant::now() >= deadline {
+                        break;
+                    }
                 }
             }
         }
@@ -421,4 +424,271 @@ pub async fn get_run_result(ctx: &ToolContext, args: RunResultArgs) -> Result<Fi
         Some(Err(e)) => Err(e),
         None => Err(Error::internal("the run finished without a result")),
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// factor_analysis
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FactorArgs {
+    /// The universe: at least 3 bar sources ({"csv": "PATH"} or {"symbol", "account", ...}).
+    pub universe: Vec<BarSource>,
+    /// The factor, a series in the signal language: for example "ret(close, 20)" or
+    /// "-rsi(close, 14)". Higher values are expected to lead to higher returns.
+    pub factor: String,
+    /// Forward-return horizon in bars (default 5).
+    pub horizon: Option<usize>,
+    /// Quantile buckets (default 5).
+    pub quantiles: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FactorResult {
+    pub factor: String,
+    pub horizon: usize,
+    pub assets: Vec<String>,
+    /// Bar times every asset has (the cross-sections' axis).
+    pub common_bars: usize,
+    #[serde(flatten)]
+    pub stats: tradedesk_research::factor::FactorStats,
+    pub definitions: String,
+    pub notes: Vec<String>,
+}
+
+/// `factor_analysis`.
+///
+/// # Errors
+/// `invalid_argument` (the expression with its position, fewer than 3 sources, no common
+/// bars), the sources' errors.
+pub async fn factor_analysis(ctx: &ToolContext, args: FactorArgs) -> Result<FactorResult> {
+    let factor = expr::parse_series(&args.factor).map_err(|e| {
+        Error::invalid_argument(
+            format!("factor: {e}"),
+            format!(
+                "write the factor as a series, such as ret(close, 20); functions: {}",
+                expr::FUNCTIONS
+            ),
+        )
+    })?;
+    if args.universe.len() < 3 || args.universe.len() > 500 {
+        return Err(Error::invalid_argument(
+            format!(
+                "the universe has {} source(s): it needs 3 to 500",
+                args.universe.len()
+            ),
+            "list at least three bar sources, one per asset",
+        ));
+    }
+    let horizon = args.horizon.unwrap_or(5);
+    let quantiles = args.quantiles.unwrap_or(5);
+    if !(1..=1_000).contains(&horizon) || !(2..=20).contains(&quantiles) {
+        return Err(Error::invalid_argument(
+            format!("horizon {horizon} or quantiles {quantiles} is out of range"),
+            "horizon is 1 to 1000 bars, quantiles 2 to 20",
+        ));
+    }
+    let mut series = Vec::with_capacity(args.universe.len());
+    for source in &args.universe {
+        series.push(load_bars(ctx, source).await?);
+    }
+    let job = tokio::task::spawn_blocking(move || {
+        // The common time axis: bar times every asset has.
+        let mut common: Option<std::collections::BTreeSet<String>> = None;
+        for s in &series {
+            let times: std::collections::BTreeSet<String> =
+                s.bars.iter().map(|b| b.time.clone()).collect();
+            common = Some(match common {
+                None => times,
+                Some(c) => c.intersection(&times).cloned().collect(),
+            });
+        }
+        let common: Vec<String> = common.unwrap_or_default().into_iter().collect();
+        let mut factor_rows = Vec::with_capacity(series.len());
+        let mut fwd_rows = Vec::with_capacity(series.len());
+        for s in &series {
+            let col =
+                |f: fn(&tradedesk_core::Bar) -> f64| s.bars.iter().map(f).collect::<Vec<f64>>();
+            let (open, high, low, close) = (
+                col(|b| b.open),
+                col(|b| b.high),
+                col(|b| b.low),
+                col(|b| b.close),
+            );
+            let volume = col(|b| b.volume.unwrap_or(f64::NAN));
+            let cols = Columns {
+                open: &open,
+                high: &high,
+                low: &low,
+                close: &close,
+                volume: &volume,
+            };
+            // Each asset's own bars: the factor and its forward return, then the common times.
+            let values = expr::eval_series(&factor, &cols);
+            let forward = tradedesk_research::factor::forward_returns(&close, horizon);
+            let at: std::collections::HashMap<&str, usize> = s
+                .bars
+                .iter()
+                .enumerate()
+                .map(|(i, b)| (b.time.as_str(), i))
+                .collect();
+            factor_rows.push(
+                common
+                    .iter()
+                    .map(|t| at.get(t.as_str()).map_or(f64::NAN, |&i| values[i]))
+                    .collect::<Vec<f64>>(),
+            );
+            fwd_rows.push(
+                common
+                    .iter()
+                    .map(|t| at.get(t.as_str()).map_or(f64::NAN, |&i| forward[i]))
+                    .collect::<Vec<f64>>(),
+            );
+        }
+        let stats =
+            tradedesk_research::factor::analyze(&common, &factor_rows, &fwd_rows, quantiles, 3);
+        (
+            common.len(),
+            stats,
+            series.iter().map(|s| s.symbol.clone()).collect::<Vec<_>>(),
+        )
+    });
+    let (common_bars, stats, assets) = job
+        .await
+        .map_err(|e| Error::internal(format!("the factor analysis stopped: {e}")))?;
+    let mut notes = Vec::new();
+    if common_bars == 0 {
+        return Err(Error::invalid_argument(
+            "the sources share no bar time: cross-sections need the same dates",
+            "use sources with the same interval over overlapping dates",
+        ));
+    }
+    if stats.periods == 0 {
+        notes.push("no cross-section had 3 assets with both a factor value and a forward return: widen the dates or shorten the indicators' periods".to_owned());
+    }
+    Ok(FactorResult {
+        factor: args.factor,
+        horizon,
+        assets,
+        common_bars,
+        stats,
+        definitions: tradedesk_research::factor::DEFINITIONS.to_owned(),
+        notes,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// detect_patterns
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatternsArgs {
+    /// Bars: {"csv": "PATH"} or {"symbol", "account", "interval", "start", "end"}.
+    pub source: BarSource,
+    /// Which patterns (default all): bullish_engulfing, bearish_engulfing, hammer,
+    /// shooting_star, doji, morning_star, evening_star, three_white_soldiers,
+    /// three_black_crows, swing_high, swing_low.
+    pub patterns: Option<Vec<String>>,
+    /// Bars on each side a swing must beat (default 3).
+    pub swing_window: Option<usize>,
+    /// Swing prices within this percent form one support/resistance level (default 0.5).
+    pub level_tolerance_pct: Option<f64>,
+    /// Swings a level needs (default 2).
+    pub min_touches: Option<usize>,
+    /// Hits listed, the most recent kept (default 100).
+    pub max_hits: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PatternsResult {
+    pub symbol: String,
+    pub bars: usize,
+    /// Oldest first; the most recent max_hits.
+    pub hits: Vec<tradedesk_research::patterns::Hit>,
+    pub hit_count: usize,
+    pub truncated: bool,
+    pub levels: Vec<tradedesk_research::patterns::Level>,
+    /// Each pattern asked for and the rule that defines it.
+    pub rules: std::collections::BTreeMap<String, String>,
+}
+
+/// `detect_patterns`.
+///
+/// # Errors
+/// `invalid_argument` (an unknown pattern name, a setting out of range), the source's.
+pub async fn detect_patterns(ctx: &ToolContext, args: PatternsArgs) -> Result<PatternsResult> {
+    use tradedesk_research::patterns::{Pattern, PatternParams, detect};
+    let which: Vec<Pattern> = match &args.patterns {
+        None => Pattern::ALL.to_vec(),
+        Some(names) => names
+            .iter()
+            .map(|n| {
+                Pattern::parse(n).ok_or_else(|| {
+                    Error::invalid_argument(
+                        format!("unknown pattern {}", tradedesk_core::error::quote(n)),
+                        format!(
+                            "patterns are {}",
+                            Pattern::ALL
+                                .iter()
+                                .map(|p| p.name())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<_>>()?,
+    };
+    let defaults = PatternParams::default();
+    let params = PatternParams {
+        swing_window: args.swing_window.unwrap_or(defaults.swing_window),
+        level_tolerance_pct: number(
+            "level_tolerance_pct",
+            args.level_tolerance_pct,
+            defaults.level_tolerance_pct,
+            |v| (0.0..=50.0).contains(&v),
+            "from 0 to 50",
+        )?,
+        min_touches: args.min_touches.unwrap_or(defaults.min_touches),
+        trend_window: defaults.trend_window,
+    };
+    if !(1..=100).contains(&params.swing_window) || !(1..=100).contains(&params.min_touches) {
+        return Err(Error::invalid_argument(
+            "swing_window and min_touches must be 1 to 100",
+            "leave them out for 3 and 2",
+        ));
+    }
+    let series = load_bars(ctx, &args.source).await?;
+    let max_hits = args.max_hits.unwrap_or(100).min(10_000);
+    let bars = series.bars;
+    let symbol = series.symbol;
+    let rules = which
+        .iter()
+        .map(|p| (p.name().to_owned(), p.rule().to_owned()))
+        .collect();
+    let (hits, levels, count) = tokio::task::spawn_blocking(move || {
+        let time: Vec<String> = bars.iter().map(|b| b.time.clone()).collect();
+        let col = |f: fn(&tradedesk_core::Bar) -> f64| bars.iter().map(f).collect::<Vec<f64>>();
+        let (o, h, l, c) = (
+            col(|b| b.open),
+            col(|b| b.high),
+            col(|b| b.low),
+            col(|b| b.close),
+        );
+        let (hits, levels) = detect(&time, &o, &h, &l, &c, &which, &params);
+        (hits, levels, bars.len())
+    })
+    .await
+    .map_err(|e| Error::internal(format!("the pattern scan stopped: {e}")))?;
+    let hit_count = hits.len();
+    let keep = hits.len().saturating_sub(max_hits);
+    Ok(PatternsResult {
+        symbol,
+        bars: count,
+        hits: hits[keep..].to_vec(),
+        hit_count,
+        truncated: keep > 0,
+        levels,
+        rules,
+    })
 }

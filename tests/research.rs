@@ -1,0 +1,321 @@
+//! Research tools through the registry: backtests worked by hand, the look-ahead guard,
+//! long runs and their run ids, factor analysis and patterns on CSV files, and the
+//! equity curve as an image.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::float_arithmetic,
+    clippy::cast_precision_loss
+)]
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use tradedesk_tools::{ToolContext, call};
+
+fn csv(dir: &Path, name: &str, rows: &[(String, f64, f64, f64, f64)]) -> PathBuf {
+    let mut text = String::from("date,open,high,low,close,volume\n");
+    for (d, o, h, l, c) in rows {
+        writeln!(text, "{d},{o},{h},{l},{c},1000").unwrap();
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn day(i: usize) -> String {
+    (chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap()
+        + chrono::Duration::days(i64::try_from(i).unwrap()))
+    .to_string()
+}
+
+async fn tool(ctx: &ToolContext, name: &str, args: Value) -> (Value, usize) {
+    let out = call(ctx, name, args).await.unwrap();
+    (out.structured, out.images.len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_backtest_worked_by_hand_with_its_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    // Closes 10, 11, 12, 12, 13, 13.5; opens 10, 10, 11, 12, 12.5, 13.
+    let opens: [f64; 6] = [10.0, 10.0, 11.0, 12.0, 12.5, 13.0];
+    let closes: [f64; 6] = [10.0, 11.0, 12.0, 12.0, 13.0, 13.5];
+    let rows: Vec<_> = (0..6)
+        .map(|i| {
+            (
+                day(i),
+                opens[i],
+                closes[i].max(opens[i]) + 0.5,
+                closes[i].min(opens[i]) - 0.5,
+                closes[i],
+            )
+        })
+        .collect();
+    let path = csv(dir.path(), "HAND.csv", &rows);
+    let ctx = ToolContext::new("test");
+    // Enter when the close rises above 10.5 (bar 1: fills at bar 2's open, 11); exit when
+    // the close stops rising (bar 3: fills at bar 4's open, 12.5). Fee 10 bps each way.
+    let (r, images) = tool(
+        &ctx,
+        "backtest",
+        json!({"source": {"csv": path}, "entry": "close > 10.5", "exit": "close <= shift(close, 1)",
+            "initial_cash": 1000, "fee_bps": 10}),
+    )
+    .await;
+    assert_eq!(r["status"], "ok", "{r:#}");
+    assert_eq!(images, 1, "the equity curve comes as an image");
+    let qty = 1000.0 / (11.0 * 1.001);
+    let entry_fee = qty * 11.0 * 0.001;
+    let exit_fee = qty * 12.5 * 0.001;
+    let t = &r["trades"][0];
+    assert_eq!(
+        (t["entry_time"].as_str(), t["exit_time"].as_str()),
+        (Some("2026-01-03"), Some("2026-01-05"))
+    );
+    assert_eq!(
+        (t["entry_price"].as_f64(), t["exit_price"].as_f64()),
+        (Some(11.0), Some(12.5))
+    );
+    assert!((t["quantity"].as_f64().unwrap() - qty).abs() < 1e-9);
+    assert!((t["pnl"].as_f64().unwrap() - (qty * 1.5 - entry_fee - exit_fee)).abs() < 1e-9);
+    assert!((t["return_pct"].as_f64().unwrap() - (12.5 / 11.0 - 1.0) * 100.0).abs() < 1e-9);
+    // The re-entry on bar 5 commits it all again: equity at the last close.
+    let cash = qty * 12.5 - exit_fee;
+    let qty2 = cash / (13.0 * 1.001);
+    let final_equity = qty2 * 13.5;
+    assert!(
+        (r["final_equity"].as_f64().unwrap() - final_equity).abs() < 1e-9,
+        "{r:#}"
+    );
+    assert_eq!(r["trade_count"], 1);
+    // Held at the closes of bars 2, 3 and 5: 3 of 6.
+    assert!((r["exposure_pct"].as_f64().unwrap() - 50.0).abs() < 1e-9);
+    assert_eq!(r["bars_per_year"], 252.0);
+    // A second signal after the exit (bar 4: close 13 > 10.5) fills at bar 5's open and is
+    // still open at the end: reported, not a trade.
+    assert_eq!(r["open_position"]["entry_time"], "2026-01-06", "{r:#}");
+    assert_eq!(r["open_position"]["last_price"], 13.5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_signal_can_use_the_bar_it_trades_on() {
+    // A peek ahead cannot be written: shift takes no negative period.
+    let ctx = ToolContext::new("test");
+    let dir = tempfile::tempdir().unwrap();
+    // Every up bar is followed by a down bar that opens at the up bar's close: a
+    // strategy that buys up bars earns only if it could fill at the up bar's own open.
+    let mut rows = Vec::new();
+    let mut price: f64 = 100.0;
+    for i in 0..200 {
+        let (open, close) = if i % 2 == 0 {
+            (price, price + 2.0)
+        } else {
+            (price, price - 2.5)
+        };
+        rows.push((
+            day(i),
+            open,
+            open.max(close) + 0.1,
+            open.min(close) - 0.1,
+            close,
+        ));
+        price = close;
+    }
+    let path = csv(dir.path(), "SAW.csv", &rows);
+    let (peek, _) = tool(
+        &ctx,
+        "backtest",
+        json!({"source": {"csv": path}, "entry": "shift(close, -1) > close"}),
+    )
+    .await;
+    assert_eq!(peek["error"]["code"], "invalid_argument", "{peek:#}");
+    assert!(
+        peek["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("from 0"),
+        "{peek:#}"
+    );
+    // "Buy the up bar, sell the down bar" would win every time with same-bar fills; here
+    // it fills a bar later, on the down bar, and loses every trade.
+    let (r, _) = tool(
+        &ctx,
+        "backtest",
+        json!({"source": {"csv": path}, "entry": "close > open", "exit": "close < open"}),
+    )
+    .await;
+    assert_eq!(r["status"], "ok", "{r:#}");
+    assert!(r["trade_count"].as_u64().unwrap() > 50);
+    assert_eq!(r["win_rate_pct"], 0.0, "{r:#}");
+    assert!(r["total_return_pct"].as_f64().unwrap() < 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expression_errors_name_the_position_and_what_was_expected() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: Vec<_> = (0..5).map(|i| (day(i), 10.0, 11.0, 9.0, 10.0)).collect();
+    let path = csv(dir.path(), "E.csv", &rows);
+    let ctx = ToolContext::new("test");
+    for (entry, expect) in [
+        ("close > sma(close 20)", "at character 19"),
+        ("clsoe > 1", "unknown name 'clsoe'"),
+        ("sma(close, 5)", "must be a condition"),
+        ("close > 1 and", "expected a number"),
+    ] {
+        let (r, _) = tool(
+            &ctx,
+            "backtest",
+            json!({"source": {"csv": path}, "entry": entry}),
+        )
+        .await;
+        assert_eq!(r["error"]["code"], "invalid_argument", "{entry}: {r:#}");
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with("entry: "), "{message}");
+        assert!(message.contains(expect), "{entry}: {message}");
+    }
+    let (r, _) = tool(
+        &ctx,
+        "backtest",
+        json!({"source": {"csv": path}, "entry": "close > 1", "size": 1.5}),
+    )
+    .await;
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("size"),
+        "{r:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_past_wait_seconds_answers_a_run_id_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: Vec<_> = (0..3_000)
+        .map(|i| {
+            let c = 100.0 + (i as f64 / 20.0).sin() * 10.0;
+            (day(i), c, c + 1.0, c - 1.0, c)
+        })
+        .collect();
+    let path = csv(dir.path(), "LONG.csv", &rows);
+    let ctx = ToolContext::new("test");
+    let args = json!({"source": {"csv": path}, "entry": "cross_above(sma(close, 10), sma(close, 30))",
+        "exit": "cross_below(sma(close, 10), sma(close, 30))", "wait_seconds": 0});
+    let (first, images) = tool(&ctx, "backtest", args.clone()).await;
+    assert_eq!(first["state"], "running", "{first:#}");
+    assert_eq!(images, 0);
+    let id = first["run_id"].as_str().unwrap().to_owned();
+    let started = std::time::Instant::now();
+    let done = loop {
+        let (r, images) = tool(&ctx, "get_run_result", json!({"run_id": id})).await;
+        if r["state"] == "done" {
+            assert_eq!(images, 1);
+            break r;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "never finished"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    // The same answer as a run that waited.
+    let mut waited = args;
+    waited["wait_seconds"] = json!(30);
+    let (direct, _) = tool(&ctx, "backtest", waited).await;
+    assert_eq!(done["final_equity"], direct["final_equity"]);
+    assert_eq!(done["trades"], direct["trades"]);
+    // Fetched once: the id is spent.
+    let (again, _) = tool(&ctx, "get_run_result", json!({"run_id": id})).await;
+    assert_eq!(again["error"]["code"], "invalid_argument", "{again:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_momentum_factor_ranks_a_universe_and_states_its_definitions() {
+    let dir = tempfile::tempdir().unwrap();
+    // Five assets with steady, different drifts: past return ranks future return.
+    let mut universe = Vec::new();
+    for (k, drift) in [0.004, 0.002, 0.0, -0.002, -0.004].iter().enumerate() {
+        let mut c: f64 = 100.0;
+        let rows: Vec<_> = (0..120)
+            .map(|i| {
+                let wiggle = ((i * (k + 3)) as f64).sin() * 0.001;
+                c *= 1.0 + drift + wiggle;
+                (day(i), c, c * 1.01, c * 0.99, c)
+            })
+            .collect();
+        universe.push(json!({"csv": csv(dir.path(), &format!("A{k}.csv"), &rows)}));
+    }
+    let ctx = ToolContext::new("test");
+    let (r, _) = tool(
+        &ctx,
+        "factor_analysis",
+        json!({"universe": universe, "factor": "ret(close, 20)", "horizon": 5}),
+    )
+    .await;
+    assert_eq!(r["status"], "ok", "{r:#}");
+    assert_eq!(r["assets"].as_array().unwrap().len(), 5);
+    assert!(r["periods"].as_u64().unwrap() > 80, "{r:#}");
+    assert!(r["rank_ic_mean"].as_f64().unwrap() > 0.9, "{r:#}");
+    assert_eq!(r["hit_rate_pct"], 100.0, "{r:#}");
+    let q = r["quantiles"].as_array().unwrap();
+    assert_eq!(q.len(), 5);
+    assert!(
+        q[4]["mean_forward_return_pct"].as_f64().unwrap()
+            > q[0]["mean_forward_return_pct"].as_f64().unwrap()
+    );
+    assert!(r["definitions"].as_str().unwrap().len() > 100);
+    let (bad, _) = tool(
+        &ctx,
+        "factor_analysis",
+        json!({"universe": universe, "factor": "close > 1"}),
+    )
+    .await;
+    assert!(
+        bad["error"]["message"].as_str().unwrap().contains("series"),
+        "{bad:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patterns_come_with_their_bar_and_their_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    // A falling run, then a bearish bar engulfed by a bullish one on 2026-01-14.
+    let mut rows: Vec<_> = (0..12)
+        .map(|i| {
+            let c = 100.0 - i as f64;
+            (day(i), c + 0.5, c + 1.0, c - 0.2, c)
+        })
+        .collect();
+    rows.push((day(12), 88.5, 88.8, 87.0, 87.5));
+    rows.push((day(13), 87.0, 90.0, 86.8, 89.5));
+    let path = csv(dir.path(), "P.csv", &rows);
+    let ctx = ToolContext::new("test");
+    let (r, _) = tool(
+        &ctx,
+        "detect_patterns",
+        json!({"source": {"csv": path}, "patterns": ["bullish_engulfing", "doji"]}),
+    )
+    .await;
+    assert_eq!(r["status"], "ok", "{r:#}");
+    let hits = r["hits"].as_array().unwrap();
+    let engulfing = hits
+        .iter()
+        .find(|h| h["pattern"] == "bullish_engulfing")
+        .unwrap();
+    assert_eq!(engulfing["time"], "2026-01-14");
+    assert!(engulfing["rule"].as_str().unwrap().contains("engulf"));
+    assert!(r["rules"]["doji"].is_string());
+    let (bad, _) = tool(
+        &ctx,
+        "detect_patterns",
+        json!({"source": {"csv": path}, "patterns": ["dragon"]}),
+    )
+    .await;
+    assert!(
+        bad["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("three_white_soldiers"),
+        "{bad:#}"
+    );
+}
