@@ -46,7 +46,7 @@ impl Default for Settings {
 /// The bars a backtest runs over.
 #[derive(Debug, Clone, Copy)]
 pub struct Prices<'a> {
-    pub time: &'a [String],
+    pub time: &'a [&'a str],
     /// Unix seconds of each bar, for spacing and CAGR.
     pub instant: &'a [i64],
     pub open: &'a [f64],
@@ -217,9 +217,9 @@ pub fn run(
             }
             if trades.len() < settings.max_trades {
                 trades.push(Trade {
-                    entry_time: prices.time[entry_bar].clone(),
+                    entry_time: prices.time[entry_bar].to_owned(),
                     entry_price,
-                    exit_time: prices.time[t].clone(),
+                    exit_time: prices.time[t].to_owned(),
                     exit_price: fill,
                     quantity: qty,
                     side: settings.direction,
@@ -256,7 +256,7 @@ pub fn run(
         let last = prices.close[n - 1];
         let qty = units.abs();
         OpenPosition {
-            entry_time: prices.time[entry_bar].clone(),
+            entry_time: prices.time[entry_bar].to_owned(),
             entry_price,
             quantity: qty,
             side: settings.direction,
@@ -297,8 +297,8 @@ pub fn run(
     progress(1.0);
     Report {
         bars: n,
-        start: prices.time.first().cloned().unwrap_or_default(),
-        end: prices.time.last().cloned().unwrap_or_default(),
+        start: prices.time.first().map(|t| (*t).to_owned()).unwrap_or_default(),
+        end: prices.time.last().map(|t| (*t).to_owned()).unwrap_or_default(),
         final_equity,
         total_return_pct: (final_equity / settings.initial_cash - 1.0) * 100.0,
         cagr_pct: (days >= 1.0 && final_equity > 0.0)
@@ -313,8 +313,8 @@ pub fn run(
             _ => None,
         },
         max_drawdown_pct: dd,
-        max_drawdown_start: dd_start.map(|i| prices.time[i].clone()),
-        max_drawdown_end: dd_end.map(|i| prices.time[i].clone()),
+        max_drawdown_start: dd_start.map(|i| prices.time[i].to_owned()),
+        max_drawdown_end: dd_end.map(|i| prices.time[i].to_owned()),
         trade_count,
         win_rate_pct: (trade_count > 0).then(|| wins as f64 / trade_count as f64 * 100.0),
         profit_factor: (gross_loss > 0.0).then(|| gross_win / gross_loss),

@@ -19,6 +19,7 @@
 //! peek ahead. Warm-up bars, where an indicator has no value yet, are `NaN` in a series
 //! and unknown in a condition, and an unknown condition never signals.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::indicators;
@@ -755,6 +756,18 @@ fn bool_of(b: bool) -> u8 {
     if b { TRUE } else { FALSE }
 }
 
+/// A column read in place, anything else evaluated.
+fn operand<'a>(expr: &Expr, cols: &Columns<'a>) -> Cow<'a, [f64]> {
+    match expr {
+        Expr::Series(Field::Open) => Cow::Borrowed(cols.open),
+        Expr::Series(Field::High) => Cow::Borrowed(cols.high),
+        Expr::Series(Field::Low) => Cow::Borrowed(cols.low),
+        Expr::Series(Field::Close) => Cow::Borrowed(cols.close),
+        Expr::Series(Field::Volume) => Cow::Borrowed(cols.volume),
+        other => Cow::Owned(eval_series(other, cols)),
+    }
+}
+
 /// Evaluates a numeric expression over every bar.
 pub fn eval_series(expr: &Expr, cols: &Columns<'_>) -> Vec<f64> {
     let n = cols.len();
@@ -786,16 +799,16 @@ pub fn eval_series(expr: &Expr, cols: &Columns<'_>) -> Vec<f64> {
                 })
                 .collect()
         }
-        Expr::Sma(x, p) => indicators::sma(&eval_series(x, cols), *p),
-        Expr::Ema(x, p) => indicators::ema(&eval_series(x, cols), *p),
-        Expr::Rsi(x, p) => indicators::rsi(&eval_series(x, cols), *p),
+        Expr::Sma(x, p) => indicators::sma(&operand(x, cols), *p),
+        Expr::Ema(x, p) => indicators::ema(&operand(x, cols), *p),
+        Expr::Rsi(x, p) => indicators::rsi(&operand(x, cols), *p),
         Expr::Atr(p) => indicators::atr(cols.high, cols.low, cols.close, *p),
-        Expr::BbUpper(x, p, k) => indicators::bollinger(&eval_series(x, cols), *p, *k),
-        Expr::BbLower(x, p, k) => indicators::bollinger(&eval_series(x, cols), *p, -*k),
-        Expr::Highest(x, p) => indicators::highest(&eval_series(x, cols), *p),
-        Expr::Lowest(x, p) => indicators::lowest(&eval_series(x, cols), *p),
-        Expr::Ret(x, p) => indicators::ret(&eval_series(x, cols), *p),
-        Expr::Shift(x, p) => indicators::shift(&eval_series(x, cols), *p),
+        Expr::BbUpper(x, p, k) => indicators::bollinger(&operand(x, cols), *p, *k),
+        Expr::BbLower(x, p, k) => indicators::bollinger(&operand(x, cols), *p, -*k),
+        Expr::Highest(x, p) => indicators::highest(&operand(x, cols), *p),
+        Expr::Lowest(x, p) => indicators::lowest(&operand(x, cols), *p),
+        Expr::Ret(x, p) => indicators::ret(&operand(x, cols), *p),
+        Expr::Shift(x, p) => indicators::shift(&operand(x, cols), *p),
         // Conditions are not numbers; the checker never asks this.
         Expr::Not(_) | Expr::CrossAbove(..) | Expr::CrossBelow(..) => vec![f64::NAN; n],
     }
@@ -836,9 +849,9 @@ pub fn eval_condition(expr: &Expr, cols: &Columns<'_>) -> Vec<u8> {
                 .collect()
         }
         Expr::Binary(op, a, b) => {
-            let (a, b) = (eval_series(a, cols), eval_series(b, cols));
+            let (a, b) = (operand(a, cols), operand(b, cols));
             a.iter()
-                .zip(&b)
+                .zip(b.iter())
                 .map(|(x, y)| {
                     if !x.is_finite() || !y.is_finite() {
                         return UNKNOWN;
@@ -856,7 +869,7 @@ pub fn eval_condition(expr: &Expr, cols: &Columns<'_>) -> Vec<u8> {
         }
         Expr::CrossAbove(a, b) | Expr::CrossBelow(a, b) => {
             let above = matches!(expr, Expr::CrossAbove(..));
-            let (a, b) = (eval_series(a, cols), eval_series(b, cols));
+            let (a, b) = (operand(a, cols), operand(b, cols));
             (0..n)
                 .map(|t| {
                     if t == 0 {

@@ -10,8 +10,9 @@ use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 use tradedesk_core::error::quote;
 use tradedesk_core::{Error, Result};
 
-/// Largest CSV file read, in bytes (64 MiB); bigger files are refused before reading.
-pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+/// Largest CSV file read, in bytes (256 MiB: a million rows of minute bars with RFC 3339
+/// times is about 75 MiB); bigger files are refused before reading.
+pub const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Longest path string accepted, in characters.
 pub const MAX_PATH_CHARS: usize = 4096;
@@ -1007,7 +1008,7 @@ mod tests {
         file.set_len(MAX_FILE_BYTES + 1).unwrap();
         drop(file);
         let err = read_csv(&path).unwrap_err();
-        assert!(err.message.contains("64 MiB"), "{}", err.message);
+        assert!(err.message.contains("256 MiB"), "{}", err.message);
     }
 
     #[test]

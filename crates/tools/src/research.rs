@@ -185,6 +185,95 @@ fn parse_signal(which: &str, text: &str) -> Result<expr::Expr> {
     })
 }
 
+/// The bars as columns, as the engine and the signal language read them.
+#[derive(Debug, Clone, Default)]
+pub struct BarColumns {
+    pub instant: Vec<i64>,
+    pub open: Vec<f64>,
+    pub high: Vec<f64>,
+    pub low: Vec<f64>,
+    pub close: Vec<f64>,
+    pub volume: Vec<f64>,
+}
+
+impl BarColumns {
+    pub fn of(bars: &[tradedesk_core::Bar]) -> Self {
+        Self {
+            instant: bars.iter().map(|b| b.instant.timestamp()).collect(),
+            open: bars.iter().map(|b| b.open).collect(),
+            high: bars.iter().map(|b| b.high).collect(),
+            low: bars.iter().map(|b| b.low).collect(),
+            close: bars.iter().map(|b| b.close).collect(),
+            volume: bars.iter().map(|b| b.volume.unwrap_or(f64::NAN)).collect(),
+        }
+    }
+}
+
+/// Signals and the engine over bars already in columns: the timed core of a backtest.
+pub fn run_columns(
+    time: &[&str],
+    cols: &BarColumns,
+    entry: &expr::Expr,
+    exit: Option<&expr::Expr>,
+    settings: &Settings,
+    progress: &AtomicU64,
+) -> Report {
+    let view = Columns {
+        open: &cols.open,
+        high: &cols.high,
+        low: &cols.low,
+        close: &cols.close,
+        volume: &cols.volume,
+    };
+    let entry_sig = expr::eval_condition(entry, &view);
+    let exit_sig = exit.map(|e| expr::eval_condition(e, &view));
+    let prices = Prices {
+        time,
+        instant: &cols.instant,
+        open: &cols.open,
+        close: &cols.close,
+    };
+    backtest::run(&prices, &entry_sig, exit_sig.as_deref(), settings, &mut |p| {
+        progress.store(p.to_bits(), Ordering::Relaxed);
+    })
+}
+
+/// The equity curve as a PNG, thinned to at most 2,000 points (each bucket's lowest and
+/// highest kept, so no drawdown disappears).
+pub fn equity_chart(symbol: &str, report: &Report, first: &str, last: &str) -> Option<Vec<u8>> {
+    let n = report.equity.len();
+    let bucket = n.div_ceil(1_000).max(1);
+    let mut points: Vec<(f64, f64)> = Vec::with_capacity(2_000);
+    for (k, chunk) in report.equity.chunks(bucket).enumerate() {
+        let base = k * bucket;
+        let (lo, hi) = chunk.iter().enumerate().fold((0, 0), |(lo, hi), (i, v)| {
+            (
+                if *v < chunk[lo] { i } else { lo },
+                if *v > chunk[hi] { i } else { hi },
+            )
+        });
+        let mut pair = [(lo, chunk[lo]), (hi, chunk[hi])];
+        pair.sort_by_key(|(i, _)| *i);
+        for (i, v) in pair {
+            points.push(((base + i) as f64, v));
+        }
+    }
+    line_chart(
+        &format!(
+            "{symbol}: equity, {} trade(s), {:+.2}%",
+            report.trade_count, report.total_return_pct
+        ),
+        first,
+        last,
+        &[Line {
+            label: "equity",
+            points: &points,
+            color: (31, 119, 180),
+        }],
+    )
+    .ok()
+}
+
 /// The computation: signals, the engine, the chart. `progress` gets the share done.
 pub fn compute(
     symbol: &str,
@@ -195,59 +284,19 @@ pub fn compute(
     progress: &AtomicU64,
     chart: bool,
 ) -> Finished {
-    let time: Vec<String> = bars.iter().map(|b| b.time.clone()).collect();
-    let instant: Vec<i64> = bars.iter().map(|b| b.instant.timestamp()).collect();
-    let open: Vec<f64> = bars.iter().map(|b| b.open).collect();
-    let high: Vec<f64> = bars.iter().map(|b| b.high).collect();
-    let low: Vec<f64> = bars.iter().map(|b| b.low).collect();
-    let close: Vec<f64> = bars.iter().map(|b| b.close).collect();
-    let volume: Vec<f64> = bars.iter().map(|b| b.volume.unwrap_or(f64::NAN)).collect();
-    let cols = Columns {
-        open: &open,
-        high: &high,
-        low: &low,
-        close: &close,
-        volume: &volume,
-    };
-    let entry_sig = expr::eval_condition(entry, &cols);
-    let exit_sig = exit.map(|e| expr::eval_condition(e, &cols));
-    let prices = Prices {
-        time: &time,
-        instant: &instant,
-        open: &open,
-        close: &close,
-    };
-    let report = backtest::run(
-        &prices,
-        &entry_sig,
-        exit_sig.as_deref(),
-        settings,
-        &mut |p| {
-            progress.store(p.to_bits(), Ordering::Relaxed);
-        },
-    );
-    let chart = chart.then(|| {
-        let points: Vec<(f64, f64)> = report
-            .equity
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (i as f64, *v))
-            .collect();
-        line_chart(
-            &format!(
-                "{symbol}: equity, {} trade(s), {:+.2}%",
-                report.trade_count, report.total_return_pct
-            ),
-            time.first().map_or("", String::as_str),
-            time.last().map_or("", String::as_str),
-            &[Line {
-                label: "equity",
-                points: &points,
-                color: (31, 119, 180),
-            }],
+    let time: Vec<&str> = bars.iter().map(|b| b.time.as_str()).collect();
+    let cols = BarColumns::of(bars);
+    let report = run_columns(&time, &cols, entry, exit, settings, progress);
+    let chart = if chart {
+        equity_chart(
+            symbol,
+            &report,
+            time.first().copied().unwrap_or(""),
+            time.last().copied().unwrap_or(""),
         )
-        .ok()
-    });
+    } else {
+        None
+    };
     Finished {
         result: BacktestResult {
             state: "done".to_owned(),
@@ -258,7 +307,7 @@ pub fn compute(
             exit: None,
             report: Some(report),
         },
-        chart: chart.flatten(),
+        chart,
     }
 }
 

@@ -1,0 +1,105 @@
+//! The backtester's speed, printed as figures: an SMA 10/30 crossover (long only,
+//! next-bar-open fills, no fees) over 1,000,000 bars already in memory, on one core:
+//! signals plus engine, no CSV parsing and no chart in the timed part (the same work the
+//! peers in `bench/peers.py` are timed on). Beside it, the whole `backtest` tool call on a
+//! 1,000,000-row CSV file: parsing, signals, engine and the PNG chart.
+//!
+//! `cargo bench --bench research` prints one `OURS_JSON {...}` line per figure so
+//! `bench/run.sh` can put them beside the peers'.
+
+#![allow(clippy::print_stdout, clippy::float_arithmetic, clippy::cast_precision_loss)]
+
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+use serde_json::json;
+use tradedesk_research::backtest::Settings;
+use tradedesk_research::expr;
+use tradedesk_tools::research::{BarColumns, run_columns};
+use tradedesk_tools::{ToolContext, call};
+
+const BARS: usize = 1_000_000;
+
+/// A seeded random walk (xorshift), the same shape on every run.
+fn walk(n: usize) -> Vec<tradedesk_core::Bar> {
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut price = 100.0_f64;
+    let start = chrono::DateTime::from_timestamp(946_684_800, 0).unwrap_or_default();
+    (0..n)
+        .map(|i| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let u = (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+            let open = price;
+            price *= 1.0 + u * 0.02;
+            let close = price;
+            let instant = start + chrono::Duration::minutes(i64::try_from(i).unwrap_or(0));
+            tradedesk_core::Bar {
+                time: instant.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                instant,
+                open,
+                high: open.max(close) * 1.001,
+                low: open.min(close) * 0.999,
+                close,
+                volume: Some(1_000.0),
+            }
+        })
+        .collect()
+}
+
+fn main() {
+    let bars = walk(BARS);
+    let entry = expr::parse_condition("cross_above(sma(close, 10), sma(close, 30))").unwrap_or_else(|e| panic!("{e}"));
+    let exit = expr::parse_condition("cross_below(sma(close, 10), sma(close, 30))").unwrap_or_else(|e| panic!("{e}"));
+    let settings = Settings::default();
+    let progress = AtomicU64::new(0);
+    // In memory, as the peers get it: columns of numbers (and the bar times).
+    let cols = BarColumns::of(&bars);
+    let time: Vec<&str> = bars.iter().map(|b| b.time.as_str()).collect();
+    // Best of 7, after a warm-up.
+    let mut best = f64::MAX;
+    let mut trades = 0;
+    for run in 0..8 {
+        let started = Instant::now();
+        let r = run_columns(black_box(&time), black_box(&cols), &entry, Some(&exit), &settings, &progress);
+        let secs = started.elapsed().as_secs_f64();
+        if run > 0 {
+            best = best.min(secs);
+        }
+        trades = r.trade_count;
+    }
+    let rate = BARS as f64 / best;
+    println!("backtest in memory: {BARS} bars, {trades} trades, best {:.2} ms, {:.1} M bars/s", best * 1e3, rate / 1e6);
+    println!("OURS_JSON {}", json!({"peer": "tradedesk (in memory)", "bars": BARS, "seconds": best, "bars_per_second": rate}));
+
+    // The whole tool call on a CSV file of the same bars.
+    let dir = std::env::temp_dir().join(format!("tradedesk-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.join("WALK.csv");
+    let mut text = String::with_capacity(BARS * 80);
+    text.push_str("time,open,high,low,close,volume\n");
+    for b in &bars {
+        let _ = writeln!(text, "{},{},{},{},{},1000", b.time, b.open, b.high, b.low, b.close);
+    }
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ctx = ToolContext::new("bench");
+    let args = json!({"source": {"csv": path}, "entry": "cross_above(sma(close, 10), sma(close, 30))",
+        "exit": "cross_below(sma(close, 10), sma(close, 30))", "max_trades": 100});
+    let mut whole = f64::MAX;
+    for _ in 0..3 {
+        let started = Instant::now();
+        let out = rt.block_on(call(&ctx, "backtest", args.clone())).unwrap_or_else(|e| panic!("{e}"));
+        whole = whole.min(started.elapsed().as_secs_f64());
+        assert_eq!(out.images.len(), 1, "{}", out.structured);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("backtest tool call on a CSV: {BARS} rows parsed, run and charted, best {:.0} ms, {:.1} M bars/s", whole * 1e3, BARS as f64 / whole / 1e6);
+    println!("OURS_JSON {}", json!({"peer": "tradedesk (whole tool call, CSV + chart)", "bars": BARS, "seconds": whole, "bars_per_second": BARS as f64 / whole}));
+}
