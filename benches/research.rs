@@ -7,7 +7,11 @@
 //! `cargo bench --bench research` prints one `OURS_JSON {...}` line per figure so
 //! `bench/run.sh` can put them beside the peers'.
 
-#![allow(clippy::print_stdout, clippy::float_arithmetic, clippy::cast_precision_loss)]
+#![allow(
+    clippy::print_stdout,
+    clippy::float_arithmetic,
+    clippy::cast_precision_loss
+)]
 
 use std::fmt::Write as _;
 use std::hint::black_box;
@@ -52,8 +56,10 @@ fn walk(n: usize) -> Vec<tradedesk_core::Bar> {
 
 fn main() {
     let bars = walk(BARS);
-    let entry = expr::parse_condition("cross_above(sma(close, 10), sma(close, 30))").unwrap_or_else(|e| panic!("{e}"));
-    let exit = expr::parse_condition("cross_below(sma(close, 10), sma(close, 30))").unwrap_or_else(|e| panic!("{e}"));
+    let entry = expr::parse_condition("cross_above(sma(close, 10), sma(close, 30))")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let exit = expr::parse_condition("cross_below(sma(close, 10), sma(close, 30))")
+        .unwrap_or_else(|e| panic!("{e}"));
     let settings = Settings::default();
     let progress = AtomicU64::new(0);
     // In memory, as the peers get it: columns of numbers (and the bar times).
@@ -64,7 +70,14 @@ fn main() {
     let mut trades = 0;
     for run in 0..8 {
         let started = Instant::now();
-        let r = run_columns(black_box(&time), black_box(&cols), &entry, Some(&exit), &settings, &progress);
+        let r = run_columns(
+            black_box(&time),
+            black_box(&cols),
+            &entry,
+            Some(&exit),
+            &settings,
+            &progress,
+        );
         let secs = started.elapsed().as_secs_f64();
         if run > 0 {
             best = best.min(secs);
@@ -72,8 +85,15 @@ fn main() {
         trades = r.trade_count;
     }
     let rate = BARS as f64 / best;
-    println!("backtest in memory: {BARS} bars, {trades} trades, best {:.2} ms, {:.1} M bars/s", best * 1e3, rate / 1e6);
-    println!("OURS_JSON {}", json!({"peer": "tradedesk (in memory)", "bars": BARS, "seconds": best, "bars_per_second": rate}));
+    println!(
+        "backtest in memory: {BARS} bars, {trades} trades, best {:.2} ms, {:.1} M bars/s",
+        best * 1e3,
+        rate / 1e6
+    );
+    println!(
+        "OURS_JSON {}",
+        json!({"peer": "tradedesk (in memory)", "bars": BARS, "seconds": best, "bars_per_second": rate})
+    );
 
     // The whole tool call on a CSV file of the same bars.
     let dir = std::env::temp_dir().join(format!("tradedesk-bench-{}", std::process::id()));
@@ -82,7 +102,11 @@ fn main() {
     let mut text = String::with_capacity(BARS * 80);
     text.push_str("time,open,high,low,close,volume\n");
     for b in &bars {
-        let _ = writeln!(text, "{},{},{},{},{},1000", b.time, b.open, b.high, b.low, b.close);
+        let _ = writeln!(
+            text,
+            "{},{},{},{},{},1000",
+            b.time, b.open, b.high, b.low, b.close
+        );
     }
     std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -95,11 +119,20 @@ fn main() {
     let mut whole = f64::MAX;
     for _ in 0..3 {
         let started = Instant::now();
-        let out = rt.block_on(call(&ctx, "backtest", args.clone())).unwrap_or_else(|e| panic!("{e}"));
+        let out = rt
+            .block_on(call(&ctx, "backtest", args.clone()))
+            .unwrap_or_else(|e| panic!("{e}"));
         whole = whole.min(started.elapsed().as_secs_f64());
         assert_eq!(out.images.len(), 1, "{}", out.structured);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    println!("backtest tool call on a CSV: {BARS} rows parsed, run and charted, best {:.0} ms, {:.1} M bars/s", whole * 1e3, BARS as f64 / whole / 1e6);
-    println!("OURS_JSON {}", json!({"peer": "tradedesk (whole tool call, CSV + chart)", "bars": BARS, "seconds": whole, "bars_per_second": BARS as f64 / whole}));
+    println!(
+        "backtest tool call on a CSV: {BARS} rows parsed, run and charted, best {:.0} ms, {:.1} M bars/s",
+        whole * 1e3,
+        BARS as f64 / whole / 1e6
+    );
+    println!(
+        "OURS_JSON {}",
+        json!({"peer": "tradedesk (whole tool call, CSV + chart)", "bars": BARS, "seconds": whole, "bars_per_second": BARS as f64 / whole})
+    );
 }

@@ -319,3 +319,59 @@ async fn patterns_come_with_their_bar_and_their_rule() {
         "{bad:#}"
     );
 }
+
+/// The same bars as a Python backtesting library: backtesting.py 0.6.6 on
+/// `tests/fixtures/backtest/sma_cross.csv` (see `sma_cross_backtesting_py.json` for the
+/// library's version and every setting, and `make_reference.py` to regenerate it): the
+/// same entry and exit bars, fill prices and per-trade returns, and the same open trade.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sma_crossover_matches_backtesting_py_trade_for_trade() {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/backtest");
+    let reference: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures.join("sma_cross_backtesting_py.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(reference["library"], "backtesting.py");
+    let ctx = ToolContext::new("test");
+    let (r, _) = tool(
+        &ctx,
+        "backtest",
+        json!({"source": {"csv": fixtures.join("sma_cross.csv")},
+            "entry": "cross_above(sma(close, 10), sma(close, 30))",
+            "exit": "cross_below(sma(close, 10), sma(close, 30))",
+            "initial_cash": 10_000_000, "fractional": false}),
+    )
+    .await;
+    assert_eq!(r["status"], "ok", "{r:#}");
+    let theirs = reference["trades"].as_array().unwrap();
+    let ours = r["trades"].as_array().unwrap();
+    assert_eq!(r["trade_count"], reference["trade_count"], "{r:#}");
+    assert_eq!(ours.len(), theirs.len());
+    for (a, b) in ours.iter().zip(theirs) {
+        assert_eq!(a["entry_time"], b["entry_time"], "{a} vs {b}");
+        assert_eq!(a["exit_time"], b["exit_time"], "{a} vs {b}");
+        assert!(
+            (a["entry_price"].as_f64().unwrap() - b["entry_price"].as_f64().unwrap()).abs() < 1e-9
+        );
+        assert!(
+            (a["exit_price"].as_f64().unwrap() - b["exit_price"].as_f64().unwrap()).abs() < 1e-9
+        );
+        assert!(
+            (a["return_pct"].as_f64().unwrap() - b["return_pct"].as_f64().unwrap()).abs() < 1e-9,
+            "{a} vs {b}"
+        );
+    }
+    let open = &reference["open_trade_at_end"];
+    assert_eq!(r["open_position"]["entry_time"], open["entry_time"]);
+    assert!(
+        (r["open_position"]["entry_price"].as_f64().unwrap()
+            - open["entry_price"].as_f64().unwrap())
+        .abs()
+            < 1e-9
+    );
+    assert!(
+        (r["open_position"]["last_price"].as_f64().unwrap() - open["last_close"].as_f64().unwrap())
+            .abs()
+            < 1e-9
+    );
+}

@@ -113,6 +113,13 @@ pub struct Report {
 /// 252 when the bars' median spacing is between 20 hours and 4 days, else a year over
 /// the median spacing.
 pub fn bars_per_year(instant: &[i64]) -> f64 {
+    // Evenly spaced bars (the usual case): the spacing is the median, no sort needed.
+    if let [a, b, ..] = instant
+        && b > a
+        && instant.windows(2).all(|w| w[1] - w[0] == b - a)
+    {
+        return per_year((b - a) as f64);
+    }
     let mut gaps: Vec<i64> = instant
         .windows(2)
         .map(|w| w[1] - w[0])
@@ -121,17 +128,27 @@ pub fn bars_per_year(instant: &[i64]) -> f64 {
     if gaps.is_empty() {
         return 252.0;
     }
-    gaps.sort_unstable();
-    let mid = gaps.len() / 2;
-    let median = if gaps.len().is_multiple_of(2) {
-        (gaps[mid - 1] + gaps[mid]) as f64 / 2.0
+    // The median in linear time: the upper middle, and for an even count the lower one
+    // (the largest of the lower half).
+    let count = gaps.len();
+    let mid = count / 2;
+    let (lower, upper, _) = gaps.select_nth_unstable(mid);
+    let upper = *upper;
+    let median = if count.is_multiple_of(2) {
+        let below = lower.iter().copied().max().unwrap_or(upper);
+        (below + upper) as f64 / 2.0
     } else {
-        gaps[mid] as f64
+        upper as f64
     };
-    if (20.0 * 3600.0..=4.0 * 86_400.0).contains(&median) {
+    per_year(median)
+}
+
+/// Bars a year at a median spacing of `seconds`.
+fn per_year(seconds: f64) -> f64 {
+    if (20.0 * 3600.0..=4.0 * 86_400.0).contains(&seconds) {
         252.0
     } else {
-        365.25 * 86_400.0 / median
+        365.25 * 86_400.0 / seconds
     }
 }
 
@@ -144,7 +161,15 @@ pub fn run(
     settings: &Settings,
     progress: &mut dyn FnMut(f64),
 ) -> Report {
-    let n = prices.close.len();
+    let n = prices
+        .close
+        .len()
+        .min(prices.open.len())
+        .min(prices.time.len())
+        .min(entry.len());
+    // Slices of exactly n bars: the loop below indexes them without checks.
+    let (open_col, close_col, entry) = (&prices.open[..n], &prices.close[..n], &entry[..n]);
+    let exit = exit.map(|e| &e[..n.min(e.len())]);
     let fee = settings.fee_bps / 10_000.0;
     let slip = settings.slippage_bps / 10_000.0;
     let long = settings.direction == Direction::Long;
@@ -163,8 +188,9 @@ pub fn run(
     let mut held_bars = 0usize;
     let mut skipped = 0usize;
     let step = (n / 100).max(1);
+    let mut until_report = 0usize;
     for t in 0..n {
-        let open = prices.open[t];
+        let open = open_col[t];
         if pending_entry {
             pending_entry = false;
             let fill = if long {
@@ -234,7 +260,7 @@ pub fn run(
                 });
             }
         }
-        let close = prices.close[t];
+        let close = close_col[t];
         equity.push(cash + units * close);
         let flat = units == 0.0;
         if !flat {
@@ -245,12 +271,14 @@ pub fn run(
             if flat {
                 pending_entry = entry[t] == TRUE;
             } else if let Some(exit) = exit {
-                pending_exit = exit[t] == TRUE;
+                pending_exit = exit.get(t) == Some(&TRUE);
             }
         }
-        if t % step == 0 {
+        if until_report == 0 {
             progress(t as f64 / n as f64);
+            until_report = step;
         }
+        until_report -= 1;
     }
     let open_position = (units != 0.0).then(|| {
         let last = prices.close[n - 1];
@@ -277,17 +305,23 @@ pub fn run(
     let bpy = settings
         .bars_per_year
         .unwrap_or_else(|| bars_per_year(prices.instant));
-    let returns: Vec<f64> = equity
-        .windows(2)
-        .map(|w| if w[0] == 0.0 { 0.0 } else { w[1] / w[0] - 1.0 })
-        .collect();
-    let (mean, sd) = mean_sd(&returns);
-    let downside = if returns.is_empty() {
-        None
-    } else {
-        let m = returns.iter().map(|r| r.min(0.0).powi(2)).sum::<f64>() / returns.len() as f64;
-        (m > 0.0).then(|| m.sqrt())
-    };
+    // Bar returns of equity, in one pass: their mean, sample deviation and downside.
+    let (mut count, mut sum, mut sum_sq, mut down_sq) = (0usize, 0.0, 0.0, 0.0);
+    for w in equity.windows(2) {
+        let r = if w[0] == 0.0 { 0.0 } else { w[1] / w[0] - 1.0 };
+        count += 1;
+        sum += r;
+        sum_sq += r * r;
+        if r < 0.0 {
+            down_sq += r * r;
+        }
+    }
+    let mean = (count > 0).then(|| sum / count as f64);
+    let sd = (count > 1).then(|| {
+        let nf = count as f64;
+        ((sum_sq - sum * sum / nf) / (nf - 1.0)).max(0.0).sqrt()
+    });
+    let downside = (count > 0 && down_sq > 0.0).then(|| (down_sq / count as f64).sqrt());
     let final_equity = equity.last().copied().unwrap_or(settings.initial_cash);
     let days = match (prices.instant.first(), prices.instant.last()) {
         (Some(a), Some(b)) => (b - a) as f64 / 86_400.0,
@@ -297,8 +331,16 @@ pub fn run(
     progress(1.0);
     Report {
         bars: n,
-        start: prices.time.first().map(|t| (*t).to_owned()).unwrap_or_default(),
-        end: prices.time.last().map(|t| (*t).to_owned()).unwrap_or_default(),
+        start: prices
+            .time
+            .first()
+            .map(|t| (*t).to_owned())
+            .unwrap_or_default(),
+        end: prices
+            .time
+            .last()
+            .map(|t| (*t).to_owned())
+            .unwrap_or_default(),
         final_equity,
         total_return_pct: (final_equity / settings.initial_cash - 1.0) * 100.0,
         cagr_pct: (days >= 1.0 && final_equity > 0.0)
@@ -330,18 +372,6 @@ pub fn run(
         notes,
         equity,
     }
-}
-
-fn mean_sd(x: &[f64]) -> (Option<f64>, Option<f64>) {
-    if x.is_empty() {
-        return (None, None);
-    }
-    let mean = x.iter().sum::<f64>() / x.len() as f64;
-    if x.len() < 2 {
-        return (Some(mean), None);
-    }
-    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (x.len() - 1) as f64;
-    (Some(mean), Some(var.sqrt()))
 }
 
 /// The largest peak-to-trough fall in percent, the peak (the earliest bar at which that
@@ -387,6 +417,7 @@ mod tests {
         let open = [10.0, 10.0, 11.0, 12.0, 12.5, 13.0];
         let close = [10.0, 11.0, 12.0, 12.0, 13.0, 13.5];
         let (time, instant) = prices(&open, &close);
+        let time: Vec<&str> = time.iter().map(String::as_str).collect();
         let p = Prices {
             time: &time,
             instant: &instant,
@@ -439,6 +470,7 @@ mod tests {
         let open = [100.0, 100.0, 90.0, 80.0];
         let close = [100.0, 95.0, 85.0, 82.0];
         let (time, instant) = prices(&open, &close);
+        let time: Vec<&str> = time.iter().map(String::as_str).collect();
         let p = Prices {
             time: &time,
             instant: &instant,

@@ -19,8 +19,9 @@
 //! peek ahead. Warm-up bars, where an indicator has no value yet, are `NaN` in a series
 //! and unknown in a condition, and an unknown condition never signals.
 
-use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt;
+use std::rc::Rc;
 
 use crate::indicators;
 
@@ -756,139 +757,187 @@ fn bool_of(b: bool) -> u8 {
     if b { TRUE } else { FALSE }
 }
 
-/// A column read in place, anything else evaluated.
-fn operand<'a>(expr: &Expr, cols: &Columns<'a>) -> Cow<'a, [f64]> {
-    match expr {
-        Expr::Series(Field::Open) => Cow::Borrowed(cols.open),
-        Expr::Series(Field::High) => Cow::Borrowed(cols.high),
-        Expr::Series(Field::Low) => Cow::Borrowed(cols.low),
-        Expr::Series(Field::Close) => Cow::Borrowed(cols.close),
-        Expr::Series(Field::Volume) => Cow::Borrowed(cols.volume),
-        other => Cow::Owned(eval_series(other, cols)),
+/// A series: a bar column read in place, or a computed one shared by every use.
+#[derive(Debug, Clone)]
+pub enum Val<'a> {
+    Column(&'a [f64]),
+    Computed(Rc<Vec<f64>>),
+}
+
+impl std::ops::Deref for Val<'_> {
+    type Target = [f64];
+
+    fn deref(&self) -> &[f64] {
+        match self {
+            Val::Column(c) => c,
+            Val::Computed(v) => v,
+        }
+    }
+}
+
+/// Evaluates expressions over one set of bars, computing each distinct sub-expression
+/// once (an entry and an exit that both read `sma(close, 10)` share it).
+#[derive(Debug)]
+pub struct Evaluator<'a> {
+    cols: Columns<'a>,
+    memo: HashMap<String, Rc<Vec<f64>>>,
+}
+
+impl<'a> Evaluator<'a> {
+    pub fn new(cols: Columns<'a>) -> Self {
+        Self {
+            cols,
+            memo: HashMap::new(),
+        }
+    }
+
+    /// A numeric expression's value on every bar.
+    pub fn series(&mut self, expr: &Expr) -> Val<'a> {
+        match expr {
+            Expr::Series(Field::Open) => return Val::Column(self.cols.open),
+            Expr::Series(Field::High) => return Val::Column(self.cols.high),
+            Expr::Series(Field::Low) => return Val::Column(self.cols.low),
+            Expr::Series(Field::Close) => return Val::Column(self.cols.close),
+            Expr::Series(Field::Volume) => return Val::Column(self.cols.volume),
+            _ => {}
+        }
+        let key = format!("{expr:?}");
+        if let Some(v) = self.memo.get(&key) {
+            return Val::Computed(Rc::clone(v));
+        }
+        let value = Rc::new(self.compute(expr));
+        self.memo.insert(key, Rc::clone(&value));
+        Val::Computed(value)
+    }
+
+    fn compute(&mut self, expr: &Expr) -> Vec<f64> {
+        let n = self.cols.len();
+        let cols = self.cols;
+        match expr {
+            Expr::Number(v) => vec![*v; n],
+            Expr::Neg(x) => self.series(x).iter().map(|v| -v).collect(),
+            Expr::Binary(op, a, b) => {
+                let (a, b) = (self.series(a), self.series(b));
+                a.iter()
+                    .zip(b.iter())
+                    .map(|(x, y)| match op {
+                        BinOp::Add => x + y,
+                        BinOp::Sub => x - y,
+                        BinOp::Mul => x * y,
+                        _ => {
+                            if *y == 0.0 {
+                                f64::NAN
+                            } else {
+                                x / y
+                            }
+                        }
+                    })
+                    .collect()
+            }
+            Expr::Sma(x, p) => indicators::sma(&self.series(x), *p),
+            Expr::Ema(x, p) => indicators::ema(&self.series(x), *p),
+            Expr::Rsi(x, p) => indicators::rsi(&self.series(x), *p),
+            Expr::Atr(p) => indicators::atr(cols.high, cols.low, cols.close, *p),
+            Expr::BbUpper(x, p, k) => indicators::bollinger(&self.series(x), *p, *k),
+            Expr::BbLower(x, p, k) => indicators::bollinger(&self.series(x), *p, -*k),
+            Expr::Highest(x, p) => indicators::highest(&self.series(x), *p),
+            Expr::Lowest(x, p) => indicators::lowest(&self.series(x), *p),
+            Expr::Ret(x, p) => indicators::ret(&self.series(x), *p),
+            Expr::Shift(x, p) => indicators::shift(&self.series(x), *p),
+            // Columns are answered in `series`; conditions are not numbers (the checker
+            // never asks).
+            Expr::Series(_) | Expr::Not(_) | Expr::CrossAbove(..) | Expr::CrossBelow(..) => {
+                vec![f64::NAN; n]
+            }
+        }
+    }
+
+    /// A condition on every bar: [`TRUE`], [`FALSE`] or [`UNKNOWN`].
+    pub fn condition(&mut self, expr: &Expr) -> Vec<u8> {
+        let n = self.cols.len();
+        match expr {
+            Expr::Not(x) => self
+                .condition(x)
+                .into_iter()
+                .map(|v| match v {
+                    TRUE => FALSE,
+                    FALSE => TRUE,
+                    _ => UNKNOWN,
+                })
+                .collect(),
+            Expr::Binary(BinOp::And, a, b) => {
+                let (a, b) = (self.condition(a), self.condition(b));
+                a.iter()
+                    .zip(&b)
+                    .map(|(x, y)| match (*x, *y) {
+                        (FALSE, _) | (_, FALSE) => FALSE,
+                        (TRUE, TRUE) => TRUE,
+                        _ => UNKNOWN,
+                    })
+                    .collect()
+            }
+            Expr::Binary(BinOp::Or, a, b) => {
+                let (a, b) = (self.condition(a), self.condition(b));
+                a.iter()
+                    .zip(&b)
+                    .map(|(x, y)| match (*x, *y) {
+                        (TRUE, _) | (_, TRUE) => TRUE,
+                        (FALSE, FALSE) => FALSE,
+                        _ => UNKNOWN,
+                    })
+                    .collect()
+            }
+            Expr::Binary(op, a, b) => {
+                let (a, b) = (self.series(a), self.series(b));
+                a.iter()
+                    .zip(b.iter())
+                    .map(|(x, y)| {
+                        if !x.is_finite() || !y.is_finite() {
+                            return UNKNOWN;
+                        }
+                        bool_of(match op {
+                            BinOp::Lt => x < y,
+                            BinOp::Le => x <= y,
+                            BinOp::Gt => x > y,
+                            BinOp::Ge => x >= y,
+                            BinOp::Eq => x == y,
+                            _ => x != y,
+                        })
+                    })
+                    .collect()
+            }
+            Expr::CrossAbove(a, b) | Expr::CrossBelow(a, b) => {
+                let above = matches!(expr, Expr::CrossAbove(..));
+                let (va, vb) = (self.series(a), self.series(b));
+                // Plain slices, so the loop reads memory, not the enum, per bar.
+                let (a, b): (&[f64], &[f64]) = (&va, &vb);
+                let (a, b) = (&a[..n], &b[..n]);
+                let mut out = vec![UNKNOWN; n];
+                for t in 1..n {
+                    let (a0, b0, a1, b1) = (a[t - 1], b[t - 1], a[t], b[t]);
+                    if a0.is_finite() && b0.is_finite() && a1.is_finite() && b1.is_finite() {
+                        out[t] = bool_of(if above {
+                            a1 > b1 && a0 <= b0
+                        } else {
+                            a1 < b1 && a0 >= b0
+                        });
+                    }
+                }
+                out
+            }
+            _ => vec![UNKNOWN; n],
+        }
     }
 }
 
 /// Evaluates a numeric expression over every bar.
 pub fn eval_series(expr: &Expr, cols: &Columns<'_>) -> Vec<f64> {
-    let n = cols.len();
-    match expr {
-        Expr::Number(v) => vec![*v; n],
-        Expr::Series(f) => match f {
-            Field::Open => cols.open.to_vec(),
-            Field::High => cols.high.to_vec(),
-            Field::Low => cols.low.to_vec(),
-            Field::Close => cols.close.to_vec(),
-            Field::Volume => cols.volume.to_vec(),
-        },
-        Expr::Neg(x) => eval_series(x, cols).into_iter().map(|v| -v).collect(),
-        Expr::Binary(op, a, b) => {
-            let (a, b) = (eval_series(a, cols), eval_series(b, cols));
-            a.iter()
-                .zip(&b)
-                .map(|(x, y)| match op {
-                    BinOp::Add => x + y,
-                    BinOp::Sub => x - y,
-                    BinOp::Mul => x * y,
-                    _ => {
-                        if *y == 0.0 {
-                            f64::NAN
-                        } else {
-                            x / y
-                        }
-                    }
-                })
-                .collect()
-        }
-        Expr::Sma(x, p) => indicators::sma(&operand(x, cols), *p),
-        Expr::Ema(x, p) => indicators::ema(&operand(x, cols), *p),
-        Expr::Rsi(x, p) => indicators::rsi(&operand(x, cols), *p),
-        Expr::Atr(p) => indicators::atr(cols.high, cols.low, cols.close, *p),
-        Expr::BbUpper(x, p, k) => indicators::bollinger(&operand(x, cols), *p, *k),
-        Expr::BbLower(x, p, k) => indicators::bollinger(&operand(x, cols), *p, -*k),
-        Expr::Highest(x, p) => indicators::highest(&operand(x, cols), *p),
-        Expr::Lowest(x, p) => indicators::lowest(&operand(x, cols), *p),
-        Expr::Ret(x, p) => indicators::ret(&operand(x, cols), *p),
-        Expr::Shift(x, p) => indicators::shift(&operand(x, cols), *p),
-        // Conditions are not numbers; the checker never asks this.
-        Expr::Not(_) | Expr::CrossAbove(..) | Expr::CrossBelow(..) => vec![f64::NAN; n],
-    }
+    Evaluator::new(*cols).series(expr).to_vec()
 }
 
 /// Evaluates a condition over every bar: [`TRUE`], [`FALSE`] or [`UNKNOWN`].
 pub fn eval_condition(expr: &Expr, cols: &Columns<'_>) -> Vec<u8> {
-    let n = cols.len();
-    match expr {
-        Expr::Not(x) => eval_condition(x, cols)
-            .into_iter()
-            .map(|v| match v {
-                TRUE => FALSE,
-                FALSE => TRUE,
-                _ => UNKNOWN,
-            })
-            .collect(),
-        Expr::Binary(BinOp::And, a, b) => {
-            let (a, b) = (eval_condition(a, cols), eval_condition(b, cols));
-            a.iter()
-                .zip(&b)
-                .map(|(x, y)| match (*x, *y) {
-                    (FALSE, _) | (_, FALSE) => FALSE,
-                    (TRUE, TRUE) => TRUE,
-                    _ => UNKNOWN,
-                })
-                .collect()
-        }
-        Expr::Binary(BinOp::Or, a, b) => {
-            let (a, b) = (eval_condition(a, cols), eval_condition(b, cols));
-            a.iter()
-                .zip(&b)
-                .map(|(x, y)| match (*x, *y) {
-                    (TRUE, _) | (_, TRUE) => TRUE,
-                    (FALSE, FALSE) => FALSE,
-                    _ => UNKNOWN,
-                })
-                .collect()
-        }
-        Expr::Binary(op, a, b) => {
-            let (a, b) = (operand(a, cols), operand(b, cols));
-            a.iter()
-                .zip(b.iter())
-                .map(|(x, y)| {
-                    if !x.is_finite() || !y.is_finite() {
-                        return UNKNOWN;
-                    }
-                    bool_of(match op {
-                        BinOp::Lt => x < y,
-                        BinOp::Le => x <= y,
-                        BinOp::Gt => x > y,
-                        BinOp::Ge => x >= y,
-                        BinOp::Eq => x == y,
-                        _ => x != y,
-                    })
-                })
-                .collect()
-        }
-        Expr::CrossAbove(a, b) | Expr::CrossBelow(a, b) => {
-            let above = matches!(expr, Expr::CrossAbove(..));
-            let (a, b) = (operand(a, cols), operand(b, cols));
-            (0..n)
-                .map(|t| {
-                    if t == 0 {
-                        return UNKNOWN;
-                    }
-                    let (a0, b0, a1, b1) = (a[t - 1], b[t - 1], a[t], b[t]);
-                    if !(a0.is_finite() && b0.is_finite() && a1.is_finite() && b1.is_finite()) {
-                        return UNKNOWN;
-                    }
-                    bool_of(if above {
-                        a1 > b1 && a0 <= b0
-                    } else {
-                        a1 < b1 && a0 >= b0
-                    })
-                })
-                .collect()
-        }
-        _ => vec![UNKNOWN; n],
-    }
+    Evaluator::new(*cols).condition(expr)
 }
 
 #[cfg(test)]

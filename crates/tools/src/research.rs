@@ -225,17 +225,25 @@ pub fn run_columns(
         close: &cols.close,
         volume: &cols.volume,
     };
-    let entry_sig = expr::eval_condition(entry, &view);
-    let exit_sig = exit.map(|e| expr::eval_condition(e, &view));
+    // One evaluator: what the entry and the exit share is computed once.
+    let mut eval = expr::Evaluator::new(view);
+    let entry_sig = eval.condition(entry);
+    let exit_sig = exit.map(|e| eval.condition(e));
     let prices = Prices {
         time,
         instant: &cols.instant,
         open: &cols.open,
         close: &cols.close,
     };
-    backtest::run(&prices, &entry_sig, exit_sig.as_deref(), settings, &mut |p| {
-        progress.store(p.to_bits(), Ordering::Relaxed);
-    })
+    backtest::run(
+        &prices,
+        &entry_sig,
+        exit_sig.as_deref(),
+        settings,
+        &mut |p| {
+            progress.store(p.to_bits(), Ordering::Relaxed);
+        },
+    )
 }
 
 /// The equity curve as a PNG, thinned to at most 2,000 points (each bucket's lowest and
