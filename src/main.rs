@@ -13,7 +13,7 @@ use serde_json::Value;
 use tradedesk_brokers::load_book;
 use tradedesk_server::http::{HttpOptions, serve_http, shutdown_signal};
 use tradedesk_server::telemetry::Telemetry;
-use tradedesk_server::{TradedeskServer, serve_stdio};
+use tradedesk_server::{TradedeskServer, claim_stdout, serve_stdio};
 use tradedesk_tools::config::{
     Config, State, book_context, config_context, default_context, docs_context,
 };
@@ -386,9 +386,16 @@ fn serve(cli: &Cli, http: Option<&str>, no_telemetry: bool) -> Result<(), String
         };
         let server = TradedeskServer::new(Arc::clone(&ctx), telemetry, book.base_currency.code());
         match http {
-            None => serve_stdio(server)
-                .await
-                .map_err(|e| format!("stdio session failed: {e}")),
+            None => {
+                let out = claim_stdout().map_err(|e| format!("cannot claim stdout: {e}"))?;
+                if std::env::var("TRADEDESK_FAILPOINT").as_deref() == Ok("stray_print") {
+                    // Tests: what a library printing to stdout would do mid-session.
+                    let _ = writeln!(std::io::stdout(), "a stray line a library printed");
+                }
+                serve_stdio(server, out)
+                    .await
+                    .map_err(|e| format!("stdio session failed: {e}"))
+            }
             Some(addr) => {
                 let addr: SocketAddr = addr.parse().map_err(|_| {
                     format!("--http: '{addr}' is not an address such as 127.0.0.1:8765")

@@ -10,35 +10,21 @@ pub mod telemetry;
 
 pub use handler::TradedeskServer;
 
-/// Serves one client on stdin/stdout until it disconnects. Nothing but JSON-RPC is written
-/// to stdout: the transport writes to a duplicate of the process's stdout, and file
-/// descriptor 1 itself is pointed at stderr, so whatever else prints (a broker library, a
-/// C library) lands on stderr instead of corrupting the stream.
+/// Where the stdio transport writes: the process's stdout, claimed for JSON-RPC alone.
+#[cfg(unix)]
+pub type StdioOut = tokio::fs::File;
+#[cfg(not(unix))]
+pub type StdioOut = tokio::io::Stdout;
+
+/// Claims stdout for the JSON-RPC stream: the transport gets a duplicate of the
+/// process's stdout, and file descriptor 1 itself is pointed at stderr, so whatever else
+/// prints (a broker library, a C library) lands on stderr instead of corrupting the
+/// stream.
 ///
 /// # Errors
-/// The transport's error when the session cannot start.
-pub async fn serve_stdio(
-    server: TradedeskServer,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    use rmcp::ServiceExt;
-    #[cfg(unix)]
-    let running = server.serve((tokio::io::stdin(), claim_stdout()?)).await?;
-    #[cfg(not(unix))]
-    let running = server.serve(rmcp::transport::stdio()).await?;
-    if std::env::var("TRADEDESK_FAILPOINT").as_deref() == Ok("stray_print") {
-        // Tests: what a library printing to stdout would do mid-session.
-        #[allow(clippy::print_stdout)]
-        {
-            println!("a stray line a library printed");
-        }
-    }
-    running.waiting().await?;
-    Ok(())
-}
-
-/// The process's stdout, for the JSON-RPC stream alone; fd 1 becomes a copy of stderr.
+/// The descriptors cannot be duplicated.
 #[cfg(unix)]
-fn claim_stdout() -> std::io::Result<tokio::fs::File> {
+pub fn claim_stdout() -> std::io::Result<StdioOut> {
     use std::io::Write;
     use std::os::fd::AsFd;
     let stdout = std::io::stdout();
@@ -47,4 +33,27 @@ fn claim_stdout() -> std::io::Result<tokio::fs::File> {
     let own = held.as_fd().try_clone_to_owned()?;
     rustix::stdio::dup2_stdout(std::io::stderr().as_fd())?;
     Ok(tokio::fs::File::from_std(std::fs::File::from(own)))
+}
+
+/// Claims stdout for the JSON-RPC stream (elsewhere than unix: stdout as it is).
+///
+/// # Errors
+/// None here; the signature matches the unix one.
+#[cfg(not(unix))]
+pub fn claim_stdout() -> std::io::Result<StdioOut> {
+    Ok(tokio::io::stdout())
+}
+
+/// Serves one client on stdin and `out` (from [`claim_stdout`]) until it disconnects.
+///
+/// # Errors
+/// The transport's error when the session cannot start.
+pub async fn serve_stdio(
+    server: TradedeskServer,
+    out: StdioOut,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    use rmcp::ServiceExt;
+    let running = server.serve((tokio::io::stdin(), out)).await?;
+    running.waiting().await?;
+    Ok(())
 }
