@@ -651,39 +651,12 @@ impl AlpacaBroker {
             ));
         }
         if let Some(reported_cash) = dec(&account, "cash") {
-            let probe = Book::assemble(parts.clone());
-            let implied = tradedesk_core::ledger::replay(&probe, |_, _| {})
-                .ok()
-                .and_then(|l| l.cash.get(&(0, currency)).copied())
-                .unwrap_or_default();
-            let gap = reported_cash - implied;
-            if !gap.is_zero() {
-                parts.notes.push(format!(
-                    "{}: cash is anchored to what Alpaca reports: {} {} of it is an opening balance the account's activities do not explain",
-                    self.config.account,
-                    currency.round(gap),
-                    currency.code()
-                ));
-                let first = probe
-                    .fills
-                    .first()
-                    .map(|f| f.time)
-                    .into_iter()
-                    .chain(probe.cash.iter().map(|c| c.time))
-                    .min()
-                    .unwrap_or_else(|| Utc::now().with_timezone(&utc));
-                parts.cash.push(CashEntry {
-                    account: 0,
-                    kind: if gap.is_sign_positive() {
-                        CashKind::Deposit
-                    } else {
-                        CashKind::Withdrawal
-                    },
-                    amount: gap,
-                    currency,
-                    time: first - chrono::Duration::seconds(1),
-                });
-            }
+            crate::anchor_cash(
+                &mut parts,
+                &[(currency, reported_cash)],
+                "Alpaca",
+                "the account's activities",
+            );
         }
         Ok(Book::assemble(parts))
     }

@@ -21,8 +21,8 @@ use chrono::{DateTime, Offset, TimeZone, Utc};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 use tradedesk_core::{
-    Account, AssetClass, Bar, Book, BookParts, CashEntry, CashKind, Currency, Fill, Instrument,
-    InstrumentKey, Interval, Mode, Quote, ReportedPosition, Side, TradableInstrument,
+    Account, AssetClass, Bar, Book, BookParts, Currency, Fill, Instrument, InstrumentKey, Interval,
+    Mode, Quote, ReportedPosition, Side, TradableInstrument,
 };
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
@@ -456,35 +456,12 @@ impl HyperliquidBroker {
             .get("marginSummary")
             .and_then(|m| dec(m, "accountValue"))
         {
-            let reported_cash = value - unrealized;
-            let probe = Book::assemble(parts.clone());
-            let implied = tradedesk_core::ledger::replay(&probe, |_, _| {})
-                .ok()
-                .and_then(|l| l.cash.get(&(0, Currency::USD)).copied())
-                .unwrap_or_default();
-            let gap = reported_cash - implied;
-            if !gap.is_zero() {
-                parts.notes.push(format!(
-                    "{}: cash is anchored to the account value Hyperliquid reports: {} USD of it is an opening balance (deposits, withdrawals, funding) the fills do not explain",
-                    self.config.id,
-                    Currency::USD.round(gap)
-                ));
-                let first = probe
-                    .fills
-                    .first()
-                    .map_or_else(Utc::now, |f| f.time.with_timezone(&Utc));
-                parts.cash.push(CashEntry {
-                    account: 0,
-                    kind: if gap.is_sign_positive() {
-                        CashKind::Deposit
-                    } else {
-                        CashKind::Withdrawal
-                    },
-                    amount: gap,
-                    currency: Currency::USD,
-                    time: (first - chrono::Duration::seconds(1)).with_timezone(&utc),
-                });
-            }
+            crate::anchor_cash(
+                &mut parts,
+                &[(Currency::USD, value - unrealized)],
+                "Hyperliquid (account value less unrealized P&L)",
+                "(deposits, withdrawals, funding) the fills",
+            );
         }
         Ok(Book::assemble(parts))
     }

@@ -276,6 +276,79 @@ pub(crate) fn open_unexplained(
     opened
 }
 
+/// Anchors an account's cash (account 0 of `parts`) to the balances its broker reports:
+/// what the fills and cash entries read leave unexplained, per currency, becomes one
+/// opening balance just before the first event, said in a note ("cash is anchored to what
+/// {source} reports: ... opening balance {unexplained_by} do not explain"). Currencies the
+/// replay holds but the broker does not report are brought to zero the same way. Nothing
+/// is anchored when the fills cannot be replayed: that would count the cash twice.
+pub(crate) fn anchor_cash(
+    parts: &mut tradedesk_core::BookParts,
+    reported: &[(tradedesk_core::Currency, rust_decimal::Decimal)],
+    source: &str,
+    unexplained_by: &str,
+) {
+    use chrono::Offset;
+    use tradedesk_core::{Book, CashEntry, CashKind};
+    if reported.is_empty() {
+        return;
+    }
+    let id = parts
+        .accounts
+        .first()
+        .map(|a| a.id.clone())
+        .unwrap_or_default();
+    let probe = Book::assemble(parts.clone());
+    let ledger = match tradedesk_core::ledger::replay(&probe, |_, _| {}) {
+        Ok(l) => l,
+        Err(e) => {
+            parts.notes.push(format!(
+                "{id}: cash is not anchored to what {source} reports: the fills cannot be replayed ({})",
+                e.message
+            ));
+            return;
+        }
+    };
+    let first = probe
+        .fills
+        .iter()
+        .map(|f| f.time)
+        .chain(probe.cash.iter().map(|c| c.time))
+        .min()
+        .map_or_else(Utc::now, |t| t.with_timezone(&Utc))
+        - chrono::Duration::seconds(1);
+    let mut currencies: std::collections::BTreeSet<tradedesk_core::Currency> =
+        reported.iter().map(|(c, _)| *c).collect();
+    currencies.extend(ledger.cash.keys().filter(|(a, _)| *a == 0).map(|(_, c)| *c));
+    for currency in currencies {
+        let balance = reported
+            .iter()
+            .find(|(c, _)| *c == currency)
+            .map_or(rust_decimal::Decimal::ZERO, |(_, v)| *v);
+        let implied = ledger.cash.get(&(0, currency)).copied().unwrap_or_default();
+        let gap = balance - implied;
+        if gap.is_zero() {
+            continue;
+        }
+        parts.notes.push(format!(
+            "{id}: cash is anchored to what {source} reports: {} {} of it is an opening balance {unexplained_by} do not explain",
+            currency.round(gap),
+            currency.code()
+        ));
+        parts.cash.push(CashEntry {
+            account: 0,
+            kind: if gap.is_sign_positive() {
+                CashKind::Deposit
+            } else {
+                CashKind::Withdrawal
+            },
+            amount: gap,
+            currency,
+            time: first.with_timezone(&Utc.fix()),
+        });
+    }
+}
+
 /// Refuses a request for an account other than the one an adapter serves.
 pub(crate) fn check_served(served: &str, asked: &str) -> Result<(), BrokerError> {
     if asked == served {

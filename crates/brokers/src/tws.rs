@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
+use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use ibapi::prelude::{
     AccountId, AccountUpdate, Contract, ExecutionFilter, HistoricalBarSize, HistoricalWhatToShow,
     SecurityType, StreamExt, SubscriptionItem, TickTypes, TradingHours,
@@ -33,8 +33,8 @@ use ibapi::prelude::{
 use rust_decimal::Decimal;
 use tokio::sync::Mutex;
 use tradedesk_core::{
-    Account, AssetClass, Bar, Book, BookParts, CashEntry, CashKind, Currency, Fill, FxQuote,
-    Instrument, InstrumentKey, Interval, Mode, Quote, ReportedPosition, Side,
+    Account, AssetClass, Bar, Book, BookParts, Currency, Fill, FxQuote, Instrument, InstrumentKey,
+    Interval, Mode, Quote, ReportedPosition, Side,
 };
 
 use crate::ibkr::IbkrFlexBroker;
@@ -764,9 +764,7 @@ impl TwsBroker {
             }
         }
 
-        // Cash: anchored to the balances TWS reports, per currency. What the fills and the
-        // statement do not explain is an opening balance (TWS only) or movements since
-        // the statement (with Flex), each said in a note.
+        // Cash: anchored to the balances TWS reports, per currency.
         let reported_cash: Vec<(Currency, Decimal)> = values
             .iter()
             .filter(|v| v.key == "CashBalance" && v.currency != "BASE")
@@ -777,69 +775,16 @@ impl TwsBroker {
                 ))
             })
             .collect();
-        if !reported_cash.is_empty() {
-            let probe = Book::assemble(parts.clone());
-            let ledger = match tradedesk_core::ledger::replay(&probe, |_, _| {}) {
-                Ok(l) => Some(l),
-                Err(e) => {
-                    notes.push(format!(
-                        "{}: cash is not anchored to TWS's balances: the fills cannot be replayed ({})",
-                        self.config.id, e.message
-                    ));
-                    None
-                }
-            };
-            let first = probe
-                .fills
-                .first()
-                .map(|f| f.time.with_timezone(&Utc))
-                .into_iter()
-                .chain(probe.cash.iter().map(|c| c.time.with_timezone(&Utc)))
-                .min()
-                .unwrap_or_else(Utc::now);
-            // Without a replay there is nothing to anchor against: never count cash twice.
-            let mut currencies: BTreeSet<Currency> = BTreeSet::new();
-            if let Some(l) = &ledger {
-                currencies.extend(reported_cash.iter().map(|(c, _)| *c));
-                currencies.extend(l.cash.keys().filter(|(a, _)| *a == 0).map(|(_, c)| *c));
-            }
-            for currency in currencies {
-                let reported = reported_cash
-                    .iter()
-                    .find(|(c, _)| *c == currency)
-                    .map_or(Decimal::ZERO, |(_, v)| *v);
-                let implied = ledger
-                    .as_ref()
-                    .and_then(|l| l.cash.get(&(0, currency)).copied())
-                    .unwrap_or_default();
-                let gap = reported - implied;
-                if gap.is_zero() {
-                    continue;
-                }
-                notes.push(format!(
-                    "{}: cash is anchored to what TWS reports: {} {} of it is an opening balance {} do not explain",
-                    self.config.id,
-                    currency.round(gap),
-                    currency.code(),
-                    if history.is_some() {
-                        "the Flex statement and TWS's executions"
-                    } else {
-                        "the executions TWS keeps"
-                    }
-                ));
-                parts.cash.push(CashEntry {
-                    account: 0,
-                    kind: if gap.is_sign_positive() {
-                        CashKind::Deposit
-                    } else {
-                        CashKind::Withdrawal
-                    },
-                    amount: gap,
-                    currency,
-                    time: (first - chrono::Duration::seconds(1)).with_timezone(&Utc.fix()),
-                });
-            }
-        }
+        crate::anchor_cash(
+            &mut parts,
+            &reported_cash,
+            "TWS",
+            if history.is_some() {
+                "the Flex statement and TWS's executions"
+            } else {
+                "the executions TWS keeps"
+            },
+        );
         if history.is_none() {
             notes.push(format!(
                 "{}: TWS gives only the last {EXECUTION_DAYS} days of executions: realized P&L before them is not known; give the account a flex source for its full history",

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use chrono::{DateTime, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
+use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use prost::Message;
 use rust_decimal::Decimal;
 use sha1::{Digest, Sha1};
@@ -34,8 +34,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 use tradedesk_core::{
-    Account, AssetClass, Bar, Book, BookParts, CashEntry, CashKind, Currency, Fill, Instrument,
-    InstrumentKey, Interval, Mode, Quote, ReportedPosition, Side, TradableInstrument,
+    Account, AssetClass, Bar, Book, BookParts, Currency, Fill, Instrument, InstrumentKey, Interval,
+    Mode, Quote, ReportedPosition, Side, TradableInstrument,
 };
 
 use crate::zones;
@@ -980,61 +980,7 @@ impl OpenDBroker {
                 reported_cash.push((f.currency.and_then(currency_of).unwrap_or(currency), cash));
             }
         }
-        if !reported_cash.is_empty() {
-            let probe = Book::assemble(parts.clone());
-            let ledger = match tradedesk_core::ledger::replay(&probe, |_, _| {}) {
-                Ok(l) => Some(l),
-                Err(e) => {
-                    parts.notes.push(format!(
-                        "{}: cash is not anchored to OpenD's funds: the fills cannot be replayed ({})",
-                        self.config.id, e.message
-                    ));
-                    None
-                }
-            };
-            let first = probe
-                .fills
-                .first()
-                .map_or_else(Utc::now, |f| f.time.with_timezone(&Utc));
-            // Without a replay there is nothing to anchor against: never count cash twice.
-            let mut currencies: std::collections::BTreeSet<Currency> =
-                std::collections::BTreeSet::new();
-            if let Some(l) = &ledger {
-                currencies.extend(reported_cash.iter().map(|(c, _)| *c));
-                currencies.extend(l.cash.keys().filter(|(a, _)| *a == 0).map(|(_, c)| *c));
-            }
-            for ccy in currencies {
-                let reported = reported_cash
-                    .iter()
-                    .find(|(c, _)| *c == ccy)
-                    .map_or(Decimal::ZERO, |(_, v)| *v);
-                let implied = ledger
-                    .as_ref()
-                    .and_then(|l| l.cash.get(&(0, ccy)).copied())
-                    .unwrap_or_default();
-                let gap = reported - implied;
-                if gap.is_zero() {
-                    continue;
-                }
-                parts.notes.push(format!(
-                    "{}: cash is anchored to what OpenD reports: {} {} of it is an opening balance the fills read do not explain",
-                    self.config.id,
-                    ccy.round(gap),
-                    ccy.code()
-                ));
-                parts.cash.push(CashEntry {
-                    account: 0,
-                    kind: if gap.is_sign_positive() {
-                        CashKind::Deposit
-                    } else {
-                        CashKind::Withdrawal
-                    },
-                    amount: gap,
-                    currency: ccy,
-                    time: (first - chrono::Duration::seconds(1)).with_timezone(&Utc.fix()),
-                });
-            }
-        }
+        crate::anchor_cash(&mut parts, &reported_cash, "OpenD", "the fills read");
         Ok(Book::assemble(parts))
     }
 
