@@ -121,16 +121,7 @@ impl AlpacaBroker {
     /// # Errors
     /// The HTTP client cannot be built (no TLS roots).
     pub fn new(config: AlpacaConfig) -> Result<Self, BrokerError> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.timeout.min(Duration::from_secs(5)))
-            .timeout(config.timeout)
-            .user_agent(concat!("tradedesk/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| BrokerError::Unavailable {
-                account: config.account.clone(),
-                detail: format!("cannot build the HTTP client: {e}"),
-                hint: "this is a bug in tradedesk's build".to_owned(),
-            })?;
+        let client = crate::http_client(&config.account, config.timeout)?;
         Ok(Self {
             config,
             client,

@@ -216,6 +216,24 @@ pub fn comment_for(client_order_id: &str, user: Option<&str>) -> (String, Option
     (format!("{tag} {kept}"), note)
 }
 
+/// The currency pair a MetaTrader symbol names (`EURUSD`, `USDJPY.r`): its first six
+/// letters, two ISO currencies. Metals (`XAU…`, `XAG…`) are not pairs.
+fn pair_of(symbol: &str) -> Option<(Currency, Currency)> {
+    let core: String = symbol
+        .to_ascii_uppercase()
+        .chars()
+        .filter(char::is_ascii_alphabetic)
+        .take(6)
+        .collect();
+    if core.len() != 6 || core.starts_with("XA") {
+        return None;
+    }
+    Some((
+        Currency::new_checked(&core[..3]).ok()?,
+        Currency::new_checked(&core[3..]).ok()?,
+    ))
+}
+
 /// The instrument a MetaTrader symbol is: an FX pair (100,000 a lot), gold (100 oz),
 /// silver (5,000 oz), or a CFD (1 a lot, in the account's currency).
 fn instrument_of(
@@ -223,16 +241,7 @@ fn instrument_of(
     account_currency: Currency,
 ) -> (AssetClass, Decimal, Currency, Option<Decimal>, Decimal) {
     let upper = symbol.to_ascii_uppercase();
-    let core: String = upper
-        .chars()
-        .filter(char::is_ascii_alphabetic)
-        .take(6)
-        .collect();
-    let pair = core.len() == 6
-        && Currency::new_checked(&core[..3]).is_ok()
-        && Currency::new_checked(&core[3..]).is_ok()
-        && !core.starts_with("XA");
-    if core.starts_with("XAU") {
+    if upper.starts_with("XAU") {
         return (
             AssetClass::Fx,
             Decimal::from(100),
@@ -241,7 +250,7 @@ fn instrument_of(
             Decimal::new(1, 2),
         );
     }
-    if core.starts_with("XAG") {
+    if upper.starts_with("XAG") {
         return (
             AssetClass::Fx,
             Decimal::from(5_000),
@@ -250,9 +259,8 @@ fn instrument_of(
             Decimal::new(1, 3),
         );
     }
-    if pair {
-        let quote = Currency::new_checked(&core[3..]).unwrap_or(Currency::USD);
-        let pip = if &core[3..] == "JPY" {
+    if let Some((_, quote)) = pair_of(symbol) {
+        let pip = if quote.code() == "JPY" {
             Decimal::new(1, 2)
         } else {
             Decimal::new(1, 4)
@@ -989,18 +997,7 @@ impl DwxBroker {
             let instrument = draft.index(symbol);
             let mid = (bid + ask) / Decimal::TWO;
             marks.push((instrument, today, mid));
-            let (class, _, quote, ..) = instrument_of(symbol, currency);
-            let core: String = symbol
-                .to_ascii_uppercase()
-                .chars()
-                .filter(char::is_ascii_alphabetic)
-                .take(6)
-                .collect();
-            if class == AssetClass::Fx
-                && core.len() == 6
-                && !core.starts_with("XA")
-                && let Ok(base) = Currency::new_checked(&core[..3])
-            {
+            if let Some((base, quote)) = pair_of(symbol) {
                 fx_rates.push(FxQuote {
                     base,
                     quote,
@@ -1093,19 +1090,7 @@ impl DwxBroker {
         let mut dated: Vec<FxQuote> = Vec::new();
         for f in &parts.fills {
             let inst = &parts.instruments[f.instrument as usize];
-            let core: String = inst
-                .key
-                .symbol
-                .to_ascii_uppercase()
-                .chars()
-                .filter(char::is_ascii_alphabetic)
-                .take(6)
-                .collect();
-            if inst.asset_class == AssetClass::Fx
-                && core.len() == 6
-                && !core.starts_with("XA")
-                && let Ok(base) = Currency::new_checked(&core[..3])
-            {
+            if let Some((base, _)) = pair_of(&inst.key.symbol) {
                 dated.push(FxQuote {
                     base,
                     quote: inst.currency,

@@ -129,16 +129,7 @@ impl HyperliquidBroker {
                 ),
             });
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.timeout.min(Duration::from_secs(5)))
-            .timeout(config.timeout)
-            .user_agent(concat!("tradedesk/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| BrokerError::Unavailable {
-                account: config.id.clone(),
-                detail: format!("cannot build the HTTP client: {e}"),
-                hint: "this is a bug in tradedesk's build".to_owned(),
-            })?;
+        let client = crate::http_client(&config.id, config.timeout)?;
         Ok(Self {
             config,
             client,

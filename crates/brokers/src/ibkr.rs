@@ -117,18 +117,7 @@ impl IbkrFlexBroker {
         timeout: Duration,
     ) -> Result<Self, BrokerError> {
         let id = id.into();
-        let client = reqwest::Client::builder()
-            .connect_timeout(timeout.min(Duration::from_secs(5)))
-            .timeout(timeout)
-            .user_agent(concat!("tradedesk/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| {
-                unavailable(
-                    &id,
-                    format!("cannot build the HTTP client: {e}"),
-                    "a bug in tradedesk",
-                )
-            })?;
+        let client = crate::http_client(&id, timeout)?;
         Ok(Self {
             id,
             ibkr_account,

@@ -349,6 +349,24 @@ pub(crate) fn anchor_cash(
     }
 }
 
+/// The HTTP client every REST adapter uses: connects within 5 s (or the timeout, if
+/// shorter), answers within `timeout`, names tradedesk as its agent.
+pub(crate) fn http_client(
+    account: &str,
+    timeout: Duration,
+) -> Result<reqwest::Client, BrokerError> {
+    reqwest::Client::builder()
+        .connect_timeout(timeout.min(Duration::from_secs(5)))
+        .timeout(timeout)
+        .user_agent(concat!("tradedesk/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| BrokerError::Unavailable {
+            account: account.to_owned(),
+            detail: format!("cannot build the HTTP client: {e}"),
+            hint: "this is a bug in tradedesk's build".to_owned(),
+        })
+}
+
 /// Refuses a request for an account other than the one an adapter serves.
 pub(crate) fn check_served(served: &str, asked: &str) -> Result<(), BrokerError> {
     if asked == served {
