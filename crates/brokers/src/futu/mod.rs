@@ -1006,6 +1006,21 @@ impl OpenDBroker {
         }
     }
 
+    /// A request about `symbol` that OpenD refused names a code it does not list; any
+    /// other failure stays what it is.
+    fn unknown_symbol(&self, symbol: &str, e: BrokerError) -> BrokerError {
+        match e {
+            BrokerError::InvalidRequest { reason, .. } => BrokerError::UnknownSymbol {
+                account: self.config.id.clone(),
+                symbol: tradedesk_core::error::quote(symbol),
+                known: format!(
+                    "codes OpenD lists ({reason}); Bursa codes are numbers such as BURSA:1155"
+                ),
+            },
+            other => other,
+        }
+    }
+
     /// `BURSA:1155`, `1155`, `HKEX:00700`, `US:AAPL` → OpenD's security.
     fn security(&self, symbol: &str) -> proto::Security {
         let (exchange, code) = symbol
@@ -1057,29 +1072,20 @@ impl OpenDBroker {
                         |r: &proto::GetSecuritySnapshotResponse| (r.ret_type, r.ret_msg.clone()),
                     )
                     .await;
-                let resp = match resp {
-                    Ok(r) => r,
-                    Err(BrokerError::InvalidRequest { reason, .. }) => {
-                        return Err(BrokerError::UnknownSymbol {
-                            account: me.config.id.clone(),
-                            symbol: tradedesk_core::error::quote(&symbol),
-                            known: format!(
-                                "codes OpenD lists ({reason}); Bursa codes are numbers such as BURSA:1155"
-                            ),
-                        });
-                    }
-                    Err(e) => return Err(e),
-                };
+                let resp = resp.map_err(|e| me.unknown_symbol(&symbol, e))?;
                 resp.s2c
                     .into_iter()
                     .flat_map(|s| s.snapshot_list)
                     .filter_map(|s| s.basic)
                     .next()
-                    .ok_or_else(|| BrokerError::UnknownSymbol {
-                        account: me.config.id.clone(),
-                        symbol: tradedesk_core::error::quote(&symbol),
-                        known: "codes OpenD lists; Bursa codes are numbers such as BURSA:1155"
-                            .to_owned(),
+                    .ok_or_else(|| {
+                        me.unknown_symbol(
+                            &symbol,
+                            BrokerError::InvalidRequest {
+                                account: me.config.id.clone(),
+                                reason: "no snapshot".to_owned(),
+                            },
+                        )
                     })
             })
         })
@@ -1290,22 +1296,12 @@ impl Broker for OpenDBroker {
                                         next_req_key: key.clone(),
                                     }),
                                 },
-                                |r: &proto::RequestHistoryKlResponse| (r.ret_type, r.ret_msg.clone()),
+                                |r: &proto::RequestHistoryKlResponse| {
+                                    (r.ret_type, r.ret_msg.clone())
+                                },
                             )
                             .await;
-                        let resp = match resp {
-                            Ok(r) => r,
-                            Err(BrokerError::InvalidRequest { reason, .. }) => {
-                                return Err(BrokerError::UnknownSymbol {
-                                    account: me.config.id.clone(),
-                                    symbol: tradedesk_core::error::quote(&symbol),
-                                    known: format!(
-                                        "codes OpenD lists ({reason}); Bursa codes are numbers such as BURSA:1155"
-                                    ),
-                                });
-                            }
-                            Err(e) => return Err(e),
-                        };
+                        let resp = resp.map_err(|e| me.unknown_symbol(&symbol, e))?;
                         let s2c = resp.s2c.unwrap_or_default();
                         out.extend(s2c.kl_list);
                         key = s2c.next_req_key.filter(|k| !k.is_empty());
