@@ -813,13 +813,7 @@ impl Broker for AlpacaBroker {
                 "rate limited".to_owned(),
                 Some("wait a minute; Alpaca allows 200 requests a minute".to_owned()),
             ),
-            Err(e) => {
-                let hint = match &e {
-                    BrokerError::Unavailable { hint, .. } => hint.clone(),
-                    _ => "check the network and Alpaca's status page".to_owned(),
-                };
-                (HealthStatus::Down, e.to_string(), Some(hint))
-            }
+            Err(e) => crate::down(&e, None, "check the network and Alpaca's status page"),
         };
         vec![AccountHealth {
             account: self.config.account.clone(),

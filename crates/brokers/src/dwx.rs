@@ -1331,13 +1331,7 @@ impl Broker for DwxBroker {
                 ),
                 None,
             ),
-            Err(e) => {
-                let hint = match &e {
-                    BrokerError::Unavailable { hint, .. } => hint.clone(),
-                    _ => self.install_hint(),
-                };
-                (HealthStatus::Down, e.to_string(), Some(hint))
-            }
+            Err(e) => crate::down(&e, None, &self.install_hint()),
         };
         vec![AccountHealth {
             account: self.config.id.clone(),

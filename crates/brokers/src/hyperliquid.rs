@@ -529,17 +529,11 @@ impl Broker for HyperliquidBroker {
                         .to_owned(),
                 ),
             ),
-            Err(e) => {
-                let hint = match &e {
-                    BrokerError::Unavailable { hint, .. } => hint.clone(),
-                    BrokerError::Timeout { .. } => {
-                        "Hyperliquid accepted the connection but did not answer: retry later"
-                            .to_owned()
-                    }
-                    _ => "check wallet and base_url".to_owned(),
-                };
-                (HealthStatus::Down, e.to_string(), Some(hint))
-            }
+            Err(e) => crate::down(
+                &e,
+                Some("Hyperliquid accepted the connection but did not answer: retry later"),
+                "check wallet and base_url",
+            ),
         };
         vec![AccountHealth {
             account: self.config.id.clone(),

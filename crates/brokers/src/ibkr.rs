@@ -387,13 +387,7 @@ impl Broker for IbkrFlexBroker {
                 ),
                 None,
             ),
-            Err(e) => {
-                let hint = match &e {
-                    BrokerError::Unavailable { hint, .. } => hint.clone(),
-                    _ => "retry later".to_owned(),
-                };
-                (HealthStatus::Down, e.to_string(), Some(hint))
-            }
+            Err(e) => crate::down(&e, None, "retry later"),
         };
         vec![AccountHealth {
             account: self.id.clone(),

@@ -349,6 +349,21 @@ pub(crate) fn anchor_cash(
     }
 }
 
+/// A failed health probe: down, the error, and the hint that says what to do (the
+/// error's own for `Unavailable`, `timeout_hint` for a timeout when given, else `hint`).
+pub(crate) fn down(
+    e: &BrokerError,
+    timeout_hint: Option<&str>,
+    hint: &str,
+) -> (HealthStatus, String, Option<String>) {
+    let hint = match (e, timeout_hint) {
+        (BrokerError::Unavailable { hint, .. }, _) => hint.clone(),
+        (BrokerError::Timeout { .. }, Some(t)) => t.to_owned(),
+        _ => hint.to_owned(),
+    };
+    (HealthStatus::Down, e.to_string(), Some(hint))
+}
+
 /// The HTTP client every REST adapter uses: connects within 5 s (or the timeout, if
 /// shorter), answers within `timeout`, names tradedesk as its agent.
 pub(crate) fn http_client(

@@ -874,16 +874,13 @@ impl Broker for TwsBroker {
                     }),
                 )
             }
-            Err(e) => {
-                let hint = match &e {
-                    BrokerError::Unavailable { hint, .. } => hint.clone(),
-                    BrokerError::Timeout { .. } => {
-                        "TWS / IB Gateway is connected but not answering: check it is logged in and not showing a dialog".to_owned()
-                    }
-                    _ => self.start_hint(),
-                };
-                (HealthStatus::Down, e.to_string(), Some(hint))
-            }
+            Err(e) => crate::down(
+                &e,
+                Some(
+                    "TWS / IB Gateway is connected but not answering: check it is logged in and not showing a dialog",
+                ),
+                &self.start_hint(),
+            ),
         };
         let mut out = vec![AccountHealth {
             account: self.config.id.clone(),

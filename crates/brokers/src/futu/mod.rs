@@ -1149,16 +1149,13 @@ impl Broker for OpenDBroker {
                 ),
                 None,
             ),
-            Err(e) => {
-                let hint = match &e {
-                    BrokerError::Unavailable { hint, .. } => hint.clone(),
-                    BrokerError::Timeout { .. } => {
-                        "OpenD accepted the connection but did not answer: check that it is logged in, and that the port is its API port".to_owned()
-                    }
-                    _ => self.start_hint(),
-                };
-                (HealthStatus::Down, e.to_string(), Some(hint))
-            }
+            Err(e) => crate::down(
+                &e,
+                Some(
+                    "OpenD accepted the connection but did not answer: check that it is logged in, and that the port is its API port",
+                ),
+                &self.start_hint(),
+            ),
         };
         vec![AccountHealth {
             account: self.config.id.clone(),
