@@ -286,12 +286,11 @@ fn exchange_of(class: AssetClass) -> &'static str {
     if class == AssetClass::Fx { "FX" } else { "CFD" }
 }
 
-/// A book being made: instruments by symbol, fills, and each symbol's net lots so far.
+/// A book being made: instruments by symbol, and fills.
 struct Draft {
     currency: Currency,
     instruments: Vec<Instrument>,
     fills: Vec<Fill>,
-    implied: BTreeMap<String, Decimal>,
 }
 
 impl Draft {
@@ -325,10 +324,7 @@ impl Draft {
         commission: Decimal,
     ) {
         let instrument = self.index(symbol);
-        *self.implied.entry(symbol.to_owned()).or_default() += match side {
-            Side::Buy => lots.abs(),
-            Side::Sell => -lots.abs(),
-        };
+
         let time = at.with_timezone(&Utc.fix());
         let seq = u32::try_from(self.fills.len()).unwrap_or(u32::MAX);
         self.fills.push(Fill {
@@ -813,7 +809,6 @@ impl DwxBroker {
             currency,
             instruments: Vec::new(),
             fills: Vec::new(),
-            implied: BTreeMap::new(),
         };
         let mut cash: Vec<CashEntry> = Vec::new();
         let mut unreadable = 0usize;

@@ -59,20 +59,26 @@ impl TokenKey {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 crate::create_private_dir(dir)?;
                 let key = Self::random()?;
+                // Written whole under a private name, then linked into place: another process
+                // never reads half a key, and two never both win.
+                let temp = dir.join(format!(".{KEY_FILE}.{}.tmp", std::process::id()));
                 let mut options = std::fs::OpenOptions::new();
-                options.write(true).create_new(true);
+                options.write(true).create(true).truncate(true);
                 #[cfg(unix)]
                 {
                     use std::os::unix::fs::OpenOptionsExt;
                     options.mode(0o600);
                 }
-                match options.open(&path) {
-                    Ok(mut file) => {
-                        use std::io::Write;
-                        file.write_all(&key.0).map_err(io)?;
-                        file.sync_all().map_err(io)?;
-                        Ok(key)
-                    }
+                {
+                    use std::io::Write;
+                    let mut file = options.open(&temp).map_err(io)?;
+                    file.write_all(&key.0).map_err(io)?;
+                    file.sync_all().map_err(io)?;
+                }
+                let linked = std::fs::hard_link(&temp, &path);
+                let _ = std::fs::remove_file(&temp);
+                match linked {
+                    Ok(()) => Ok(key),
                     // Another process made it first: use theirs.
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                         Self::load_or_create(dir)
