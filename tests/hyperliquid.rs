@@ -188,6 +188,63 @@ async fn quotes_markets_and_candles_come_from_info() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn perps_quotes_take_the_live_mark_and_maximum_leverage() {
+    let fake = HlFake::start(scenario()).await;
+    let ctx = desk(&fake.url, Duration::from_secs(5));
+    // BTC: mark 95,000, maximum leverage 40.
+    let open = tool(
+        &ctx,
+        "quote_open_position",
+        json!({"market": "BTC", "side": "long", "margin": 1000, "leverage": 40}),
+    )
+    .await;
+    assert_eq!(open["status"], "ok", "{open:#}");
+    assert_eq!(open["market"], "HYPERLIQUID:BTC-PERP");
+    assert_eq!(open["entry_price"], 95000.0);
+    assert_eq!(open["max_leverage"], 40);
+    assert_eq!(open["notional"], 40000.0);
+    // 95,000 x (1 - 1/40) = 92,625.
+    assert!((open["bust_price"].as_f64().unwrap() - 92_625.0).abs() < 1e-9);
+    let over = tool(
+        &ctx,
+        "quote_open_position",
+        json!({"market": "BTC", "side": "long", "margin": 1000, "leverage": 41}),
+    )
+    .await;
+    assert_eq!(over["error"]["code"], "invalid_argument", "{over:#}");
+    assert!(over["error"]["message"].as_str().unwrap().contains("1 to 40"));
+    let ladder = tool(
+        &ctx,
+        "quote_leverage_ladder",
+        json!({"market": "ETH", "account": "HL", "side": "short", "margin": 100}),
+    )
+    .await;
+    let steps: Vec<u64> = ladder["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["leverage"].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, [1, 2, 3, 5, 10, 25], "{ladder:#}");
+    assert_eq!(ladder["mark_price"], 3500.0);
+    let close = tool(
+        &ctx,
+        "quote_close_position",
+        json!({"market": "BTC", "side": "short", "margin": 1000, "leverage": 10, "entry_price": 100000}),
+    )
+    .await;
+    // Short 0.1 BTC from 100,000, out at the mark 95,000: +500.
+    assert!((close["net_pnl"].as_f64().unwrap() - 500.0).abs() < 1e-9, "{close:#}");
+    let unknown = tool(
+        &ctx,
+        "quote_open_position",
+        json!({"market": "NOPE", "side": "long", "margin": 10, "leverage": 2}),
+    )
+    .await;
+    assert_eq!(unknown["error"]["code"], "unknown_symbol", "{unknown:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_venue_that_is_down_or_hangs_answers_in_bounded_time() {
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -569,6 +569,20 @@ impl Broker for HyperliquidBroker {
         })
     }
 
+    async fn perp_market(
+        &self,
+        account: &str,
+        symbol: &str,
+    ) -> Result<crate::PerpMark, BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let m = self.market(symbol).await?;
+        Ok(crate::PerpMark {
+            market: key_of(&m.coin).qualified(),
+            mark: m.mark,
+            max_leverage: m.max_leverage.max(1),
+        })
+    }
+
     async fn quote(&self, account: &str, symbol: &str) -> Result<Quote, BrokerError> {
         crate::check_served(&self.config.id, account)?;
         let coin = self.market(symbol).await?.coin;

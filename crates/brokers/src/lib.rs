@@ -394,6 +394,15 @@ pub(crate) fn check_served(served: &str, asked: &str) -> Result<(), BrokerError>
     }
 }
 
+/// A perpetual future's live mark and the venue's maximum leverage for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerpMark {
+    /// `EXCHANGE:SYMBOL`.
+    pub market: String,
+    pub mark: rust_decimal::Decimal,
+    pub max_leverage: u32,
+}
+
 fn unsupported<T>(account: &str, capability: &'static str) -> Result<T, BrokerError> {
     Err(BrokerError::Unsupported {
         account: account.to_owned(),
@@ -449,6 +458,11 @@ pub trait Broker: Send + Sync + fmt::Debug {
 
     async fn quote(&self, account: &str, _symbol: &str) -> Result<Quote, BrokerError> {
         unsupported(account, "quotes")
+    }
+
+    /// A perpetual's mark price and maximum leverage.
+    async fn perp_market(&self, account: &str, _symbol: &str) -> Result<PerpMark, BrokerError> {
+        unsupported(account, "perpetual markets")
     }
 
     /// Bars whose start lies in `[start, end]`, oldest first.

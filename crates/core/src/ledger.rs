@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use rust_decimal::Decimal;
 
-use crate::book::{AccountIdx, Book, Fill, Side};
+use crate::book::{AccountIdx, Book, CashEntry, Fill, Side};
 use crate::currency::Currency;
 use crate::error::{Error, Result};
 use crate::fifo::{ClosedLot, Fifo, notional};
@@ -47,7 +47,7 @@ pub fn commission_in_instrument_currency(book: &Book, fill: &Fill) -> Result<Dec
 }
 
 /// Running cash per (account, currency): a handful of entries, searched linearly.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct CashBook {
     entries: Vec<(AccountIdx, Currency, Fixed)>,
 }
@@ -92,18 +92,68 @@ fn run<const CASH: bool>(
     book: &Book,
     mut on_close: impl FnMut(&Fill, &ClosedLot),
 ) -> Result<Ledger> {
-    let mut fifo = Fifo::new(book.accounts.len(), book.instruments.len());
-    let mut cash = CashBook::default();
-    let mut has_cash_entries = vec![false; book.accounts.len()];
+    let mut replayer = Replayer::new(book, CASH);
     for entry in &book.cash {
-        if let Some(flag) = has_cash_entries.get_mut(entry.account as usize) {
-            *flag = true;
+        replayer.cash_entry(entry)?;
+    }
+    for index in 0..book.fills.len() {
+        replayer.fill(index, &mut on_close)?;
+    }
+    Ok(replayer.into_ledger())
+}
+
+/// A replay that moves forward step by step: cash entries and fills applied one at a
+/// time, with the ledger readable in between (daily valuations walk a book this way).
+#[derive(Debug)]
+pub struct Replayer<'b> {
+    book: &'b Book,
+    keep_cash: bool,
+    fifo: Fifo,
+    cash: CashBook,
+    has_cash_entries: Vec<bool>,
+}
+
+impl<'b> Replayer<'b> {
+    /// An empty replay of `book`; `keep_cash` false keeps only the lots.
+    pub fn new(book: &'b Book, keep_cash: bool) -> Self {
+        let mut has_cash_entries = vec![false; book.accounts.len()];
+        for entry in &book.cash {
+            if let Some(flag) = has_cash_entries.get_mut(entry.account as usize) {
+                *flag = true;
+            }
         }
-        if CASH {
-            cash.add(entry.account, entry.currency, fixed(entry.amount)?)?;
+        Self {
+            book,
+            keep_cash,
+            fifo: Fifo::new(book.accounts.len(), book.instruments.len()),
+            cash: CashBook::default(),
+            has_cash_entries,
         }
     }
-    for (index, fill) in book.fills.iter().enumerate() {
+
+    /// Adds a cash entry (deposit, dividend, ...).
+    ///
+    /// # Errors
+    /// `internal` on overflow.
+    pub fn cash_entry(&mut self, entry: &CashEntry) -> Result<()> {
+        if self.keep_cash {
+            self.cash
+                .add(entry.account, entry.currency, fixed(entry.amount)?)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the book's fill at `index`, passing each lot it closes to `on_close`.
+    ///
+    /// # Errors
+    /// `no_fx_rate` for a commission that cannot be converted; `internal` on overflow.
+    pub fn fill(
+        &mut self,
+        index: usize,
+        mut on_close: impl FnMut(&Fill, &ClosedLot),
+    ) -> Result<()> {
+        let book = self.book;
+        let fill = &book.fills[index];
         let instrument = book.instrument(fill.instrument);
         let own_commission = fixed(fill.commission)?;
         let commission = if fill.commission_currency == instrument.currency {
@@ -112,23 +162,24 @@ fn run<const CASH: bool>(
             fixed(commission_in_instrument_currency(book, fill)?)?
         };
         let index = u32::try_from(index).map_err(|_| Error::internal("more than 2^32 fills"))?;
-        let margin = CASH && instrument.asset_class.is_margin_settled();
+        let margin = self.keep_cash && instrument.asset_class.is_margin_settled();
         let mut margin_gross = Fixed::ZERO;
         let mut overflowed = false;
-        fifo.apply(index, fill, instrument.multiplier, commission, |lot| {
-            if margin {
-                match margin_gross.checked_add(lot.gross_pnl) {
-                    Some(sum) => margin_gross = sum,
-                    None => overflowed = true,
+        self.fifo
+            .apply(index, fill, instrument.multiplier, commission, |lot| {
+                if margin {
+                    match margin_gross.checked_add(lot.gross_pnl) {
+                        Some(sum) => margin_gross = sum,
+                        None => overflowed = true,
+                    }
                 }
-            }
-            on_close(fill, lot);
-        })?;
+                on_close(fill, lot);
+            })?;
         if overflowed {
             return Err(overflow());
         }
-        if !CASH {
-            continue;
+        if !self.keep_cash {
+            return Ok(());
         }
         let flow = if margin {
             margin_gross
@@ -140,23 +191,43 @@ fn run<const CASH: bool>(
                 Fixed(-value.0)
             }
         };
-        cash.add(fill.account, instrument.currency, flow)?;
+        self.cash.add(fill.account, instrument.currency, flow)?;
         if !fill.commission.is_zero() {
-            cash.add(
+            self.cash.add(
                 fill.account,
                 fill.commission_currency,
                 Fixed(-own_commission.0),
             )?;
         }
+        Ok(())
     }
-    let cash = cash
-        .entries
-        .into_iter()
-        .map(|(a, c, v)| ((a, c), v.to_decimal()))
-        .collect();
-    Ok(Ledger {
-        fifo,
-        cash,
-        has_cash_entries,
-    })
+
+    /// The lots open now.
+    pub fn fifo(&self) -> &Fifo {
+        &self.fifo
+    }
+
+    /// Cash per (account, currency) now, at full precision.
+    pub fn cash(&self) -> BTreeMap<(AccountIdx, Currency), Decimal> {
+        self.cash
+            .entries
+            .iter()
+            .map(|(a, c, v)| ((*a, *c), v.to_decimal()))
+            .collect()
+    }
+
+    /// Per account: whether the book has any cash entry for it (at any date).
+    pub fn has_cash_entries(&self) -> &[bool] {
+        &self.has_cash_entries
+    }
+
+    /// The ledger as it stands.
+    pub fn into_ledger(self) -> Ledger {
+        let cash = self.cash();
+        Ledger {
+            fifo: self.fifo,
+            cash,
+            has_cash_entries: self.has_cash_entries,
+        }
+    }
 }

@@ -48,6 +48,39 @@ pub fn parse<T: DeserializeOwned + JsonSchema>(args: Value) -> Result<T> {
     })
 }
 
+/// As [`parse`], for argument types that flatten a shared part (serde cannot refuse
+/// unknown fields through `flatten`): every name must be a property of `T`'s schema.
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_flat<T: DeserializeOwned + JsonSchema>(args: Value) -> Result<T> {
+    if let Some(obj) = args.as_object() {
+        let schema = schemars::schema_for!(T);
+        let known = schema.get("properties").and_then(Value::as_object);
+        if let Some(unknown) = obj
+            .keys()
+            .find(|k| known.is_some_and(|props| !props.contains_key(k.as_str())))
+        {
+            let allowed: Vec<&String> = known.map(|p| p.keys().collect()).unwrap_or_default();
+            return Err(Error::invalid_argument(
+                format!(
+                    "unknown argument {}",
+                    tradedesk_core::error::quote(unknown)
+                ),
+                format!(
+                    "allowed arguments: {}; see the tool's input schema for types",
+                    allowed
+                        .iter()
+                        .map(|k| k.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+    }
+    parse(args)
+}
+
 /// The report currency: the argument, or the default.
 ///
 /// # Errors

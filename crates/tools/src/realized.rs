@@ -117,13 +117,13 @@ fn finish(t: FillTotal, best: &mut Option<FillTotal>, worst: &mut Option<FillTot
 
 /// One closed lot valued in the report currency: each figure rounded once, held as an
 /// integer of minor units.
-struct Valued {
-    rate: Decimal,
-    net: i128,
-    gross: i128,
+pub(crate) struct Valued {
+    pub(crate) rate: Decimal,
+    pub(crate) net: i128,
+    pub(crate) gross: i128,
 }
 
-fn value_lot(rates: &mut Rates<'_>, to: Currency, book: &Book, lot: &ClosedLot) -> Result<Valued> {
+pub(crate) fn value_lot(rates: &mut Rates<'_>, to: Currency, book: &Book, lot: &ClosedLot) -> Result<Valued> {
     let dp = to.minor_units();
     let ccy = book.instrument(lot.instrument).currency;
     if ccy == to {

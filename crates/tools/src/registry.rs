@@ -335,6 +335,99 @@ fn build_specs() -> Vec<ToolSpec> {
             output_schema: output_schema::<crate::research::BacktestResult>(),
         },
         ToolSpec {
+            name: "option_price",
+            title: "Option price and greeks",
+            description: "Price a European call or put with Black-Scholes-Merton (continuous dividend yield): price, \
+                delta, gamma, vega (per 1 volatility point), theta (per calendar day), rho (per 1 rate point), d1, d2. \
+                volatility, rate and dividend_yield are fractions (0.2 means 20%); time_years > 0.",
+            read_only: true,
+            needs_trading: false,
+            input_schema: input_schema::<crate::options::OptionPriceArgs>(),
+            output_schema: output_schema::<crate::options::OptionPriceResult>(),
+        },
+        ToolSpec {
+            name: "implied_volatility",
+            title: "Implied volatility",
+            description: "The Black-Scholes-Merton volatility that reprices a European option's price to within 1e-10 \
+                relative, from a bracketed solver that converges deep in and out of the money. A price on or outside \
+                the discounted no-arbitrage bounds is refused with the bound it broke.",
+            read_only: true,
+            needs_trading: false,
+            input_schema: input_schema::<crate::options::ImpliedVolArgs>(),
+            output_schema: output_schema::<crate::options::ImpliedVolResult>(),
+        },
+        ToolSpec {
+            name: "option_strategy",
+            title: "Option strategy payoff",
+            description: "What does this spread pay, and where do I break even? Multi-leg option strategies (calls, puts \
+                and stock; signed quantities per share; premiums default to the model price): net premium, P&L at the \
+                earliest expiry and now across a price range, breakevens solved as roots, max profit and max loss \
+                (null when unbounded), probability of profit under the lognormal model, summed greeks, and the payoff \
+                chart as an image.",
+            read_only: true,
+            needs_trading: false,
+            input_schema: input_schema::<crate::options::StrategyArgs>(),
+            output_schema: output_schema::<crate::options::StrategyResult>(),
+        },
+        ToolSpec {
+            name: "quote_open_position",
+            title: "Quote a leveraged perp position",
+            description: "How far can this perp move before I am liquidated? For an isolated-margin perpetual position \
+                (margin x whole-number leverage at mark_price, or a market's live mark from Hyperliquid or the sim): \
+                notional, size, bust price and its distance, validity, and net P&L after fees at price moves of \
+                -10, -5, -1, +1, +5 and +10 percent.",
+            read_only: true,
+            needs_trading: false,
+            input_schema: input_schema::<crate::perps::OpenArgs>(),
+            output_schema: output_schema::<crate::perps::OpenResult>(),
+        },
+        ToolSpec {
+            name: "quote_leverage_ladder",
+            title: "Leverage ladder",
+            description: "Bust price and its distance for one isolated-margin perp position at leverage 1, 2, 3, 5, 10, \
+                25, 50, 100, 250, 500 and 1000 below the maximum, plus the maximum, from mark_price or a market's live \
+                mark and maximum leverage.",
+            read_only: true,
+            needs_trading: false,
+            input_schema: input_schema::<crate::perps::LadderArgs>(),
+            output_schema: output_schema::<crate::perps::LadderResult>(),
+        },
+        ToolSpec {
+            name: "quote_close_position",
+            title: "Quote closing a perp position",
+            description: "Raw P&L, fees (open and close) and net P&L of closing an isolated-margin perp position opened \
+                at entry_price, at exit_price (default: the mark), and whether it was liquidated on the way (net P&L \
+                is then -margin, never below).",
+            read_only: true,
+            needs_trading: false,
+            input_schema: input_schema::<crate::perps::CloseArgs>(),
+            output_schema: output_schema::<crate::perps::CloseResult>(),
+        },
+        ToolSpec {
+            name: "get_performance",
+            title: "Performance against a benchmark",
+            description: "Did I beat the index? Time-weighted and money-weighted (XIRR) return of an account or the whole \
+                book from start to end (YYYY-MM-DD, end not after as_of), from daily valuations with that day's marks \
+                and FX and the deposits and withdrawals between, against an optional benchmark bar source; the method \
+                is stated in the result.",
+            read_only: true,
+            needs_trading: false,
+            input_schema: input_schema::<crate::performance::PerformanceArgs>(),
+            output_schema: output_schema::<crate::performance::PerformanceResult>(),
+        },
+        ToolSpec {
+            name: "analyze_trades",
+            title: "Trading habits",
+            description: "What are my habits? Journal analytics over the trades (closing fills) that closed FIFO lots \
+                between start and end: win rate, average win and loss, payoff ratio, profit factor, expectancy, \
+                largest win and loss, holding days of winners and losers (losers held longer is the disposition \
+                effect), streaks, and P&L by weekday and by holding period. Totals agree with get_realized_pnl.",
+            read_only: true,
+            needs_trading: false,
+            input_schema: input_schema::<crate::journal::JournalArgs>(),
+            output_schema: output_schema::<crate::journal::JournalResult>(),
+        },
+        ToolSpec {
             name: "get_orders",
             title: "Orders",
             description: "Orders at the brokers, newest first: open (working, the default), closed (filled, cancelled, \
@@ -620,7 +713,144 @@ async fn dispatch_research(
             ),
             Err(e) => error_output(&e),
         },
+        "option_price" => match args::parse::<crate::options::OptionPriceArgs>(arguments) {
+            Ok(a) => output(
+                crate::options::option_price(&a),
+                |r: &crate::options::OptionPriceResult| {
+                    format!(
+                        "price {:.6}, delta {:.6}, gamma {:.6}, vega {:.6} per point, theta {:.6} per day, rho {:.6} per point.",
+                        r.price, r.delta, r.gamma, r.vega, r.theta, r.rho
+                    )
+                },
+            ),
+            Err(e) => error_output(&e),
+        },
+        "implied_volatility" => match args::parse::<crate::options::ImpliedVolArgs>(arguments) {
+            Ok(a) => output(
+                crate::options::implied_volatility(&a),
+                |r: &crate::options::ImpliedVolResult| {
+                    format!(
+                        "implied volatility {:.6}% ({} iteration(s)).",
+                        r.implied_volatility * 100.0,
+                        r.iterations
+                    )
+                },
+            ),
+            Err(e) => error_output(&e),
+        },
+        "option_strategy" => match args::parse::<crate::options::StrategyArgs>(arguments) {
+            Ok(a) => match crate::options::option_strategy(&a) {
+                Ok((result, chart)) => {
+                    let mut out = output(Ok(result), |r: &crate::options::StrategyResult| {
+                        format!(
+                            "net premium {:.4}; breakevens {:?}; max profit {}; max loss {}; probability of profit {:.2}%.",
+                            r.net_premium,
+                            r.breakevens,
+                            fmt_opt(r.max_profit),
+                            fmt_opt(r.max_loss),
+                            r.probability_of_profit * 100.0
+                        )
+                    });
+                    out.images.extend(chart);
+                    out
+                }
+                Err(e) => error_output(&e),
+            },
+            Err(e) => error_output(&e),
+        },
+        "quote_open_position" => match args::parse_flat::<crate::perps::OpenArgs>(arguments) {
+            Ok(a) => output(
+                crate::perps::quote_open_position(ctx, a).await,
+                |r: &crate::perps::OpenResult| {
+                    format!(
+                        "{} {}x: notional {}, size {}, bust price {} ({:.4}% away){}.",
+                        r.side,
+                        r.leverage,
+                        r.notional,
+                        r.size,
+                        r.bust_price,
+                        r.bust_distance_pct,
+                        r.invalid_reason
+                            .as_ref()
+                            .map(|w| format!("; NOT valid: {w}"))
+                            .unwrap_or_default()
+                    )
+                },
+            ),
+            Err(e) => error_output(&e),
+        },
+        "quote_leverage_ladder" => match args::parse_flat::<crate::perps::LadderArgs>(arguments) {
+            Ok(a) => output(
+                crate::perps::quote_leverage_ladder(ctx, a).await,
+                |r: &crate::perps::LadderResult| {
+                    let steps: Vec<String> = r
+                        .steps
+                        .iter()
+                        .map(|s| format!("{}x bust {} ({:.2}%)", s.leverage, s.bust_price, s.bust_distance_pct))
+                        .collect();
+                    format!("{} at {}: {}.", r.side, r.mark_price, steps.join(", "))
+                },
+            ),
+            Err(e) => error_output(&e),
+        },
+        "quote_close_position" => match args::parse_flat::<crate::perps::CloseArgs>(arguments) {
+            Ok(a) => output(
+                crate::perps::quote_close_position(ctx, a).await,
+                |r: &crate::perps::CloseResult| {
+                    format!(
+                        "{} {}x from {} to {}: raw P&L {}, fees {}, net P&L {}{}.",
+                        r.side,
+                        r.leverage,
+                        r.entry_price,
+                        r.exit_price,
+                        r.raw_pnl,
+                        r.fees,
+                        r.net_pnl,
+                        if r.liquidated { " (liquidated)" } else { "" }
+                    )
+                },
+            ),
+            Err(e) => error_output(&e),
+        },
+        "get_performance" => performance(ctx, arguments).await,
         _ => return None,
+    })
+}
+
+/// get_performance: the book, then daily valuations and the benchmark.
+async fn performance(ctx: &ToolContext, arguments: Value) -> ToolOutput {
+    let a = match args::parse::<crate::performance::PerformanceArgs>(arguments) {
+        Ok(a) => a,
+        Err(e) => return error_output(&e),
+    };
+    let book = match ctx.book().await {
+        Ok(b) => b,
+        Err(e) => return error_output(&e),
+    };
+    let prepared = report_currency(a.currency.as_deref(), book.base_currency).and_then(|ccy| {
+        Ok((ccy, select(&book, a.account.as_deref(), None, None)?))
+    });
+    let result = match prepared {
+        Ok((ccy, sel)) => crate::performance::get_performance(ctx, &book, &sel, &a, ccy).await,
+        Err(e) => Err(e),
+    };
+    output(result, |r: &crate::performance::PerformanceResult| {
+        format!(
+            "{} to {} ({}): value {} -> {} {}, net flows {}; TWR {}%, MWR {}% a year{}.{}",
+            r.start,
+            r.end,
+            r.account.as_deref().unwrap_or("whole book"),
+            r.start_value.0,
+            r.end_value.0,
+            r.currency,
+            r.net_flows.0,
+            fmt_opt(r.twr_pct),
+            fmt_opt(r.mwr_pct),
+            r.benchmark_return_pct
+                .map(|b| format!(", benchmark {b:.4}%"))
+                .unwrap_or_default(),
+            notes_suffix(&r.notes)
+        )
     })
 }
 
@@ -928,6 +1158,34 @@ fn run_tool(
                     r.by,
                     r.currency,
                     top.join(", "),
+                    notes_suffix(&r.notes)
+                )
+            },
+        ),
+        "analyze_trades" => output(
+            args::parse::<crate::journal::JournalArgs>(arguments).and_then(|a| {
+                let range = DateRange::parse(&a.start, &a.end)?;
+                let currency = report_currency(a.currency.as_deref(), base)?;
+                let sel = select(
+                    book,
+                    a.account.as_deref(),
+                    a.broker.as_deref(),
+                    a.symbol.as_deref(),
+                )?;
+                crate::journal::analyze_trades(book, &sel, range, currency)
+            }),
+            |r: &crate::journal::JournalResult| {
+                format!(
+                    "{} trade(s) {} to {}: net {} {}, win rate {}%, profit factor {}, winners held {} day(s) and losers {} on average.{}",
+                    r.trade_count,
+                    r.start,
+                    r.end,
+                    r.net_pnl.0,
+                    r.currency,
+                    fmt_opt(r.win_rate_pct),
+                    fmt_opt(r.profit_factor),
+                    fmt_opt(r.average_holding_days_winners),
+                    fmt_opt(r.average_holding_days_losers),
                     notes_suffix(&r.notes)
                 )
             },

@@ -4,7 +4,7 @@
 //! Every row is computed at full precision in its own currency, converted straight into
 //! the report (or account) currency, and rounded once.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
@@ -12,7 +12,9 @@ use tradedesk_core::ledger::{self, Ledger};
 
 use crate::rates::Rates;
 use crate::select::Selection;
-use tradedesk_core::{AccountIdx, Book, Currency, Error, InstrumentIdx, LotQueue, LotSide, Result};
+use tradedesk_core::{
+    AccountIdx, Book, Currency, Error, Fifo, InstrumentIdx, LotQueue, LotSide, Result,
+};
 
 /// Values that exist only for a marked position.
 #[derive(Debug, Clone)]
@@ -122,8 +124,40 @@ pub fn value_ledger(
     currency: Currency,
     scope: Scope<'_>,
 ) -> Result<Valuation> {
+    let state = LedgerState {
+        fifo: &ledger.fifo,
+        cash: &ledger.cash,
+        has_cash_entries: &ledger.has_cash_entries,
+    };
+    value_at(book, state, currency, scope, book.as_of, &|_| None)
+}
+
+/// The parts of a replay a valuation reads: a finished [`Ledger`], or a replay part way
+/// through (daily valuations).
+#[derive(Debug, Clone, Copy)]
+pub struct LedgerState<'a> {
+    pub fifo: &'a Fifo,
+    pub cash: &'a BTreeMap<(AccountIdx, Currency), Decimal>,
+    pub has_cash_entries: &'a [bool],
+}
+
+/// A price for a position with no mark on or before the valuation date.
+pub type Fallback<'a> = dyn Fn(InstrumentIdx) -> Option<(NaiveDate, Decimal)> + 'a;
+
+/// Values a replay's positions and cash at the close of `on`: marks and FX rates on or
+/// before `on`; a position without a mark takes `fallback`'s price, if any.
+///
+/// # Errors
+/// `no_fx_rate` when a needed conversion has no rate path.
+pub fn value_at(
+    book: &Book,
+    ledger: LedgerState<'_>,
+    currency: Currency,
+    scope: Scope<'_>,
+    on: NaiveDate,
+    fallback: &Fallback<'_>,
+) -> Result<Valuation> {
     let mut rates = Rates::new(book);
-    let on = book.as_of;
     let mut positions = Vec::new();
     for (account, instrument, queue) in ledger.fifo.open_positions() {
         if scope
@@ -132,12 +166,20 @@ pub fn value_ledger(
         {
             continue;
         }
+        let mark = book
+            .marks
+            .latest(instrument, on)
+            .or_else(|| fallback(instrument));
         positions.push(position_row(
             book,
             &mut rates,
-            account,
-            instrument,
-            queue,
+            PositionAt {
+                account,
+                instrument,
+                queue,
+                mark,
+                on,
+            },
             currency,
             scope.accounts,
         )?);
@@ -147,7 +189,7 @@ pub fn value_ledger(
             .cmp(&(b.account, &book.instrument(b.instrument).key))
     });
     let mut cash = Vec::new();
-    for (&(account, cash_currency), &amount) in &ledger.cash {
+    for (&(account, cash_currency), &amount) in ledger.cash {
         if !scope.accounts
             || !ledger
                 .has_cash_entries
@@ -168,26 +210,39 @@ pub fn value_ledger(
     }
     Ok(Valuation {
         currency,
-        as_of: book.as_of,
+        as_of: on,
         positions,
         cash,
-        cash_known: ledger.has_cash_entries.clone(),
+        cash_known: ledger.has_cash_entries.to_vec(),
         stale_rates: rates.stale,
     })
+}
+
+/// One open position, where and when it is valued.
+struct PositionAt<'a> {
+    account: AccountIdx,
+    instrument: InstrumentIdx,
+    queue: &'a LotQueue,
+    mark: Option<(NaiveDate, Decimal)>,
+    on: NaiveDate,
 }
 
 fn position_row(
     book: &Book,
     rates: &mut Rates<'_>,
-    account: AccountIdx,
-    instrument: InstrumentIdx,
-    queue: &LotQueue,
+    at: PositionAt<'_>,
     currency: Currency,
     in_account_currency: bool,
 ) -> Result<PositionRow> {
+    let PositionAt {
+        account,
+        instrument,
+        queue,
+        mark,
+        on,
+    } = at;
     let inst = book.instrument(instrument);
     let ccy = inst.currency;
-    let on = book.as_of;
     let mut quantity = Decimal::ZERO;
     let mut open_cost = Decimal::ZERO; // sum of quantity x price
     let mut commissions = Decimal::ZERO;
@@ -207,7 +262,7 @@ fn position_row(
         .checked_div(quantity)
         .ok_or_else(overflow)?
         .normalize();
-    let marked = match book.marks.latest(instrument, book.as_of) {
+    let marked = match mark {
         None => None,
         Some((date, price)) => {
             let notional = mul(mul(mul(quantity, price)?, inst.multiplier)?, sign)?;

@@ -1276,6 +1276,35 @@ impl Broker for SimBroker {
         Ok(self.quote_of(inst, self.clock.now()))
     }
 
+    /// The sim's perps: the mark is the mid, the maximum leverage 1 / margin rate.
+    async fn perp_market(
+        &self,
+        account: &str,
+        symbol: &str,
+    ) -> Result<crate::PerpMark, BrokerError> {
+        self.check_account(account)?;
+        let inst = self.find(symbol)?;
+        if inst.spec.asset_class != AssetClass::Perp {
+            return Err(BrokerError::UnknownSymbol {
+                account: account.to_owned(),
+                symbol: inst.spec.key.qualified(),
+                known: "perpetuals such as PERP:BTC-PERP (this symbol is not a perpetual)"
+                    .to_owned(),
+            });
+        }
+        let q = self.quote_of(inst, self.clock.now());
+        let max = rust_decimal::prelude::ToPrimitive::to_u32(
+            &(Decimal::ONE / inst.spec.margin_rate).floor(),
+        )
+        .unwrap_or(1)
+            .max(1);
+        Ok(crate::PerpMark {
+            market: inst.spec.key.qualified(),
+            mark: (q.bid + q.ask) / Decimal::TWO,
+            max_leverage: max,
+        })
+    }
+
     async fn bars(
         &self,
         account: &str,
