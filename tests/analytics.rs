@@ -62,7 +62,9 @@ async fn option_prices_and_greeks_agree_with_quantlib() {
         });
         let out = tool(&ctx, "option_price", args.clone()).await;
         assert_eq!(out["status"], "ok", "{out:#}");
-        for field in ["price", "delta", "gamma", "vega", "theta", "rho", "d1", "d2"] {
+        for field in [
+            "price", "delta", "gamma", "vega", "theta", "rho", "d1", "d2",
+        ] {
             let (ours, theirs) = (num(&out, field), num(case, field));
             if !agrees(ours, theirs) {
                 failures.push(format!("{args}: {field} {ours} vs {theirs}"));
@@ -119,7 +121,10 @@ async fn prices_outside_the_no_arbitrage_bounds_are_refused_with_the_bound() {
     assert_eq!(out["error"]["code"], "invalid_argument");
     let message = out["error"]["message"].as_str().unwrap();
     assert!(message.contains("below the lower bound"), "{message}");
-    assert!(message.contains("23.901646"), "six or more digits: {message}");
+    assert!(
+        message.contains("23.901646"),
+        "six or more digits: {message}"
+    );
     let mut high = base;
     high["price"] = json!(100.0);
     let message = tool(&ctx, "implied_volatility", high).await["error"]["message"]
@@ -355,12 +360,20 @@ async fn performance_is_worked_by_hand_with_flows_and_a_benchmark() {
     assert!((num(&r, "twr_pct") - twr).abs() < 1e-9, "{twr} vs {r:#}");
     // XIRR of -10,000 (day 0), -5,000 (day 1), +1,000 (day 2), +14,300 (day 3), by
     // bisection in Python: 1508.5749225079296% a year, 2.309498497695528% over 3 days.
-    assert!((num(&r, "mwr_pct") - 1_508.574_922_507_929_6).abs() < 1e-7, "{r:#}");
+    assert!(
+        (num(&r, "mwr_pct") - 1_508.574_922_507_929_6).abs() < 1e-7,
+        "{r:#}"
+    );
     assert!((num(&r, "mwr_period_pct") - 2.309_498_497_695_528).abs() < 1e-9);
     // Benchmark: 200 (last close before 01-06) to 210 (last on or before 01-08).
     assert!((num(&r, "benchmark_return_pct") - 5.0).abs() < 1e-12);
     assert!((num(&r, "excess_return_pct") - (twr - 5.0)).abs() < 1e-9);
-    assert!(r["method"].as_str().unwrap().contains("V_d / (V_(d-1) + F_d)"));
+    assert!(
+        r["method"]
+            .as_str()
+            .unwrap()
+            .contains("V_d / (V_(d-1) + F_d)")
+    );
     // The whole book adds P-2's deposit of 777 on 01-06 as a flow, not a return.
     let book = tool(
         &ctx,

@@ -212,7 +212,12 @@ async fn perps_quotes_take_the_live_mark_and_maximum_leverage() {
     )
     .await;
     assert_eq!(over["error"]["code"], "invalid_argument", "{over:#}");
-    assert!(over["error"]["message"].as_str().unwrap().contains("1 to 40"));
+    assert!(
+        over["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("1 to 40")
+    );
     let ladder = tool(
         &ctx,
         "quote_leverage_ladder",
@@ -234,7 +239,10 @@ async fn perps_quotes_take_the_live_mark_and_maximum_leverage() {
     )
     .await;
     // Short 0.1 BTC from 100,000, out at the mark 95,000: +500.
-    assert!((close["net_pnl"].as_f64().unwrap() - 500.0).abs() < 1e-9, "{close:#}");
+    assert!(
+        (close["net_pnl"].as_f64().unwrap() - 500.0).abs() < 1e-9,
+        "{close:#}"
+    );
     let unknown = tool(
         &ctx,
         "quote_open_position",

@@ -62,6 +62,14 @@ STARTUP_TIMEOUT = 10.0  # seconds, for the HTTP server to print its address
 WATCHDOG_TIMEOUT = 100.0  # seconds, the whole run
 
 EXPECTED_TOOLS = {
+    "option_price",
+    "implied_volatility",
+    "option_strategy",
+    "quote_open_position",
+    "quote_leverage_ladder",
+    "quote_close_position",
+    "get_performance",
+    "analyze_trades",
     "backtest",
     "get_run_result",
     "factor_analysis",
@@ -296,7 +304,7 @@ async def run_checks(mode: str, client: Client, expected_version: str) -> None:
         check(mode, "tools/list", False, describe(exc))
         tools = []
     names = {t.name for t in tools}
-    check(mode, "tools/list returns the 14 read tools (trading off)", len(tools) == 14 and names == EXPECTED_TOOLS, f"got {sorted(names)}")
+    check(mode, "tools/list returns the 22 read tools (trading off)", len(tools) == 22 and names == EXPECTED_TOOLS, f"got {sorted(names)}")
     not_ro = [t.name for t in tools if not (t.annotations and t.annotations.read_only_hint is True)]
     check(mode, "every tool has annotations.readOnlyHint true", bool(tools) and not not_ro, f"missing on {not_ro}")
     no_out = [t.name for t in tools if not (isinstance(t.output_schema, dict) and t.output_schema.get("type") == "object")]
@@ -414,6 +422,43 @@ async def run_checks(mode: str, client: Client, expected_version: str) -> None:
             and len(health["brokers"]) >= 1,
             short(health),
         )
+
+    # ---- research II: options, perps, performance, journal
+    opt = await call_ok(
+        mode, client, "option_price",
+        {"type": "call", "spot": 100, "strike": 100, "volatility": 0.2, "rate": 0.05, "time_years": 1},
+    )
+    if opt is not None:
+        check(mode, "option_price: the textbook call is 10.4506", abs(opt.get("price", 0) - 10.450583572185565) < 1e-12, short(opt))
+    res = await client.call_tool(
+        "option_strategy",
+        {"spot": 100, "rate": 0.0, "legs": [
+            {"type": "call", "strike": 95, "quantity": 1, "premium": 7.5, "volatility": 0.3, "time_years": 0.5},
+            {"type": "call", "strike": 105, "quantity": -1, "premium": 3.5, "volatility": 0.3, "time_years": 0.5}]},
+    )
+    images = [b for b in res.content if getattr(b, "type", None) == "image"]
+    sc = res.structured_content or {}
+    check(
+        mode,
+        "option_strategy: breakeven 99, a PNG payoff chart beside the result",
+        not res.is_error and [round(x, 9) for x in sc.get("breakevens", [])] == [99.0]
+        and len(images) == 1 and images[0].mimeType == "image/png",
+        short(sc),
+    )
+    perp = await call_ok(mode, client, "quote_open_position", {"market": "BTC-PERP", "side": "long", "margin": 500, "leverage": 5})
+    if perp is not None:
+        check(mode, "quote_open_position: the sim's live BTC-PERP mark", perp.get("market") == "PERP:BTC-PERP" and perp.get("entry_price", 0) > 0, short(perp))
+    perf = await call_ok(mode, client, "get_performance", {"start": "2026-01-01", "end": "2026-11-27"})
+    if perf is not None:
+        check(mode, "get_performance: TWR and MWR with the method stated", isinstance(perf.get("twr_pct"), float) and "XIRR" in perf.get("method", ""), short(perf))
+    journal = await call_ok(mode, client, "analyze_trades", {"start": "2023-01-01", "end": "2026-11-27"})
+    realized = await call_ok(mode, client, "get_realized_pnl", {"start": "2023-01-01", "end": "2026-11-27"})
+    if journal is not None and realized is not None:
+        check(mode, "analyze_trades: its net P&L is get_realized_pnl's to the cent", journal.get("net_pnl") == realized.get("net_pnl"), short(journal))
+    await call_bad(
+        mode, client, "implied_volatility",
+        {"type": "call", "spot": 100, "strike": 80, "rate": 0.05, "time_years": 1, "price": 20}, "invalid_argument",
+    )
 
     # ---- tools/call, bad arguments
     await call_bad(mode, client, "get_realized_pnl", {"start": "last quarter", "end": "2026-12-31"}, "invalid_date")
@@ -681,7 +726,7 @@ async def run_trading_checks(mode: str, client: Client, elicitor: Elicitor) -> N
         tools = []
     names = {t.name for t in tools}
     want = EXPECTED_TOOLS | TRADING_TOOLS
-    check(mode, "tools/list returns 19 tools: the 14 read tools and the 5 trading tools", len(tools) == 19 and names == want, f"got {sorted(names)}")
+    check(mode, "tools/list returns 27 tools: the 22 read tools and the 5 trading tools", len(tools) == 27 and names == want, f"got {sorted(names)}")
     by_name = {t.name: t for t in tools}
     bad_ann = [
         n

@@ -198,7 +198,10 @@ pub fn implied_volatility(kind: Kind, c: &Contract, target: f64) -> Result<Impli
     // at-the-money approximation when the option is at the money.
     let moneyness = (fwd_s / fwd_k).ln().abs();
     let atm = (2.0 * PI / c.time_years).sqrt() * time_value / fwd_s.min(fwd_k);
-    let mut vol = (2.0 * moneyness / c.time_years).sqrt().max(atm).clamp(1e-4, MAX_VOL);
+    let mut vol = (2.0 * moneyness / c.time_years)
+        .sqrt()
+        .max(atm)
+        .clamp(1e-4, MAX_VOL);
     let (mut lo, mut hi) = (0.0_f64, MAX_VOL);
     let mut best = vol;
     for iteration in 1..=200 {
@@ -326,9 +329,9 @@ impl Strategy {
     /// Whether some leg outlives the earliest expiry (then the payoff is not piecewise
     /// linear).
     fn has_later_legs(&self, expiry: f64) -> bool {
-        self.legs.iter().any(
-            |l| matches!(l.kind, LegKind::Option { time_years, .. } if time_years > expiry),
-        )
+        self.legs
+            .iter()
+            .any(|l| matches!(l.kind, LegKind::Option { time_years, .. } if time_years > expiry))
     }
 
     /// P&L at the earliest expiry if the underlying is at `price` then.
@@ -446,7 +449,9 @@ impl Strategy {
                 | LegKind::Option {
                     kind: Kind::Call, ..
                 } => l.quantity,
-                LegKind::Option { kind: Kind::Put, .. } => 0.0,
+                LegKind::Option {
+                    kind: Kind::Put, ..
+                } => 0.0,
             })
             .sum()
     }
@@ -521,10 +526,7 @@ impl Strategy {
         let min = values.iter().copied().fold(f64::MAX, f64::min);
         let slope = self.final_slope();
         let slope = if slope.abs() < 1e-12 { 0.0 } else { slope };
-        (
-            (slope <= 0.0).then_some(max),
-            (slope >= 0.0).then_some(min),
-        )
+        ((slope <= 0.0).then_some(max), (slope >= 0.0).then_some(min))
     }
 
     /// Probability that the expiry P&L is above zero, with the underlying lognormal under
@@ -690,7 +692,10 @@ mod tests {
                     continue;
                 }
                 let iv = implied_volatility(kind, &c, p).expect("solves");
-                assert!(close(iv.volatility, 0.2, 1e-7), "{kind:?} {strike} {t}: {iv:?}");
+                assert!(
+                    close(iv.volatility, 0.2, 1e-7),
+                    "{kind:?} {strike} {t}: {iv:?}"
+                );
             }
         }
         assert!(matches!(

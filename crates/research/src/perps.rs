@@ -169,7 +169,11 @@ mod tests {
             maintenance_margin_rate: 0.05,
             ..p
         };
-        assert!(bad.invalid_reason().unwrap().contains("liquidated on opening"));
+        assert!(
+            bad.invalid_reason()
+                .unwrap()
+                .contains("liquidated on opening")
+        );
     }
 
     #[test]

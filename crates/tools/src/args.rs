@@ -63,10 +63,7 @@ pub fn parse_flat<T: DeserializeOwned + JsonSchema>(args: Value) -> Result<T> {
         {
             let allowed: Vec<&String> = known.map(|p| p.keys().collect()).unwrap_or_default();
             return Err(Error::invalid_argument(
-                format!(
-                    "unknown argument {}",
-                    tradedesk_core::error::quote(unknown)
-                ),
+                format!("unknown argument {}", tradedesk_core::error::quote(unknown)),
                 format!(
                     "allowed arguments: {}; see the tool's input schema for types",
                     allowed

@@ -35,6 +35,23 @@ fn example(name: &str) -> Value {
         }
         "modify_position" => json!({"account": "SIM-PAPER", "symbol": "AAPL", "stop_loss": 265}),
         "cancel_order" => json!({"account": "SIM-PAPER", "client_order_id": "docs-1"}),
+        "option_price" => json!({"type": "call", "spot": 100, "strike": 105, "volatility": 0.25,
+            "rate": 0.04, "dividend_yield": 0.01, "time_years": 0.5}),
+        "implied_volatility" => json!({"type": "put", "spot": 100, "strike": 95, "rate": 0.04,
+            "time_years": 0.25, "price": 2.1}),
+        "option_strategy" => json!({"spot": 100, "rate": 0.04, "points": 5, "legs": [
+            {"type": "call", "strike": 100, "quantity": 1, "volatility": 0.25, "time_years": 0.25},
+            {"type": "call", "strike": 110, "quantity": -1, "volatility": 0.23, "time_years": 0.25}]}),
+        "quote_open_position" => json!({"mark_price": 92000, "side": "long", "margin": 1000,
+            "leverage": 20, "maintenance_margin_rate": 0.005, "fee_rate": 0.00045}),
+        "quote_leverage_ladder" => json!({"mark_price": 92000, "side": "short", "margin": 1000,
+            "max_leverage": 50}),
+        "quote_close_position" => json!({"mark_price": 95000, "side": "long", "margin": 1000,
+            "leverage": 10, "entry_price": 92000, "fee_rate": 0.00045}),
+        "get_performance" => {
+            json!({"start": "2026-01-01", "end": "2026-11-27", "account": "IBKR-DEMO"})
+        }
+        "analyze_trades" => json!({"start": "2023-01-01", "end": "2026-11-27"}),
         _ => json!({}),
     }
 }

@@ -137,7 +137,9 @@ fn trades(
     let mut failure = None;
     let mut gross_of_fees = false;
     ledger::replay_lots(book, |_, lot| {
-        if failure.is_some() || !range.contains(lot.close_date) || !sel.matches(lot.account, lot.instrument)
+        if failure.is_some()
+            || !range.contains(lot.close_date)
+            || !sel.matches(lot.account, lot.instrument)
         {
             return;
         }

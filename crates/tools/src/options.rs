@@ -132,7 +132,12 @@ fn volatility(name: &str, v: f64) -> Result<f64> {
 }
 
 fn years(name: &str, v: f64) -> Result<f64> {
-    check(name, v, |v| v > 0.0 && v <= 100.0, "above 0 and at most 100")
+    check(
+        name,
+        v,
+        |v| v > 0.0 && v <= 100.0,
+        "above 0 and at most 100",
+    )
 }
 
 fn rate(name: &str, v: Option<f64>) -> Result<f64> {
@@ -322,6 +327,32 @@ pub struct StrategyResult {
     pub notes: Vec<String>,
 }
 
+impl ImpliedVolResult {
+    /// The text summary beside the result.
+    pub fn summary(&self) -> String {
+        format!(
+            "implied volatility {:.6}% ({} iteration(s)).",
+            self.implied_volatility * 100.0,
+            self.iterations
+        )
+    }
+}
+
+impl StrategyResult {
+    /// The text summary beside the result.
+    pub fn summary(&self) -> String {
+        let opt = |v: Option<f64>| v.map_or_else(|| "unbounded".to_owned(), |v| format!("{v:.4}"));
+        format!(
+            "net premium {:.4}; breakevens {:?}; max profit {}; max loss {}; probability of profit {:.2}%.",
+            self.net_premium,
+            self.breakevens,
+            opt(self.max_profit),
+            opt(self.max_loss),
+            self.probability_of_profit * 100.0
+        )
+    }
+}
+
 /// A leg argument, checked and priced.
 fn leg(i: usize, a: &LegArgs, m: Market) -> Result<Leg> {
     let name = |field: &str| format!("legs[{i}].{field}");
@@ -387,7 +418,12 @@ fn leg(i: usize, a: &LegArgs, m: Market) -> Result<Leg> {
     };
     let premium = match a.premium {
         None => model,
-        Some(p) => check(&name("premium"), p, |v| v >= 0.0 && v < 1e15, "0 or above")?,
+        Some(p) => check(
+            &name("premium"),
+            p,
+            |v| (0.0..1e15).contains(&v),
+            "0 or above",
+        )?,
     };
     Ok(Leg {
         kind,
@@ -427,7 +463,10 @@ pub fn option_strategy(a: &StrategyArgs) -> Result<(StrategyResult, Option<Vec<u
     };
     if a.legs.is_empty() || a.legs.len() > 20 {
         return Err(Error::invalid_argument(
-            format!("legs has {} entries: a strategy takes 1 to 20", a.legs.len()),
+            format!(
+                "legs has {} entries: a strategy takes 1 to 20",
+                a.legs.len()
+            ),
             "pass legs as a list such as [{\"type\": \"call\", \"strike\": 100, \"quantity\": 1, \"volatility\": 0.2, \"time_years\": 0.5}]",
         ));
     }
@@ -444,7 +483,9 @@ pub fn option_strategy(a: &StrategyArgs) -> Result<(StrategyResult, Option<Vec<u
             "add a call or put leg; a stock position alone has no expiry",
         ));
     };
-    let [low, high] = a.price_range.unwrap_or([market.spot * 0.5, market.spot * 1.5]);
+    let [low, high] = a
+        .price_range
+        .unwrap_or([market.spot * 0.5, market.spot * 1.5]);
     if !(low.is_finite() && high.is_finite() && low >= 0.0 && low < high && high < 1e15) {
         return Err(Error::invalid_argument(
             format!("price_range is [{low}, {high}]: it must be [low, high] with 0 <= low < high"),
@@ -460,7 +501,13 @@ pub fn option_strategy(a: &StrategyArgs) -> Result<(StrategyResult, Option<Vec<u
     }
     let step = (high - low) / (points - 1) as f64;
     let prices: Vec<f64> = (0..points)
-        .map(|i| if i + 1 == points { high } else { low + step * i as f64 })
+        .map(|i| {
+            if i + 1 == points {
+                high
+            } else {
+                low + step * i as f64
+            }
+        })
         .collect();
     let payoff: Vec<PricePnl> = prices
         .iter()
@@ -486,9 +533,10 @@ pub fn option_strategy(a: &StrategyArgs) -> Result<(StrategyResult, Option<Vec<u
     let mut notes = vec![format!(
         "probability_of_profit: the underlying at {expiry} years is lognormal with drift rate - dividend_yield and volatility {vol} (the |quantity|-weighted volatility of the legs expiring then)"
     )];
-    let later = s.legs.iter().any(
-        |l| matches!(l.kind, LegKind::Option { time_years, .. } if time_years > expiry),
-    );
+    let later = s
+        .legs
+        .iter()
+        .any(|l| matches!(l.kind, LegKind::Option { time_years, .. } if time_years > expiry));
     if later {
         notes.push(format!(
             "legs expiring after {expiry} years are valued at that date by the model with their remaining time; breakevens are searched up to {search_high:.6} and max profit and loss over the price range"

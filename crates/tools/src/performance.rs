@@ -107,6 +107,7 @@ fn daily(
     let mut last_price: Vec<Option<(NaiveDate, Decimal)>> = vec![None; book.instruments.len()];
     let (mut next_fill, mut next_cash) = (0, 0);
     let mut unmarked = std::collections::BTreeSet::new();
+    let mut unmarked_at_end = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     let mut day = first;
     while day <= last {
@@ -120,7 +121,8 @@ fn daily(
             if sel.account(entry.account)
                 && matches!(entry.kind, CashKind::Deposit | CashKind::Withdrawal)
             {
-                flow += minor(rates.convert_rounded(entry.amount, entry.currency, currency, day)?);
+                flow +=
+                    minor(rates.convert_rounded(entry.amount, entry.currency, currency, day)?);
             }
             next_cash += 1;
         }
@@ -154,6 +156,9 @@ fn daily(
         for p in &valuation.positions {
             if book.marks.latest(p.instrument, day).is_none() {
                 unmarked.insert(p.instrument);
+                if day == last {
+                    unmarked_at_end.insert(p.instrument);
+                }
             }
             if let Some(m) = &p.marked {
                 value += minor(m.market_value_converted);
@@ -167,15 +172,24 @@ fn daily(
             .checked_add_days(Days::new(1))
             .ok_or_else(|| Error::internal("date overflow"))?;
     }
-    if !unmarked.is_empty() {
-        let mut names: Vec<String> = unmarked
+    let names = |set: &std::collections::BTreeSet<InstrumentIdx>| {
+        let mut names: Vec<String> = set
             .iter()
             .map(|i| book.instrument(*i).key.qualified())
             .collect();
         names.sort();
+        names.join(", ")
+    };
+    if !unmarked.is_empty() {
         notes.push(format!(
-            "on some days {} had no mark yet and were valued at their last fill price",
-            names.join(", ")
+            "on some days {} had no mark yet and were valued at their last fill price, so buying them is not counted as a loss",
+            names(&unmarked)
+        ));
+    }
+    if !unmarked_at_end.is_empty() {
+        notes.push(format!(
+            "end_value includes {} at the last fill price; the portfolio tools leave a position without a mark out of their totals",
+            names(&unmarked_at_end)
         ));
     }
     let unknown: Vec<&str> = book
@@ -184,7 +198,11 @@ fn daily(
         .enumerate()
         .filter(|(i, _)| {
             u32::try_from(*i).is_ok_and(|i| sel.account(i))
-                && !replayer.has_cash_entries().get(*i).copied().unwrap_or(false)
+                && !replayer
+                    .has_cash_entries()
+                    .get(*i)
+                    .copied()
+                    .unwrap_or(false)
         })
         .map(|(_, a)| a.id.as_str())
         .collect();
@@ -211,8 +229,14 @@ fn benchmark_return(
             .get(..10)
             .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
     };
-    let before = bars.iter().rev().find(|b| date(b).is_some_and(|d| d < start));
-    let at_end = bars.iter().rev().find(|b| date(b).is_some_and(|d| d <= end));
+    let before = bars
+        .iter()
+        .rev()
+        .find(|b| date(b).is_some_and(|d| d < start));
+    let at_end = bars
+        .iter()
+        .rev()
+        .find(|b| date(b).is_some_and(|d| d <= end));
     match (before, at_end) {
         (Some(a), Some(b)) if a.close > 0.0 => Some((b.close / a.close - 1.0) * 100.0),
         _ => {

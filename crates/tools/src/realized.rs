@@ -123,7 +123,12 @@ pub(crate) struct Valued {
     pub(crate) gross: i128,
 }
 
-pub(crate) fn value_lot(rates: &mut Rates<'_>, to: Currency, book: &Book, lot: &ClosedLot) -> Result<Valued> {
+pub(crate) fn value_lot(
+    rates: &mut Rates<'_>,
+    to: Currency,
+    book: &Book,
+    lot: &ClosedLot,
+) -> Result<Valued> {
     let dp = to.minor_units();
     let ccy = book.instrument(lot.instrument).currency;
     if ccy == to {

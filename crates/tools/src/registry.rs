@@ -728,29 +728,14 @@ async fn dispatch_research(
         "implied_volatility" => match args::parse::<crate::options::ImpliedVolArgs>(arguments) {
             Ok(a) => output(
                 crate::options::implied_volatility(&a),
-                |r: &crate::options::ImpliedVolResult| {
-                    format!(
-                        "implied volatility {:.6}% ({} iteration(s)).",
-                        r.implied_volatility * 100.0,
-                        r.iterations
-                    )
-                },
+                crate::options::ImpliedVolResult::summary,
             ),
             Err(e) => error_output(&e),
         },
         "option_strategy" => match args::parse::<crate::options::StrategyArgs>(arguments) {
             Ok(a) => match crate::options::option_strategy(&a) {
                 Ok((result, chart)) => {
-                    let mut out = output(Ok(result), |r: &crate::options::StrategyResult| {
-                        format!(
-                            "net premium {:.4}; breakevens {:?}; max profit {}; max loss {}; probability of profit {:.2}%.",
-                            r.net_premium,
-                            r.breakevens,
-                            fmt_opt(r.max_profit),
-                            fmt_opt(r.max_loss),
-                            r.probability_of_profit * 100.0
-                        )
-                    });
+                    let mut out = output(Ok(result), crate::options::StrategyResult::summary);
                     out.images.extend(chart);
                     out
                 }
@@ -786,7 +771,12 @@ async fn dispatch_research(
                     let steps: Vec<String> = r
                         .steps
                         .iter()
-                        .map(|s| format!("{}x bust {} ({:.2}%)", s.leverage, s.bust_price, s.bust_distance_pct))
+                        .map(|s| {
+                            format!(
+                                "{}x bust {} ({:.2}%)",
+                                s.leverage, s.bust_price, s.bust_distance_pct
+                            )
+                        })
                         .collect();
                     format!("{} at {}: {}.", r.side, r.mark_price, steps.join(", "))
                 },
@@ -827,9 +817,8 @@ async fn performance(ctx: &ToolContext, arguments: Value) -> ToolOutput {
         Ok(b) => b,
         Err(e) => return error_output(&e),
     };
-    let prepared = report_currency(a.currency.as_deref(), book.base_currency).and_then(|ccy| {
-        Ok((ccy, select(&book, a.account.as_deref(), None, None)?))
-    });
+    let prepared = report_currency(a.currency.as_deref(), book.base_currency)
+        .and_then(|ccy| Ok((ccy, select(&book, a.account.as_deref(), None, None)?)));
     let result = match prepared {
         Ok((ccy, sel)) => crate::performance::get_performance(ctx, &book, &sel, &a, ccy).await,
         Err(e) => Err(e),

@@ -219,6 +219,7 @@ pub fn value_at(
 }
 
 /// One open position, where and when it is valued.
+#[derive(Clone, Copy)]
 struct PositionAt<'a> {
     account: AccountIdx,
     instrument: InstrumentIdx,

@@ -1297,7 +1297,7 @@ impl Broker for SimBroker {
             &(Decimal::ONE / inst.spec.margin_rate).floor(),
         )
         .unwrap_or(1)
-            .max(1);
+        .max(1);
         Ok(crate::PerpMark {
             market: inst.spec.key.qualified(),
             mark: (q.bid + q.ask) / Decimal::TWO,
