@@ -105,9 +105,11 @@ pub struct Report {
     pub open_position: Option<OpenPosition>,
     pub bars_per_year: f64,
     pub notes: Vec<String>,
-    /// Equity at each bar's close (for the chart; not serialized).
+    /// The equity curve (at each bar's close) thinned for the chart: of each of at most
+    /// 1,000 buckets of bars, the lowest and the highest bar as (bar index, equity), in bar
+    /// order, so no drawdown disappears. Not serialized.
     #[serde(skip)]
-    pub equity: Vec<f64>,
+    pub curve: Vec<(usize, f64)>,
 }
 
 /// 252 when the bars' median spacing is between 20 hours and 4 days, else a year over
@@ -170,116 +172,88 @@ pub fn run(
     // Slices of exactly n bars: the loop below indexes them without checks.
     let (open_col, close_col, entry) = (&prices.open[..n], &prices.close[..n], &entry[..n]);
     let exit = exit.map(|e| &e[..n.min(e.len())]);
-    let fee = settings.fee_bps / 10_000.0;
-    let slip = settings.slippage_bps / 10_000.0;
     let long = settings.direction == Direction::Long;
-    let mut cash = settings.initial_cash;
-    // Signed units held.
-    let mut units = 0.0_f64;
-    let mut entry_price = 0.0;
-    let mut entry_fee = 0.0;
-    let mut entry_bar = 0usize;
+    let mut book = Position {
+        settings,
+        time: prices.time,
+        long,
+        fee: settings.fee_bps / 10_000.0,
+        slip: settings.slippage_bps / 10_000.0,
+        cash: settings.initial_cash,
+        units: 0.0,
+        entry_price: 0.0,
+        entry_fee: 0.0,
+        entry_bar: 0,
+        trades: Vec::new(),
+        trade_count: 0,
+        gross_win: 0.0,
+        gross_loss: 0.0,
+        wins: 0,
+        skipped: 0,
+    };
     let mut pending_entry = false;
     let mut pending_exit = false;
-    let mut equity = Vec::with_capacity(n);
-    let mut trades: Vec<Trade> = Vec::new();
-    let mut trade_count = 0usize;
-    let (mut gross_win, mut gross_loss, mut wins) = (0.0, 0.0, 0usize);
+    let mut curve = Curve::new(n);
+    let mut last_value = settings.initial_cash;
     let mut held_bars = 0usize;
-    let mut skipped = 0usize;
-    let step = (n / 100).max(1);
-    let mut until_report = 0usize;
-    for t in 0..n {
-        let open = open_col[t];
-        if pending_entry {
-            pending_entry = false;
-            let fill = if long {
-                open * (1.0 + slip)
-            } else {
-                open * (1.0 - slip)
-            };
-            let budget = cash.max(0.0) * settings.size;
-            let mut qty = budget / (fill * (1.0 + fee));
-            if !settings.fractional {
-                qty = qty.floor();
+    let mut stats = Stats::default();
+    // The engine runs in chunks of bars: first the fills and each close's equity into a
+    // small buffer (fills are rare and out of line), then the statistics over the
+    // buffer in a loop with no calls at all, which keeps its sums in registers.
+    const CHUNK: usize = 1024;
+    let mut values = [0.0_f64; CHUNK];
+    let report_every = (n / 100).max(1);
+    let mut reported = 0;
+    let mut from = 0;
+    while from < n {
+        let len = (n - from).min(CHUNK);
+        for (k, slot) in values[..len].iter_mut().enumerate() {
+            let t = from + k;
+            if pending_entry {
+                pending_entry = false;
+                book.enter(t, open_col[t]);
+            } else if pending_exit {
+                pending_exit = false;
+                book.exit(t, open_col[t]);
             }
-            if qty > 0.0 && qty.is_finite() {
-                entry_fee = qty * fill * fee;
-                if long {
-                    cash -= qty * fill + entry_fee;
-                    units = qty;
-                } else {
-                    cash += qty * fill - entry_fee;
-                    units = -qty;
+            *slot = book.cash + book.units * close_col[t];
+            let flat = book.units == 0.0;
+            held_bars += usize::from(!flat);
+            // Signals on this close act on the next bar's open; on the last bar, nothing.
+            if t + 1 < n {
+                if flat {
+                    pending_entry = entry[t] == TRUE;
+                } else if let Some(exit) = exit {
+                    pending_exit = exit.get(t) == Some(&TRUE);
                 }
-                entry_price = fill;
-                entry_bar = t;
-            } else {
-                skipped += 1;
-            }
-        } else if pending_exit {
-            pending_exit = false;
-            let qty = units.abs();
-            let fill = if long {
-                open * (1.0 - slip)
-            } else {
-                open * (1.0 + slip)
-            };
-            let exit_fee = qty * fill * fee;
-            let pnl = if long {
-                cash += qty * fill - exit_fee;
-                qty * (fill - entry_price) - entry_fee - exit_fee
-            } else {
-                cash -= qty * fill + exit_fee;
-                qty * (entry_price - fill) - entry_fee - exit_fee
-            };
-            units = 0.0;
-            trade_count += 1;
-            if pnl > 0.0 {
-                wins += 1;
-                gross_win += pnl;
-            } else {
-                gross_loss -= pnl;
-            }
-            if trades.len() < settings.max_trades {
-                trades.push(Trade {
-                    entry_time: prices.time[entry_bar].to_owned(),
-                    entry_price,
-                    exit_time: prices.time[t].to_owned(),
-                    exit_price: fill,
-                    quantity: qty,
-                    side: settings.direction,
-                    pnl,
-                    return_pct: if long {
-                        (fill / entry_price - 1.0) * 100.0
-                    } else {
-                        (entry_price / fill - 1.0) * 100.0
-                    },
-                    entry_bar,
-                    exit_bar: t,
-                });
             }
         }
-        let close = close_col[t];
-        equity.push(cash + units * close);
-        let flat = units == 0.0;
-        if !flat {
-            held_bars += 1;
+        for (k, &v) in values[..len].iter().enumerate() {
+            stats.add(from + k, v);
         }
-        // Signals on this close act on the next bar's open; on the last bar, nothing.
-        if t + 1 < n {
-            if flat {
-                pending_entry = entry[t] == TRUE;
-            } else if let Some(exit) = exit {
-                pending_exit = exit.get(t) == Some(&TRUE);
-            }
+        for (k, &v) in values[..len].iter().enumerate() {
+            curve.add(from + k, v);
         }
-        if until_report == 0 {
-            progress(t as f64 / n as f64);
-            until_report = step;
+        last_value = values[len - 1];
+        from += len;
+        if from - reported >= report_every {
+            progress(from as f64 / n as f64);
+            reported = from;
         }
-        until_report -= 1;
     }
+    let Position {
+        units,
+        entry_price,
+        entry_fee,
+        entry_bar,
+        trades,
+        trade_count,
+        gross_win,
+        gross_loss,
+        wins,
+        skipped,
+        ..
+    } = book;
     let open_position = (units != 0.0).then(|| {
         let last = prices.close[n - 1];
         let qty = units.abs();
@@ -305,29 +279,26 @@ pub fn run(
     let bpy = settings
         .bars_per_year
         .unwrap_or_else(|| bars_per_year(prices.instant));
-    // Bar returns of equity, in one pass: their mean, sample deviation and downside.
-    let (mut count, mut sum, mut sum_sq, mut down_sq) = (0usize, 0.0, 0.0, 0.0);
-    for w in equity.windows(2) {
-        let r = if w[0] == 0.0 { 0.0 } else { w[1] / w[0] - 1.0 };
-        count += 1;
-        sum += r;
-        sum_sq += r * r;
-        if r < 0.0 {
-            down_sq += r * r;
-        }
-    }
+    let Stats {
+        count,
+        sum,
+        sum_sq,
+        down_sq,
+        drawdown,
+        ..
+    } = stats;
     let mean = (count > 0).then(|| sum / count as f64);
     let sd = (count > 1).then(|| {
         let nf = count as f64;
         ((sum_sq - sum * sum / nf) / (nf - 1.0)).max(0.0).sqrt()
     });
     let downside = (count > 0 && down_sq > 0.0).then(|| (down_sq / count as f64).sqrt());
-    let final_equity = equity.last().copied().unwrap_or(settings.initial_cash);
+    let final_equity = last_value;
     let days = match (prices.instant.first(), prices.instant.last()) {
         (Some(a), Some(b)) => (b - a) as f64 / 86_400.0,
         _ => 0.0,
     };
-    let (dd, dd_start, dd_end) = max_drawdown(&equity);
+    let (dd, dd_start, dd_end) = drawdown.best;
     progress(1.0);
     Report {
         bars: n,
@@ -370,29 +341,256 @@ pub fn run(
         open_position,
         bars_per_year: bpy,
         notes,
-        equity,
+        curve: curve.finish(),
+    }
+}
+
+/// The equity curve thinned as it is made: see [`Report::curve`].
+struct Curve {
+    bucket: usize,
+    filled: usize,
+    low: (usize, f64),
+    high: (usize, f64),
+    points: Vec<(usize, f64)>,
+}
+
+impl Curve {
+    fn new(n: usize) -> Self {
+        Self {
+            bucket: n.div_ceil(1_000).max(1),
+            filled: 0,
+            low: (0, 0.0),
+            high: (0, 0.0),
+            points: Vec::with_capacity(2_000),
+        }
+    }
+
+    #[inline]
+    fn add(&mut self, t: usize, v: f64) {
+        if self.filled == 0 {
+            self.low = (t, v);
+            self.high = (t, v);
+        } else {
+            if v < self.low.1 {
+                self.low = (t, v);
+            }
+            if v > self.high.1 {
+                self.high = (t, v);
+            }
+        }
+        self.filled += 1;
+        if self.filled == self.bucket {
+            self.flush();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn flush(&mut self) {
+        if self.filled == 0 {
+            return;
+        }
+        let (a, b) = if self.low.0 <= self.high.0 {
+            (self.low, self.high)
+        } else {
+            (self.high, self.low)
+        };
+        self.points.push(a);
+        if b.0 != a.0 {
+            self.points.push(b);
+        }
+        self.filled = 0;
+    }
+
+    fn finish(mut self) -> Vec<(usize, f64)> {
+        self.flush();
+        self.points
+    }
+}
+
+/// The account while the engine runs, and what fills change in it.
+struct Position<'a> {
+    settings: &'a Settings,
+    time: &'a [&'a str],
+    long: bool,
+    fee: f64,
+    slip: f64,
+    cash: f64,
+    /// Signed units held.
+    units: f64,
+    entry_price: f64,
+    entry_fee: f64,
+    entry_bar: usize,
+    trades: Vec<Trade>,
+    trade_count: usize,
+    gross_win: f64,
+    gross_loss: f64,
+    wins: usize,
+    skipped: usize,
+}
+
+impl Position<'_> {
+    /// Enters at bar `t`'s open (with slippage), or skips an entry of 0 units.
+    #[cold]
+    #[inline(never)]
+    fn enter(&mut self, t: usize, open: f64) {
+        let (fee, long) = (self.fee, self.long);
+        let fill = if long {
+            open * (1.0 + self.slip)
+        } else {
+            open * (1.0 - self.slip)
+        };
+        let budget = self.cash.max(0.0) * self.settings.size;
+        let mut qty = budget / (fill * (1.0 + fee));
+        if !self.settings.fractional {
+            qty = qty.floor();
+        }
+        if qty > 0.0 && qty.is_finite() {
+            self.entry_fee = qty * fill * fee;
+            if long {
+                self.cash -= qty * fill + self.entry_fee;
+                self.units = qty;
+            } else {
+                self.cash += qty * fill - self.entry_fee;
+                self.units = -qty;
+            }
+            self.entry_price = fill;
+            self.entry_bar = t;
+        } else {
+            self.skipped += 1;
+        }
+    }
+
+    /// Exits at bar `t`'s open (with slippage) and books the trade.
+    #[cold]
+    #[inline(never)]
+    fn exit(&mut self, t: usize, open: f64) {
+        let (fee, long, entry_price) = (self.fee, self.long, self.entry_price);
+        let qty = self.units.abs();
+        let fill = if long {
+            open * (1.0 - self.slip)
+        } else {
+            open * (1.0 + self.slip)
+        };
+        let exit_fee = qty * fill * fee;
+        let pnl = if long {
+            self.cash += qty * fill - exit_fee;
+            qty * (fill - entry_price) - self.entry_fee - exit_fee
+        } else {
+            self.cash -= qty * fill + exit_fee;
+            qty * (entry_price - fill) - self.entry_fee - exit_fee
+        };
+        self.units = 0.0;
+        self.trade_count += 1;
+        if pnl > 0.0 {
+            self.wins += 1;
+            self.gross_win += pnl;
+        } else {
+            self.gross_loss -= pnl;
+        }
+        if self.trades.len() < self.settings.max_trades {
+            self.trades.push(Trade {
+                entry_time: self.time[self.entry_bar].to_owned(),
+                entry_price,
+                exit_time: self.time[t].to_owned(),
+                exit_price: fill,
+                quantity: qty,
+                side: self.settings.direction,
+                pnl,
+                return_pct: if long {
+                    (fill / entry_price - 1.0) * 100.0
+                } else {
+                    (entry_price / fill - 1.0) * 100.0
+                },
+                entry_bar: self.entry_bar,
+                exit_bar: t,
+            });
+        }
+    }
+}
+
+/// What the report needs from the equity curve, gathered bar by bar as the engine runs:
+/// the bar returns (their count, sum, sum of squares and downside squares) and the
+/// maximum drawdown.
+#[derive(Debug, Default)]
+struct Stats {
+    count: usize,
+    sum: f64,
+    sum_sq: f64,
+    down_sq: f64,
+    previous: Option<f64>,
+    drawdown: Drawdown,
+}
+
+impl Stats {
+    #[inline]
+    fn add(&mut self, t: usize, value: f64) {
+        if let Some(previous) = self.previous {
+            // An unchanged value (a flat bar) is a return of exactly 0: no division.
+            let r = if previous == 0.0 || value == previous {
+                0.0
+            } else {
+                value / previous - 1.0
+            };
+            self.count += 1;
+            self.sum += r;
+            self.sum_sq += r * r;
+            if r < 0.0 {
+                self.down_sq += r * r;
+            }
+        }
+        self.previous = Some(value);
+        self.drawdown.add(t, value);
     }
 }
 
 /// The largest peak-to-trough fall in percent, the peak (the earliest bar at which that
 /// peak value was reached) and the trough.
-fn max_drawdown(equity: &[f64]) -> (f64, Option<usize>, Option<usize>) {
-    let mut best = (0.0, None, None);
-    let mut peak = f64::NEG_INFINITY;
-    let mut peak_at = 0;
-    for (t, &v) in equity.iter().enumerate() {
-        if v > peak {
-            peak = v;
-            peak_at = t;
+#[derive(Debug)]
+struct Drawdown {
+    peak: f64,
+    peak_at: usize,
+    /// The lowest value since the peak: only a new low can deepen the drawdown, so the
+    /// division is done only then.
+    low: f64,
+    best: (f64, Option<usize>, Option<usize>),
+}
+
+impl Default for Drawdown {
+    fn default() -> Self {
+        Self {
+            peak: f64::NEG_INFINITY,
+            peak_at: 0,
+            low: f64::NEG_INFINITY,
+            best: (0.0, None, None),
         }
-        if peak > 0.0 {
-            let dd = (peak - v) / peak * 100.0;
-            if dd > best.0 {
-                best = (dd, Some(peak_at), Some(t));
+    }
+}
+
+impl Drawdown {
+    #[inline]
+    fn add(&mut self, t: usize, v: f64) {
+        if v > self.peak {
+            self.peak = v;
+            self.peak_at = t;
+            self.low = v;
+        } else if self.peak > 0.0 && v < self.low {
+            self.low = v;
+            let dd = (self.peak - v) / self.peak * 100.0;
+            if dd > self.best.0 {
+                self.best = (dd, Some(self.peak_at), Some(t));
             }
         }
     }
-    best
+}
+
+#[cfg(test)]
+fn max_drawdown(equity: &[f64]) -> (f64, Option<usize>, Option<usize>) {
+    let mut d = Drawdown::default();
+    for (t, &v) in equity.iter().enumerate() {
+        d.add(t, v);
+    }
+    d.best
 }
 
 #[cfg(test)]
@@ -443,8 +641,11 @@ mod tests {
         let exit_fee = qty * 12.5 * 0.001;
         let after = qty * 12.5 - exit_fee;
         let want = [1000.0, qty * 11.0, qty * 12.0, qty * 12.0, after, after];
-        for (a, b) in r.equity.iter().zip(want) {
-            assert!((a - b).abs() < 1e-9, "{:?}", r.equity);
+        // Six bars: one bar per bucket, so the curve is every bar.
+        assert_eq!(r.curve.len(), want.len());
+        for ((i, a), (j, b)) in r.curve.iter().zip(want.iter().enumerate()) {
+            assert_eq!(*i, j);
+            assert!((a - b).abs() < 1e-9, "{:?}", r.curve);
         }
         assert_eq!(r.trade_count, 1);
         let t = &r.trades[0];

@@ -912,17 +912,22 @@ impl<'a> Evaluator<'a> {
                 // Plain slices, so the loop reads memory, not the enum, per bar.
                 let (a, b): (&[f64], &[f64]) = (&va, &vb);
                 let (a, b) = (&a[..n], &b[..n]);
-                let mut out = vec![UNKNOWN; n];
-                for t in 1..n {
-                    let (a0, b0, a1, b1) = (a[t - 1], b[t - 1], a[t], b[t]);
+                // Written once; a bar whose values or whose previous bar's are
+                // missing is unknown, as is the first bar.
+                let mut out = Vec::with_capacity(n);
+                out.extend((n > 0).then_some(UNKNOWN));
+                out.extend(a.windows(2).zip(b.windows(2)).map(|(a, b)| {
+                    let (a0, a1, b0, b1) = (a[0], a[1], b[0], b[1]);
                     if a0.is_finite() && b0.is_finite() && a1.is_finite() && b1.is_finite() {
-                        out[t] = bool_of(if above {
+                        bool_of(if above {
                             a1 > b1 && a0 <= b0
                         } else {
                             a1 < b1 && a0 >= b0
-                        });
+                        })
+                    } else {
+                        UNKNOWN
                     }
-                }
+                }));
                 out
             }
             _ => vec![UNKNOWN; n],

@@ -5,6 +5,10 @@
 /// The first index from which `x` is finite without a gap, and the rest stays finite;
 /// recursive indicators (EMA, RSI, ATR) restart after a gap.
 fn runs(x: &[f64]) -> Vec<(usize, usize)> {
+    // The usual case, checked in one vectorized pass: no gap at all.
+    if x.iter().all(|v| v.is_finite()) {
+        return if x.is_empty() { Vec::new() } else { vec![(0, x.len())] };
+    }
     let mut out = Vec::new();
     let mut t = 0;
     while t < x.len() {
@@ -23,22 +27,25 @@ fn runs(x: &[f64]) -> Vec<(usize, usize)> {
 
 /// Simple moving average over the last `n` bars, the current one included.
 pub fn sma(x: &[f64], n: usize) -> Vec<f64> {
-    let mut out = vec![f64::NAN; x.len()];
     if n == 0 {
-        return out;
+        return vec![f64::NAN; x.len()];
     }
+    // Written once, in order: gaps and warm-ups as NaN, then each run's averages.
+    let mut out = Vec::with_capacity(x.len());
+    let scale = 1.0 / n as f64;
     for (start, end) in runs(x) {
         if end - start < n {
             continue;
         }
+        out.resize(start + n - 1, f64::NAN);
         let mut sum: f64 = x[start..start + n].iter().sum();
-        let scale = 1.0 / n as f64;
-        out[start + n - 1] = sum * scale;
-        for t in start + n..end {
-            sum += x[t] - x[t - n];
-            out[t] = sum * scale;
-        }
+        out.push(sum * scale);
+        out.extend(x[start + n..end].iter().zip(&x[start..end - n]).map(|(new, old)| {
+            sum += new - old;
+            sum * scale
+        }));
     }
+    out.resize(x.len(), f64::NAN);
     out
 }
 

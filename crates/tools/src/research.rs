@@ -246,26 +246,13 @@ pub fn run_columns(
     )
 }
 
-/// The equity curve as a PNG, thinned to at most 2,000 points (each bucket's lowest and
-/// highest kept, so no drawdown disappears).
+/// The equity curve as a PNG, from the report's thinned curve (at most 2,000 points).
 pub fn equity_chart(symbol: &str, report: &Report, first: &str, last: &str) -> Option<Vec<u8>> {
-    let n = report.equity.len();
-    let bucket = n.div_ceil(1_000).max(1);
-    let mut points: Vec<(f64, f64)> = Vec::with_capacity(2_000);
-    for (k, chunk) in report.equity.chunks(bucket).enumerate() {
-        let base = k * bucket;
-        let (lo, hi) = chunk.iter().enumerate().fold((0, 0), |(lo, hi), (i, v)| {
-            (
-                if *v < chunk[lo] { i } else { lo },
-                if *v > chunk[hi] { i } else { hi },
-            )
-        });
-        let mut pair = [(lo, chunk[lo]), (hi, chunk[hi])];
-        pair.sort_by_key(|(i, _)| *i);
-        for (i, v) in pair {
-            points.push(((base + i) as f64, v));
-        }
-    }
+    let points: Vec<(f64, f64)> = report
+        .curve
+        .iter()
+        .map(|&(i, v)| (i as f64, v))
+        .collect();
     line_chart(
         &format!(
             "{symbol}: equity, {} trade(s), {:+.2}%",
