@@ -22,8 +22,10 @@ use tradedesk_tools::{ToolContext, call};
 
 const CASES: usize = 1_000_000;
 
-/// Seeded contracts: spot 100, strike 50..150, volatility 0.05..0.8, rate 0..0.08,
-/// dividend yield 0..0.04, 7 days to 3 years; calls and puts alternating.
+/// Seeded contracts drawn as `bench/options_peers.py` draws them: strike 100, spot
+/// 100 x exp(U(-0.4, 0.4)), a whole number of days from 7 to 1095 (time = days / 365),
+/// volatility U(0.08, 0.8), rate U(-0.01, 0.08), dividend yield U(0, 0.05); calls and
+/// puts alternating.
 fn contracts(n: usize) -> Vec<(Kind, Contract)> {
     let mut state: u64 = 0x2545_F491_4F6C_DD1D;
     let mut uniform = move || {
@@ -38,12 +40,12 @@ fn contracts(n: usize) -> Vec<(Kind, Contract)> {
             (
                 kind,
                 Contract {
-                    spot: 100.0,
-                    strike: 50.0 + 100.0 * uniform(),
-                    volatility: 0.05 + 0.75 * uniform(),
-                    rate: 0.08 * uniform(),
-                    dividend_yield: 0.04 * uniform(),
-                    time_years: 7.0 / 365.0 + 3.0 * uniform(),
+                    spot: 100.0 * (0.8 * uniform() - 0.4).exp(),
+                    strike: 100.0,
+                    volatility: 0.08 + 0.72 * uniform(),
+                    rate: -0.01 + 0.09 * uniform(),
+                    dividend_yield: 0.05 * uniform(),
+                    time_years: (7.0 + (1089.0 * uniform()).floor()) / 365.0,
                 },
             )
         })
@@ -84,14 +86,14 @@ fn main() {
     });
     report("price_greeks", "tradedesk", CASES, seconds);
 
-    // Implied volatility of each contract's own model price; cases too close to a
-    // bound for a volatility to be determined are left out of both the count and time.
+    // Implied volatility of each contract's own model price, on the cases the peers
+    // keep: time value at least 1e-4 of the price, price at least 1e-6 of the strike.
     let priced: Vec<(Kind, Contract, f64)> = cases
         .iter()
         .map(|(k, c)| (*k, *c, price(*k, c)))
         .filter(|(k, c, p)| {
             let (lo, hi) = tradedesk_research::options::bounds(*k, c);
-            *p > lo && *p < hi && (*p - lo) / *p > 1e-6
+            *p > lo && *p < hi && (*p - lo) >= 1e-4 * *p && *p >= 1e-6 * c.strike
         })
         .collect();
     let (seconds, _) = best(3, || {

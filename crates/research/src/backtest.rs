@@ -201,7 +201,9 @@ pub fn run(
     // small buffer (fills are rare and out of line), then the statistics over the
     // buffer in a loop with no calls at all, which keeps its sums in registers.
     const CHUNK: usize = 1024;
-    let mut values = [0.0_f64; CHUNK];
+    // On the heap: a stack buffer's address (and so its 4 KiB aliasing with the columns)
+    // changes from process to process, which made the speed change with it.
+    let mut values = vec![0.0_f64; CHUNK];
     let report_every = (n / 100).max(1);
     let mut reported = 0;
     let mut from = 0;

@@ -78,6 +78,22 @@ pub fn parse_flat<T: DeserializeOwned + JsonSchema>(args: Value) -> Result<T> {
     parse(args)
 }
 
+/// A required number checked against its rule: `invalid_argument` naming the argument,
+/// its value and the rule otherwise (NaN and infinities never pass).
+///
+/// # Errors
+/// `invalid_argument` when `v` is not finite or breaks `ok`.
+pub fn check_number(name: &str, v: f64, ok: impl Fn(f64) -> bool, rule: &str) -> Result<f64> {
+    if v.is_finite() && ok(v) {
+        Ok(v)
+    } else {
+        Err(Error::invalid_argument(
+            format!("{name} is {v}: it must be {rule}"),
+            format!("{name} must be {rule}: correct it and call again"),
+        ))
+    }
+}
+
 /// The report currency: the argument, or the default.
 ///
 /// # Errors

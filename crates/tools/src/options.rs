@@ -13,6 +13,8 @@ use tradedesk_research::options::{
     self, Contract, Greeks, IvError, Kind, Leg, LegKind, Market, Strategy,
 };
 
+use crate::args::check_number as check;
+
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OptionType {
@@ -104,18 +106,6 @@ pub struct ImpliedVolResult {
     pub implied_volatility: f64,
     /// Solver iterations.
     pub iterations: u32,
-}
-
-/// Checks a required number against a rule.
-fn check(name: &str, v: f64, ok: impl Fn(f64) -> bool, rule: &str) -> Result<f64> {
-    if v.is_finite() && ok(v) {
-        Ok(v)
-    } else {
-        Err(Error::invalid_argument(
-            format!("{name} is {v}: it must be {rule}"),
-            format!("pass {name} as a number {rule}"),
-        ))
-    }
 }
 
 fn positive(name: &str, v: f64) -> Result<f64> {

@@ -13,6 +13,7 @@ use tradedesk_core::error::quote as quoted;
 use tradedesk_core::{Error, ErrorCode, Result};
 use tradedesk_research::perps::{self, Position, Side};
 
+use crate::args::check_number as check;
 use crate::context::ToolContext;
 
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
@@ -136,17 +137,6 @@ pub struct CloseResult {
     /// raw_pnl - fees, never below -margin; -margin when liquidated.
     pub net_pnl: f64,
     pub liquidated: bool,
-}
-
-fn check(name: &str, v: f64, ok: impl Fn(f64) -> bool, rule: &str) -> Result<f64> {
-    if v.is_finite() && ok(v) {
-        Ok(v)
-    } else {
-        Err(Error::invalid_argument(
-            format!("{name} is {v}: it must be {rule}"),
-            format!("pass {name} as {rule}"),
-        ))
-    }
 }
 
 fn whole(name: &str, v: f64, low: u32, high: u32) -> Result<u32> {
