@@ -17,5 +17,5 @@ for what, title in (("price_greeks", "price + all greeks"), ("iv", "implied vola
     print("| --- | ---: | ---: | ---: |")
     ours = next((r for r in group if r["peer"] == "tradedesk"), None)
     for r in group:
-        ratio = "" if ours is None or r is ours else "%.0fx faster" % (ours["per_second"] / r["per_second"])
+        ratio = "" if ours is None or r is ours else "%.1fx faster" % (ours["per_second"] / r["per_second"])
         print("| %s | %s | %s | %s |" % (r["peer"], format(r["cases"], ","), format(round(r["per_second"]), ","), ratio))

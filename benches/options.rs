@@ -105,6 +105,14 @@ fn main() {
             .sum()
     });
     report("iv", "tradedesk", priced.len(), seconds);
+    let iterations: u64 = priced
+        .iter()
+        .map(|(k, c, p)| implied_volatility(*k, c, *p).map_or(0, |iv| u64::from(iv.iterations)))
+        .sum();
+    println!(
+        "tradedesk: iv iterations, mean {:.2}",
+        iterations as f64 / priced.len() as f64
+    );
 
     // The whole tool call, arguments to JSON.
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -187,16 +187,24 @@ pub fn implied_volatility(kind: Kind, c: &Contract, target: f64) -> Result<Impli
         _ => target,
     };
     let goal = time_value.ln();
+    // What does not depend on the volatility is computed once: per iteration, two
+    // normal CDFs and one density. d1 = x / sd + sd / 2 with x = ln(F / K), which is
+    // ln(S / K) + (r - q) T of the usual form.
+    let x = (fwd_s / fwd_k).ln();
+    let sqrt_t = c.time_years.sqrt();
     let at = |vol: f64| {
-        let cc = Contract {
-            volatility: vol,
-            ..*c
+        let sd = vol * sqrt_t;
+        let d1 = x / sd + 0.5 * sd;
+        let d2 = d1 - sd;
+        let price = match otm {
+            Kind::Call => fwd_s * norm_cdf(d1) - fwd_k * norm_cdf(d2),
+            Kind::Put => fwd_k * norm_cdf(-d2) - fwd_s * norm_cdf(-d1),
         };
-        greeks(otm, &cc)
+        (price, fwd_s * norm_pdf(d1) * sqrt_t)
     };
     // Start where vega peaks (the price's inflection point in volatility), or from the
     // at-the-money approximation when the option is at the money.
-    let moneyness = (fwd_s / fwd_k).ln().abs();
+    let moneyness = x.abs();
     let atm = (2.0 * PI / c.time_years).sqrt() * time_value / fwd_s.min(fwd_k);
     let mut vol = (2.0 * moneyness / c.time_years)
         .sqrt()
@@ -205,8 +213,7 @@ pub fn implied_volatility(kind: Kind, c: &Contract, target: f64) -> Result<Impli
     let (mut lo, mut hi) = (0.0_f64, MAX_VOL);
     let mut best = vol;
     for iteration in 1..=200 {
-        let g = at(vol);
-        let value = g.price;
+        let (value, vega) = at(vol);
         if value > 0.0 && ((value - time_value) / time_value).abs() <= 1e-12 {
             return Ok(Implied {
                 volatility: vol,
@@ -223,7 +230,6 @@ pub fn implied_volatility(kind: Kind, c: &Contract, target: f64) -> Result<Impli
             break;
         }
         // Newton on ln(price): step = (ln target - ln price) / (vega / price).
-        let vega = g.vega * 100.0;
         let next = if value > 0.0 && vega > 0.0 {
             vol + (goal - value.ln()) * value / vega
         } else {
