@@ -7,7 +7,11 @@
 fn runs(x: &[f64]) -> Vec<(usize, usize)> {
     // The usual case, checked in one vectorized pass: no gap at all.
     if x.iter().all(|v| v.is_finite()) {
-        return if x.is_empty() { Vec::new() } else { vec![(0, x.len())] };
+        return if x.is_empty() {
+            Vec::new()
+        } else {
+            vec![(0, x.len())]
+        };
     }
     let mut out = Vec::new();
     let mut t = 0;
@@ -40,10 +44,15 @@ pub fn sma(x: &[f64], n: usize) -> Vec<f64> {
         out.resize(start + n - 1, f64::NAN);
         let mut sum: f64 = x[start..start + n].iter().sum();
         out.push(sum * scale);
-        out.extend(x[start + n..end].iter().zip(&x[start..end - n]).map(|(new, old)| {
-            sum += new - old;
-            sum * scale
-        }));
+        out.extend(
+            x[start + n..end]
+                .iter()
+                .zip(&x[start..end - n])
+                .map(|(new, old)| {
+                    sum += new - old;
+                    sum * scale
+                }),
+        );
     }
     out.resize(x.len(), f64::NAN);
     out

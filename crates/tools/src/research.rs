@@ -248,11 +248,7 @@ pub fn run_columns(
 
 /// The equity curve as a PNG, from the report's thinned curve (at most 2,000 points).
 pub fn equity_chart(symbol: &str, report: &Report, first: &str, last: &str) -> Option<Vec<u8>> {
-    let points: Vec<(f64, f64)> = report
-        .curve
-        .iter()
-        .map(|&(i, v)| (i as f64, v))
-        .collect();
+    let points: Vec<(f64, f64)> = report.curve.iter().map(|&(i, v)| (i as f64, v)).collect();
     line_chart(
         &format!(
             "{symbol}: equity, {} trade(s), {:+.2}%",
