@@ -5,7 +5,8 @@
 //! 1,000,000-row CSV file: parsing, signals, engine and the PNG chart.
 //!
 //! `cargo bench --bench research` prints one `OURS_JSON {...}` line per figure so
-//! `bench/run.sh` can put them beside the peers'.
+//! `bench/run_research.sh` can put them beside the peers'; `-- memory` times only the
+//! in-memory run.
 
 #![allow(
     clippy::print_stdout,
@@ -95,6 +96,10 @@ fn main() {
         json!({"peer": "tradedesk (in memory)", "bars": BARS, "seconds": best, "bars_per_second": rate})
     );
 
+    // `cargo bench --bench research -- memory` stops here (for profiling the engine).
+    if std::env::args().any(|a| a == "memory") {
+        return;
+    }
     // The whole tool call on a CSV file of the same bars.
     let dir = std::env::temp_dir().join(format!("tradedesk-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));

@@ -442,7 +442,7 @@ async def run_checks(mode: str, client: Client, expected_version: str) -> None:
         mode,
         "option_strategy: breakeven 99, a PNG payoff chart beside the result",
         not res.is_error and [round(x, 9) for x in sc.get("breakevens", [])] == [99.0]
-        and len(images) == 1 and images[0].mimeType == "image/png",
+        and len(images) == 1 and images[0].mime_type == "image/png",
         short(sc),
     )
     perp = await call_ok(mode, client, "quote_open_position", {"market": "BTC-PERP", "side": "long", "margin": 500, "leverage": 5})
@@ -880,8 +880,8 @@ async def run_trading_off(binary: str, mode: str, errlog: Any) -> None:
         names = {t.name for t in tools}
         check(
             mode,
-            "tools/list with [trading] enabled = false: exactly the 14 read tools, no trading tool",
-            len(tools) == 14 and names == EXPECTED_TOOLS and not (names & TRADING_TOOLS),
+            "tools/list with [trading] enabled = false: exactly the 22 read tools, no trading tool",
+            len(tools) == 22 and names == EXPECTED_TOOLS and not (names & TRADING_TOOLS),
             f"got {sorted(names)}",
         )
         label = "place_order while trading is off -> trading_disabled"
