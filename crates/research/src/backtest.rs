@@ -230,12 +230,8 @@ pub fn run(
                 }
             }
         }
-        for (k, &v) in values[..len].iter().enumerate() {
-            stats.add(from + k, v);
-        }
-        for (k, &v) in values[..len].iter().enumerate() {
-            curve.add(from + k, v);
-        }
+        stats.add_chunk(from, &values[..len]);
+        curve.add_chunk(from, &values[..len]);
         last_value = values[len - 1];
         from += len;
         if from - reported >= report_every {
@@ -367,23 +363,30 @@ impl Curve {
         }
     }
 
-    #[inline]
-    fn add(&mut self, t: usize, v: f64) {
-        if self.filled == 0 {
-            self.low = (t, v);
-            self.high = (t, v);
-        } else {
-            if v < self.low.1 {
-                self.low = (t, v);
+    /// Adds the equity of bars `from..` (`values`), with the bucket's state in locals.
+    fn add_chunk(&mut self, from: usize, values: &[f64]) {
+        let (mut filled, mut low, mut high) = (self.filled, self.low, self.high);
+        for (k, &v) in values.iter().enumerate() {
+            let t = from + k;
+            if filled == 0 {
+                low = (t, v);
+                high = (t, v);
+            } else {
+                if v < low.1 {
+                    low = (t, v);
+                }
+                if v > high.1 {
+                    high = (t, v);
+                }
             }
-            if v > self.high.1 {
-                self.high = (t, v);
+            filled += 1;
+            if filled == self.bucket {
+                (self.filled, self.low, self.high) = (filled, low, high);
+                self.flush();
+                filled = 0;
             }
         }
-        self.filled += 1;
-        if self.filled == self.bucket {
-            self.flush();
-        }
+        (self.filled, self.low, self.high) = (filled, low, high);
     }
 
     #[cold]
@@ -525,24 +528,40 @@ struct Stats {
 }
 
 impl Stats {
-    #[inline]
-    fn add(&mut self, t: usize, value: f64) {
-        if let Some(previous) = self.previous {
+    /// Adds the equity of bars `from..` (`values`). The running sums are copied into
+    /// locals for the loop, so they stay in registers.
+    fn add_chunk(&mut self, from: usize, values: &[f64]) {
+        let (mut count, mut sum, mut sum_sq, mut down_sq) =
+            (self.count, self.sum, self.sum_sq, self.down_sq);
+        let mut rest = values;
+        let mut previous = match self.previous {
+            Some(p) => p,
+            None => match values.split_first() {
+                Some((&first, tail)) => {
+                    rest = tail;
+                    first
+                }
+                None => return,
+            },
+        };
+        for &value in rest {
             // An unchanged value (a flat bar) is a return of exactly 0: no division.
             let r = if previous == 0.0 || value == previous {
                 0.0
             } else {
                 value / previous - 1.0
             };
-            self.count += 1;
-            self.sum += r;
-            self.sum_sq += r * r;
+            count += 1;
+            sum += r;
+            sum_sq += r * r;
             if r < 0.0 {
-                self.down_sq += r * r;
+                down_sq += r * r;
             }
+            previous = value;
         }
-        self.previous = Some(value);
-        self.drawdown.add(t, value);
+        (self.count, self.sum, self.sum_sq, self.down_sq) = (count, sum, sum_sq, down_sq);
+        self.previous = Some(previous);
+        self.drawdown.add_chunk(from, values);
     }
 }
 
@@ -570,28 +589,31 @@ impl Default for Drawdown {
 }
 
 impl Drawdown {
-    #[inline]
-    fn add(&mut self, t: usize, v: f64) {
-        if v > self.peak {
-            self.peak = v;
-            self.peak_at = t;
-            self.low = v;
-        } else if self.peak > 0.0 && v < self.low {
-            self.low = v;
-            let dd = (self.peak - v) / self.peak * 100.0;
-            if dd > self.best.0 {
-                self.best = (dd, Some(self.peak_at), Some(t));
+    /// Adds the equity of bars `from..` (`values`), with the running state in locals.
+    fn add_chunk(&mut self, from: usize, values: &[f64]) {
+        let (mut peak, mut peak_at, mut low) = (self.peak, self.peak_at, self.low);
+        let mut best = self.best;
+        for (k, &v) in values.iter().enumerate() {
+            if v > peak {
+                peak = v;
+                peak_at = from + k;
+                low = v;
+            } else if peak > 0.0 && v < low {
+                low = v;
+                let dd = (peak - v) / peak * 100.0;
+                if dd > best.0 {
+                    best = (dd, Some(peak_at), Some(from + k));
+                }
             }
         }
+        (self.peak, self.peak_at, self.low, self.best) = (peak, peak_at, low, best);
     }
 }
 
 #[cfg(test)]
 fn max_drawdown(equity: &[f64]) -> (f64, Option<usize>, Option<usize>) {
     let mut d = Drawdown::default();
-    for (t, &v) in equity.iter().enumerate() {
-        d.add(t, v);
-    }
+    d.add_chunk(0, equity);
     d.best
 }
 

@@ -757,6 +757,38 @@ fn bool_of(b: bool) -> u8 {
     if b { TRUE } else { FALSE }
 }
 
+/// `cross_above(a, b)` (or below) on every bar: [`UNKNOWN`] on the first bar and where a
+/// value of either bar is missing. Branch-free over four shifted slices, so it
+/// vectorizes.
+fn cross<const ABOVE: bool>(a: &[f64], b: &[f64]) -> Vec<u8> {
+    let n = a.len().min(b.len());
+    let mut out = Vec::with_capacity(n);
+    if n == 0 {
+        return out;
+    }
+    out.push(UNKNOWN);
+    let (now_a, was_a, now_b, was_b) = (&a[1..n], &a[..n - 1], &b[1..n], &b[..n - 1]);
+    out.extend(
+        now_a
+            .iter()
+            .zip(was_a)
+            .zip(now_b.iter().zip(was_b))
+            .map(|((&a1, &a0), (&b1, &b0))| {
+                let known = u8::from(
+                    a0.is_finite() & a1.is_finite() & b0.is_finite() & b1.is_finite(),
+                );
+                let hit = u8::from(if ABOVE {
+                    (a1 > b1) & (a0 <= b0)
+                } else {
+                    (a1 < b1) & (a0 >= b0)
+                });
+                // TRUE (1) or FALSE (0) when known, else UNKNOWN (2).
+                hit * known + (1 - known) * UNKNOWN
+            }),
+    );
+    out
+}
+
 /// A series: a bar column read in place, or a computed one shared by every use.
 #[derive(Debug, Clone)]
 pub enum Val<'a> {
@@ -912,23 +944,11 @@ impl<'a> Evaluator<'a> {
                 // Plain slices, so the loop reads memory, not the enum, per bar.
                 let (a, b): (&[f64], &[f64]) = (&va, &vb);
                 let (a, b) = (&a[..n], &b[..n]);
-                // Written once; a bar whose values or whose previous bar's are
-                // missing is unknown, as is the first bar.
-                let mut out = Vec::with_capacity(n);
-                out.extend((n > 0).then_some(UNKNOWN));
-                out.extend(a.windows(2).zip(b.windows(2)).map(|(a, b)| {
-                    let (a0, a1, b0, b1) = (a[0], a[1], b[0], b[1]);
-                    if a0.is_finite() && b0.is_finite() && a1.is_finite() && b1.is_finite() {
-                        bool_of(if above {
-                            a1 > b1 && a0 <= b0
-                        } else {
-                            a1 < b1 && a0 >= b0
-                        })
-                    } else {
-                        UNKNOWN
-                    }
-                }));
-                out
+                if above {
+                    cross::<true>(a, b)
+                } else {
+                    cross::<false>(a, b)
+                }
             }
             _ => vec![UNKNOWN; n],
         }
