@@ -197,20 +197,23 @@ pub fn run(
     let mut last_value = settings.initial_cash;
     let mut held_bars = 0usize;
     let mut stats = Stats::default();
-    // The engine runs in chunks of bars: first the fills and each close's equity into a
-    // small buffer (fills are rare and out of line), then the statistics over the
-    // buffer in a loop with no calls at all, which keeps its sums in registers.
+    // The engine runs in chunks of bars: first each close's equity into a small buffer,
+    // a run of bars between signals at a time (fills are rare and out of line), then
+    // the statistics and the chart's curve over the buffer, in loops without calls whose
+    // running state stays in registers.
     const CHUNK: usize = 1024;
-    // On the heap: a stack buffer's address (and so its 4 KiB aliasing with the columns)
-    // changes from process to process, which made the speed change with it.
     let mut values = vec![0.0_f64; CHUNK];
     let report_every = (n / 100).max(1);
     let mut reported = 0;
     let mut from = 0;
     while from < n {
         let len = (n - from).min(CHUNK);
-        for (k, slot) in values[..len].iter_mut().enumerate() {
-            let t = from + k;
+        let to = from + len;
+        // Signals on the last bar do nothing: no signal is read there.
+        let signal_end = to.min(n - 1);
+        let mut t = from;
+        while t < to {
+            // A signal on the previous close fills at this bar's open.
             if pending_entry {
                 pending_entry = false;
                 book.enter(t, open_col[t]);
@@ -218,17 +221,38 @@ pub fn run(
                 pending_exit = false;
                 book.exit(t, open_col[t]);
             }
-            *slot = book.cash + book.units * close_col[t];
-            let flat = book.units == 0.0;
-            held_bars += usize::from(!flat);
-            // Signals on this close act on the next bar's open; on the last bar, nothing.
-            if t + 1 < n {
+            // Then a run of bars to the next signal (or the chunk's end) at once: flat,
+            // equity is the cash; in a position, cash plus units at each close.
+            let (signals, flat) = if book.units == 0.0 {
+                (Some(entry), true)
+            } else {
+                (exit, false)
+            };
+            let next = signals.and_then(|sig| {
+                sig.get(t..signal_end)?
+                    .iter()
+                    .position(|&v| v == TRUE)
+                    .map(|p| t + p)
+            });
+            let end = next.map_or(to, |s| s + 1);
+            let slots = &mut values[t - from..end - from];
+            if flat {
+                slots.fill(book.cash);
+            } else {
+                let (cash, units) = (book.cash, book.units);
+                for (slot, close) in slots.iter_mut().zip(&close_col[t..end]) {
+                    *slot = cash + units * close;
+                }
+                held_bars += end - t;
+            }
+            if next.is_some() {
                 if flat {
-                    pending_entry = entry[t] == TRUE;
-                } else if let Some(exit) = exit {
-                    pending_exit = exit.get(t) == Some(&TRUE);
+                    pending_entry = true;
+                } else {
+                    pending_exit = true;
                 }
             }
+            t = end;
         }
         stats.add_chunk(from, &values[..len]);
         curve.add_chunk(from, &values[..len]);
