@@ -768,24 +768,18 @@ fn cross<const ABOVE: bool>(a: &[f64], b: &[f64]) -> Vec<u8> {
     }
     out.push(UNKNOWN);
     let (now_a, was_a, now_b, was_b) = (&a[1..n], &a[..n - 1], &b[1..n], &b[..n - 1]);
-    out.extend(
-        now_a
-            .iter()
-            .zip(was_a)
-            .zip(now_b.iter().zip(was_b))
-            .map(|((&a1, &a0), (&b1, &b0))| {
-                let known = u8::from(
-                    a0.is_finite() & a1.is_finite() & b0.is_finite() & b1.is_finite(),
-                );
-                let hit = u8::from(if ABOVE {
-                    (a1 > b1) & (a0 <= b0)
-                } else {
-                    (a1 < b1) & (a0 >= b0)
-                });
-                // TRUE (1) or FALSE (0) when known, else UNKNOWN (2).
-                hit * known + (1 - known) * UNKNOWN
-            }),
-    );
+    out.extend(now_a.iter().zip(was_a).zip(now_b.iter().zip(was_b)).map(
+        |((&a1, &a0), (&b1, &b0))| {
+            let known = u8::from(a0.is_finite() & a1.is_finite() & b0.is_finite() & b1.is_finite());
+            let hit = u8::from(if ABOVE {
+                (a1 > b1) & (a0 <= b0)
+            } else {
+                (a1 < b1) & (a0 >= b0)
+            });
+            // TRUE (1) or FALSE (0) when known, else UNKNOWN (2).
+            hit * known + (1 - known) * UNKNOWN
+        },
+    ));
     out
 }
 
