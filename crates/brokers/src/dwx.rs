@@ -1106,11 +1106,6 @@ impl DwxBroker {
             ));
         }
         if let Ok(ledger) = replayed {
-            let first = probe
-                .fills
-                .first()
-                .map_or_else(Utc::now, |f| f.time.with_timezone(&Utc))
-                - chrono::Duration::seconds(1);
             let mut converted = false;
             for ((account, ccy), amount) in &ledger.cash {
                 if *account != 0 || *ccy == currency || amount.is_zero() {
@@ -1136,27 +1131,12 @@ impl DwxBroker {
                     currency.code()
                 ));
             }
-            let implied = ledger.cash.get(&(0, currency)).copied().unwrap_or_default();
-            let gap = info.balance - implied;
-            if !gap.is_zero() {
-                parts.notes.push(format!(
-                    "{}: cash is anchored to the balance MetaTrader reports: {} {} of it is an opening balance the history read does not explain",
-                    self.config.id,
-                    currency.round(gap),
-                    currency.code()
-                ));
-                parts.cash.push(CashEntry {
-                    account: 0,
-                    kind: if gap.is_sign_positive() {
-                        CashKind::Deposit
-                    } else {
-                        CashKind::Withdrawal
-                    },
-                    amount: gap,
-                    currency,
-                    time: first.with_timezone(&utc),
-                });
-            }
+            crate::anchor_cash(
+                &mut parts,
+                &[(currency, info.balance)],
+                "MetaTrader",
+                "the history read",
+            );
         }
         Ok(Book::assemble(parts))
     }
