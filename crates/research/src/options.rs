@@ -25,14 +25,17 @@ pub struct Contract {
     pub time_years: f64,
 }
 
-/// Price, greeks (contract units) and d1, d2.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+/// Price, greeks (contract units) and d1, d2: `option_price`'s result.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, schemars::JsonSchema)]
 pub struct Greeks {
     pub price: f64,
     pub delta: f64,
     pub gamma: f64,
+    /// Per 1 volatility point (0.01).
     pub vega: f64,
+    /// Per calendar day (annual theta / 365).
     pub theta: f64,
+    /// Per 1 rate point (0.01).
     pub rho: f64,
     pub d1: f64,
     pub d2: f64,

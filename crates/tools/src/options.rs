@@ -52,35 +52,7 @@ pub struct OptionPriceArgs {
 }
 
 /// Price and greeks; vega and rho per 1 point (0.01), theta per calendar day.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct OptionPriceResult {
-    pub price: f64,
-    pub delta: f64,
-    pub gamma: f64,
-    /// Per 1 volatility point (0.01).
-    pub vega: f64,
-    /// Per calendar day (annual theta / 365).
-    pub theta: f64,
-    /// Per 1 rate point (0.01).
-    pub rho: f64,
-    pub d1: f64,
-    pub d2: f64,
-}
-
-impl From<Greeks> for OptionPriceResult {
-    fn from(g: Greeks) -> Self {
-        Self {
-            price: g.price,
-            delta: g.delta,
-            gamma: g.gamma,
-            vega: g.vega,
-            theta: g.theta,
-            rho: g.rho,
-            d1: g.d1,
-            d2: g.d2,
-        }
-    }
-}
+pub type OptionPriceResult = Greeks;
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -171,7 +143,7 @@ pub fn option_price(a: &OptionPriceArgs) -> Result<OptionPriceResult> {
         a.dividend_yield,
         a.time_years,
     )?;
-    Ok(options::greeks(a.kind.into(), &c).into())
+    Ok(options::greeks(a.kind.into(), &c))
 }
 
 /// `x` to 10 significant digits, in plain notation unless tiny or huge.
