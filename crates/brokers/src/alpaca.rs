@@ -775,6 +775,11 @@ impl Broker for AlpacaBroker {
         self.build_book().await.map(Arc::new)
     }
 
+    /// Fills and activities arrive on their own: the book is read again every 30 s.
+    fn generation(&self) -> u64 {
+        crate::every(Duration::from_secs(30))
+    }
+
     async fn health(&self) -> Vec<AccountHealth> {
         let started = Instant::now();
         let probe = self.get(self.trading("/v2/account"), &[]).await;

@@ -69,7 +69,6 @@ pub struct HyperliquidBroker {
     /// The last book, kept for [`CACHE_FOR`]: the venue weighs every request against a
     /// per-minute budget.
     cache: tokio::sync::Mutex<Option<(Instant, Arc<Book>)>>,
-    generation: std::sync::atomic::AtomicU64,
 }
 
 /// How long a built book is served before the venue is asked again.
@@ -134,7 +133,6 @@ impl HyperliquidBroker {
             config,
             client,
             cache: tokio::sync::Mutex::new(None),
-            generation: std::sync::atomic::AtomicU64::new(1),
         })
     }
 
@@ -487,13 +485,11 @@ impl Broker for HyperliquidBroker {
         }
         let book = Arc::new(self.build_book().await?);
         *cache = Some((Instant::now(), Arc::clone(&book)));
-        self.generation
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(book)
     }
 
     fn generation(&self) -> u64 {
-        self.generation.load(std::sync::atomic::Ordering::Relaxed)
+        crate::every(CACHE_FOR)
     }
 
     async fn health(&self) -> Vec<AccountHealth> {

@@ -383,6 +383,14 @@ pub(crate) fn http_client(
 }
 
 /// Refuses a request for an account other than the one an adapter serves.
+/// A generation that moves once every `period`, for an adapter whose venue changes on
+/// its own: the merged book asks it for a new snapshot at most once a period (a
+/// counter bumped inside `snapshot` would never move, since `snapshot` is only called
+/// when the generation has).
+pub(crate) fn every(period: Duration) -> u64 {
+    u64::try_from(Utc::now().timestamp()).unwrap_or(0) / period.as_secs().max(1)
+}
+
 pub(crate) fn check_served(served: &str, asked: &str) -> Result<(), BrokerError> {
     if asked == served {
         Ok(())

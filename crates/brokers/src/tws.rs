@@ -21,7 +21,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -97,7 +96,6 @@ pub struct TwsBroker {
     reading: Mutex<()>,
     /// Contracts seen in the portfolio and executions, for quotes and bars by symbol.
     contracts: std::sync::Mutex<BTreeMap<String, Contract>>,
-    generation: AtomicU64,
 }
 
 fn decimal(v: f64) -> Option<Decimal> {
@@ -202,7 +200,6 @@ impl TwsBroker {
             session: Mutex::new(None),
             reading: Mutex::new(()),
             contracts: std::sync::Mutex::new(BTreeMap::new()),
-            generation: AtomicU64::new(1),
         }
     }
 
@@ -803,7 +800,6 @@ impl TwsBroker {
             ));
         }
         parts.notes.extend(notes);
-        self.generation.fetch_add(1, Ordering::Relaxed);
         Ok(Book::assemble(parts))
     }
 
@@ -837,8 +833,8 @@ impl Broker for TwsBroker {
     }
 
     fn generation(&self) -> u64 {
-        // Every read may bring new executions and prices.
-        self.generation.load(Ordering::Relaxed)
+        // New executions and prices arrive on their own: read again every 30 s.
+        crate::every(Duration::from_secs(30))
     }
 
     async fn health(&self) -> Vec<AccountHealth> {

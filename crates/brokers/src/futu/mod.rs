@@ -22,7 +22,7 @@ pub mod proto;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -251,7 +251,6 @@ pub struct OpenDBroker {
     chosen: Mutex<Option<Chosen>>,
     serial: AtomicU32,
     cache: Mutex<Option<(Instant, Arc<Book>)>>,
-    generation: AtomicU64,
 }
 
 impl std::fmt::Debug for Conn {
@@ -271,7 +270,6 @@ impl OpenDBroker {
             chosen: Mutex::new(None),
             serial: AtomicU32::new(1),
             cache: Mutex::new(None),
-            generation: AtomicU64::new(1),
         }
     }
 
@@ -1114,12 +1112,11 @@ impl Broker for OpenDBroker {
         }
         let book = Arc::new(self.build_book().await?);
         *cache = Some((Instant::now(), Arc::clone(&book)));
-        self.generation.fetch_add(1, Ordering::Relaxed);
         Ok(book)
     }
 
     fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Relaxed)
+        crate::every(CACHE_FOR)
     }
 
     async fn health(&self) -> Vec<AccountHealth> {
