@@ -189,6 +189,13 @@ pub fn tag_of(client_order_id: &str) -> String {
     format!("td{hex}")
 }
 
+/// Whether a comment starts with a tag ([`tag_of`]'s shape), whichever order's.
+fn is_tag(comment: &str) -> bool {
+    comment.get(..10).is_some_and(|head| {
+        head.starts_with("td") && head.bytes().skip(2).all(|b| b.is_ascii_hexdigit())
+    })
+}
+
 /// The comment an order is sent with: the tag, then what fits of the user's comment
 /// (characters the file format cannot carry removed). The second value says what was
 /// changed, if anything.
@@ -219,12 +226,7 @@ pub fn comment_for(client_order_id: &str, user: Option<&str>) -> (String, Option
 /// The currency pair a MetaTrader symbol names (`EURUSD`, `USDJPY.r`): its first six
 /// letters, two ISO currencies. Metals (`XAU…`, `XAG…`) are not pairs.
 fn pair_of(symbol: &str) -> Option<(Currency, Currency)> {
-    let core: String = symbol
-        .to_ascii_uppercase()
-        .chars()
-        .filter(char::is_ascii_alphabetic)
-        .take(6)
-        .collect();
+    let core = core_of(symbol);
     if core.len() != 6 || core.starts_with("XA") {
         return None;
     }
@@ -234,14 +236,25 @@ fn pair_of(symbol: &str) -> Option<(Currency, Currency)> {
     ))
 }
 
+/// A symbol's first six letters, upper-case, without a broker's prefix or suffix
+/// (`#XAUUSD.m` is `XAUUSD`).
+fn core_of(symbol: &str) -> String {
+    symbol
+        .chars()
+        .filter(char::is_ascii_alphabetic)
+        .take(6)
+        .map(|c| c.to_ascii_uppercase())
+        .collect()
+}
+
 /// The instrument a MetaTrader symbol is: an FX pair (100,000 a lot), gold (100 oz),
 /// silver (5,000 oz), or a CFD (1 a lot, in the account's currency).
 fn instrument_of(
     symbol: &str,
     account_currency: Currency,
 ) -> (AssetClass, Decimal, Currency, Option<Decimal>, Decimal) {
-    let upper = symbol.to_ascii_uppercase();
-    if upper.starts_with("XAU") {
+    let core = core_of(symbol);
+    if core.starts_with("XAU") {
         return (
             AssetClass::Fx,
             Decimal::from(100),
@@ -250,7 +263,7 @@ fn instrument_of(
             Decimal::new(1, 2),
         );
     }
-    if upper.starts_with("XAG") {
+    if core.starts_with("XAG") {
         return (
             AssetClass::Fx,
             Decimal::from(5_000),
@@ -717,10 +730,7 @@ impl DwxBroker {
             .iter()
             .find(|t| {
                 // A ticket tagged for another order is that order's, never this one's.
-                let foreign = t.comment.len() >= 10
-                    && t.comment.starts_with("td")
-                    && t.comment[2..10].chars().all(|c| c.is_ascii_hexdigit())
-                    && !t.comment.starts_with(&tag);
+                let foreign = is_tag(&t.comment) && !t.comment.starts_with(&tag);
                 !foreign
                     && t.magic == self.config.magic
                     && !sent.before.contains(&t.ticket)
@@ -1789,6 +1799,13 @@ mod tests {
             (AssetClass::Cfd, Decimal::ONE, "EUR")
         );
         assert_eq!(instrument_of("EURUSD.r", Currency::USD).0, AssetClass::Fx);
+        // A broker's prefix does not hide gold or silver.
+        assert_eq!(instrument_of("#XAUUSD", Currency::USD).1, Decimal::from(100));
+        assert_eq!(instrument_of(".xagusd", Currency::USD).1, Decimal::from(5_000));
+        // Tags are recognised by shape, and a multi-byte comment never panics.
+        assert!(is_tag(&tag_of("abc")));
+        assert!(!is_tag("td12é45678 hedge"));
+        assert!(!is_tag("td12"));
     }
 
     #[test]
