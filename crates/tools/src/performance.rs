@@ -94,10 +94,11 @@ fn daily(
     notes: &mut Vec<String>,
 ) -> Result<Vec<Day>> {
     let dp = currency.minor_units();
+    // Rows are already rounded to the currency: as minor units they are exact.
     let minor = |d: Decimal| {
         d.checked_mul(Decimal::from(10i64.pow(dp)))
-            .and_then(|m| m.round().to_i128())
-            .unwrap_or(0)
+            .and_then(|m| m.to_i128())
+            .ok_or_else(|| Error::internal("a value too large for its currency's minor units"))
     };
     let mut cash: Vec<usize> = (0..book.cash.len()).collect();
     cash.sort_by_key(|&i| (book.cash[i].time.date_naive(), i));
@@ -122,7 +123,7 @@ fn daily(
                 && matches!(entry.kind, CashKind::Deposit | CashKind::Withdrawal)
             {
                 flow +=
-                    minor(rates.convert_rounded(entry.amount, entry.currency, currency, day)?);
+                    minor(rates.convert_rounded(entry.amount, entry.currency, currency, day)?)?;
             }
             next_cash += 1;
         }
@@ -161,11 +162,11 @@ fn daily(
                 }
             }
             if let Some(m) = &p.marked {
-                value += minor(m.market_value_converted);
+                value += minor(m.market_value_converted)?;
             }
         }
-        for c in valuation.cash.iter().filter(|c| sel.account(c.account)) {
-            value += minor(c.converted);
+        for c in &valuation.cash {
+            value += minor(c.converted)?;
         }
         out.push(Day { flow, value });
         day = day

@@ -191,6 +191,7 @@ pub fn value_at(
     let mut cash = Vec::new();
     for (&(account, cash_currency), &amount) in ledger.cash {
         if !scope.accounts
+            || scope.selection.is_some_and(|s| !s.account(account))
             || !ledger
                 .has_cash_entries
                 .get(account as usize)
