@@ -1800,8 +1800,14 @@ mod tests {
         );
         assert_eq!(instrument_of("EURUSD.r", Currency::USD).0, AssetClass::Fx);
         // A broker's prefix does not hide gold or silver.
-        assert_eq!(instrument_of("#XAUUSD", Currency::USD).1, Decimal::from(100));
-        assert_eq!(instrument_of(".xagusd", Currency::USD).1, Decimal::from(5_000));
+        assert_eq!(
+            instrument_of("#XAUUSD", Currency::USD).1,
+            Decimal::from(100)
+        );
+        assert_eq!(
+            instrument_of(".xagusd", Currency::USD).1,
+            Decimal::from(5_000)
+        );
         // Tags are recognised by shape, and a multi-byte comment never panics.
         assert!(is_tag(&tag_of("abc")));
         assert!(!is_tag("td12é45678 hedge"));

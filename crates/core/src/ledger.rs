@@ -76,7 +76,7 @@ fn fixed(d: Decimal) -> Result<Fixed> {
 /// # Errors
 /// `no_fx_rate` for a commission that cannot be converted; `internal` on overflow.
 pub fn replay(book: &Book, on_close: impl FnMut(&Fill, &ClosedLot)) -> Result<Ledger> {
-    run::<true>(book, on_close)
+    run(book, true, on_close)
 }
 
 /// As [`replay`], for callers that need only the lots: no cash is kept (its `cash` is
@@ -85,14 +85,15 @@ pub fn replay(book: &Book, on_close: impl FnMut(&Fill, &ClosedLot)) -> Result<Le
 /// # Errors
 /// As [`replay`].
 pub fn replay_lots(book: &Book, on_close: impl FnMut(&Fill, &ClosedLot)) -> Result<Ledger> {
-    run::<false>(book, on_close)
+    run(book, false, on_close)
 }
 
-fn run<const CASH: bool>(
+fn run(
     book: &Book,
+    keep_cash: bool,
     mut on_close: impl FnMut(&Fill, &ClosedLot),
 ) -> Result<Ledger> {
-    let mut replayer = Replayer::new(book, CASH);
+    let mut replayer = Replayer::new(book, keep_cash);
     for entry in &book.cash {
         replayer.cash_entry(entry)?;
     }

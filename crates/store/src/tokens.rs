@@ -61,9 +61,13 @@ impl TokenKey {
                 let key = Self::random()?;
                 // Written whole under a private name, then linked into place: another process
                 // never reads half a key, and two never both win.
-                let temp = dir.join(format!(".{KEY_FILE}.{}.tmp", std::process::id()));
+                // A random name (never the key's own bytes): unique to this attempt, so two
+                // threads of one process cannot share it either.
+                let nonce = Self::random()?;
+                let unique: String = nonce.0[..8].iter().map(|b| format!("{b:02x}")).collect();
+                let temp = dir.join(format!(".{KEY_FILE}.{unique}.tmp"));
                 let mut options = std::fs::OpenOptions::new();
-                options.write(true).create(true).truncate(true);
+                options.write(true).create_new(true);
                 #[cfg(unix)]
                 {
                     use std::os::unix::fs::OpenOptionsExt;

@@ -1293,11 +1293,11 @@ impl Broker for SimBroker {
             });
         }
         let q = self.quote_of(inst, self.clock.now());
-        let max = rust_decimal::prelude::ToPrimitive::to_u32(
-            &(Decimal::ONE / inst.spec.margin_rate).floor(),
-        )
-        .unwrap_or(1)
-        .max(1);
+        let max = Decimal::ONE
+            .checked_div(inst.spec.margin_rate)
+            .and_then(|l| rust_decimal::prelude::ToPrimitive::to_u32(&l.floor()))
+            .unwrap_or(1)
+            .max(1);
         Ok(crate::PerpMark {
             market: inst.spec.key.qualified(),
             mark: (q.bid + q.ask) / Decimal::TWO,
