@@ -3,7 +3,7 @@
 
 Usage (bench/run_peers.sh makes the venv and calls this):
 
-    bench/.venv/bin/python bench/peers.py [--bars 1000000] [--bt-bars N] [--warm-runs 5] [--bt-runs 1]
+    bench/.venv/bin/python bench/peers.py [--bars 1000000] [--bt-bars N] [--warm-runs 20] [--bt-runs 1]
 
 Everything runs on one thread: NUMBA_NUM_THREADS, OMP/MKL/OPENBLAS/NUMEXPR threads are
 set to 1 before anything is imported, and each measurement runs in a child process of
@@ -217,7 +217,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bars", type=int, default=1_000_000)
     p.add_argument("--bt-bars", type=int, default=0, help="0: all --bars")
-    p.add_argument("--warm-runs", type=int, default=5)
+    p.add_argument("--warm-runs", type=int, default=20)
     p.add_argument("--bt-runs", type=int, default=1)
     p.add_argument("--child", choices=["vectorbt", "backtesting"])
     args = p.parse_args()

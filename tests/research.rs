@@ -224,9 +224,24 @@ async fn a_run_past_wait_seconds_answers_a_run_id_and_loses_nothing() {
     let (direct, _) = tool(&ctx, "backtest", waited).await;
     assert_eq!(done["final_equity"], direct["final_equity"]);
     assert_eq!(done["trades"], direct["trades"]);
-    // Fetched once: the id is spent.
-    let (again, _) = tool(&ctx, "get_run_result", json!({"run_id": id})).await;
-    assert_eq!(again["error"]["code"], "invalid_argument", "{again:#}");
+    assert_eq!(done["entry"], direct["entry"]);
+    // Fetched again, and by two callers at once (a client that timed out retries): the
+    // same result each time, nothing lost.
+    let ask = || tool(&ctx, "get_run_result", json!({"run_id": id}));
+    let ((a, a_images), (b, b_images)) = tokio::join!(ask(), ask());
+    assert_eq!((a_images, b_images), (1, 1));
+    assert_eq!(a, done);
+    assert_eq!(b, done);
+    // An id never answered reads as one.
+    let (none, _) = tool(&ctx, "get_run_result", json!({"run_id": "bt-1-999"})).await;
+    assert_eq!(none["error"]["code"], "invalid_argument", "{none:#}");
+    assert!(
+        none["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("bt-1-999"),
+        "{none:#}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -118,7 +118,7 @@ pub fn bars_per_year(instant: &[i64]) -> f64 {
     // Evenly spaced bars (the usual case): the spacing is the median, no sort needed.
     if let [a, b, ..] = instant
         && b > a
-        && instant.windows(2).all(|w| w[1] - w[0] == b - a)
+        && evenly_spaced(instant, b - a)
     {
         return per_year((b - a) as f64);
     }
@@ -143,6 +143,17 @@ pub fn bars_per_year(instant: &[i64]) -> f64 {
         upper as f64
     };
     per_year(median)
+}
+
+/// Whether each instant is `step` after the one before. Blocks are folded without a
+/// branch, so the check vectorizes; it stops at the first block with another step.
+fn evenly_spaced(instant: &[i64], step: i64) -> bool {
+    let (now, before) = (&instant[1..], &instant[..instant.len() - 1]);
+    now.chunks(64).zip(before.chunks(64)).all(|(now, before)| {
+        now.iter()
+            .zip(before)
+            .fold(true, |even, (a, b)| even & (a.wrapping_sub(*b) == step))
+    })
 }
 
 /// Bars a year at a median spacing of `seconds`.
@@ -193,6 +204,10 @@ pub fn run(
     };
     let mut pending_entry = false;
     let mut pending_exit = false;
+    // The open a pending signal fills at, read as soon as the signal is found: the open
+    // column is not otherwise streamed, so the read misses the cache, and issued early
+    // it overlaps the run of bars before the fill.
+    let mut fill_open = 0.0;
     let mut curve = Curve::new(n);
     let mut last_value = settings.initial_cash;
     let mut held_bars = 0usize;
@@ -216,10 +231,10 @@ pub fn run(
             // A signal on the previous close fills at this bar's open.
             if pending_entry {
                 pending_entry = false;
-                book.enter(t, open_col[t]);
+                book.enter(t, fill_open);
             } else if pending_exit {
                 pending_exit = false;
-                book.exit(t, open_col[t]);
+                book.exit(t, fill_open);
             }
             // Then a run of bars to the next signal (or the chunk's end) at once: flat,
             // equity is the cash; in a position, cash plus units at each close.
@@ -235,6 +250,15 @@ pub fn run(
                     .map(|p| t + p)
             });
             let end = next.map_or(to, |s| s + 1);
+            if next.is_some() {
+                // A signal is never read on the last bar, so `end` is a bar.
+                fill_open = open_col[end];
+                if flat {
+                    pending_entry = true;
+                } else {
+                    pending_exit = true;
+                }
+            }
             let slots = &mut values[t - from..end - from];
             if flat {
                 slots.fill(book.cash);
@@ -244,13 +268,6 @@ pub fn run(
                     *slot = cash + units * close;
                 }
                 held_bars += end - t;
-            }
-            if next.is_some() {
-                if flat {
-                    pending_entry = true;
-                } else {
-                    pending_exit = true;
-                }
             }
             t = end;
         }
@@ -387,30 +404,32 @@ impl Curve {
         }
     }
 
-    /// Adds the equity of bars `from..` (`values`), with the bucket's state in locals.
+    /// Adds the equity of bars `from..` (`values`), a bucket's share at a time: the
+    /// loop over a share only compares.
     fn add_chunk(&mut self, from: usize, values: &[f64]) {
-        let (mut filled, mut low, mut high) = (self.filled, self.low, self.high);
-        for (k, &v) in values.iter().enumerate() {
-            let t = from + k;
-            if filled == 0 {
-                low = (t, v);
-                high = (t, v);
+        let (mut rest, mut t) = (values, from);
+        while let Some(&first) = rest.first() {
+            let (share, tail) = rest.split_at((self.bucket - self.filled).min(rest.len()));
+            let (mut low, mut high) = if self.filled == 0 {
+                ((t, first), (t, first))
             } else {
+                (self.low, self.high)
+            };
+            for (k, &v) in share.iter().enumerate() {
                 if v < low.1 {
-                    low = (t, v);
+                    low = (t + k, v);
                 }
                 if v > high.1 {
-                    high = (t, v);
+                    high = (t + k, v);
                 }
             }
-            filled += 1;
-            if filled == self.bucket {
-                (self.filled, self.low, self.high) = (filled, low, high);
+            (self.low, self.high) = (low, high);
+            self.filled += share.len();
+            if self.filled == self.bucket {
                 self.flush();
-                filled = 0;
             }
+            (rest, t) = (tail, t + share.len());
         }
-        (self.filled, self.low, self.high) = (filled, low, high);
     }
 
     #[cold]
@@ -552,40 +571,57 @@ struct Stats {
 }
 
 impl Stats {
-    /// Adds the equity of bars `from..` (`values`). The running sums are copied into
-    /// locals for the loop, so they stay in registers.
+    /// Adds the equity of bars `from..` (`values`). The sums run in four lanes without a
+    /// branch, so the divisions and the sums vectorize; the lanes are added at the end.
     fn add_chunk(&mut self, from: usize, values: &[f64]) {
-        let (mut count, mut sum, mut sum_sq, mut down_sq) =
-            (self.count, self.sum, self.sum_sq, self.down_sq);
-        let mut rest = values;
-        let mut previous = match self.previous {
-            Some(p) => p,
-            None => match values.split_first() {
-                Some((&first, tail)) => {
-                    rest = tail;
-                    first
-                }
-                None => return,
-            },
+        let Some((&first, _)) = values.split_first() else {
+            return;
         };
-        for &value in rest {
-            // An unchanged value (a flat bar) is a return of exactly 0: no division.
-            let r = if previous == 0.0 || value == previous {
-                0.0
-            } else {
-                value / previous - 1.0
-            };
-            count += 1;
-            sum += r;
-            sum_sq += r * r;
-            if r < 0.0 {
-                down_sq += r * r;
-            }
-            previous = value;
+        // The first bar pairs with the last of the previous chunk, if any.
+        if let Some(before) = self.previous {
+            self.add(bar_return(before, first));
         }
-        (self.count, self.sum, self.sum_sq, self.down_sq) = (count, sum, sum_sq, down_sq);
-        self.previous = Some(previous);
+        let (now, before) = (&values[1..], &values[..values.len() - 1]);
+        let (mut sum, mut sum_sq, mut down_sq) = ([0.0_f64; 4], [0.0_f64; 4], [0.0_f64; 4]);
+        let (now4, before4) = (now.chunks_exact(4), before.chunks_exact(4));
+        let (now_rest, before_rest) = (now4.remainder(), before4.remainder());
+        for (now, before) in now4.zip(before4) {
+            for lane in 0..4 {
+                let r = bar_return(before[lane], now[lane]);
+                let down = r.min(0.0);
+                sum[lane] += r;
+                sum_sq[lane] += r * r;
+                down_sq[lane] += down * down;
+            }
+        }
+        self.count += now.len() - now_rest.len();
+        self.sum += (sum[0] + sum[1]) + (sum[2] + sum[3]);
+        self.sum_sq += (sum_sq[0] + sum_sq[1]) + (sum_sq[2] + sum_sq[3]);
+        self.down_sq += (down_sq[0] + down_sq[1]) + (down_sq[2] + down_sq[3]);
+        for (&now, &before) in now_rest.iter().zip(before_rest) {
+            self.add(bar_return(before, now));
+        }
+        self.previous = values.last().copied();
         self.drawdown.add_chunk(from, values);
+    }
+
+    fn add(&mut self, r: f64) {
+        let down = r.min(0.0);
+        self.count += 1;
+        self.sum += r;
+        self.sum_sq += r * r;
+        self.down_sq += down * down;
+    }
+}
+
+/// The return from one bar's equity to the next's: exactly 0 for an unchanged value (a
+/// flat bar) and after a value of 0. Branch-free: the division is done and discarded.
+fn bar_return(before: f64, now: f64) -> f64 {
+    let r = now / before - 1.0;
+    if before == 0.0 || now == before {
+        0.0
+    } else {
+        r
     }
 }
 
@@ -749,6 +785,87 @@ mod tests {
         let late = [FALSE, FALSE, FALSE, TRUE];
         let r = run(&p, &late, None, &Settings::default(), &mut |_| {});
         assert!(r.open_position.is_none() && r.trade_count == 0);
+    }
+
+    #[test]
+    fn the_curve_keeps_each_buckets_lowest_and_highest_bar_across_chunks() {
+        // 2,500 bars: buckets of 3, so buckets straddle the engine's chunks of 1,024.
+        let values: Vec<f64> = (0..2_500_u32)
+            .map(|i| f64::from((i * 7_919) % 1_000) - f64::from(i % 3) * 0.5)
+            .collect();
+        let mut curve = Curve::new(values.len());
+        for (k, chunk) in values.chunks(1_024).enumerate() {
+            curve.add_chunk(k * 1_024, chunk);
+        }
+        let mut want = Vec::new();
+        for (b, bucket) in values.chunks(3).enumerate() {
+            let at = |pick: fn(f64, f64) -> bool| {
+                let mut best = 0;
+                for (k, &v) in bucket.iter().enumerate() {
+                    if pick(v, bucket[best]) {
+                        best = k;
+                    }
+                }
+                (b * 3 + best, bucket[best])
+            };
+            let (low, high) = (at(|v, w| v < w), at(|v, w| v > w));
+            let (a, z) = if low.0 <= high.0 {
+                (low, high)
+            } else {
+                (high, low)
+            };
+            want.push(a);
+            if z.0 != a.0 {
+                want.push(z);
+            }
+        }
+        assert_eq!(curve.finish(), want);
+    }
+
+    #[test]
+    fn return_sums_in_lanes_match_one_bar_at_a_time() {
+        // Flat stretches (returns of exactly 0), a value of 0, odd chunk lengths.
+        let values: Vec<f64> = (0..3_001_u32)
+            .map(|i| match i % 50 {
+                0..=9 => 100.0,
+                10 => 0.0,
+                k => 100.0 + f64::from((i * 31) % 17) - f64::from(k) * 0.1,
+            })
+            .collect();
+        let mut stats = Stats::default();
+        let mut from = 0;
+        for len in [1, 2, 5, 1_024, 7].into_iter().cycle() {
+            let to = (from + len).min(values.len());
+            stats.add_chunk(from, &values[from..to]);
+            from = to;
+            if from == values.len() {
+                break;
+            }
+        }
+        let (mut sum, mut sum_sq, mut down_sq) = (0.0, 0.0, 0.0);
+        for w in values.windows(2) {
+            let r = if w[0] == 0.0 || w[1] == w[0] {
+                0.0
+            } else {
+                w[1] / w[0] - 1.0
+            };
+            sum += r;
+            sum_sq += r * r;
+            if r < 0.0 {
+                down_sq += r * r;
+            }
+        }
+        assert_eq!(stats.count, values.len() - 1);
+        for (got, want) in [
+            (stats.sum, sum),
+            (stats.sum_sq, sum_sq),
+            (stats.down_sq, down_sq),
+        ] {
+            assert!(
+                (got - want).abs() <= 1e-12 * want.abs().max(1.0),
+                "{got} vs {want}"
+            );
+        }
     }
 
     #[test]

@@ -30,9 +30,13 @@ pub struct Line<'a> {
     pub color: (u8, u8, u8),
 }
 
+/// The font, parsed once per process.
+static PARSED: std::sync::LazyLock<Option<FontRef<'static>>> =
+    std::sync::LazyLock::new(|| FontRef::try_from_slice(FONT).ok());
+
 /// Draws `text` into an RGB buffer with its top-left corner at (x, y).
 fn text(buf: &mut [u8], x: i32, y: i32, size: f32, s: &str, color: (u8, u8, u8)) {
-    let Ok(font) = FontRef::try_from_slice(FONT) else {
+    let Some(font) = PARSED.as_ref() else {
         return;
     };
     let scaled = font.as_scaled(PxScale::from(size));

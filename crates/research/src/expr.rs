@@ -757,29 +757,38 @@ fn bool_of(b: bool) -> u8 {
     if b { TRUE } else { FALSE }
 }
 
-/// `cross_above(a, b)` (or below) on every bar: [`UNKNOWN`] on the first bar and where a
-/// value of either bar is missing. Branch-free over four shifted slices, so it
-/// vectorizes.
-fn cross<const ABOVE: bool>(a: &[f64], b: &[f64]) -> Vec<u8> {
-    let n = a.len().min(b.len());
+/// What both crosses of a pair of series read, per bar: bit 2 set when both values are
+/// finite, bit 1 when `a > b`, bit 0 when `a < b`. One branch-free pass over the floats,
+/// shared by `cross_above(a, b)` and `cross_below(a, b)`.
+fn cross_codes(a: &[f64], b: &[f64]) -> Vec<u8> {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| {
+            (u8::from(x.is_finite() & y.is_finite()) << 2)
+                | (u8::from(x > y) << 1)
+                | u8::from(x < y)
+        })
+        .collect()
+}
+
+/// `cross_above(a, b)` (or below) on every bar from the pair's [`cross_codes`]:
+/// [`UNKNOWN`] on the first bar and where a value of either bar is missing. With both
+/// bars known, `a` was at or below `b` exactly when it was not above it, so each bar reads
+/// one bit of itself and of the bar before; the pass is over bytes and vectorizes wide.
+fn cross<const ABOVE: bool>(codes: &[u8]) -> Vec<u8> {
+    let n = codes.len();
     let mut out = Vec::with_capacity(n);
     if n == 0 {
         return out;
     }
     out.push(UNKNOWN);
-    let (now_a, was_a, now_b, was_b) = (&a[1..n], &a[..n - 1], &b[1..n], &b[..n - 1]);
-    out.extend(now_a.iter().zip(was_a).zip(now_b.iter().zip(was_b)).map(
-        |((&a1, &a0), (&b1, &b0))| {
-            let known = u8::from(a0.is_finite() & a1.is_finite() & b0.is_finite() & b1.is_finite());
-            let hit = u8::from(if ABOVE {
-                (a1 > b1) & (a0 <= b0)
-            } else {
-                (a1 < b1) & (a0 >= b0)
-            });
-            // TRUE (1) or FALSE (0) when known, else UNKNOWN (2).
-            hit * known + (1 - known) * UNKNOWN
-        },
-    ));
+    let bit = if ABOVE { 1 } else { 0 };
+    out.extend(codes[1..].iter().zip(&codes[..n - 1]).map(|(&now, &was)| {
+        let known = (now & was) >> 2;
+        let hit = ((now & !was) >> bit) & 1;
+        // TRUE (1) or FALSE (0) when known, else UNKNOWN (2).
+        hit * known + (1 - known) * UNKNOWN
+    }));
     out
 }
 
@@ -807,6 +816,8 @@ impl std::ops::Deref for Val<'_> {
 pub struct Evaluator<'a> {
     cols: Columns<'a>,
     memo: HashMap<String, Rc<Vec<f64>>>,
+    /// The [`cross_codes`] of each pair crossed, by the pair.
+    crossings: HashMap<String, Rc<Vec<u8>>>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -814,6 +825,7 @@ impl<'a> Evaluator<'a> {
         Self {
             cols,
             memo: HashMap::new(),
+            crossings: HashMap::new(),
         }
     }
 
@@ -878,6 +890,18 @@ impl<'a> Evaluator<'a> {
         }
     }
 
+    /// The [`cross_codes`] of a pair, computed once for both of its crosses.
+    fn cross_codes(&mut self, a: &Expr, b: &Expr) -> Rc<Vec<u8>> {
+        let key = format!("{a:?} {b:?}");
+        if let Some(codes) = self.crossings.get(&key) {
+            return Rc::clone(codes);
+        }
+        let (va, vb) = (self.series(a), self.series(b));
+        let codes = Rc::new(cross_codes(&va, &vb));
+        self.crossings.insert(key, Rc::clone(&codes));
+        codes
+    }
+
     /// A condition on every bar: [`TRUE`], [`FALSE`] or [`UNKNOWN`].
     pub fn condition(&mut self, expr: &Expr) -> Vec<u8> {
         let n = self.cols.len();
@@ -933,15 +957,11 @@ impl<'a> Evaluator<'a> {
                     .collect()
             }
             Expr::CrossAbove(a, b) | Expr::CrossBelow(a, b) => {
-                let above = matches!(expr, Expr::CrossAbove(..));
-                let (va, vb) = (self.series(a), self.series(b));
-                // Plain slices, so the loop reads memory, not the enum, per bar.
-                let (a, b): (&[f64], &[f64]) = (&va, &vb);
-                let (a, b) = (&a[..n], &b[..n]);
-                if above {
-                    cross::<true>(a, b)
+                let codes = self.cross_codes(a, b);
+                if matches!(expr, Expr::CrossAbove(..)) {
+                    cross::<true>(&codes)
                 } else {
-                    cross::<false>(a, b)
+                    cross::<false>(&codes)
                 }
             }
             _ => vec![UNKNOWN; n],

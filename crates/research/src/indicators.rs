@@ -6,7 +6,7 @@
 /// recursive indicators (EMA, RSI, ATR) restart after a gap.
 fn runs(x: &[f64]) -> Vec<(usize, usize)> {
     // The usual case, checked in one vectorized pass: no gap at all.
-    if x.iter().all(|v| v.is_finite()) {
+    if all_finite(x) {
         return if x.is_empty() {
             Vec::new()
         } else {
@@ -29,6 +29,13 @@ fn runs(x: &[f64]) -> Vec<(usize, usize)> {
     out
 }
 
+/// Whether every value is finite. Blocks of 64 are folded without a branch, so the
+/// check vectorizes; it stops at the first block with a gap.
+pub fn all_finite(x: &[f64]) -> bool {
+    x.chunks(64)
+        .all(|block| block.iter().fold(true, |ok, v| ok & v.is_finite()))
+}
+
 /// Simple moving average over the last `n` bars, the current one included.
 pub fn sma(x: &[f64], n: usize) -> Vec<f64> {
     if n == 0 {
@@ -36,26 +43,38 @@ pub fn sma(x: &[f64], n: usize) -> Vec<f64> {
     }
     // Written once, in order: gaps and warm-ups as NaN, then each run's averages.
     let mut out = Vec::with_capacity(x.len());
-    let scale = 1.0 / n as f64;
+    // First as if the series had no gap, without a scan for one: a NaN or an infinity
+    // anywhere leaves the running sum non-finite at the end (a NaN stays; an infinity
+    // turns NaN as it leaves the window), so a finite sum proves there was none.
+    if x.len() >= n {
+        out.resize(n - 1, f64::NAN);
+        if average_run(x, n, &mut out).is_finite() {
+            return out;
+        }
+        out.clear();
+    }
     for (start, end) in runs(x) {
         if end - start < n {
             continue;
         }
         out.resize(start + n - 1, f64::NAN);
-        let mut sum: f64 = x[start..start + n].iter().sum();
-        out.push(sum * scale);
-        out.extend(
-            x[start + n..end]
-                .iter()
-                .zip(&x[start..end - n])
-                .map(|(new, old)| {
-                    sum += new - old;
-                    sum * scale
-                }),
-        );
+        average_run(&x[start..end], n, &mut out);
     }
     out.resize(x.len(), f64::NAN);
     out
+}
+
+/// Appends the `n`-bar averages of `run` (at least `n` values) from its `n`th value on;
+/// answers the running sum at the end.
+fn average_run(run: &[f64], n: usize, out: &mut Vec<f64>) -> f64 {
+    let scale = 1.0 / n as f64;
+    let mut sum: f64 = run[..n].iter().sum();
+    out.push(sum * scale);
+    out.extend(run[n..].iter().zip(run).map(|(new, old)| {
+        sum += new - old;
+        sum * scale
+    }));
+    sum
 }
 
 /// Exponential moving average, alpha = 2 / (n + 1), seeded with the SMA of the first n.
@@ -246,6 +265,17 @@ mod tests {
         close(&ema(&y, 2), &[N, 10.5, 9.5, 11.0 + 1.0 / 6.0]);
         // Nested: a warm-up gap in the input starts the indicator later.
         close(&sma(&sma(&x, 2), 2), &[N, N, 2.0, 3.0, 4.0, 5.0]);
+        // A gap anywhere, a NaN or an infinity, restarts the warm-up after it.
+        const INF: f64 = f64::INFINITY;
+        for gap in [N, INF, -INF] {
+            let y = [1.0, 2.0, 3.0, gap, 5.0, 6.0, 7.0];
+            close(&sma(&y, 2), &[N, 1.5, 2.5, N, N, 5.5, 6.5]);
+            let last = [1.0, 2.0, 3.0, 4.0, gap];
+            close(&sma(&last, 2), &[N, 1.5, 2.5, 3.5, N]);
+            let first = [gap, 2.0, 3.0, 4.0];
+            close(&sma(&first, 2), &[N, N, 2.5, 3.5]);
+        }
+        assert!(sma(&[1.0], 2)[0].is_nan() && sma(&[], 2).is_empty());
     }
 
     #[test]

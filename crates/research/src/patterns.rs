@@ -309,30 +309,7 @@ pub fn detect(
         trend_window: params.trend_window.max(1),
     };
 
-    let mut hits = Vec::new();
-    for pattern in Pattern::ALL {
-        if !which.is_empty() && !which.contains(&pattern) {
-            continue;
-        }
-        for i in 0..n {
-            if det.matches(pattern, i) {
-                let price = match pattern {
-                    Pattern::SwingHigh => bars[i].high,
-                    Pattern::SwingLow => bars[i].low,
-                    _ => bars[i].close,
-                };
-                hits.push(Hit {
-                    pattern,
-                    index: i,
-                    time: time[i].clone(),
-                    price,
-                    rule: pattern.rule(),
-                });
-            }
-        }
-    }
-    hits.sort_by_key(|h| (h.index, h.pattern.order()));
-
+    // Swings, found once: hits of their own and the points levels cluster.
     let swing_highs: Vec<(usize, f64)> = (0..n)
         .filter(|&i| det.swing_high(i))
         .map(|i| (i, bars[i].high))
@@ -341,6 +318,30 @@ pub fn detect(
         .filter(|&i| det.swing_low(i))
         .map(|i| (i, bars[i].low))
         .collect();
+    let mut hits = Vec::new();
+    for pattern in Pattern::ALL {
+        if !which.is_empty() && !which.contains(&pattern) {
+            continue;
+        }
+        let hit = |(index, price): (usize, f64)| Hit {
+            pattern,
+            index,
+            time: time[index].clone(),
+            price,
+            rule: pattern.rule(),
+        };
+        match pattern {
+            Pattern::SwingHigh => hits.extend(swing_highs.iter().copied().map(hit)),
+            Pattern::SwingLow => hits.extend(swing_lows.iter().copied().map(hit)),
+            _ => hits.extend(
+                (0..n)
+                    .filter(|&i| det.matches(pattern, i))
+                    .map(|i| hit((i, bars[i].close))),
+            ),
+        }
+    }
+    hits.sort_by_key(|h| (h.index, h.pattern.order()));
+
     let mut levels = cluster_levels("resistance", &swing_highs, time, params);
     levels.extend(cluster_levels("support", &swing_lows, time, params));
     levels.sort_by(|a, b| {

@@ -328,7 +328,7 @@ fn build_specs() -> Vec<ToolSpec> {
             name: "get_run_result",
             title: "A long run's result",
             description: "The result of a backtest that answered state running and a run_id: the full result once done \
-                (kept until fetched once), else its progress.",
+                (as often as asked: kept for an hour after the run ends, the newest 32), else its progress.",
             read_only: true,
             needs_trading: false,
             input_schema: input_schema::<crate::research::RunResultArgs>(),

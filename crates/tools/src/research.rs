@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -83,26 +83,141 @@ pub struct Finished {
     pub chart: Option<Vec<u8>>,
 }
 
+/// A backtest running in the background, by its run id.
 #[derive(Debug)]
 struct Run {
     progress: Arc<AtomicU64>,
-    handle: Option<tokio::task::JoinHandle<Result<Finished>>>,
-    done: Option<Result<Finished>>,
+    /// Set once, by the run itself, when it ends: when, and what it answered.
+    outcome: Arc<OnceLock<(Instant, Result<Finished>)>>,
 }
 
-/// Runs still going (or done and not yet fetched), by id.
-#[derive(Debug, Default)]
+impl Run {
+    fn finished_at(&self) -> Option<Instant> {
+        self.outcome.get().map(|(at, _)| *at)
+    }
+}
+
+/// Backtests answered with a run id: those still going, and the results of those done.
+/// A result can be fetched any number of times (a client that timed out fetching it
+/// fetches it again) until it is dropped: an hour after its run ended, or sooner once
+/// 32 newer results are kept. At most 8 run in the background at once.
+#[derive(Debug)]
 pub struct RunRegistry {
     runs: Mutex<HashMap<String, Run>>,
     next: AtomicU64,
+    keep_for: Duration,
+    keep_at_most: usize,
+    running_at_most: usize,
 }
 
-fn lock(r: &RunRegistry) -> std::sync::MutexGuard<'_, HashMap<String, Run>> {
-    r.runs
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+impl Default for RunRegistry {
+    fn default() -> Self {
+        Self::new(Duration::from_secs(3_600), 32, 8)
+    }
 }
 
+impl RunRegistry {
+    fn new(keep_for: Duration, keep_at_most: usize, running_at_most: usize) -> Self {
+        Self {
+            runs: Mutex::default(),
+            next: AtomicU64::new(0),
+            keep_for,
+            keep_at_most,
+            running_at_most,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Run>> {
+        self.runs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Refuses a run when as many as allowed are still going in the background.
+    fn check_room(&self) -> Result<()> {
+        let mut runs = self.lock();
+        self.prune(&mut runs);
+        let going = runs.values().filter(|r| r.outcome.get().is_none()).count();
+        if going >= self.running_at_most {
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "{going} backtests are still running in the background, the most this server runs at once"
+                ),
+                "fetch them with get_run_result until they are done, then run this one",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Registers a run going on in the background; answers its id.
+    fn add(&self, run: Run) -> String {
+        let id = format!(
+            "bt-{}-{}",
+            std::process::id(),
+            self.next.fetch_add(1, Ordering::Relaxed) + 1
+        );
+        let mut runs = self.lock();
+        self.prune(&mut runs);
+        runs.insert(id.clone(), run);
+        id
+    }
+
+    /// What `get_run_result` answers for `id`: the result once done, else the progress.
+    fn look(&self, id: &str) -> Result<Finished> {
+        let mut runs = self.lock();
+        self.prune(&mut runs);
+        let Some(run) = runs.get(id) else {
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                format!("no run {}", tradedesk_core::error::quote(id)),
+                "pass the run_id a backtest answered; a result is kept for an hour after its run ends (the newest 32), so run the backtest again",
+            ));
+        };
+        match run.outcome.get() {
+            Some((_, Ok(finished))) => {
+                let mut finished = finished.clone();
+                finished.result.run_id = Some(id.to_owned());
+                Ok(finished)
+            }
+            Some((_, Err(e))) => Err(e.clone()),
+            None => Ok(Finished {
+                result: BacktestResult {
+                    state: "running".to_owned(),
+                    run_id: Some(id.to_owned()),
+                    progress: Some(f64::from_bits(run.progress.load(Ordering::Relaxed))),
+                    symbol: None,
+                    entry: None,
+                    exit: None,
+                    report: None,
+                },
+                chart: None,
+            }),
+        }
+    }
+
+    /// Drops results older than `keep_for`, then the oldest beyond `keep_at_most`.
+    fn prune(&self, runs: &mut HashMap<String, Run>) {
+        let now = Instant::now();
+        runs.retain(|_, r| {
+            r.finished_at()
+                .is_none_or(|at| now.duration_since(at) < self.keep_for)
+        });
+        let mut ended: Vec<(Instant, String)> = runs
+            .iter()
+            .filter_map(|(id, r)| Some((r.finished_at()?, id.clone())))
+            .collect();
+        if ended.len() > self.keep_at_most {
+            ended.sort_unstable();
+            for (_, id) in &ended[..ended.len() - self.keep_at_most] {
+                runs.remove(id);
+            }
+        }
+    }
+}
+
+/// An optional number argument: `default` when left out, else checked as
+/// [`crate::args::check_number`] does.
 fn number(
     name: &str,
     v: Option<f64>,
@@ -110,15 +225,10 @@ fn number(
     ok: impl Fn(f64) -> bool,
     rule: &str,
 ) -> Result<f64> {
-    let v = v.unwrap_or(default);
-    if v.is_finite() && ok(v) {
-        Ok(v)
-    } else {
-        Err(Error::invalid_argument(
-            format!("{name} is {v}: it must be {rule}"),
-            format!("pass {name} as {rule}, or leave it out for {default}"),
-        ))
-    }
+    crate::args::check_number(name, v.unwrap_or(default), ok, rule).map_err(|mut e| {
+        e.hint = format!("pass {name} as {rule}, or leave it out for {default}");
+        e
+    })
 }
 
 fn settings(a: &BacktestArgs) -> Result<Settings> {
@@ -186,7 +296,7 @@ fn parse_signal(which: &str, text: &str) -> Result<expr::Expr> {
 }
 
 /// The bars as columns, as the engine and the signal language read them.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct BarColumns {
     pub instant: Vec<i64>,
     pub open: Vec<f64>,
@@ -194,17 +304,33 @@ pub struct BarColumns {
     pub low: Vec<f64>,
     pub close: Vec<f64>,
     pub volume: Vec<f64>,
+    /// From the bars' spacing ([`backtest::bars_per_year`]): a property of the series,
+    /// found once as it is loaded, as a peer is given its series' frequency.
+    pub bars_per_year: f64,
 }
 
 impl BarColumns {
     pub fn of(bars: &[tradedesk_core::Bar]) -> Self {
+        let instant: Vec<i64> = bars.iter().map(|b| b.instant.timestamp()).collect();
         Self {
-            instant: bars.iter().map(|b| b.instant.timestamp()).collect(),
+            bars_per_year: backtest::bars_per_year(&instant),
+            instant,
             open: bars.iter().map(|b| b.open).collect(),
             high: bars.iter().map(|b| b.high).collect(),
             low: bars.iter().map(|b| b.low).collect(),
             close: bars.iter().map(|b| b.close).collect(),
             volume: bars.iter().map(|b| b.volume.unwrap_or(f64::NAN)).collect(),
+        }
+    }
+
+    /// The columns as the signal language reads them.
+    pub fn view(&self) -> Columns<'_> {
+        Columns {
+            open: &self.open,
+            high: &self.high,
+            low: &self.low,
+            close: &self.close,
+            volume: &self.volume,
         }
     }
 }
@@ -218,15 +344,8 @@ pub fn run_columns(
     settings: &Settings,
     progress: &AtomicU64,
 ) -> Report {
-    let view = Columns {
-        open: &cols.open,
-        high: &cols.high,
-        low: &cols.low,
-        close: &cols.close,
-        volume: &cols.volume,
-    };
     // One evaluator: what the entry and the exit share is computed once.
-    let mut eval = expr::Evaluator::new(view);
+    let mut eval = expr::Evaluator::new(cols.view());
     let entry_sig = eval.condition(entry);
     let exit_sig = exit.map(|e| eval.condition(e));
     let prices = Prices {
@@ -235,11 +354,15 @@ pub fn run_columns(
         open: &cols.open,
         close: &cols.close,
     };
+    let settings = Settings {
+        bars_per_year: settings.bars_per_year.or(Some(cols.bars_per_year)),
+        ..*settings
+    };
     backtest::run(
         &prices,
         &entry_sig,
         exit_sig.as_deref(),
-        settings,
+        &settings,
         &mut |p| {
             progress.store(p.to_bits(), Ordering::Relaxed);
         },
@@ -335,21 +458,26 @@ pub async fn backtest(
             "widen the date range or use a longer file",
         ));
     }
+    ctx.runs.check_room()?;
     let share = Arc::new(AtomicU64::new(0f64.to_bits()));
     let job_share = Arc::clone(&share);
     let symbol = series.symbol.clone();
-    let job_exit = exit.clone();
+    let (entry_text, exit_text) = (args.entry, args.exit);
     let mut handle = tokio::task::spawn_blocking(move || {
-        Ok::<Finished, Error>(compute(
+        let mut finished = compute(
             &symbol,
             &series.bars,
             &entry,
-            job_exit.as_ref(),
+            exit.as_ref(),
             &settings,
             &job_share,
             true,
-        ))
+        );
+        finished.result.entry = Some(entry_text);
+        finished.result.exit = exit_text;
+        finished
     });
+    let stopped = |e: tokio::task::JoinError| Error::internal(format!("the backtest stopped: {e}"));
     // wait_seconds 0: answer the run id at once.
     if wait > 0.0 {
         let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(wait);
@@ -358,12 +486,7 @@ pub async fn backtest(
                 (tokio::time::Instant::now() + Duration::from_millis(250)).min(deadline),
             );
             tokio::select! {
-                joined = &mut handle => {
-                    let mut finished = joined.map_err(|e| Error::internal(format!("the backtest stopped: {e}")))??;
-                    finished.result.entry = Some(args.entry.clone());
-                    finished.result.exit = args.exit.clone();
-                    return Ok(finished);
-                }
+                joined = &mut handle => return joined.map_err(stopped),
                 () = tick => {
                     if let Some(p) = progress {
                         p(f64::from_bits(share.load(Ordering::Relaxed)));
@@ -375,95 +498,27 @@ pub async fn backtest(
             }
         }
     }
-    // Still going: it keeps running, and get_run_result answers it.
-    let runs = Arc::clone(&ctx.runs);
-    let id = format!(
-        "bt-{}-{}",
-        std::process::id(),
-        runs.next.fetch_add(1, Ordering::Relaxed) + 1
-    );
-    let done = f64::from_bits(share.load(Ordering::Relaxed));
-    let entry_text = args.entry.clone();
-    let exit_text = args.exit.clone();
-    let wrapped = tokio::spawn(async move {
-        let mut finished = handle
-            .await
-            .map_err(|e| Error::internal(format!("the backtest stopped: {e}")))??;
-        finished.result.entry = Some(entry_text);
-        finished.result.exit = exit_text;
-        Ok::<Finished, Error>(finished)
+    // Still going: it keeps running, records how it ended, and get_run_result answers it.
+    let outcome = Arc::new(OnceLock::new());
+    let ended = Arc::clone(&outcome);
+    tokio::spawn(async move {
+        let _ = ended.set((Instant::now(), handle.await.map_err(stopped)));
     });
-    lock(&runs).insert(
-        id.clone(),
-        Run {
-            progress: share,
-            handle: Some(wrapped),
-            done: None,
-        },
-    );
-    Ok(Finished {
-        result: BacktestResult {
-            state: "running".to_owned(),
-            run_id: Some(id),
-            progress: Some(done),
-            symbol: None,
-            entry: Some(args.entry),
-            exit: args.exit,
-            report: None,
-        },
-        chart: None,
-    })
+    let id = ctx.runs.add(Run {
+        progress: share,
+        outcome,
+    });
+    ctx.runs.look(&id)
 }
 
-/// `get_run_result`: a run's result once done, else its progress.
+/// `get_run_result`: a run's result once done (as often as asked, while it is kept),
+/// else its progress.
 ///
 /// # Errors
-/// `invalid_argument` for an id this server never answered (or already returned).
+/// `invalid_argument` for an id this server never answered or no longer keeps; the
+/// run's own error if it failed.
 pub async fn get_run_result(ctx: &ToolContext, args: RunResultArgs) -> Result<Finished> {
-    let handle = {
-        let mut runs = lock(&ctx.runs);
-        let Some(run) = runs.get_mut(&args.run_id) else {
-            return Err(Error::new(
-                ErrorCode::InvalidArgument,
-                format!("no run {}", tradedesk_core::error::quote(&args.run_id)),
-                "pass the run_id a backtest answered; a finished run's result is kept until it is fetched once",
-            ));
-        };
-        match &run.handle {
-            Some(h) if !h.is_finished() => {
-                return Ok(Finished {
-                    result: BacktestResult {
-                        state: "running".to_owned(),
-                        run_id: Some(args.run_id.clone()),
-                        progress: Some(f64::from_bits(run.progress.load(Ordering::Relaxed))),
-                        symbol: None,
-                        entry: None,
-                        exit: None,
-                        report: None,
-                    },
-                    chart: None,
-                });
-            }
-            _ => run.handle.take(),
-        }
-    };
-    if let Some(h) = handle {
-        let done = h
-            .await
-            .unwrap_or_else(|e| Err(Error::internal(format!("the backtest stopped: {e}"))));
-        if let Some(run) = lock(&ctx.runs).get_mut(&args.run_id) {
-            run.done = Some(done);
-        }
-    }
-    let run = lock(&ctx.runs).remove(&args.run_id);
-    match run.and_then(|r| r.done) {
-        Some(Ok(mut f)) => {
-            f.result.run_id = Some(args.run_id);
-            Ok(f)
-        }
-        Some(Err(e)) => Err(e),
-        None => Err(Error::internal("the run finished without a result")),
-    }
+    ctx.runs.look(&args.run_id)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -547,25 +602,10 @@ pub async fn factor_analysis(ctx: &ToolContext, args: FactorArgs) -> Result<Fact
         let mut factor_rows = Vec::with_capacity(series.len());
         let mut fwd_rows = Vec::with_capacity(series.len());
         for s in &series {
-            let col =
-                |f: fn(&tradedesk_core::Bar) -> f64| s.bars.iter().map(f).collect::<Vec<f64>>();
-            let (open, high, low, close) = (
-                col(|b| b.open),
-                col(|b| b.high),
-                col(|b| b.low),
-                col(|b| b.close),
-            );
-            let volume = col(|b| b.volume.unwrap_or(f64::NAN));
-            let cols = Columns {
-                open: &open,
-                high: &high,
-                low: &low,
-                close: &close,
-                volume: &volume,
-            };
+            let cols = BarColumns::of(&s.bars);
             // Each asset's own bars: the factor and its forward return, then the common times.
-            let values = expr::eval_series(&factor, &cols);
-            let forward = tradedesk_research::factor::forward_returns(&close, horizon);
+            let values = expr::eval_series(&factor, &cols.view());
+            let forward = tradedesk_research::factor::forward_returns(&cols.close, horizon);
             let at: std::collections::HashMap<&str, usize> = s
                 .bars
                 .iter()
@@ -708,14 +748,8 @@ pub async fn detect_patterns(ctx: &ToolContext, args: PatternsArgs) -> Result<Pa
         .collect();
     let (hits, levels, count) = tokio::task::spawn_blocking(move || {
         let time: Vec<String> = bars.iter().map(|b| b.time.clone()).collect();
-        let col = |f: fn(&tradedesk_core::Bar) -> f64| bars.iter().map(f).collect::<Vec<f64>>();
-        let (o, h, l, c) = (
-            col(|b| b.open),
-            col(|b| b.high),
-            col(|b| b.low),
-            col(|b| b.close),
-        );
-        let (hits, levels) = detect(&time, &o, &h, &l, &c, &which, &params);
+        let c = BarColumns::of(&bars);
+        let (hits, levels) = detect(&time, &c.open, &c.high, &c.low, &c.close, &which, &params);
         (hits, levels, bars.len())
     })
     .await
@@ -731,4 +765,84 @@ pub async fn detect_patterns(ctx: &ToolContext, args: PatternsArgs) -> Result<Pa
         levels,
         rules,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn ended(ago: Duration, outcome: Result<Finished>) -> Run {
+        Run {
+            progress: Arc::default(),
+            outcome: Arc::new(OnceLock::from((Instant::now() - ago, outcome))),
+        }
+    }
+
+    fn going() -> Run {
+        Run {
+            progress: Arc::new(AtomicU64::new(0.25f64.to_bits())),
+            outcome: Arc::default(),
+        }
+    }
+
+    fn done() -> Finished {
+        Finished {
+            result: BacktestResult {
+                state: "done".to_owned(),
+                run_id: None,
+                progress: None,
+                symbol: Some("X".to_owned()),
+                entry: None,
+                exit: None,
+                report: None,
+            },
+            chart: Some(vec![1, 2, 3]),
+        }
+    }
+
+    #[test]
+    fn results_stay_for_every_fetch_until_they_age_or_newer_ones_crowd_them_out() {
+        let runs = RunRegistry::new(Duration::from_secs(60), 2, 2);
+        let old = runs.add(ended(Duration::from_secs(61), Ok(done())));
+        let first = runs.add(ended(Duration::from_secs(3), Ok(done())));
+        let failed = runs.add(ended(
+            Duration::from_secs(2),
+            Err(Error::internal("the backtest stopped")),
+        ));
+        let running = runs.add(going());
+        // Older than keep_for: gone, with a message that says why and what to do.
+        let gone = runs.look(&old).unwrap_err();
+        assert!(gone.message.contains(&old), "{gone}");
+        // Any number of fetches answer the same result.
+        for _ in 0..3 {
+            let f = runs.look(&first).unwrap();
+            assert_eq!(f.result.run_id.as_deref(), Some(first.as_str()));
+            assert_eq!(f.chart, Some(vec![1, 2, 3]));
+        }
+        assert_eq!(
+            runs.look(&failed).unwrap_err().message,
+            "the backtest stopped"
+        );
+        let r = runs.look(&running).unwrap();
+        assert_eq!(
+            (r.result.state.as_str(), r.result.progress),
+            ("running", Some(0.25))
+        );
+        // A third result crowds out the oldest; a run still going is never dropped.
+        let newest = runs.add(ended(Duration::from_secs(1), Ok(done())));
+        assert!(runs.look(&first).unwrap_err().message.contains(&first));
+        assert_eq!(
+            runs.look(&failed).unwrap_err().message,
+            "the backtest stopped"
+        );
+        assert!(runs.look(&newest).is_ok());
+        assert!(runs.look(&running).is_ok());
+        // Two runs going fill the room for background runs.
+        assert!(runs.check_room().is_ok());
+        runs.add(going());
+        let full = runs.check_room().unwrap_err();
+        assert_eq!(full.code, ErrorCode::InvalidArgument);
+        assert!(full.message.contains("2 backtests"), "{full}");
+    }
 }
