@@ -221,15 +221,18 @@ pub fn parse_csv(name: &str, text: &str) -> Result<Vec<Bar>> {
 
     let mut bars: Vec<Bar> = Vec::with_capacity(rows.len());
     let mut kind: Option<TimeKind> = None;
+    // One buffer of cells for every row.
+    let mut cells: Vec<&str> = Vec::with_capacity(columns.width);
     for (i, row) in rows.iter().enumerate() {
         let line = i + 2;
         if is_blank(row) {
             return Err(line_error(name, line, "blank line before the last row"));
         }
-        if row.contains('"') {
+        if row.as_bytes().contains(&b'"') {
             return Err(line_error(name, line, "quoted fields are not supported"));
         }
-        let cells: Vec<&str> = row.split(',').map(str::trim).collect();
+        cells.clear();
+        cells.extend(row.split(',').map(str::trim));
         if cells.len() != columns.width {
             return Err(line_error(
                 name,

@@ -311,16 +311,27 @@ pub struct BarColumns {
 
 impl BarColumns {
     pub fn of(bars: &[tradedesk_core::Bar]) -> Self {
-        let instant: Vec<i64> = bars.iter().map(|b| b.instant.timestamp()).collect();
-        Self {
-            bars_per_year: backtest::bars_per_year(&instant),
-            instant,
-            open: bars.iter().map(|b| b.open).collect(),
-            high: bars.iter().map(|b| b.high).collect(),
-            low: bars.iter().map(|b| b.low).collect(),
-            close: bars.iter().map(|b| b.close).collect(),
-            volume: bars.iter().map(|b| b.volume.unwrap_or(f64::NAN)).collect(),
+        let n = bars.len();
+        let mut cols = Self {
+            instant: Vec::with_capacity(n),
+            open: Vec::with_capacity(n),
+            high: Vec::with_capacity(n),
+            low: Vec::with_capacity(n),
+            close: Vec::with_capacity(n),
+            volume: Vec::with_capacity(n),
+            bars_per_year: 0.0,
+        };
+        // One pass over the bars (each is read once, not once per column).
+        for b in bars {
+            cols.instant.push(b.instant.timestamp());
+            cols.open.push(b.open);
+            cols.high.push(b.high);
+            cols.low.push(b.low);
+            cols.close.push(b.close);
+            cols.volume.push(b.volume.unwrap_or(f64::NAN));
         }
+        cols.bars_per_year = backtest::bars_per_year(&cols.instant);
+        cols
     }
 
     /// The columns as the signal language reads them.
