@@ -410,6 +410,49 @@ async fn without_a_statement_tws_alone_answers_and_says_what_it_cannot_see() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holdings_that_share_a_symbol_open_each_at_its_own_average_cost() {
+    // Shell in London (GBP) and in New York (USD), both held since before the week of
+    // executions TWS keeps: each opens at its own average cost, not the other's.
+    let mut state = scenario();
+    let mut london = stock(1_001, "SHEL", "LSE");
+    london.currency = "GBP".into();
+    let new_york = stock(1_002, "SHEL", "NYSE");
+    let mut gbp = holding(london, "100", 28.0);
+    gbp.average_cost = 27.5;
+    let mut usd = holding(new_york, "20", 71.0);
+    usd.average_cost = 70.0;
+    state.portfolio.extend([gbp, usd]);
+    state
+        .account_values
+        .push(value("ExchangeRate", "1.25", "GBP"));
+    let fake = FakeTws::start(state).await.unwrap();
+    let ctx = desk(TwsBroker::new(
+        tws_config(fake.port(), Some(ACCOUNT), Duration::from_secs(5)),
+        None,
+    ));
+    let positions = tool(&ctx, "get_positions", json!({})).await;
+    assert_eq!(positions["status"], "ok", "{positions:#}");
+    let shel = |exchange: &str| {
+        positions["positions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["symbol"] == "SHEL" && p["exchange"] == exchange)
+            .unwrap_or_else(|| panic!("no SHEL on {exchange}: {positions:#}"))
+            .clone()
+    };
+    let (lse, nyse) = (shel("LSE"), shel("NYSE"));
+    assert_eq!(
+        (lse["quantity"].as_f64(), lse["avg_cost"].as_f64()),
+        (Some(100.0), Some(27.5))
+    );
+    assert_eq!(
+        (nyse["quantity"].as_f64(), nyse["avg_cost"].as_f64()),
+        (Some(20.0), Some(70.0))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quotes_and_bars_come_from_tws() {
     let fake = FakeTws::start(scenario()).await.unwrap();
     let ctx = desk(TwsBroker::new(

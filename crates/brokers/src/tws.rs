@@ -699,10 +699,16 @@ impl TwsBroker {
             ));
         }
 
-        // The portfolio: TWS's positions (for reconciliation) and its market prices.
+        // The portfolio: TWS's positions (for reconciliation), its market prices and its
+        // average costs (per unit: TWS quotes them per contract).
         parts.reported_positions.clear();
+        let mut cost = BTreeMap::new();
         for p in &portfolio {
             let instrument = index(&p.contract, &mut parts)?;
+            let multiplier = parts.instruments[instrument as usize].multiplier;
+            if let Some(avg) = decimal(p.average_cost).and_then(|a| a.checked_div(multiplier)) {
+                cost.insert(instrument, avg);
+            }
             if let Some(quantity) = decimal(p.position) {
                 parts.reported_positions.push(ReportedPosition {
                     account: 0,
@@ -722,17 +728,6 @@ impl TwsBroker {
         // at TWS's average cost, so the lots and their P&L follow what the account holds.
         // With one, the statement is the history: a difference is a discrepancy, and the
         // reconciliation shows it.
-        let mut cost = BTreeMap::new();
-        for p in &portfolio {
-            let key = parts
-                .instruments
-                .iter()
-                .position(|i| i.key.symbol == symbol_of(&p.contract));
-            if let (Some(i), Some(avg)) = (key, decimal(p.average_cost)) {
-                let mult = parts.instruments[i].multiplier;
-                cost.insert(u32::try_from(i).unwrap_or(u32::MAX), avg / mult);
-            }
-        }
         let opened = if history.is_none() {
             crate::open_unexplained(&mut parts, &cost)
         } else {
