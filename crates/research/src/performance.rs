@@ -12,11 +12,25 @@ pub struct Flow {
 /// Net present value at `rate`, actual/365.
 #[must_use]
 pub fn npv(flows: &[Flow], rate: f64) -> f64 {
-    let growth = (1.0 + rate).ln();
+    npv_of_growth(flows, (1.0 + rate).ln())
+}
+
+/// [`npv`] at the rate exp(g) - 1 (g = ln(1 + rate)).
+fn npv_of_growth(flows: &[Flow], g: f64) -> f64 {
     flows
         .iter()
-        .map(|f| f.amount * (-growth * f.days / 365.0).exp())
+        .map(|f| f.amount * (-g * f.days / 365.0).exp())
         .sum()
+}
+
+/// The secant's root inside (lo, hi), or the midpoint when it falls on or outside them.
+fn secant_or_midpoint(lo: f64, hi: f64, flo: f64, fhi: f64) -> f64 {
+    let g = (lo * fhi - hi * flo) / (fhi - flo);
+    if g.is_finite() && g > lo && g < hi {
+        g
+    } else {
+        0.5 * (lo + hi)
+    }
 }
 
 /// The rate at which [`npv`] is zero, to `1e-10` in the rate (relative above 1), or
@@ -32,12 +46,7 @@ pub fn xirr(flows: &[Flow]) -> Option<f64> {
     if !has_in || !has_out {
         return None;
     }
-    let at = |g: f64| {
-        flows
-            .iter()
-            .map(|f| f.amount * (-g * f.days / 365.0).exp())
-            .sum::<f64>()
-    };
+    let at = |g: f64| npv_of_growth(flows, g);
     // Bracket: widen around g = 0 until the NPV changes sign.
     let (mut lo, mut hi) = (-0.5_f64, 0.5_f64);
     let (mut flo, mut fhi) = (at(lo), at(hi));
@@ -62,12 +71,7 @@ pub fn xirr(flows: &[Flow]) -> Option<f64> {
     // Illinois regula falsi on [lo, hi].
     let mut side = 0i8;
     for _ in 0..500 {
-        let g = (lo * fhi - hi * flo) / (fhi - flo);
-        let g = if g.is_finite() && g > lo && g < hi {
-            g
-        } else {
-            0.5 * (lo + hi)
-        };
+        let g = secant_or_midpoint(lo, hi, flo, fhi);
         let fg = at(g);
         if fg == 0.0 {
             return Some(g.exp_m1());
@@ -93,13 +97,7 @@ pub fn xirr(flows: &[Flow]) -> Option<f64> {
             break;
         }
     }
-    let g = (lo * fhi - hi * flo) / (fhi - flo);
-    let g = if g.is_finite() && g >= lo && g <= hi {
-        g
-    } else {
-        0.5 * (lo + hi)
-    };
-    Some(g.exp_m1())
+    Some(secant_or_midpoint(lo, hi, flo, fhi).exp_m1())
 }
 
 /// The time-weighted return of daily values `(value_before_flows_of_previous_day,
