@@ -276,6 +276,31 @@ pub enum LegKind {
     Stock,
 }
 
+impl LegKind {
+    /// What one unit is worth with the underlying at `spot`, `elapsed` years from now:
+    /// the stock at `spot`; an option by the model while time is left, else its
+    /// intrinsic value.
+    #[must_use]
+    pub fn value(&self, market: &Market, spot: f64, elapsed: f64) -> f64 {
+        match *self {
+            LegKind::Stock => spot,
+            LegKind::Option {
+                kind,
+                strike,
+                volatility,
+                time_years,
+            } => {
+                let left = time_years - elapsed;
+                if left > 0.0 {
+                    price(kind, &market.contract(spot, strike, volatility, left))
+                } else {
+                    intrinsic(kind, spot, strike)
+                }
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Leg {
     pub kind: LegKind,
@@ -343,59 +368,23 @@ impl Strategy {
             .any(|l| matches!(l.kind, LegKind::Option { time_years, .. } if time_years > expiry))
     }
 
-    /// P&L at the earliest expiry if the underlying is at `price` then.
+    /// P&L at the earliest expiry if the underlying is at `price_then` then.
     #[must_use]
     pub fn pnl_at_expiry(&self, price_then: f64) -> f64 {
-        let expiry = self.expiry().unwrap_or(0.0);
-        self.legs
-            .iter()
-            .map(|l| {
-                let value = match l.kind {
-                    LegKind::Stock => price_then,
-                    LegKind::Option {
-                        kind,
-                        strike,
-                        volatility,
-                        time_years,
-                    } => {
-                        let left = time_years - expiry;
-                        if left > 0.0 {
-                            price(
-                                kind,
-                                &self.market.contract(price_then, strike, volatility, left),
-                            )
-                        } else {
-                            intrinsic(kind, price_then, strike)
-                        }
-                    }
-                };
-                l.quantity * (value - l.premium)
-            })
-            .sum()
+        self.pnl(price_then, self.expiry().unwrap_or(0.0))
     }
 
     /// P&L now if the underlying moved to `price_now` at once.
     #[must_use]
     pub fn pnl_now(&self, price_now: f64) -> f64 {
+        self.pnl(price_now, 0.0)
+    }
+
+    /// P&L with the underlying at `spot`, `elapsed` years from now.
+    fn pnl(&self, spot: f64, elapsed: f64) -> f64 {
         self.legs
             .iter()
-            .map(|l| {
-                let value = match l.kind {
-                    LegKind::Stock => price_now,
-                    LegKind::Option {
-                        kind,
-                        strike,
-                        volatility,
-                        time_years,
-                    } => price(
-                        kind,
-                        &self
-                            .market
-                            .contract(price_now, strike, volatility, time_years),
-                    ),
-                };
-                l.quantity * (value - l.premium)
-            })
+            .map(|l| l.quantity * (l.kind.value(&self.market, spot, elapsed) - l.premium))
             .sum()
     }
 

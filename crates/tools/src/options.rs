@@ -359,27 +359,8 @@ fn leg(i: usize, a: &LegArgs, m: Market) -> Result<Leg> {
             }
         }
     };
-    let model = match kind {
-        LegKind::Stock => m.spot,
-        LegKind::Option {
-            kind,
-            strike,
-            volatility,
-            time_years,
-        } => options::price(
-            kind,
-            &Contract {
-                spot: m.spot,
-                strike,
-                volatility,
-                rate: m.rate,
-                dividend_yield: m.dividend_yield,
-                time_years,
-            },
-        ),
-    };
     let premium = match a.premium {
-        None => model,
+        None => kind.value(&m, m.spot, 0.0),
         Some(p) => check(
             &name("premium"),
             p,
