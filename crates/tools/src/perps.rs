@@ -198,7 +198,10 @@ async fn live_mark(ctx: &ToolContext, market: &str, account: Option<&str>) -> Re
     }))
 }
 
-async fn mark(ctx: &ToolContext, c: &PerpCommon) -> Result<Mark> {
+/// The mark: `mark_price`, or the live one of `market`; with neither, `default` (a
+/// price the caller already has, such as a given exit price) if any. The maximum
+/// leverage is 1000 unless the market or `max_leverage` says otherwise.
+async fn mark(ctx: &ToolContext, c: &PerpCommon, default: Option<f64>) -> Result<Mark> {
     let mut m = match (c.mark_price, &c.market) {
         (Some(_), Some(_)) => {
             return Err(Error::invalid_argument(
@@ -212,12 +215,19 @@ async fn mark(ctx: &ToolContext, c: &PerpCommon) -> Result<Mark> {
             max_leverage: 1000,
         },
         (None, Some(market)) => live_mark(ctx, market, c.account.as_deref()).await?,
-        (None, None) => {
-            return Err(Error::invalid_argument(
-                "missing argument mark_price (or market)",
-                "pass mark_price, or market (such as BTC) to read the live mark from a Hyperliquid account or the sim",
-            ));
-        }
+        (None, None) => match default {
+            Some(price) => Mark {
+                market: None,
+                price,
+                max_leverage: 1000,
+            },
+            None => {
+                return Err(Error::invalid_argument(
+                    "missing argument mark_price (or market)",
+                    "pass mark_price, or market (such as BTC) to read the live mark from a Hyperliquid account or the sim",
+                ));
+            }
+        },
     };
     if let Some(max) = c.max_leverage {
         m.max_leverage = whole("max_leverage", max, 1, 1_000_000)?;
@@ -262,7 +272,7 @@ fn side_name(c: &PerpCommon) -> String {
 /// # Errors
 /// `invalid_argument` naming the argument out of its bounds; a live market's errors.
 pub async fn quote_open_position(ctx: &ToolContext, a: OpenArgs) -> Result<OpenResult> {
-    let m = mark(ctx, &a.common).await?;
+    let m = mark(ctx, &a.common, None).await?;
     let leverage = whole("leverage", a.leverage, 1, m.max_leverage)?;
     let p = position(&a.common, m.price, leverage)?;
     let ladder = perps::MOVES
@@ -301,7 +311,7 @@ pub async fn quote_open_position(ctx: &ToolContext, a: OpenArgs) -> Result<OpenR
 /// # Errors
 /// As [`quote_open_position`].
 pub async fn quote_leverage_ladder(ctx: &ToolContext, a: LadderArgs) -> Result<LadderResult> {
-    let m = mark(ctx, &a.common).await?;
+    let m = mark(ctx, &a.common, None).await?;
     let steps = perps::ladder_leverages(m.max_leverage)
         .into_iter()
         .map(|leverage| {
@@ -337,20 +347,8 @@ pub async fn quote_close_position(ctx: &ToolContext, a: CloseArgs) -> Result<Clo
         "above 0",
     )?;
     // The mark is needed only as the default exit price (and for a live maximum).
-    let (market, exit, max_leverage) = match a.exit_price {
-        Some(exit) if a.common.mark_price.is_none() && a.common.market.is_none() => (
-            None,
-            exit,
-            match a.common.max_leverage {
-                Some(max) => whole("max_leverage", max, 1, 1_000_000)?,
-                None => 1000,
-            },
-        ),
-        given => {
-            let m = mark(ctx, &a.common).await?;
-            (m.market, given.unwrap_or(m.price), m.max_leverage)
-        }
-    };
+    let m = mark(ctx, &a.common, a.exit_price).await?;
+    let (market, exit, max_leverage) = (m.market, a.exit_price.unwrap_or(m.price), m.max_leverage);
     let exit = check("exit_price", exit, |v| v > 0.0 && v < 1e15, "above 0")?;
     let leverage = whole("leverage", a.leverage, 1, max_leverage)?;
     let p = position(&a.common, entry, leverage)?;
