@@ -17,7 +17,8 @@
 //! or unknown per bar). A value on bar *t* uses bars up to *t* only: there is no way to
 //! name a later bar (`shift` takes only a non-negative constant), so a signal cannot
 //! peek ahead. Warm-up bars, where an indicator has no value yet, are `NaN` in a series
-//! and unknown in a condition, and an unknown condition never signals.
+//! and unknown in a condition; a condition with an unknown part is unknown (`and`, `or`
+//! and `not` included), and an unknown condition never signals.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -238,12 +239,38 @@ struct Node {
     constant: Option<f64>,
 }
 
+/// The longest expression read, in characters, and the deepest nesting of parentheses,
+/// function calls, `not` and `-`: the parser, the evaluator and the tree's drop recurse
+/// on them, and no strategy needs more.
+pub const MAX_LENGTH: usize = 2_000;
+pub const MAX_DEPTH: usize = 64;
+
 struct Parser {
     toks: Vec<(Tok, usize)>,
     at: usize,
+    depth: usize,
 }
 
 impl Parser {
+    /// One level deeper, or an error at the current token past [`MAX_DEPTH`]. (A parse
+    /// that fails stops, so only a successful level needs [`Parser::ascend`].)
+    fn descend(&mut self) -> Result<(), ExprError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(ExprError {
+                position: self.pos(),
+                message: format!(
+                    "the expression nests deeper than {MAX_DEPTH} levels (parentheses, calls, 'not' and '-'); write it flatter"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn ascend(&mut self) {
+        self.depth -= 1;
+    }
+
     fn peek(&self) -> &Tok {
         &self.toks[self.at].0
     }
@@ -278,6 +305,7 @@ impl Parser {
     }
 
     fn or(&mut self) -> Result<Node, ExprError> {
+        self.descend()?;
         let mut left = self.and()?;
         while self.is_word("or") {
             let pos = self.pos();
@@ -285,6 +313,7 @@ impl Parser {
             let right = self.and()?;
             left = logical(BinOp::Or, left, right, pos)?;
         }
+        self.ascend();
         Ok(left)
     }
 
@@ -303,7 +332,9 @@ impl Parser {
         if self.is_word("not") {
             let pos = self.pos();
             self.bump();
+            self.descend()?;
             let inner = self.not()?;
+            self.ascend();
             if inner.kind != Kind::Condition {
                 return Err(ExprError {
                     position: pos,
@@ -396,7 +427,9 @@ impl Parser {
         if matches!(self.peek(), Tok::Op("-")) {
             let pos = self.pos();
             self.bump();
+            self.descend()?;
             let inner = self.unary()?;
+            self.ascend();
             if inner.kind == Kind::Condition {
                 return Err(ExprError {
                     position: pos,
@@ -715,9 +748,19 @@ fn parse_any(text: &str) -> Result<(Expr, Kind), ExprError> {
             message: "the expression is empty".to_owned(),
         });
     }
+    let length = text.chars().count();
+    if length > MAX_LENGTH {
+        return Err(ExprError {
+            position: MAX_LENGTH + 1,
+            message: format!(
+                "the expression is {length} characters long; at most {MAX_LENGTH} are read"
+            ),
+        });
+    }
     let mut p = Parser {
         toks: lex(text)?,
         at: 0,
+        depth: 0,
     };
     let node = p.or()?;
     if !matches!(p.peek(), Tok::End) {
@@ -915,14 +958,19 @@ impl<'a> Evaluator<'a> {
                     _ => UNKNOWN,
                 })
                 .collect(),
+            // A bar where either side is unknown (an indicator still warming up) is
+            // unknown: no indicator without a value can take part in a signal, whatever
+            // the other side says (so `not` can never turn a warm-up into a signal).
             Expr::Binary(BinOp::And, a, b) => {
                 let (a, b) = (self.condition(a), self.condition(b));
                 a.iter()
                     .zip(&b)
-                    .map(|(x, y)| match (*x, *y) {
-                        (FALSE, _) | (_, FALSE) => FALSE,
-                        (TRUE, TRUE) => TRUE,
-                        _ => UNKNOWN,
+                    .map(|(&x, &y)| {
+                        if x == UNKNOWN || y == UNKNOWN {
+                            UNKNOWN
+                        } else {
+                            x & y
+                        }
                     })
                     .collect()
             }
@@ -930,10 +978,12 @@ impl<'a> Evaluator<'a> {
                 let (a, b) = (self.condition(a), self.condition(b));
                 a.iter()
                     .zip(&b)
-                    .map(|(x, y)| match (*x, *y) {
-                        (TRUE, _) | (_, TRUE) => TRUE,
-                        (FALSE, FALSE) => FALSE,
-                        _ => UNKNOWN,
+                    .map(|(&x, &y)| {
+                        if x == UNKNOWN || y == UNKNOWN {
+                            UNKNOWN
+                        } else {
+                            x | y
+                        }
                     })
                     .collect()
             }
@@ -989,6 +1039,21 @@ mod tests {
     }
 
     #[test]
+    fn expressions_too_long_or_too_deep_are_refused_before_they_can_exhaust_the_stack() {
+        let deep = format!("{}close{} > 1", "(".repeat(20_000), ")".repeat(20_000));
+        let e = parse_condition(&deep).unwrap_err();
+        assert!(e.message.contains("2000"), "{e}");
+        let deep = format!("{}close{} > 1", "(".repeat(100), ")".repeat(100));
+        let e = parse_condition(&deep).unwrap_err();
+        assert!(e.message.contains("deeper than 64"), "{e}");
+        assert!(parse_condition(&format!("{}close > 1", "not ".repeat(100))).is_err());
+        assert!(parse_series(&format!("{}close", "-".repeat(100))).is_err());
+        // 60 levels are fine.
+        let fine = format!("{}close{} > 1", "(".repeat(60), ")".repeat(60));
+        assert!(parse_condition(&fine).is_ok());
+    }
+
+    #[test]
     fn errors_say_where_and_what_was_expected() {
         let e = err("close > sma(close 20)");
         assert_eq!(e.position, 19, "{e}");
@@ -1018,7 +1083,7 @@ mod tests {
     }
 
     #[test]
-    fn conditions_are_three_valued_and_warm_up_never_signals() {
+    fn conditions_are_unknown_wherever_a_value_is_missing_so_warm_up_never_signals() {
         let close = [1.0, 2.0, 3.0, 2.0, 1.0];
         let nan = [f64::NAN; 5];
         let cols = Columns {
@@ -1030,10 +1095,22 @@ mod tests {
         };
         let c = eval_condition(&parse_condition("close > sma(close, 2)").unwrap(), &cols);
         assert_eq!(c, vec![UNKNOWN, TRUE, TRUE, FALSE, FALSE]);
+        // Either side unknown: unknown, even where the other side alone would decide.
         let c = eval_condition(&parse_condition("volume > 0 or close > 2").unwrap(), &cols);
-        assert_eq!(c, vec![UNKNOWN, UNKNOWN, TRUE, UNKNOWN, UNKNOWN]);
+        assert_eq!(c, vec![UNKNOWN; 5]);
         let c = eval_condition(&parse_condition("volume > 0 and close > 2").unwrap(), &cols);
-        assert_eq!(c, vec![FALSE, FALSE, UNKNOWN, FALSE, FALSE]);
+        assert_eq!(c, vec![UNKNOWN; 5]);
+        let c = eval_condition(
+            &parse_condition("close > 2.5 or close > sma(close, 3)").unwrap(),
+            &cols,
+        );
+        assert_eq!(c, vec![UNKNOWN, UNKNOWN, TRUE, FALSE, FALSE]);
+        // `not` of a warm-up bar stays unknown: it cannot signal.
+        let c = eval_condition(
+            &parse_condition("not (close < 0 and close > sma(close, 3))").unwrap(),
+            &cols,
+        );
+        assert_eq!(c, vec![UNKNOWN, UNKNOWN, TRUE, TRUE, TRUE]);
         let c = eval_condition(&parse_condition("cross_below(close, 2.5)").unwrap(), &cols);
         assert_eq!(c, vec![UNKNOWN, FALSE, FALSE, TRUE, FALSE]);
         let c = eval_condition(&parse_condition("-close < -2").unwrap(), &cols);

@@ -179,30 +179,61 @@ pub fn atr(high: &[f64], low: &[f64], close: &[f64], n: usize) -> Vec<f64> {
 pub fn bollinger(x: &[f64], n: usize, k: f64) -> Vec<f64> {
     let mean = sma(x, n);
     let mut out = vec![f64::NAN; x.len()];
+    let nf = n as f64;
+    // The window's sums of (v - anchor) and its square, moved one bar at a time, and
+    // computed afresh (anchored at the window's mean) every n bars and after a gap, so
+    // rounding cannot build up: linear in the bars whatever n is.
+    let (mut anchor, mut s1, mut s2) = (0.0, 0.0, 0.0);
+    let mut since = usize::MAX;
     for t in 0..x.len() {
-        if !mean[t].is_finite() {
+        let m = mean[t];
+        if !m.is_finite() {
+            since = usize::MAX;
             continue;
         }
-        let m = mean[t];
-        let var = x[t + 1 - n..=t]
-            .iter()
-            .map(|v| (v - m) * (v - m))
-            .sum::<f64>()
-            / n as f64;
+        if since >= n {
+            anchor = m;
+            (s1, s2) = x[t + 1 - n..=t].iter().fold((0.0, 0.0), |(a, b), v| {
+                let d = v - anchor;
+                (a + d, b + d * d)
+            });
+            since = 0;
+        } else {
+            let (new, old) = (x[t] - anchor, x[t - n] - anchor);
+            s1 += new - old;
+            s2 += new * new - old * old;
+            since += 1;
+        }
+        let var = ((s2 - s1 * s1 / nf) / nf).max(0.0);
         out[t] = m + k * var.sqrt();
     }
     out
 }
 
-fn window(x: &[f64], n: usize, pick: fn(f64, f64) -> f64) -> Vec<f64> {
+/// The best value (by `better`, which must hold for equal values too) over the last `n`
+/// bars of each run without a gap: a monotonic queue of the candidates' places, so each
+/// bar is added and removed once whatever `n` is.
+fn window(x: &[f64], n: usize, better: fn(f64, f64) -> bool) -> Vec<f64> {
     let mut out = vec![f64::NAN; x.len()];
     if n == 0 {
         return out;
     }
-    for t in n - 1..x.len() {
-        let w = &x[t + 1 - n..=t];
-        if w.iter().all(|v| v.is_finite()) {
-            out[t] = w.iter().copied().fold(w[0], pick);
+    let mut queue = std::collections::VecDeque::new();
+    for (start, end) in runs(x) {
+        queue.clear();
+        for t in start..end {
+            while queue.back().is_some_and(|&b: &usize| better(x[t], x[b])) {
+                queue.pop_back();
+            }
+            queue.push_back(t);
+            if queue.front().is_some_and(|&f| f + n <= t) {
+                queue.pop_front();
+            }
+            if t + 1 >= start + n
+                && let Some(&f) = queue.front()
+            {
+                out[t] = x[f];
+            }
         }
     }
     out
@@ -210,12 +241,12 @@ fn window(x: &[f64], n: usize, pick: fn(f64, f64) -> f64) -> Vec<f64> {
 
 /// The highest value over the last `n` bars, the current one included.
 pub fn highest(x: &[f64], n: usize) -> Vec<f64> {
-    window(x, n, f64::max)
+    window(x, n, |new, old| new >= old)
 }
 
 /// The lowest value over the last `n` bars, the current one included.
 pub fn lowest(x: &[f64], n: usize) -> Vec<f64> {
-    window(x, n, f64::min)
+    window(x, n, |new, old| new <= old)
 }
 
 /// x / x[n bars ago] - 1.
@@ -310,6 +341,45 @@ mod tests {
         close(&bollinger(&x, 2, -2.0), &[N, 0.0, 2.0]);
         close(&highest(&[1.0, 5.0, 3.0, 2.0], 2), &[N, 5.0, 5.0, 3.0]);
         close(&lowest(&[1.0, 5.0, 3.0, 2.0], 2), &[N, 1.0, 3.0, 2.0]);
+    }
+
+    #[test]
+    fn windows_and_bands_in_linear_time_match_each_window_worked_whole() {
+        // A walk with gaps (NaN) and repeated values, against each window taken whole.
+        let mut state = 7_u64;
+        let x: Vec<f64> = (0..2_000)
+            .map(|i| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1);
+                if i % 397 == 5 {
+                    N
+                } else {
+                    1_000.0 + ((state >> 40) % 50) as f64 * 0.25
+                }
+            })
+            .collect();
+        for n in [1, 2, 3, 20, 150] {
+            let (hi, lo) = (highest(&x, n), lowest(&x, n));
+            let (up, down) = (bollinger(&x, n, 2.0), bollinger(&x, n, -1.5));
+            for t in 0..x.len() {
+                let w = &x[(t + 1).saturating_sub(n)..=t];
+                if t + 1 < n || w.iter().any(|v| !v.is_finite()) {
+                    assert!(
+                        hi[t].is_nan() && lo[t].is_nan() && up[t].is_nan(),
+                        "{n} {t}"
+                    );
+                    continue;
+                }
+                let max = w.iter().copied().fold(f64::MIN, f64::max);
+                let min = w.iter().copied().fold(f64::MAX, f64::min);
+                assert_eq!((hi[t], lo[t]), (max, min), "{n} {t}");
+                let mean = w.iter().sum::<f64>() / n as f64;
+                let sd = (w.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64).sqrt();
+                assert!((up[t] - (mean + 2.0 * sd)).abs() < 1e-9, "{n} {t}");
+                assert!((down[t] - (mean - 1.5 * sd)).abs() < 1e-9, "{n} {t}");
+            }
+        }
         close(&ret(&[2.0, 3.0, 6.0], 1), &[N, 0.5, 1.0]);
         close(&shift(&[2.0, 3.0, 6.0], 2), &[N, N, 2.0]);
     }
