@@ -390,3 +390,175 @@ async fn an_sma_crossover_matches_backtesting_py_trade_for_trade() {
             < 1e-9
     );
 }
+
+/// Equity 1000, 1000, 1100, 990, 1210 at the closes (100 units bought at bar 1's open of
+/// 10 and held): every metric of the report from the contract's formulas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_metric_worked_by_hand() {
+    let dir = tempfile::tempdir().unwrap();
+    let closes = [10.0, 10.0, 11.0, 9.9, 12.1];
+    let rows: Vec<_> = closes
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| (day(i), 10.0, 13.0, 9.0, c))
+        .collect();
+    let path = csv(dir.path(), "METRICS.csv", &rows);
+    let ctx = ToolContext::new("test");
+    let (r, _) = tool(
+        &ctx,
+        "backtest",
+        json!({"source": {"csv": path}, "entry": "close > 0", "initial_cash": 1000}),
+    )
+    .await;
+    assert_eq!(r["status"], "ok", "{r:#}");
+    let returns = [0.0, 0.1, -0.1, 1210.0 / 990.0 - 1.0];
+    let n = returns.len() as f64;
+    let mean = returns.iter().sum::<f64>() / n;
+    let sd = (returns.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let downside = (returns.iter().map(|x| x.min(0.0).powi(2)).sum::<f64>() / n).sqrt();
+    let year = 252.0_f64.sqrt();
+    let near = |field: &str, want: f64| {
+        let got = r[field]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{field}: {r:#}"));
+        assert!(
+            (got - want).abs() <= 1e-9 * want.abs().max(1.0),
+            "{field}: {got} vs {want}"
+        );
+    };
+    near("final_equity", 1210.0);
+    near("total_return_pct", 21.0);
+    near("volatility_pct", sd * year * 100.0);
+    near("sharpe", mean / sd * year);
+    near("sortino", mean / downside * year);
+    // Four calendar days from the first bar to the last.
+    near("cagr_pct", (1.21_f64.powf(365.25 / 4.0) - 1.0) * 100.0);
+    // From 1100 (bar 2) to 990 (bar 3).
+    near("max_drawdown_pct", 10.0);
+    assert_eq!(r["max_drawdown_start"], day(2));
+    assert_eq!(r["max_drawdown_end"], day(3));
+    near("exposure_pct", 80.0);
+    near("bars_per_year", 252.0);
+    assert_eq!(r["trade_count"], 0);
+    assert_eq!(r["win_rate_pct"], Value::Null);
+    assert_eq!(r["profit_factor"], Value::Null);
+    assert_eq!(r["open_position"]["quantity"], 100.0);
+    near(
+        "final_equity",
+        r["open_position"]["unrealized_pnl"].as_f64().unwrap() + 1000.0,
+    );
+
+    // A bars_per_year of one's own scales the annualised figures; bars within one day
+    // have no CAGR.
+    let (r2, _) = tool(
+        &ctx,
+        "backtest",
+        json!({"source": {"csv": path}, "entry": "close > 0", "initial_cash": 1000, "bars_per_year": 52}),
+    )
+    .await;
+    let got = r2["sharpe"].as_f64().unwrap();
+    assert!((got - mean / sd * 52.0_f64.sqrt()).abs() < 1e-9, "{r2:#}");
+    let mut text = String::from("time,open,high,low,close\n");
+    for (i, c) in closes.iter().enumerate() {
+        writeln!(text, "2026-01-05T10:0{i}:00Z,10,13,9,{c}").unwrap();
+    }
+    let minutes = dir.path().join("MINUTES.csv");
+    std::fs::write(&minutes, text).unwrap();
+    let (r3, _) = tool(
+        &ctx,
+        "backtest",
+        json!({"source": {"csv": minutes}, "entry": "close > 0"}),
+    )
+    .await;
+    assert_eq!(r3["status"], "ok", "{r3:#}");
+    assert_eq!(r3["cagr_pct"], Value::Null, "{r3:#}");
+}
+
+/// Bad arguments are refused before any work, each naming what is wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_research_arguments_name_what_is_wrong() {
+    let ctx = ToolContext::new("test");
+    let missing = "/nonexistent/BARS.csv";
+    let dir = tempfile::tempdir().unwrap();
+    let novol = dir.path().join("NOVOL.csv");
+    std::fs::write(
+        &novol,
+        "date,open,high,low,close\n2026-01-01,1,2,1,2\n2026-01-02,2,3,2,3\n2026-01-03,3,4,3,4\n",
+    )
+    .unwrap();
+    let cases = [
+        (
+            "backtest",
+            json!({"source": {"csv": novol}, "entry": "close > 1", "exit": "sma(volume, 2) > 0"}),
+            "exit reads volume",
+        ),
+        (
+            "factor_analysis",
+            json!({"universe": [{"csv": novol}, {"csv": novol}, {"csv": novol}], "factor": "ret(volume, 1)"}),
+            "factor reads volume",
+        ),
+        (
+            "get_bars",
+            json!({"source": {"symbol": "AAPL"}}),
+            "missing account",
+        ),
+        (
+            "get_bars",
+            json!({"source": {"csv": missing, "symbol": "AAPL"}}),
+            "csv goes alone",
+        ),
+        ("get_bars", json!({"source": {}}), "missing csv"),
+        (
+            "get_bars",
+            json!({"source": {"csv": missing}, "max_rows": 1}),
+            "max_rows",
+        ),
+        (
+            "backtest",
+            json!({"source": {"csv": missing}, "entry": "close > 1", "initial_cash": 1e16}),
+            "at most 1e15",
+        ),
+        (
+            "backtest",
+            json!({"source": {"csv": missing}, "entry": format!("{}close{} > 1", "(".repeat(5_000), ")".repeat(5_000))}),
+            "at most 2000",
+        ),
+        (
+            "backtest",
+            json!({"source": {"csv": missing}, "entry": format!("{}close{} > 1", "(".repeat(90), ")".repeat(90))}),
+            "deeper than 64",
+        ),
+        (
+            "factor_analysis",
+            json!({"universe": [{"csv": missing}, {"csv": missing}, {"csv": missing}], "factor": "close", "horizon": 0}),
+            "horizon is 0",
+        ),
+        (
+            "factor_analysis",
+            json!({"universe": [{"csv": missing}, {"csv": missing}, {"csv": missing}], "factor": "close", "quantiles": 50}),
+            "quantiles is 50",
+        ),
+        (
+            "detect_patterns",
+            json!({"source": {"csv": missing}, "patterns": []}),
+            "empty list",
+        ),
+        (
+            "detect_patterns",
+            json!({"source": {"csv": missing}, "max_hits": 0}),
+            "max_hits is 0",
+        ),
+        (
+            "detect_patterns",
+            json!({"source": {"csv": missing}, "max_hits": 20_000}),
+            "from 1 to 10000",
+        ),
+    ];
+    for (name, args, says) in cases {
+        let (r, _) = tool(&ctx, name, args).await;
+        assert_eq!(r["status"], "error", "{name}: {r:#}");
+        let message = r["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{name}: {message}");
+        assert!(!message.contains("untagged"), "{name}: {message}");
+    }
+}

@@ -158,13 +158,18 @@ pub fn line_chart(
         text(&mut buf, 6, y as i32 - 7, 12.0, &label(v), dark);
     }
     let bottom = (HEIGHT - BOTTOM + 8) as i32;
-    text(&mut buf, LEFT as i32, bottom, 12.0, first, dark);
+    // The axis' ends, cut to 30 characters (a time can be long): the last one is set
+    // right-aligned at about 7 pixels a character.
+    let cut = |s: &str| s.chars().take(30).collect::<String>();
+    let (first, last) = (cut(first), cut(last));
+    text(&mut buf, LEFT as i32, bottom, 12.0, &first, dark);
+    let width = 7 * last.chars().count() as u32;
     text(
         &mut buf,
-        (WIDTH - RIGHT - 7 * last.len() as u32) as i32,
+        (WIDTH - RIGHT).saturating_sub(width) as i32,
         bottom,
         12.0,
-        last,
+        &last,
         dark,
     );
     let mut x = (WIDTH / 2) as i32;
@@ -231,5 +236,25 @@ mod tests {
                 .any(|p| p[0] < 100 && p[1] < 100 && p[2] < 100)
         );
         assert!(img.chunks(3).any(|p| p == [31, 119, 180]));
+    }
+
+    #[test]
+    fn axis_labels_of_any_length_are_drawn_without_overflow() {
+        let pts = [(0.0, 1.0), (1.0, 2.0)];
+        let long = format!("2026-01-01T00:00:00.{}Z", "1".repeat(200));
+        for (first, last) in [(long.as_str(), long.as_str()), ("", "")] {
+            let png = line_chart(
+                "Equity",
+                first,
+                last,
+                &[Line {
+                    label: "equity",
+                    points: &pts,
+                    color: (31, 119, 180),
+                }],
+            )
+            .unwrap();
+            assert_eq!(&png[1..4], b"PNG");
+        }
     }
 }

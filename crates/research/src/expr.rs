@@ -111,6 +111,33 @@ pub enum Expr {
     CrossBelow(Box<Expr>, Box<Expr>),
 }
 
+impl Expr {
+    /// Whether the expression reads the bar column `field` anywhere (`atr` reads the
+    /// high, the low and the close).
+    #[must_use]
+    pub fn reads(&self, field: Field) -> bool {
+        match self {
+            Expr::Number(_) => false,
+            Expr::Series(f) => *f == field,
+            Expr::Atr(_) => matches!(field, Field::High | Field::Low | Field::Close),
+            Expr::Neg(x)
+            | Expr::Not(x)
+            | Expr::Sma(x, _)
+            | Expr::Ema(x, _)
+            | Expr::Rsi(x, _)
+            | Expr::BbUpper(x, ..)
+            | Expr::BbLower(x, ..)
+            | Expr::Highest(x, _)
+            | Expr::Lowest(x, _)
+            | Expr::Ret(x, _)
+            | Expr::Shift(x, _) => x.reads(field),
+            Expr::Binary(_, a, b) | Expr::CrossAbove(a, b) | Expr::CrossBelow(a, b) => {
+                a.reads(field) || b.reads(field)
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Number,
@@ -1111,6 +1138,13 @@ mod tests {
             &cols,
         );
         assert_eq!(c, vec![UNKNOWN, UNKNOWN, TRUE, TRUE, TRUE]);
+        assert!(
+            parse_condition("atr(3) > 1 and sma(volume, 2) > 0")
+                .unwrap()
+                .reads(Field::Volume)
+        );
+        assert!(parse_condition("atr(3) > 1").unwrap().reads(Field::High));
+        assert!(!parse_condition("atr(3) > 1").unwrap().reads(Field::Volume));
         let c = eval_condition(&parse_condition("cross_below(close, 2.5)").unwrap(), &cols);
         assert_eq!(c, vec![UNKNOWN, FALSE, FALSE, TRUE, FALSE]);
         let c = eval_condition(&parse_condition("-close < -2").unwrap(), &cols);

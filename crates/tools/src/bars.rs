@@ -419,6 +419,20 @@ pub fn resolve_path(path: &str, data_dirs: Option<&[PathBuf]>) -> Result<PathBuf
     }
 }
 
+/// `max_rows` is 0 (all rows) or at least 2.
+///
+/// # Errors
+/// `invalid_argument` for 1.
+pub fn check_max_rows(max_rows: usize) -> Result<()> {
+    if max_rows == 1 {
+        return Err(Error::invalid_argument(
+            "max_rows must be 0 (all rows) or at least 2",
+            "pass max_rows 0 for every row, or 2 or more to keep the first and last",
+        ));
+    }
+    Ok(())
+}
+
 /// Indices to return and the stride. Errors when max_rows == 1.
 ///
 /// `max_rows` 0 means all rows. Otherwise, when `total > max_rows`, the stride is
@@ -429,12 +443,7 @@ pub fn resolve_path(path: &str, data_dirs: Option<&[PathBuf]>) -> Result<PathBuf
 /// # Errors
 /// `invalid_argument` when `max_rows` is 1.
 pub fn sample_indices(total: usize, max_rows: usize) -> Result<(Vec<usize>, usize)> {
-    if max_rows == 1 {
-        return Err(Error::invalid_argument(
-            "max_rows must be 0 (all rows) or at least 2",
-            "pass max_rows 0 for every row, or 2 or more to keep the first and last",
-        ));
-    }
+    check_max_rows(max_rows)?;
     if max_rows == 0 || total <= max_rows {
         return Ok(((0..total).collect(), 1));
     }

@@ -88,12 +88,54 @@ pub async fn get_quote(ctx: &ToolContext, args: QuoteArgs) -> Result<QuoteResult
     })
 }
 
-/// Where bars come from.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+/// Where bars come from. Read by hand (the schema is the untagged pair), so a source
+/// that is neither says which keys are missing or do not go together.
+#[derive(Debug, Clone, JsonSchema)]
 #[serde(untagged)]
 pub enum BarSource {
     Csv(CsvSource),
     Broker(BrokerSource),
+}
+
+impl<'de> Deserialize<'de> for BarSource {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error as _;
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Keys {
+            csv: Option<String>,
+            symbol: Option<String>,
+            account: Option<String>,
+            interval: Option<String>,
+            start: Option<String>,
+            end: Option<String>,
+        }
+        let k = Keys::deserialize(d)?;
+        let broker_keys = k.symbol.is_some()
+            || k.account.is_some()
+            || k.interval.is_some()
+            || k.start.is_some()
+            || k.end.is_some();
+        match (k.csv, k.symbol, k.account) {
+            (Some(csv), ..) if !broker_keys => Ok(BarSource::Csv(CsvSource { csv })),
+            (Some(_), ..) => Err(D::Error::custom(
+                "csv goes alone: give {\"csv\": PATH}, or symbol and account (with interval, start, end) for a broker's bars",
+            )),
+            (None, Some(symbol), Some(account)) => Ok(BarSource::Broker(BrokerSource {
+                symbol,
+                account,
+                interval: k.interval,
+                start: k.start,
+                end: k.end,
+            })),
+            (None, Some(_), None) => Err(D::Error::custom(
+                "missing account: a symbol's bars come from an account's broker (get_accounts lists them; SIM-PAPER in the demo)",
+            )),
+            (None, None, _) => Err(D::Error::custom(
+                "missing csv (a file of bars) or symbol and account (a broker's bars)",
+            )),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -111,7 +153,7 @@ pub struct BrokerSource {
     pub account: String,
     /// 1m, 5m, 15m, 1h or 1d (default 1d).
     pub interval: Option<String>,
-    /// YYYY-MM-DD or RFC 3339; default: 250 bars before end.
+    /// YYYY-MM-DD or RFC 3339; default: 250 intervals before end (for 1d, 250 days).
     pub start: Option<String>,
     /// YYYY-MM-DD (the whole day) or RFC 3339; default: now.
     pub end: Option<String>,
@@ -210,7 +252,7 @@ pub async fn load_bars(ctx: &ToolContext, source: &BarSource) -> Result<BarSerie
                 return Err(Error::new(
                     ErrorCode::InvalidDateRange,
                     "source.start is after source.end",
-                    "swap them, or omit start for the 250 bars before end",
+                    "swap them, or omit start for the 250 intervals before end",
                 ));
             }
             let inst = broker
@@ -236,6 +278,7 @@ pub async fn load_bars(ctx: &ToolContext, source: &BarSource) -> Result<BarSerie
 /// As [`load_bars`], and `invalid_argument` for `max_rows` 1.
 pub async fn get_bars(ctx: &ToolContext, args: BarsArgs) -> Result<BarsResult> {
     let max_rows = args.max_rows.unwrap_or(250);
+    crate::bars::check_max_rows(max_rows)?;
     let series = load_bars(ctx, &args.source).await?;
     let total = series.bars.len();
     let (indices, stride) = sample_indices(total, max_rows)?;

@@ -3,7 +3,7 @@
 //! keeps going, so a client's timeout loses nothing.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,7 @@ use tradedesk_research::backtest::{self, Direction, Prices, Report, Settings};
 use tradedesk_research::chart::{Line, line_chart};
 use tradedesk_research::expr::{self, Columns};
 
+use crate::bars::BarSeries;
 use crate::context::ToolContext;
 use crate::market::{BarSource, load_bars};
 
@@ -83,6 +84,17 @@ pub struct Finished {
     pub chart: Option<Vec<u8>>,
 }
 
+/// A backtest's place among those computing at once, given back when dropped (when the
+/// computation ends, or unwinds).
+#[derive(Debug)]
+struct Slot(Arc<RunRegistry>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.going.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// A backtest running in the background, by its run id.
 #[derive(Debug)]
 struct Run {
@@ -100,11 +112,13 @@ impl Run {
 /// Backtests answered with a run id: those still going, and the results of those done.
 /// A result can be fetched any number of times (a client that timed out fetching it
 /// fetches it again) until it is dropped: an hour after its run ended, or sooner once
-/// 32 newer results are kept. At most 8 run in the background at once.
+/// 32 newer results are kept. At most 8 backtests compute at once (waited for or not).
 #[derive(Debug)]
 pub struct RunRegistry {
     runs: Mutex<HashMap<String, Run>>,
     next: AtomicU64,
+    /// Backtests computing now: each holds a [`Slot`].
+    going: AtomicUsize,
     keep_for: Duration,
     keep_at_most: usize,
     running_at_most: usize,
@@ -121,6 +135,7 @@ impl RunRegistry {
         Self {
             runs: Mutex::default(),
             next: AtomicU64::new(0),
+            going: AtomicUsize::new(0),
             keep_for,
             keep_at_most,
             running_at_most,
@@ -133,21 +148,21 @@ impl RunRegistry {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Refuses a run when as many as allowed are still going in the background.
-    fn check_room(&self) -> Result<()> {
-        let mut runs = self.lock();
-        self.prune(&mut runs);
-        let going = runs.values().filter(|r| r.outcome.get().is_none()).count();
-        if going >= self.running_at_most {
-            return Err(Error::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "{going} backtests are still running in the background, the most this server runs at once"
-                ),
-                "fetch them with get_run_result until they are done, then run this one",
-            ));
-        }
-        Ok(())
+    /// A place for one more backtest computing, or an error when all are taken.
+    fn reserve(registry: &Arc<Self>) -> Result<Slot> {
+        registry
+            .going
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < registry.running_at_most).then_some(n + 1)
+            })
+            .map(|_| Slot(Arc::clone(registry)))
+            .map_err(|n| {
+                Error::new(
+                    ErrorCode::InvalidArgument,
+                    format!("{n} backtests are running, the most this server runs at once"),
+                    "wait for one to finish (get_run_result tells when a run in the background is done), then run this one",
+                )
+            })
     }
 
     /// Registers a run going on in the background; answers its id.
@@ -231,6 +246,24 @@ fn number(
     })
 }
 
+/// An optional whole-number argument: `default` when left out, else within `range`.
+fn count(
+    name: &str,
+    v: Option<usize>,
+    default: usize,
+    range: std::ops::RangeInclusive<usize>,
+) -> Result<usize> {
+    let v = v.unwrap_or(default);
+    if range.contains(&v) {
+        return Ok(v);
+    }
+    let (low, high) = (range.start(), range.end());
+    Err(Error::invalid_argument(
+        format!("{name} is {v}: it must be from {low} to {high}"),
+        format!("pass {name} from {low} to {high}, or leave it out for {default}"),
+    ))
+}
+
 fn settings(a: &BacktestArgs) -> Result<Settings> {
     Ok(Settings {
         direction: match a.direction.unwrap_or_default() {
@@ -242,7 +275,7 @@ fn settings(a: &BacktestArgs) -> Result<Settings> {
             a.initial_cash,
             10_000.0,
             |v| v > 0.0 && v <= 1e15,
-            "above 0",
+            "above 0 and at most 1e15",
         )?,
         fee_bps: number(
             "fee_bps",
@@ -277,10 +310,27 @@ fn settings(a: &BacktestArgs) -> Result<Settings> {
                 Some(v),
                 252.0,
                 |v| v > 0.0 && v <= 1e7,
-                "above 0",
+                "above 0 and at most 10000000",
             )?),
         },
     })
+}
+
+/// Refuses an expression that reads volume over bars that have none (it would be
+/// unknown on every bar, and silently never signal).
+fn check_volume(which: &str, e: &expr::Expr, series: &BarSeries) -> Result<()> {
+    if e.reads(expr::Field::Volume) && series.bars.iter().all(|b| b.volume.is_none()) {
+        return Err(Error::invalid_argument(
+            format!(
+                "{which} reads volume, but the bars of {} have none",
+                series.symbol
+            ),
+            format!(
+                "use a source with volumes (a CSV needs a volume column), or write {which} without volume"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn parse_signal(which: &str, text: &str) -> Result<expr::Expr> {
@@ -460,6 +510,10 @@ pub async fn backtest(
         "from 0 to 3600",
     )?;
     let series = load_bars(ctx, &args.source).await?;
+    check_volume("entry", &entry, &series)?;
+    if let Some(exit) = &exit {
+        check_volume("exit", exit, &series)?;
+    }
     if series.bars.len() < 2 {
         return Err(Error::invalid_argument(
             format!(
@@ -469,12 +523,13 @@ pub async fn backtest(
             "widen the date range or use a longer file",
         ));
     }
-    ctx.runs.check_room()?;
+    let slot = RunRegistry::reserve(&ctx.runs)?;
     let share = Arc::new(AtomicU64::new(0f64.to_bits()));
     let job_share = Arc::clone(&share);
     let symbol = series.symbol.clone();
     let (entry_text, exit_text) = (args.entry, args.exit);
     let mut handle = tokio::task::spawn_blocking(move || {
+        let _slot = slot;
         let mut finished = compute(
             &symbol,
             &series.bars,
@@ -586,17 +641,13 @@ pub async fn factor_analysis(ctx: &ToolContext, args: FactorArgs) -> Result<Fact
             "list at least three bar sources, one per asset",
         ));
     }
-    let horizon = args.horizon.unwrap_or(5);
-    let quantiles = args.quantiles.unwrap_or(5);
-    if !(1..=1_000).contains(&horizon) || !(2..=20).contains(&quantiles) {
-        return Err(Error::invalid_argument(
-            format!("horizon {horizon} or quantiles {quantiles} is out of range"),
-            "horizon is 1 to 1000 bars, quantiles 2 to 20",
-        ));
-    }
+    let horizon = count("horizon", args.horizon, 5, 1..=1_000)?;
+    let quantiles = count("quantiles", args.quantiles, 5, 2..=20)?;
     let mut series = Vec::with_capacity(args.universe.len());
     for source in &args.universe {
-        series.push(load_bars(ctx, source).await?);
+        let bars = load_bars(ctx, source).await?;
+        check_volume("factor", &factor, &bars)?;
+        series.push(bars);
     }
     let job = tokio::task::spawn_blocking(move || {
         // The common time axis: bar times every asset has.
@@ -686,7 +737,7 @@ pub struct PatternsArgs {
     pub level_tolerance_pct: Option<f64>,
     /// Swings a level needs (default 2).
     pub min_touches: Option<usize>,
-    /// Hits listed, the most recent kept (default 100).
+    /// Hits listed, the most recent kept (default 100, 1 to 10000).
     pub max_hits: Option<usize>,
 }
 
@@ -711,6 +762,12 @@ pub async fn detect_patterns(ctx: &ToolContext, args: PatternsArgs) -> Result<Pa
     use tradedesk_research::patterns::{Pattern, PatternParams, detect};
     let which: Vec<Pattern> = match &args.patterns {
         None => Pattern::ALL.to_vec(),
+        Some(names) if names.is_empty() => {
+            return Err(Error::invalid_argument(
+                "patterns is an empty list",
+                "name at least one pattern, or leave patterns out for all of them",
+            ));
+        }
         Some(names) => names
             .iter()
             .map(|n| {
@@ -732,7 +789,12 @@ pub async fn detect_patterns(ctx: &ToolContext, args: PatternsArgs) -> Result<Pa
     };
     let defaults = PatternParams::default();
     let params = PatternParams {
-        swing_window: args.swing_window.unwrap_or(defaults.swing_window),
+        swing_window: count(
+            "swing_window",
+            args.swing_window,
+            defaults.swing_window,
+            1..=100,
+        )?,
         level_tolerance_pct: number(
             "level_tolerance_pct",
             args.level_tolerance_pct,
@@ -740,17 +802,16 @@ pub async fn detect_patterns(ctx: &ToolContext, args: PatternsArgs) -> Result<Pa
             |v| (0.0..=50.0).contains(&v),
             "from 0 to 50",
         )?,
-        min_touches: args.min_touches.unwrap_or(defaults.min_touches),
+        min_touches: count(
+            "min_touches",
+            args.min_touches,
+            defaults.min_touches,
+            1..=100,
+        )?,
         trend_window: defaults.trend_window,
     };
-    if !(1..=100).contains(&params.swing_window) || !(1..=100).contains(&params.min_touches) {
-        return Err(Error::invalid_argument(
-            "swing_window and min_touches must be 1 to 100",
-            "leave them out for 3 and 2",
-        ));
-    }
+    let max_hits = count("max_hits", args.max_hits, 100, 1..=10_000)?;
     let series = load_bars(ctx, &args.source).await?;
-    let max_hits = args.max_hits.unwrap_or(100).min(10_000);
     let bars = series.bars;
     let symbol = series.symbol;
     let rules = which
@@ -849,11 +910,19 @@ mod tests {
         );
         assert!(runs.look(&newest).is_ok());
         assert!(runs.look(&running).is_ok());
-        // Two runs going fill the room for background runs.
-        assert!(runs.check_room().is_ok());
-        runs.add(going());
-        let full = runs.check_room().unwrap_err();
+    }
+
+    #[test]
+    fn at_most_so_many_backtests_compute_at_once_and_a_place_is_given_back_when_one_ends() {
+        let runs = Arc::new(RunRegistry::new(Duration::from_secs(60), 2, 2));
+        let a = RunRegistry::reserve(&runs).unwrap();
+        let b = RunRegistry::reserve(&runs).unwrap();
+        let full = RunRegistry::reserve(&runs).unwrap_err();
         assert_eq!(full.code, ErrorCode::InvalidArgument);
         assert!(full.message.contains("2 backtests"), "{full}");
+        drop(a);
+        let c = RunRegistry::reserve(&runs).unwrap();
+        drop((b, c));
+        assert_eq!(runs.going.load(Ordering::Acquire), 0);
     }
 }
