@@ -88,8 +88,9 @@ pub async fn get_quote(ctx: &ToolContext, args: QuoteArgs) -> Result<QuoteResult
     })
 }
 
-/// Where bars come from. Read by hand (the schema is the untagged pair), so a source
-/// that is neither says which keys are missing or do not go together.
+/// Where bars come from.
+// Read by hand (the schema is the untagged pair), so a source that is neither says which
+// keys are missing or do not go together.
 #[derive(Debug, Clone, JsonSchema)]
 #[serde(untagged)]
 pub enum BarSource {
