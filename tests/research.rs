@@ -279,6 +279,9 @@ async fn a_momentum_factor_ranks_a_universe_and_states_its_definitions() {
             > q[0]["mean_forward_return_pct"].as_f64().unwrap()
     );
     assert!(r["definitions"].as_str().unwrap().len() > 100);
+    // A horizon of 5: neighbouring cross-sections overlap, and a note says what that does
+    // to the t-stats.
+    assert!(r["notes"].to_string().contains("overlap by 4 bars"), "{r:#}");
     let (bad, _) = tool(
         &ctx,
         "factor_analysis",
@@ -561,4 +564,50 @@ async fn bad_research_arguments_name_what_is_wrong() {
         assert!(message.contains(says), "{name}: {message}");
         assert!(!message.contains("untagged"), "{name}: {message}");
     }
+}
+
+/// Calendars that differ: one asset misses a day and writes its times with +00:00. The
+/// cross-sections are the instants all three share, and each forward return spans the
+/// same common bars for every asset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn factor_cross_sections_are_the_shared_instants_and_horizons_count_shared_bars() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, level: f64, step: f64, skip: Option<u32>, offset: &str| {
+        let mut text = String::from("time,open,high,low,close\n");
+        for d in 1..=8_u32 {
+            if Some(d) == skip {
+                continue;
+            }
+            let c = level + step * f64::from(d);
+            writeln!(text, "2026-01-0{d}T00:00:00{offset},{c},{c},{c},{c}").unwrap();
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        json!({"csv": path})
+    };
+    // The factor is the close: A (about 10) is always the lowest quantile.
+    let universe = [
+        write("A.csv", 9.0, 1.0, None, "Z"),
+        write("B.csv", 100.0, 3.0, Some(4), "+00:00"),
+        write("C.csv", 1000.0, -7.0, None, "Z"),
+    ];
+    let ctx = ToolContext::new("test");
+    let (r, _) = tool(
+        &ctx,
+        "factor_analysis",
+        json!({"universe": universe, "factor": "close", "horizon": 1, "quantiles": 3}),
+    )
+    .await;
+    assert_eq!(r["status"], "ok", "{r:#}");
+    assert_eq!(r["common_bars"], 7, "{r:#}");
+    assert_eq!(r["periods"], 6, "{r:#}");
+    assert_eq!(r["ic_series"][0]["time"], "2026-01-01T00:00:00Z", "{r:#}");
+    // A's closes on the shared days 1, 2, 3, 5, 6, 7, 8: 10, 11, 12, 14, 15, 16, 17; day
+    // 3's forward return runs to day 5, the next shared bar.
+    let a = [10.0, 11.0, 12.0, 14.0, 15.0, 16.0, 17.0];
+    let mean = a.windows(2).map(|w| w[1] / w[0] - 1.0).sum::<f64>() / 6.0 * 100.0;
+    let got = r["quantiles"][0]["mean_forward_return_pct"]
+        .as_f64()
+        .unwrap();
+    assert!((got - mean).abs() < 1e-9, "{got} vs {mean}: {r:#}");
 }

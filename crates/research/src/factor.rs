@@ -9,7 +9,9 @@ use serde::Serialize;
 
 /// Every definition used by [`analyze`], [`pearson`], [`spearman`] and
 /// [`forward_returns`], as one paragraph for tool output.
-pub const DEFINITIONS: &str = "Forward return at t with horizon h = close[t+h] / close[t] - 1 \
+pub const DEFINITIONS: &str = "The cross-sections are the bar times every asset has (the \
+common bars); each asset's factor is computed on all of its own bars and read at those times. \
+Forward return at t with horizon h = close[t+h] / close[t] - 1, t+h counted in common bars \
 (a fraction; missing when t+h is past the end, either close is not finite, or close[t] is 0). \
 A cross-section is one time t; it uses the assets whose factor value and forward return at t \
 are both finite, and it is used only if it has at least max(min_assets, 3) such assets and \

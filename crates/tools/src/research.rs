@@ -650,43 +650,43 @@ pub async fn factor_analysis(ctx: &ToolContext, args: FactorArgs) -> Result<Fact
         series.push(bars);
     }
     let job = tokio::task::spawn_blocking(move || {
-        // The common time axis: bar times every asset has.
-        let mut common: Option<std::collections::BTreeSet<String>> = None;
+        // The common time axis: the instants every asset has a bar at (matched as
+        // instants, so `Z` and `+00:00` agree), named as the first asset names them.
+        let mut common: Option<std::collections::BTreeSet<i64>> = None;
         for s in &series {
-            let times: std::collections::BTreeSet<String> =
-                s.bars.iter().map(|b| b.time.clone()).collect();
+            let instants = s.bars.iter().map(|b| b.instant.timestamp()).collect();
             common = Some(match common {
-                None => times,
-                Some(c) => c.intersection(&times).cloned().collect(),
+                None => instants,
+                Some(c) => c.intersection(&instants).copied().collect(),
             });
         }
-        let common: Vec<String> = common.unwrap_or_default().into_iter().collect();
+        let common: Vec<i64> = common.unwrap_or_default().into_iter().collect();
         let mut factor_rows = Vec::with_capacity(series.len());
         let mut fwd_rows = Vec::with_capacity(series.len());
+        let mut names = Vec::new();
         for s in &series {
             let cols = BarColumns::of(&s.bars);
-            // Each asset's own bars: the factor and its forward return, then the common times.
-            let values = expr::eval_series(&factor, &cols.view());
-            let forward = tradedesk_research::factor::forward_returns(&cols.close, horizon);
-            let at: std::collections::HashMap<&str, usize> = s
-                .bars
+            let at: std::collections::HashMap<i64, usize> = cols
+                .instant
                 .iter()
                 .enumerate()
-                .map(|(i, b)| (b.time.as_str(), i))
+                .map(|(i, &t)| (t, i))
                 .collect();
-            factor_rows.push(
-                common
-                    .iter()
-                    .map(|t| at.get(t.as_str()).map_or(f64::NAN, |&i| values[i]))
-                    .collect::<Vec<f64>>(),
-            );
-            fwd_rows.push(
-                common
-                    .iter()
-                    .map(|t| at.get(t.as_str()).map_or(f64::NAN, |&i| forward[i]))
-                    .collect::<Vec<f64>>(),
-            );
+            let places: Vec<usize> = common.iter().filter_map(|t| at.get(t).copied()).collect();
+            if names.is_empty() {
+                names = places.iter().map(|&i| s.bars[i].time.clone()).collect();
+            }
+            // The factor on the asset's own bars (its indicators see every bar it has),
+            // read at the common times; the forward return along the common times, so
+            // every asset's horizon spans the same bars.
+            let values = expr::eval_series(&factor, &cols.view());
+            factor_rows.push(places.iter().map(|&i| values[i]).collect::<Vec<f64>>());
+            let closes: Vec<f64> = places.iter().map(|&i| cols.close[i]).collect();
+            fwd_rows.push(tradedesk_research::factor::forward_returns(
+                &closes, horizon,
+            ));
         }
+        let common = names;
         let stats =
             tradedesk_research::factor::analyze(&common, &factor_rows, &fwd_rows, quantiles, 3);
         (
@@ -707,6 +707,12 @@ pub async fn factor_analysis(ctx: &ToolContext, args: FactorArgs) -> Result<Fact
     }
     if stats.periods == 0 {
         notes.push("no cross-section had 3 assets with both a factor value and a forward return: widen the dates or shorten the indicators' periods".to_owned());
+    }
+    if horizon > 1 && stats.periods > 1 {
+        notes.push(format!(
+            "with a horizon of {horizon} bars the forward returns of neighbouring cross-sections overlap by {} bars, so their ICs are correlated and the t-stats overstate significance (by up to about sqrt({horizon}))",
+            horizon - 1
+        ));
     }
     Ok(FactorResult {
         factor: args.factor,
