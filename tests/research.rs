@@ -281,7 +281,10 @@ async fn a_momentum_factor_ranks_a_universe_and_states_its_definitions() {
     assert!(r["definitions"].as_str().unwrap().len() > 100);
     // A horizon of 5: neighbouring cross-sections overlap, and a note says what that does
     // to the t-stats.
-    assert!(r["notes"].to_string().contains("overlap by 4 bars"), "{r:#}");
+    assert!(
+        r["notes"].to_string().contains("overlap by 4 bars"),
+        "{r:#}"
+    );
     let (bad, _) = tool(
         &ctx,
         "factor_analysis",
@@ -610,4 +613,60 @@ async fn factor_cross_sections_are_the_shared_instants_and_horizons_count_shared
         .as_f64()
         .unwrap();
     assert!((got - mean).abs() < 1e-9, "{got} vs {mean}: {r:#}");
+}
+
+/// A short with slippage in whole units, an entry too small to buy one unit (skipped
+/// with a note), and a trade list cut at max_trades.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shorts_whole_units_skipped_entries_and_the_trade_list_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    // Opens 100 each day; closes alternate 100 and 90.
+    let rows: Vec<_> = (0..10)
+        .map(|i| {
+            let c = if i % 2 == 0 { 100.0 } else { 90.0 };
+            (day(i), 100.0, 101.0, 89.0, c)
+        })
+        .collect();
+    let path = csv(dir.path(), "SHORT.csv", &rows);
+    let ctx = ToolContext::new("test");
+    // Enter short after an up close (even bars), cover after a down close (odd bars).
+    let (r, _) = tool(
+        &ctx,
+        "backtest",
+        json!({"source": {"csv": path}, "entry": "close > 95", "exit": "close < 95",
+            "direction": "short", "slippage_bps": 100, "fractional": false,
+            "initial_cash": 1000, "max_trades": 2}),
+    )
+    .await;
+    assert_eq!(r["status"], "ok", "{r:#}");
+    // Each short sells at 100 x 0.99 = 99: floor(1000 / 99) = 10 units; covers at
+    // 100 x 1.01 = 101: a loss of 20 a trade, fees 0.
+    let t = &r["trades"][0];
+    assert_eq!(
+        (t["side"].as_str(), t["quantity"].as_f64()),
+        (Some("short"), Some(10.0))
+    );
+    assert_eq!(
+        (t["entry_price"].as_f64(), t["exit_price"].as_f64()),
+        (Some(99.0), Some(101.0))
+    );
+    assert!((t["pnl"].as_f64().unwrap() + 20.0).abs() < 1e-9, "{r:#}");
+    assert!((t["return_pct"].as_f64().unwrap() - (99.0 / 101.0 - 1.0) * 100.0).abs() < 1e-9);
+    // Signals on bars 0..8: entries fill on 1, 3, 5, 7; exits on 2, 4, 6, 8: four trades,
+    // two listed.
+    assert_eq!(r["trade_count"], 4, "{r:#}");
+    assert_eq!(r["trades"].as_array().unwrap().len(), 2);
+    assert_eq!(r["trades_truncated"], true);
+    assert_eq!(r["win_rate_pct"], 0.0);
+
+    // 50 of cash cannot buy one unit at 100: every entry is skipped, and a note says so.
+    let (small, _) = tool(
+        &ctx,
+        "backtest",
+        json!({"source": {"csv": path}, "entry": "close > 95", "fractional": false, "initial_cash": 50}),
+    )
+    .await;
+    assert_eq!(small["trade_count"], 0, "{small:#}");
+    assert_eq!(small["open_position"], Value::Null);
+    assert!(small["notes"].to_string().contains("skipped"), "{small:#}");
 }
