@@ -285,7 +285,9 @@ fn build_specs() -> Vec<ToolSpec> {
                 next bar's open, so a signal can never use the bar it trades on. Language: numbers; open, high, low, \
                 close, volume; sma(x,n), ema(x,n), rsi(x,n), atr(n), bb_upper(x,n,k), bb_lower(x,n,k), highest(x,n), \
                 lowest(x,n), ret(x,n), shift(x,n), cross_above(a,b), cross_below(a,b); < <= > >= == !=; + - * /; and, \
-                or, not; parentheses. Example entry: cross_above(sma(close, 10), sma(close, 30)). Fees and slippage in \
+                or, not; parentheses. Example entry: cross_above(sma(close, 10), sma(close, 30)). A bar where any \
+                indicator in a condition has no value yet (its warm-up) never signals, whatever and, or and not join it \
+                to. Fees and slippage in \
                 basis points, long or short, whole or fractional units. Returns the metrics (return, CAGR, volatility, \
                 Sharpe, Sortino, max drawdown, win rate, profit factor, exposure), the trades, any open position, and \
                 the equity curve as an image. A run longer than wait_seconds answers a run_id for get_run_result.",
