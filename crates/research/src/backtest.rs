@@ -212,72 +212,69 @@ pub fn run(
     let mut last_value = settings.initial_cash;
     let mut held_bars = 0usize;
     let mut stats = Stats::default();
-    // The engine runs in chunks of bars: first each close's equity into a small buffer,
-    // a run of bars between signals at a time (fills are rare and out of line), then
-    // the statistics and the chart's curve over the buffer, in loops without calls whose
-    // running state stays in registers.
-    const CHUNK: usize = 1024;
-    let mut values = vec![0.0_f64; CHUNK];
+    // The engine goes a run of bars at a time, from one fill to the next signal: flat,
+    // the equity is the cash on every bar of the run, which the statistics, the drawdown
+    // and the chart's curve take at once; in a position, each close's equity goes into a
+    // small buffer (a run is cut at its length) that they then read in loops without
+    // calls. Fills are rare and out of line.
+    const PIECE: usize = 1024;
+    let mut values = vec![0.0_f64; PIECE];
     let report_every = (n / 100).max(1);
     let mut reported = 0;
-    let mut from = 0;
-    while from < n {
-        let len = (n - from).min(CHUNK);
-        let to = from + len;
-        // Signals on the last bar do nothing: no signal is read there.
-        let signal_end = to.min(n - 1);
-        let mut t = from;
-        while t < to {
-            // A signal on the previous close fills at this bar's open.
-            if pending_entry {
-                pending_entry = false;
-                book.enter(t, fill_open);
-            } else if pending_exit {
-                pending_exit = false;
-                book.exit(t, fill_open);
-            }
-            // Then a run of bars to the next signal (or the chunk's end) at once: flat,
-            // equity is the cash; in a position, cash plus units at each close.
-            let (signals, flat) = if book.units == 0.0 {
-                (Some(entry), true)
-            } else {
-                (exit, false)
-            };
-            let next = signals.and_then(|sig| {
-                sig.get(t..signal_end)?
-                    .iter()
-                    .position(|&v| v == TRUE)
-                    .map(|p| t + p)
-            });
-            let end = next.map_or(to, |s| s + 1);
-            if next.is_some() {
-                // A signal is never read on the last bar, so `end` is a bar.
-                fill_open = open_col[end];
-                if flat {
-                    pending_entry = true;
-                } else {
-                    pending_exit = true;
-                }
-            }
-            let slots = &mut values[t - from..end - from];
-            if flat {
-                slots.fill(book.cash);
-            } else {
-                let (cash, units) = (book.cash, book.units);
-                for (slot, close) in slots.iter_mut().zip(&close_col[t..end]) {
-                    *slot = cash + units * close;
-                }
-                held_bars += end - t;
-            }
-            t = end;
+    let mut t = 0;
+    while t < n {
+        // A signal on the previous close fills at this bar's open.
+        if pending_entry {
+            pending_entry = false;
+            book.enter(t, fill_open);
+        } else if pending_exit {
+            pending_exit = false;
+            book.exit(t, fill_open);
         }
-        stats.add_chunk(from, &values[..len]);
-        curve.add_chunk(from, &values[..len]);
-        last_value = values[len - 1];
-        from += len;
-        if from - reported >= report_every {
-            progress(from as f64 / n as f64);
-            reported = from;
+        let (signals, flat) = if book.units == 0.0 {
+            (Some(entry), true)
+        } else {
+            (exit, false)
+        };
+        // The run ends at the bar after the next signal, or at the piece's end in a
+        // position. Signals on the last bar do nothing: no signal is read there.
+        let limit = if flat { n } else { n.min(t + PIECE) };
+        let next = signals.and_then(|sig| {
+            sig.get(t..limit.min(n - 1))?
+                .iter()
+                .position(|&v| v == TRUE)
+                .map(|p| t + p)
+        });
+        let end = next.map_or(limit, |s| s + 1);
+        if next.is_some() {
+            // A signal is never read on the last bar, so `end` is a bar.
+            fill_open = open_col[end];
+            if flat {
+                pending_entry = true;
+            } else {
+                pending_exit = true;
+            }
+        }
+        if flat {
+            let cash = book.cash;
+            stats.add_constant(t, cash, end - t);
+            curve.add_constant(t, cash, end - t);
+            last_value = cash;
+        } else {
+            let slots = &mut values[..end - t];
+            let (cash, units) = (book.cash, book.units);
+            for (slot, close) in slots.iter_mut().zip(&close_col[t..end]) {
+                *slot = cash + units * close;
+            }
+            held_bars += end - t;
+            stats.add_chunk(t, slots);
+            curve.add_chunk(t, slots);
+            last_value = slots[slots.len() - 1];
+        }
+        t = end;
+        if t - reported >= report_every {
+            progress(t as f64 / n as f64);
+            reported = t;
         }
     }
     let Position {
@@ -429,6 +426,30 @@ impl Curve {
                 self.flush();
             }
             (rest, t) = (tail, t + share.len());
+        }
+    }
+
+    /// Adds `k` bars from `from` whose equity is `value` on each: in each bucket only the
+    /// first of them can be its lowest or highest (ties keep the earliest bar).
+    fn add_constant(&mut self, from: usize, value: f64, k: usize) {
+        let (mut t, mut left) = (from, k);
+        while left > 0 {
+            let share = (self.bucket - self.filled).min(left);
+            if self.filled == 0 {
+                (self.low, self.high) = ((t, value), (t, value));
+            } else {
+                if value < self.low.1 {
+                    self.low = (t, value);
+                }
+                if value > self.high.1 {
+                    self.high = (t, value);
+                }
+            }
+            self.filled += share;
+            if self.filled == self.bucket {
+                self.flush();
+            }
+            (t, left) = (t + share, left - share);
         }
     }
 
@@ -603,6 +624,30 @@ impl Stats {
         }
         self.previous = values.last().copied();
         self.drawdown.add_chunk(from, values);
+    }
+
+    /// Adds `k` bars from `from` whose equity is `value` on each: after the first, the
+    /// returns are exactly 0 (unless the value is not a number, then bar by bar).
+    fn add_constant(&mut self, from: usize, value: f64, k: usize) {
+        if k == 0 {
+            return;
+        }
+        if value.is_nan() {
+            for _ in 0..k {
+                if let Some(before) = self.previous {
+                    self.add(bar_return(before, value));
+                }
+                self.previous = Some(value);
+            }
+        } else {
+            if let Some(before) = self.previous {
+                self.add(bar_return(before, value));
+            }
+            self.count += k - 1;
+            self.previous = Some(value);
+        }
+        // Only the first of equal values can move the peak or the low.
+        self.drawdown.add_chunk(from, &[value]);
     }
 
     fn add(&mut self, r: f64) {
@@ -864,6 +909,70 @@ mod tests {
             assert!(
                 (got - want).abs() <= 1e-12 * want.abs().max(1.0),
                 "{got} vs {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn flat_runs_taken_at_once_match_the_same_bars_one_by_one() {
+        // Runs of equal values (flat, held at the cash) between runs that move, across
+        // the curve's buckets of 3 and through a value of 0 and a NaN.
+        let mut runs: Vec<Vec<f64>> = Vec::new();
+        for k in 0..200_u32 {
+            let level = 1_000.0 + f64::from(k % 7) * 13.0 - f64::from(k % 3) * 20.0;
+            runs.push(vec![level; (k % 11 + 1) as usize]);
+            runs.push(
+                (0..(k % 5))
+                    .map(|i| level + f64::from(i) * 3.5 - 4.0)
+                    .collect(),
+            );
+        }
+        runs.push(vec![0.0; 4]);
+        runs.push(vec![900.0; 3]);
+        check_runs_against_bars(&runs);
+        // A value that is not a number spoils the sums either way, bar by bar alike.
+        runs.push(vec![f64::NAN; 2]);
+        runs.push(vec![900.0; 3]);
+        check_runs_against_bars(&runs);
+    }
+
+    fn check_runs_against_bars(runs: &[Vec<f64>]) {
+        let all: Vec<f64> = runs.concat();
+        let (mut by_runs, mut one_by_one) = (Stats::default(), Stats::default());
+        let (mut curve_runs, mut curve_bars) = (Curve::new(2_500), Curve::new(2_500));
+        let mut t = 0;
+        for run in runs {
+            if run.len() > 1 && run.iter().all(|v| v.to_bits() == run[0].to_bits()) {
+                by_runs.add_constant(t, run[0], run.len());
+                curve_runs.add_constant(t, run[0], run.len());
+            } else if !run.is_empty() {
+                by_runs.add_chunk(t, run);
+                curve_runs.add_chunk(t, run);
+            }
+            t += run.len();
+        }
+        for (k, v) in all.iter().enumerate() {
+            one_by_one.add_chunk(k, std::slice::from_ref(v));
+            curve_bars.add_chunk(k, std::slice::from_ref(v));
+        }
+        assert_eq!(by_runs.count, one_by_one.count);
+        for (a, b) in [
+            (by_runs.sum, one_by_one.sum),
+            (by_runs.sum_sq, one_by_one.sum_sq),
+            (by_runs.down_sq, one_by_one.down_sq),
+        ] {
+            assert!(
+                (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-12 * b.abs().max(1.0),
+                "{a} vs {b}"
+            );
+        }
+        assert_eq!(by_runs.drawdown.best, one_by_one.drawdown.best);
+        let (a, b) = (curve_runs.finish(), curve_bars.finish());
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(&b) {
+            assert!(
+                x.0 == y.0 && x.1.to_bits() == y.1.to_bits(),
+                "{x:?} vs {y:?}"
             );
         }
     }
