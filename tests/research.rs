@@ -282,7 +282,7 @@ async fn a_momentum_factor_ranks_a_universe_and_states_its_definitions() {
     // A horizon of 5: neighbouring cross-sections overlap, and a note says what that does
     // to the t-stats.
     assert!(
-        r["notes"].to_string().contains("overlap by 4 bars"),
+        r["notes"].to_string().contains("Newey-West with 4 lags"),
         "{r:#}"
     );
     let (bad, _) = tool(

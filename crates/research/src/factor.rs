@@ -22,8 +22,11 @@ cross-section; rank IC = Spearman correlation, i.e. the Pearson correlation of t
 tied values given the average of the ranks they span. \
 periods = number of cross-sections used; ic_mean = arithmetic mean of the per-period ICs; \
 ic_std = their sample standard deviation (divisor n - 1, needs n >= 2); \
-t-stat = mean / (sample std / sqrt(n)), undefined when n < 2 or the std is 0; the same \
-formulas apply to rank IC. hit_rate_pct = 100 × (number of periods with IC > 0) / periods. \
+t-stat = mean / sqrt(V / n), undefined when n < 2 or V is not above 0, where V is the sample \
+variance plus 2 × sum over k = 1..L of (1 - k / (L + 1)) × the lag-k autocovariance (divisor \
+n - 1): Newey-West with L = horizon - 1 lags, because neighbouring forward returns overlap by \
+horizon - 1 bars (with horizon 1, mean / (sample std / sqrt(n))); the same formulas apply to \
+rank IC. hit_rate_pct = 100 × (number of periods with IC > 0) / periods. \
 Quantiles: in each used cross-section the n assets are sorted by factor value ascending (ties \
 keep asset order) and split into q groups as equal as possible, group g (0-based) taking the \
 sorted positions floor(g·n/q) up to but excluding floor((g+1)·n/q); quantile 1 holds the \
@@ -113,13 +116,15 @@ pub fn forward_returns(close: &[f64], horizon: usize) -> Vec<f64> {
 /// matrices are ignored, and a value missing because a row is shorter than
 /// `time` counts as non-finite. A cross-section uses the assets where both
 /// values are finite and needs at least `max(min_assets, 3)` of them.
-/// `quantiles == 0` gives no quantile rows. See [`DEFINITIONS`].
+/// `quantiles == 0` gives no quantile rows. The t-stats are Newey-West over `lags` lags
+/// (horizon - 1 when the forward returns overlap). See [`DEFINITIONS`].
 pub fn analyze(
     time: &[String],
     factor: &[Vec<f64>],
     fwd: &[Vec<f64>],
     quantiles: usize,
     min_assets: usize,
+    lags: usize,
 ) -> FactorStats {
     let assets = factor.len().min(fwd.len());
     let need = min_assets.max(3);
@@ -170,8 +175,8 @@ pub fn analyze(
 
     let ics: Vec<f64> = ic_series.iter().map(|p| p.ic).collect();
     let rank_ics: Vec<f64> = ic_series.iter().map(|p| p.rank_ic).collect();
-    let ic = Summary::of(&ics);
-    let rank = Summary::of(&rank_ics);
+    let ic = Summary::of(&ics, lags);
+    let rank = Summary::of(&rank_ics, lags);
     let periods = ic_series.len();
     let hit_rate_pct = (periods > 0)
         .then(|| 100.0 * ics.iter().filter(|&&v| v > 0.0).count() as f64 / periods as f64);
@@ -200,7 +205,8 @@ pub fn analyze(
     }
 }
 
-/// Mean, sample standard deviation and t-statistic of a series.
+/// Mean, sample standard deviation and t-statistic of a series (Newey-West over `lags`
+/// lags; 0 lags is the plain mean / (std / sqrt(n))).
 struct Summary {
     mean: Option<f64>,
     std: Option<f64>,
@@ -208,7 +214,7 @@ struct Summary {
 }
 
 impl Summary {
-    fn of(v: &[f64]) -> Summary {
+    fn of(v: &[f64], lags: usize) -> Summary {
         let n = v.len();
         if n == 0 {
             return Summary {
@@ -229,7 +235,19 @@ impl Summary {
         let mean = v.iter().sum::<f64>() / nf;
         let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (nf - 1.0);
         let std = var.sqrt();
-        let t_stat = (std > 0.0).then(|| mean / (std / nf.sqrt()));
+        // Newey-West: the sample variance plus the weighted autocovariances of the first
+        // `lags` lags (Bartlett weights, divisor n - 1 like the variance's).
+        let mut long_run = var;
+        for k in 1..=lags.min(n - 1) {
+            let gamma = v[k..]
+                .iter()
+                .zip(v)
+                .map(|(a, b)| (a - mean) * (b - mean))
+                .sum::<f64>()
+                / (nf - 1.0);
+            long_run += 2.0 * (1.0 - k as f64 / (lags as f64 + 1.0)) * gamma;
+        }
+        let t_stat = (long_run > 0.0).then(|| mean / (long_run / nf).sqrt());
         Summary {
             mean: Some(mean),
             std: Some(std),
@@ -321,6 +339,19 @@ mod tests {
         (0..assets)
             .map(|a| rows.iter().map(|r| r[a]).collect())
             .collect()
+    }
+
+    #[test]
+    fn t_stats_with_overlapping_horizons_are_newey_west() {
+        let v = [0.1, 0.3, -0.2, 0.4, 0.05, 0.25, -0.1];
+        // numpy: mean / sqrt(V / n), V = sample variance + 2 x sum of Bartlett-weighted
+        // lag-1 and lag-2 autocovariances (divisor n - 1).
+        let nw = Summary::of(&v, 2).t_stat.unwrap();
+        assert!((nw - 2.409_918_288_599_048).abs() < 1e-12, "{nw}");
+        let plain = Summary::of(&v, 0).t_stat.unwrap();
+        assert!((plain - 1.390_866_210_719_387_4).abs() < 1e-12, "{plain}");
+        // More lags than values: only the ones there are.
+        assert!(Summary::of(&v[..2], 5).t_stat.is_some());
     }
 
     #[test]
@@ -446,7 +477,7 @@ mod tests {
     #[test]
     fn analyze_hand_computed_example() {
         let (time, factor, fwd) = example();
-        let s = analyze(&time, &factor, &fwd, 2, 3);
+        let s = analyze(&time, &factor, &fwd, 2, 3, 0);
         assert_eq!(s.periods, 3);
 
         let ics: Vec<f64> = s.ic_series.iter().map(|p| p.ic).collect();
@@ -489,20 +520,20 @@ mod tests {
         // n = 5, q = 3: floor(g·5/3) boundaries 0,1,3,5 → sizes 1,2,2 per period.
         // q = 7 > n: boundaries 0,0,1,2,2,3,4,5 → groups 1 and 4 never get an asset.
         let (time, factor, fwd) = example();
-        let s = analyze(&time, &factor, &fwd, 3, 3);
+        let s = analyze(&time, &factor, &fwd, 3, 3, 0);
         let obs: Vec<usize> = s.quantiles.iter().map(|q| q.observations).collect();
         assert_eq!(obs, vec![3, 6, 6]);
-        let s = analyze(&time, &factor, &fwd, 7, 3);
+        let s = analyze(&time, &factor, &fwd, 7, 3, 0);
         let obs: Vec<usize> = s.quantiles.iter().map(|q| q.observations).collect();
         assert_eq!(obs, vec![0, 3, 3, 0, 3, 3, 3]);
         assert_eq!(s.quantiles[0].mean_forward_return_pct, None);
-        assert!(analyze(&time, &factor, &fwd, 0, 3).quantiles.is_empty());
+        assert!(analyze(&time, &factor, &fwd, 0, 3, 0).quantiles.is_empty());
     }
 
     #[test]
     fn single_period_has_no_t_stat() {
         let (time, factor, fwd) = example();
-        let s = analyze(&time[..1], &factor, &fwd, 2, 3);
+        let s = analyze(&time[..1], &factor, &fwd, 2, 3, 0);
         assert_eq!(s.periods, 1);
         assert!(close(s.ic_mean.unwrap(), 0.8));
         assert_eq!(s.ic_std, None);
@@ -519,7 +550,7 @@ mod tests {
         for row in &mut factor {
             row[1] = 0.7;
         }
-        let s = analyze(&time, &factor, &fwd, 2, 3);
+        let s = analyze(&time, &factor, &fwd, 2, 3, 0);
         assert_eq!(s.periods, 2);
         let stamps: Vec<&str> = s.ic_series.iter().map(|p| p.time.as_str()).collect();
         assert_eq!(stamps, vec!["t0", "t2"]);
@@ -539,7 +570,7 @@ mod tests {
         let row: &[f64] = &[1.0, 2.0, 3.0, 4.0, 5.0];
         let same = by_asset(&[row; 3]);
         let same_fwd: Vec<Vec<f64>> = fwd.iter().map(|r| vec![r[0]; 3]).collect();
-        let s = analyze(&time, &same, &same_fwd, 2, 3);
+        let s = analyze(&time, &same, &same_fwd, 2, 3, 0);
         assert_eq!(s.periods, 3);
         assert!(close(s.ic_std.unwrap(), 0.0));
         assert_eq!(s.ic_t_stat, None);
@@ -551,10 +582,10 @@ mod tests {
         // t0 loses asset 4's return and t2 loses asset 0's factor → 4 assets each.
         fwd[4][0] = f64::NAN;
         factor[0][2] = f64::INFINITY;
-        let s = analyze(&time, &factor, &fwd, 2, 5);
+        let s = analyze(&time, &factor, &fwd, 2, 5, 0);
         assert_eq!(s.periods, 1);
         assert_eq!(s.ic_series[0].time, "t1");
-        let s = analyze(&time, &factor, &fwd, 2, 4);
+        let s = analyze(&time, &factor, &fwd, 2, 4, 0);
         assert_eq!(s.periods, 3);
         let assets: Vec<usize> = s.ic_series.iter().map(|p| p.assets).collect();
         assert_eq!(assets, vec![4, 5, 4]);
@@ -563,13 +594,13 @@ mod tests {
         // min_assets below 3 is raised to 3.
         let two = by_asset(&[&[1.0, 2.0], &[2.0, 1.0]]);
         let two_fwd = by_asset(&[&[0.01, 0.02], &[0.01, 0.02]]);
-        let s = analyze(&times(2), &two, &two_fwd, 2, 0);
+        let s = analyze(&times(2), &two, &two_fwd, 2, 0, 0);
         assert_eq!(s.periods, 0);
         assert_eq!(s.ic_mean, None);
         assert_eq!(s.hit_rate_pct, None);
         assert_eq!(s.quantiles[0].observations, 0);
         // Rows shorter than `time` and mismatched asset counts are tolerated.
-        let s = analyze(&times(10), &factor, &fwd[..4], 2, 3);
+        let s = analyze(&times(10), &factor, &fwd[..4], 2, 3, 0);
         assert_eq!(s.periods, 3);
         assert!(s.ic_series.iter().all(|p| p.assets <= 4));
     }

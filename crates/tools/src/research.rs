@@ -687,8 +687,14 @@ pub async fn factor_analysis(ctx: &ToolContext, args: FactorArgs) -> Result<Fact
             ));
         }
         let common = names;
-        let stats =
-            tradedesk_research::factor::analyze(&common, &factor_rows, &fwd_rows, quantiles, 3);
+        let stats = tradedesk_research::factor::analyze(
+            &common,
+            &factor_rows,
+            &fwd_rows,
+            quantiles,
+            3,
+            horizon - 1,
+        );
         (
             common.len(),
             stats,
@@ -710,7 +716,8 @@ pub async fn factor_analysis(ctx: &ToolContext, args: FactorArgs) -> Result<Fact
     }
     if horizon > 1 && stats.periods > 1 {
         notes.push(format!(
-            "with a horizon of {horizon} bars the forward returns of neighbouring cross-sections overlap by {} bars, so their ICs are correlated and the t-stats overstate significance (by up to about sqrt({horizon}))",
+            "with a horizon of {horizon} bars the forward returns of neighbouring cross-sections overlap by {} bars, so their ICs are correlated: the t-stats are Newey-West with {} lags (see definitions)",
+            horizon - 1,
             horizon - 1
         ));
     }
