@@ -1115,9 +1115,9 @@ impl DwxBroker {
                 e.message
             ));
         }
-        if let Ok(ledger) = replayed {
+        if let Ok(mut ledger) = replayed {
             let mut converted = false;
-            for ((account, ccy), amount) in &ledger.cash {
+            for ((account, ccy), amount) in &mut ledger.cash {
                 if *account != 0 || *ccy == currency || amount.is_zero() {
                     continue;
                 }
@@ -1133,6 +1133,8 @@ impl DwxBroker {
                     currency: *ccy,
                     time: Utc::now().with_timezone(&utc),
                 });
+                // What the ledger holds once the conversion is booked.
+                *amount = Decimal::ZERO;
             }
             if converted {
                 parts.notes.push(format!(
@@ -1141,9 +1143,12 @@ impl DwxBroker {
                     currency.code()
                 ));
             }
-            crate::anchor_cash(
+            // The replay above, with the conversions booked, is the cash the history
+            // implies: no second replay.
+            crate::anchor_cash_to(
                 &mut parts,
                 &[(currency, info.balance)],
+                &ledger.cash,
                 "MetaTrader",
                 "the history read",
             );

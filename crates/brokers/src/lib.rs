@@ -288,8 +288,37 @@ pub(crate) fn anchor_cash(
     source: &str,
     unexplained_by: &str,
 ) {
+    if reported.is_empty() {
+        return;
+    }
+    let probe = tradedesk_core::Book::assemble(parts.clone());
+    match tradedesk_core::ledger::replay(&probe, |_, _| {}) {
+        Ok(ledger) => anchor_cash_to(parts, reported, &ledger.cash, source, unexplained_by),
+        Err(e) => {
+            let id = parts
+                .accounts
+                .first()
+                .map(|a| a.id.clone())
+                .unwrap_or_default();
+            parts.notes.push(format!(
+                "{id}: cash is not anchored to what {source} reports: the fills cannot be replayed ({})",
+                e.message
+            ));
+        }
+    }
+}
+
+/// [`anchor_cash`] with the cash the fills and entries imply already known (`implied`,
+/// by account and currency, as a ledger replay answers it).
+pub(crate) fn anchor_cash_to(
+    parts: &mut tradedesk_core::BookParts,
+    reported: &[(tradedesk_core::Currency, rust_decimal::Decimal)],
+    implied: &std::collections::BTreeMap<(u32, tradedesk_core::Currency), rust_decimal::Decimal>,
+    source: &str,
+    unexplained_by: &str,
+) {
     use chrono::Offset;
-    use tradedesk_core::{Book, CashEntry, CashKind};
+    use tradedesk_core::{CashEntry, CashKind};
     if reported.is_empty() {
         return;
     }
@@ -298,34 +327,23 @@ pub(crate) fn anchor_cash(
         .first()
         .map(|a| a.id.clone())
         .unwrap_or_default();
-    let probe = Book::assemble(parts.clone());
-    let ledger = match tradedesk_core::ledger::replay(&probe, |_, _| {}) {
-        Ok(l) => l,
-        Err(e) => {
-            parts.notes.push(format!(
-                "{id}: cash is not anchored to what {source} reports: the fills cannot be replayed ({})",
-                e.message
-            ));
-            return;
-        }
-    };
-    let first = probe
+    let first = parts
         .fills
         .iter()
         .map(|f| f.time)
-        .chain(probe.cash.iter().map(|c| c.time))
+        .chain(parts.cash.iter().map(|c| c.time))
         .min()
         .map_or_else(Utc::now, |t| t.with_timezone(&Utc))
         - chrono::Duration::seconds(1);
     let mut currencies: std::collections::BTreeSet<tradedesk_core::Currency> =
         reported.iter().map(|(c, _)| *c).collect();
-    currencies.extend(ledger.cash.keys().filter(|(a, _)| *a == 0).map(|(_, c)| *c));
+    currencies.extend(implied.keys().filter(|(a, _)| *a == 0).map(|(_, c)| *c));
     for currency in currencies {
         let balance = reported
             .iter()
             .find(|(c, _)| *c == currency)
             .map_or(rust_decimal::Decimal::ZERO, |(_, v)| *v);
-        let implied = ledger.cash.get(&(0, currency)).copied().unwrap_or_default();
+        let implied = implied.get(&(0, currency)).copied().unwrap_or_default();
         let gap = balance - implied;
         if gap.is_zero() {
             continue;
