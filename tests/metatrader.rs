@@ -96,6 +96,11 @@ struct Desk {
 }
 
 fn desk(platform: Platform, timeout: Duration) -> Desk {
+    desk_with(scenario(platform), timeout)
+}
+
+fn desk_with(scenario: EaState, timeout: Duration) -> Desk {
+    let platform = scenario.platform;
     let dir = tempfile::tempdir().unwrap();
     let files = dir.path().join(if platform == Platform::Mt5 {
         "MQL5/Files"
@@ -103,7 +108,7 @@ fn desk(platform: Platform, timeout: Duration) -> Desk {
         "MQL4/Files"
     });
     std::fs::create_dir_all(&files).unwrap();
-    let ea = FakeEa::start(&files, scenario(platform));
+    let ea = FakeEa::start(&files, scenario);
     let state = State::open(&dir.path().join("state")).unwrap();
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Utc::now()));
     let trading = TradingConfig {
@@ -192,6 +197,38 @@ async fn the_account_positions_quotes_and_closed_trades_read_from_the_files() {
         let accounts = d.call("get_accounts", json!({})).await;
         assert_eq!(accounts["accounts"][0]["cash"], 10000.0, "{accounts:#}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mt5_books_a_yen_pairs_pnl_in_the_account_currency_and_cash_is_the_balance() {
+    // A closed USDJPY trade makes its P&L in yen; MetaTrader 5 books it in dollars. The
+    // yen are shown converted out, and the dollar cash is the balance MetaTrader reports.
+    let mut s = scenario(Platform::Mt5);
+    s.closed.push(EaClosed {
+        ticket: 801,
+        magic: 0,
+        symbol: "USDJPY".into(),
+        lots: 0.10,
+        kind: "buy".into(),
+        open_time: "2026.11.24 09:00:00".into(),
+        close_time: "2026.11.25 16:00:00".into(),
+        open_price: 150.000,
+        close_price: 151.000,
+        sl: 0.0,
+        tp: 0.0,
+        pnl: 66.23,
+        commission: -0.70,
+        swap: 0.0,
+        comment: "yen".into(),
+    });
+    let d = desk_with(s, Duration::from_secs(5));
+    let accounts = d.call("get_accounts", json!({})).await;
+    assert_eq!(accounts["status"], "ok", "{accounts:#}");
+    assert_eq!(accounts["accounts"][0]["cash"], 10000.0, "{accounts:#}");
+    assert!(
+        accounts.to_string().contains("converts each trade's P&L"),
+        "{accounts:#}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
