@@ -110,8 +110,11 @@ fn daily(
     let mut unmarked = std::collections::BTreeSet::new();
     let mut unmarked_at_end = std::collections::BTreeSet::new();
     let mut out = Vec::new();
+    // The cash as a map, made again only on a day that moved it.
+    let mut cash_now = replayer.cash();
     let mut day = first;
     while day <= last {
+        let (before_cash, before_fill) = (next_cash, next_fill);
         let mut flow = 0i128;
         while let Some(&i) = cash.get(next_cash) {
             let entry = &book.cash[i];
@@ -135,7 +138,9 @@ fn daily(
             last_price[fill.instrument as usize] = Some((fill.trade_date, fill.price));
             next_fill += 1;
         }
-        let cash_now = replayer.cash();
+        if (next_cash, next_fill) != (before_cash, before_fill) {
+            cash_now = replayer.cash();
+        }
         let state = LedgerState {
             fifo: replayer.fifo(),
             cash: &cash_now,
