@@ -434,6 +434,20 @@ const JOURNAL_BOOK: &str = r#"{
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn journal_analytics_are_worked_by_hand_and_agree_with_realized_pnl() {
     let ctx = desk(JOURNAL_BOOK);
+    // The book has no marks: performance values AAA at its last fill price, and says so.
+    // 03-05: cash 10,000 - 1,001 - 1,101 = 7,898, plus 20 AAA at 110.
+    let perf = tool(
+        &ctx,
+        "get_performance",
+        json!({"start": "2026-03-02", "end": "2026-03-05"}),
+    )
+    .await;
+    assert_eq!(perf["end_value"], 10098.0, "{perf:#}");
+    let notes = perf["notes"].to_string();
+    assert!(
+        notes.contains("NYSE:AAA had no mark yet") && notes.contains("end_value includes NYSE:AAA"),
+        "{perf:#}"
+    );
     let range = json!({"start": "2026-03-01", "end": "2026-04-30"});
     let r = tool(&ctx, "analyze_trades", range.clone()).await;
     assert_eq!(r["status"], "ok", "{r:#}");

@@ -146,7 +146,12 @@ fn daily(
             cash: &cash_now,
             has_cash_entries: replayer.has_cash_entries(),
         };
-        let fallback = |i: InstrumentIdx| last_price.get(i as usize).copied().flatten();
+        // Asked only for a position without a mark on the day: it records which.
+        let unmarked_today = std::cell::RefCell::new(Vec::new());
+        let fallback = |i: InstrumentIdx| {
+            unmarked_today.borrow_mut().push(i);
+            last_price.get(i as usize).copied().flatten()
+        };
         let valuation = value_at(
             book,
             state,
@@ -158,14 +163,14 @@ fn daily(
             day,
             &fallback,
         )?;
+        for i in unmarked_today.into_inner() {
+            unmarked.insert(i);
+            if day == last {
+                unmarked_at_end.insert(i);
+            }
+        }
         let mut value = 0i128;
         for p in &valuation.positions {
-            if book.marks.latest(p.instrument, day).is_none() {
-                unmarked.insert(p.instrument);
-                if day == last {
-                    unmarked_at_end.insert(p.instrument);
-                }
-            }
             if let Some(m) = &p.marked {
                 value += minor(m.market_value_converted)?;
             }
