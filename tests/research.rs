@@ -203,6 +203,7 @@ async fn a_run_past_wait_seconds_answers_a_run_id_and_loses_nothing() {
         "exit": "cross_below(sma(close, 10), sma(close, 30))", "wait_seconds": 0});
     let (first, images) = tool(&ctx, "backtest", args.clone()).await;
     assert_eq!(first["state"], "running", "{first:#}");
+    assert_eq!(first["entry"], args["entry"], "{first:#}");
     assert_eq!(images, 0);
     let id = first["run_id"].as_str().unwrap().to_owned();
     let started = std::time::Instant::now();

@@ -578,9 +578,10 @@ impl Position<'_> {
     }
 }
 
-/// What the report needs from the equity curve, gathered bar by bar as the engine runs:
-/// the bar returns (their count, sum, sum of squares and downside squares) and the
-/// maximum drawdown.
+/// What the report needs from the equity curve, gathered as the engine runs (a run of
+/// equal values at once): the bar returns (their count, sum, sum of squares and downside
+/// squares) and the maximum drawdown. The sums are added in another order than one bar
+/// at a time would (four lanes, runs at once), so they equal that to rounding.
 #[derive(Debug, Default)]
 struct Stats {
     count: usize,

@@ -267,8 +267,8 @@ struct Node {
 }
 
 /// The longest expression read, in characters, and the deepest nesting of parentheses,
-/// function calls, `not` and `-`: the parser, the evaluator and the tree's drop recurse
-/// on them, and no strategy needs more.
+/// function calls, `not`, `-` and chained operators (`a + b + c` nests two deep): the
+/// parser, the evaluator and the tree's drop recurse on them, and no strategy needs more.
 pub const MAX_LENGTH: usize = 2_000;
 pub const MAX_DEPTH: usize = 64;
 
@@ -287,7 +287,7 @@ impl Parser {
             return Err(ExprError {
                 position: self.pos(),
                 message: format!(
-                    "the expression nests deeper than {MAX_DEPTH} levels (parentheses, calls, 'not' and '-'); write it flatter"
+                    "the expression nests deeper than {MAX_DEPTH} levels (parentheses, calls, 'not', '-' and chained operators); write it shorter or flatter"
                 ),
             });
         }
@@ -334,24 +334,33 @@ impl Parser {
     fn or(&mut self) -> Result<Node, ExprError> {
         self.descend()?;
         let mut left = self.and()?;
+        let mut links = 0;
         while self.is_word("or") {
             let pos = self.pos();
             self.bump();
+            // Each link of a chain nests the tree one level deeper.
+            self.descend()?;
+            links += 1;
             let right = self.and()?;
             left = logical(BinOp::Or, left, right, pos)?;
         }
+        self.depth -= links;
         self.ascend();
         Ok(left)
     }
 
     fn and(&mut self) -> Result<Node, ExprError> {
         let mut left = self.not()?;
+        let mut links = 0;
         while self.is_word("and") {
             let pos = self.pos();
             self.bump();
+            self.descend()?;
+            links += 1;
             let right = self.not()?;
             left = logical(BinOp::And, left, right, pos)?;
         }
+        self.depth -= links;
         Ok(left)
     }
 
@@ -422,32 +431,42 @@ impl Parser {
 
     fn sum(&mut self) -> Result<Node, ExprError> {
         let mut left = self.product()?;
+        let mut links = 0;
         loop {
             let op = match self.peek() {
                 Tok::Op("+") => BinOp::Add,
                 Tok::Op("-") => BinOp::Sub,
-                _ => return Ok(left),
+                _ => break,
             };
             let pos = self.pos();
             self.bump();
+            self.descend()?;
+            links += 1;
             let right = self.product()?;
             left = arithmetic(op, left, right, pos)?;
         }
+        self.depth -= links;
+        Ok(left)
     }
 
     fn product(&mut self) -> Result<Node, ExprError> {
         let mut left = self.unary()?;
+        let mut links = 0;
         loop {
             let op = match self.peek() {
                 Tok::Op("*") => BinOp::Mul,
                 Tok::Op("/") => BinOp::Div,
-                _ => return Ok(left),
+                _ => break,
             };
             let pos = self.pos();
             self.bump();
+            self.descend()?;
+            links += 1;
             let right = self.unary()?;
             left = arithmetic(op, left, right, pos)?;
         }
+        self.depth -= links;
+        Ok(left)
     }
 
     fn unary(&mut self) -> Result<Node, ExprError> {
@@ -1077,6 +1096,14 @@ mod tests {
         assert!(parse_series(&format!("{}close", "-".repeat(100))).is_err());
         // 60 levels are fine.
         let fine = format!("{}close{} > 1", "(".repeat(60), ")".repeat(60));
+        assert!(parse_condition(&fine).is_ok());
+        // A long chain of operators nests as deep as it is long.
+        let chain = format!("open{} > 1", " + 1".repeat(300));
+        let e = parse_condition(&chain).unwrap_err();
+        assert!(e.message.contains("deeper than 64"), "{e}");
+        let chain = format!("close > 1{}", " and close > 1".repeat(100));
+        assert!(parse_condition(&chain).is_err());
+        let fine = format!("open{} > 1", " + 1".repeat(40));
         assert!(parse_condition(&fine).is_ok());
     }
 

@@ -25,8 +25,8 @@ ic_std = their sample standard deviation (divisor n - 1, needs n >= 2); \
 t-stat = mean / sqrt(V / n), undefined when n < 2 or V is not above 0, where V is the sample \
 variance plus 2 × sum over k = 1..L of (1 - k / (L + 1)) × the lag-k autocovariance (divisor \
 n - 1): Newey-West with L = horizon - 1 lags, because neighbouring forward returns overlap by \
-horizon - 1 bars (with horizon 1, mean / (sample std / sqrt(n))); the same formulas apply to \
-rank IC. hit_rate_pct = 100 × (number of periods with IC > 0) / periods. \
+horizon - 1 bars; the lags count used cross-sections, so a skipped one is not a lag (with \
+horizon 1, mean / (sample std / sqrt(n))); the same formulas apply to rank IC. hit_rate_pct = 100 × (number of periods with IC > 0) / periods. \
 Quantiles: in each used cross-section the n assets are sorted by factor value ascending (ties \
 keep asset order) and split into q groups as equal as possible, group g (0-based) taking the \
 sorted positions floor(g·n/q) up to but excluding floor((g+1)·n/q); quantile 1 holds the \

@@ -181,8 +181,16 @@ pub fn bollinger(x: &[f64], n: usize, k: f64) -> Vec<f64> {
     let mut out = vec![f64::NAN; x.len()];
     let nf = n as f64;
     // The window's sums of (v - anchor) and its square, moved one bar at a time, and
-    // computed afresh (anchored at the window's mean) every n bars and after a gap, so
-    // rounding cannot build up: linear in the bars whatever n is.
+    // computed afresh (anchored at the window's mean) every n bars, after a gap, and
+    // whenever the window has moved far from the anchor against its spread (where
+    // s2 - s1^2 / n would cancel), so rounding cannot build up: linear in the bars
+    // whatever n is, for all but pathological series.
+    let anchored = |t: usize, anchor: f64| {
+        x[t + 1 - n..=t].iter().fold((0.0, 0.0), |(a, b), v| {
+            let d = v - anchor;
+            (a + d, b + d * d)
+        })
+    };
     let (mut anchor, mut s1, mut s2) = (0.0, 0.0, 0.0);
     let mut since = usize::MAX;
     for t in 0..x.len() {
@@ -191,18 +199,20 @@ pub fn bollinger(x: &[f64], n: usize, k: f64) -> Vec<f64> {
             since = usize::MAX;
             continue;
         }
-        if since >= n {
-            anchor = m;
-            (s1, s2) = x[t + 1 - n..=t].iter().fold((0.0, 0.0), |(a, b), v| {
-                let d = v - anchor;
-                (a + d, b + d * d)
-            });
-            since = 0;
-        } else {
+        if since < n {
             let (new, old) = (x[t] - anchor, x[t - n] - anchor);
             s1 += new - old;
             s2 += new * new - old * old;
             since += 1;
+            let shift = s1 / nf;
+            if shift * shift > 1e6 * (s2 / nf - shift * shift).max(0.0) {
+                since = n;
+            }
+        }
+        if since >= n {
+            anchor = m;
+            (s1, s2) = anchored(t, anchor);
+            since = 0;
         }
         let var = ((s2 - s1 * s1 / nf) / nf).max(0.0);
         out[t] = m + k * var.sqrt();
@@ -341,6 +351,17 @@ mod tests {
         close(&bollinger(&x, 2, -2.0), &[N, 0.0, 2.0]);
         close(&highest(&[1.0, 5.0, 3.0, 2.0], 2), &[N, 5.0, 5.0, 3.0]);
         close(&lowest(&[1.0, 5.0, 3.0, 2.0], 2), &[N, 1.0, 3.0, 2.0]);
+    }
+
+    #[test]
+    fn a_band_over_a_flat_window_after_a_jump_has_no_width() {
+        // 100 for a while, then 10,000 flat: once the window is all 10,000 the band is
+        // exactly the mean, not rounding noise from sums anchored at 100.
+        let mut x = vec![100.0; 30];
+        x.extend(vec![10_000.0; 30]);
+        let up = bollinger(&x, 10, 2.0);
+        assert_eq!(up[59], 10_000.0);
+        assert_eq!(up[45], 10_000.0);
     }
 
     #[test]

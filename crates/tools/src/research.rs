@@ -157,10 +157,11 @@ impl RunRegistry {
             })
             .map(|_| Slot(Arc::clone(registry)))
             .map_err(|n| {
-                Error::new(
-                    ErrorCode::InvalidArgument,
+                Error::rule(
+                    ErrorCode::LimitExceeded,
+                    "max_running_backtests",
                     format!("{n} backtests are running, the most this server runs at once"),
-                    "wait for one to finish (get_run_result tells when a run in the background is done), then run this one",
+                    "wait for one to finish (get_run_result tells when a run in the background is done), then run this one again",
                 )
             })
     }
@@ -510,10 +511,6 @@ pub async fn backtest(
         "from 0 to 3600",
     )?;
     let series = load_bars(ctx, &args.source).await?;
-    check_volume("entry", &entry, &series)?;
-    if let Some(exit) = &exit {
-        check_volume("exit", exit, &series)?;
-    }
     if series.bars.len() < 2 {
         return Err(Error::invalid_argument(
             format!(
@@ -523,11 +520,15 @@ pub async fn backtest(
             "widen the date range or use a longer file",
         ));
     }
+    check_volume("entry", &entry, &series)?;
+    if let Some(exit) = &exit {
+        check_volume("exit", exit, &series)?;
+    }
     let slot = RunRegistry::reserve(&ctx.runs)?;
     let share = Arc::new(AtomicU64::new(0f64.to_bits()));
     let job_share = Arc::clone(&share);
     let symbol = series.symbol.clone();
-    let (entry_text, exit_text) = (args.entry, args.exit);
+    let (entry_text, exit_text) = (args.entry.clone(), args.exit.clone());
     let mut handle = tokio::task::spawn_blocking(move || {
         let _slot = slot;
         let mut finished = compute(
@@ -574,7 +575,12 @@ pub async fn backtest(
         progress: share,
         outcome,
     });
-    ctx.runs.look(&id)
+    let mut answer = ctx.runs.look(&id)?;
+    if answer.result.state == "running" {
+        // The running answer says what is running.
+        (answer.result.entry, answer.result.exit) = (Some(args.entry), args.exit);
+    }
+    Ok(answer)
 }
 
 /// `get_run_result`: a run's result once done (as often as asked, while it is kept),
@@ -931,7 +937,8 @@ mod tests {
         let a = RunRegistry::reserve(&runs).unwrap();
         let b = RunRegistry::reserve(&runs).unwrap();
         let full = RunRegistry::reserve(&runs).unwrap_err();
-        assert_eq!(full.code, ErrorCode::InvalidArgument);
+        assert_eq!(full.code, ErrorCode::LimitExceeded);
+        assert_eq!(full.rule, Some("max_running_backtests"));
         assert!(full.message.contains("2 backtests"), "{full}");
         drop(a);
         let c = RunRegistry::reserve(&runs).unwrap();
