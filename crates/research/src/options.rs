@@ -164,9 +164,9 @@ const MAX_VOL: f64 = 100.0;
 /// The solver works on the out-of-the-money option of the same strike (put-call parity
 /// turns an in-the-money price into its time value), and on the logarithm of that price,
 /// which is close to linear in volatility far from the money where the price itself
-/// spans many orders of magnitude. Newton steps are kept inside a bracket that shrinks
-/// every iteration, with bisection whenever a step would leave it, so the search always
-/// converges. It stops when the option reprices to within 1e-12 relative of its time
+/// spans many orders of magnitude. Halley steps (Newton's, bent by the curvature) are
+/// kept inside a bracket that shrinks every iteration, with bisection whenever a step
+/// would leave it, so the search always converges. It stops when the option reprices to within 1e-12 relative of its time
 /// value (so the full price to within 1e-10), or when the bracket cannot shrink further.
 ///
 /// # Errors
@@ -232,9 +232,22 @@ pub fn implied_volatility(kind: Kind, c: &Contract, target: f64) -> Result<Impli
         if hi - lo <= 4.0 * f64::EPSILON * hi {
             break;
         }
-        // Newton on ln(price): step = (ln target - ln price) / (vega / price).
+        // Halley on f = ln(price) - ln(target): f' = vega / price and
+        // f'' = (volga / price) - f'^2, with volga = vega d1 d2 / vol. The step is
+        // -f / f' / (1 - f f'' / (2 f'^2)): Newton's, bent by the curvature.
         let next = if value > 0.0 && vega > 0.0 {
-            vol + (goal - value.ln()) * value / vega
+            let f = value.ln() - goal;
+            let slope = vega / value;
+            let sd = vol * sqrt_t;
+            let d1 = x / sd + 0.5 * sd;
+            let curve = slope * d1 * (d1 - sd) / vol - slope * slope;
+            let newton = -f / slope;
+            let bend = 1.0 - 0.5 * f * curve / (slope * slope);
+            if bend > 0.5 {
+                vol + newton / bend
+            } else {
+                vol + newton
+            }
         } else {
             f64::NAN
         };
