@@ -202,14 +202,11 @@ pub fn run(
         wins: 0,
         skipped: 0,
     };
-    let mut pending_entry = false;
-    let mut pending_exit = false;
-    // The open a pending signal fills at, read as soon as the signal is found: the open
-    // column is not otherwise streamed, so the read misses the cache, and issued early
-    // it overlaps the run of bars before the fill.
-    let mut fill_open = 0.0;
+    // The open a pending signal fills at (an entry when flat, else an exit), read as
+    // soon as the signal is found: the open column is not otherwise streamed, so the
+    // read misses the cache, and issued early it overlaps the run of bars before the fill.
+    let mut pending: Option<f64> = None;
     let mut curve = Curve::new(n);
-    let mut last_value = settings.initial_cash;
     let mut held_bars = 0usize;
     let mut stats = Stats::default();
     // The engine goes a run of bars at a time, from one fill to the next signal: flat,
@@ -224,12 +221,12 @@ pub fn run(
     let mut t = 0;
     while t < n {
         // A signal on the previous close fills at this bar's open.
-        if pending_entry {
-            pending_entry = false;
-            book.enter(t, fill_open);
-        } else if pending_exit {
-            pending_exit = false;
-            book.exit(t, fill_open);
+        if let Some(open) = pending.take() {
+            if book.units == 0.0 {
+                book.enter(t, open);
+            } else {
+                book.exit(t, open);
+            }
         }
         let (signals, flat) = if book.units == 0.0 {
             (Some(entry), true)
@@ -248,18 +245,12 @@ pub fn run(
         let end = next.map_or(limit, |s| s + 1);
         if next.is_some() {
             // A signal is never read on the last bar, so `end` is a bar.
-            fill_open = open_col[end];
-            if flat {
-                pending_entry = true;
-            } else {
-                pending_exit = true;
-            }
+            pending = Some(open_col[end]);
         }
         if flat {
             let cash = book.cash;
             stats.add_constant(t, cash, end - t);
             curve.add_constant(t, cash, end - t);
-            last_value = cash;
         } else {
             let slots = &mut values[..end - t];
             let (cash, units) = (book.cash, book.units);
@@ -269,7 +260,6 @@ pub fn run(
             held_bars += end - t;
             stats.add_chunk(t, slots);
             curve.add_chunk(t, slots);
-            last_value = slots[slots.len() - 1];
         }
         t = end;
         if t - reported >= report_every {
@@ -321,7 +311,7 @@ pub fn run(
         sum_sq,
         down_sq,
         drawdown,
-        ..
+        previous,
     } = stats;
     let mean = (count > 0).then(|| sum / count as f64);
     let sd = (count > 1).then(|| {
@@ -329,7 +319,8 @@ pub fn run(
         ((sum_sq - sum * sum / nf) / (nf - 1.0)).max(0.0).sqrt()
     });
     let downside = (count > 0 && down_sq > 0.0).then(|| (down_sq / count as f64).sqrt());
-    let final_equity = last_value;
+    // The equity at the last close: the last value the statistics took.
+    let final_equity = previous.unwrap_or(settings.initial_cash);
     let days = match (prices.instant.first(), prices.instant.last()) {
         (Some(a), Some(b)) => (b - a) as f64 / 86_400.0,
         _ => 0.0,

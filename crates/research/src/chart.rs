@@ -204,23 +204,29 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    #[test]
-    fn a_chart_is_a_png_with_ink_where_the_line_and_the_labels_are() {
-        let pts: Vec<(f64, f64)> = (0..50)
-            .map(|i| (f64::from(i), 100.0 + f64::from(i)))
-            .collect();
+    /// An equity chart of `points` from `first` to `last`, checked to be a PNG.
+    fn equity(first: &str, last: &str, points: &[(f64, f64)]) -> Vec<u8> {
         let png = line_chart(
             "Equity",
-            "2026-01-01",
-            "2026-02-19",
+            first,
+            last,
             &[Line {
                 label: "equity",
-                points: &pts,
+                points,
                 color: (31, 119, 180),
             }],
         )
         .unwrap();
         assert_eq!(&png[1..4], b"PNG");
+        png
+    }
+
+    #[test]
+    fn a_chart_is_a_png_with_ink_where_the_line_and_the_labels_are() {
+        let pts: Vec<(f64, f64)> = (0..50)
+            .map(|i| (f64::from(i), 100.0 + f64::from(i)))
+            .collect();
+        let png = equity("2026-01-01", "2026-02-19", &pts);
         if let Ok(path) = std::env::var("TRADEDESK_CHART_OUT") {
             std::fs::write(path, &png).unwrap();
         }
@@ -243,18 +249,7 @@ mod tests {
         let pts = [(0.0, 1.0), (1.0, 2.0)];
         let long = format!("2026-01-01T00:00:00.{}Z", "1".repeat(200));
         for (first, last) in [(long.as_str(), long.as_str()), ("", "")] {
-            let png = line_chart(
-                "Equity",
-                first,
-                last,
-                &[Line {
-                    label: "equity",
-                    points: &pts,
-                    color: (31, 119, 180),
-                }],
-            )
-            .unwrap();
-            assert_eq!(&png[1..4], b"PNG");
+            equity(first, last, &pts);
         }
     }
 }

@@ -290,26 +290,32 @@ pub enum LegKind {
 }
 
 impl LegKind {
-    /// What one unit is worth with the underlying at `spot`, `elapsed` years from now:
-    /// the stock at `spot`; an option by the model while time is left, else its
-    /// intrinsic value.
-    #[must_use]
-    pub fn value(&self, market: &Market, spot: f64, elapsed: f64) -> f64 {
+    /// An option's kind and contract with the underlying at `spot`, `elapsed` years from
+    /// now (the time left may be 0 or less); `None` for stock.
+    fn option_at(&self, market: &Market, spot: f64, elapsed: f64) -> Option<(Kind, Contract)> {
         match *self {
-            LegKind::Stock => spot,
+            LegKind::Stock => None,
             LegKind::Option {
                 kind,
                 strike,
                 volatility,
                 time_years,
-            } => {
-                let left = time_years - elapsed;
-                if left > 0.0 {
-                    price(kind, &market.contract(spot, strike, volatility, left))
-                } else {
-                    intrinsic(kind, spot, strike)
-                }
-            }
+            } => Some((
+                kind,
+                market.contract(spot, strike, volatility, time_years - elapsed),
+            )),
+        }
+    }
+
+    /// What one unit is worth with the underlying at `spot`, `elapsed` years from now:
+    /// the stock at `spot`; an option by the model while time is left, else its
+    /// intrinsic value.
+    #[must_use]
+    pub fn value(&self, market: &Market, spot: f64, elapsed: f64) -> f64 {
+        match self.option_at(market, spot, elapsed) {
+            None => spot,
+            Some((kind, c)) if c.time_years > 0.0 => price(kind, &c),
+            Some((kind, c)) => intrinsic(kind, spot, c.strike),
         }
     }
 }
@@ -375,10 +381,31 @@ impl Strategy {
 
     /// Whether some leg outlives the earliest expiry (then the payoff is not piecewise
     /// linear).
-    fn has_later_legs(&self, expiry: f64) -> bool {
+    #[must_use]
+    pub fn has_later_legs(&self, expiry: f64) -> bool {
         self.legs
             .iter()
             .any(|l| matches!(l.kind, LegKind::Option { time_years, .. } if time_years > expiry))
+    }
+
+    /// The volatility of the underlying to `expiry`: the |quantity|-weighted mean of the
+    /// volatilities of the legs that expire by then (NaN without such legs).
+    #[must_use]
+    pub fn expiry_volatility(&self, expiry: f64) -> f64 {
+        let (mut weighted, mut weight) = (0.0, 0.0);
+        for l in &self.legs {
+            if let LegKind::Option {
+                volatility,
+                time_years,
+                ..
+            } = l.kind
+                && time_years <= expiry
+            {
+                weighted += l.quantity.abs() * volatility;
+                weight += l.quantity.abs();
+            }
+        }
+        weighted / weight
     }
 
     /// P&L at the earliest expiry if the underlying is at `price_then` then.
@@ -406,20 +433,10 @@ impl Strategy {
     pub fn greeks(&self) -> Greeks {
         let mut sum = Greeks::default();
         for l in &self.legs {
-            match l.kind {
-                LegKind::Stock => sum.delta += l.quantity,
-                LegKind::Option {
-                    kind,
-                    strike,
-                    volatility,
-                    time_years,
-                } => {
-                    let g = greeks(
-                        kind,
-                        &self
-                            .market
-                            .contract(self.market.spot, strike, volatility, time_years),
-                    );
+            match l.kind.option_at(&self.market, self.market.spot, 0.0) {
+                None => sum.delta += l.quantity,
+                Some((kind, contract)) => {
+                    let g = greeks(kind, &contract);
                     sum.price += l.quantity * g.price;
                     sum.delta += l.quantity * g.delta;
                     sum.gamma += l.quantity * g.gamma;

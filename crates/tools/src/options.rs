@@ -375,25 +375,6 @@ fn leg(i: usize, a: &LegArgs, m: Market) -> Result<Leg> {
     })
 }
 
-/// The volatility of the underlying to its earliest expiry: the |quantity|-weighted mean
-/// of the volatilities of the legs that expire then.
-fn expiry_volatility(s: &Strategy, expiry: f64) -> f64 {
-    let (mut weighted, mut weight) = (0.0, 0.0);
-    for l in &s.legs {
-        if let LegKind::Option {
-            volatility,
-            time_years,
-            ..
-        } = l.kind
-            && time_years <= expiry
-        {
-            weighted += l.quantity.abs() * volatility;
-            weight += l.quantity.abs();
-        }
-    }
-    weighted / weight
-}
-
 /// `option_strategy` and its payoff chart.
 ///
 /// # Errors
@@ -466,7 +447,7 @@ pub fn option_strategy(a: &StrategyArgs) -> Result<(StrategyResult, Option<Vec<u
             pnl: s.pnl_now(p),
         })
         .collect();
-    let vol = expiry_volatility(&s, expiry);
+    let vol = s.expiry_volatility(expiry);
     // Far enough up that the lognormal mass above it is negligible.
     let search_high = high.max(market.spot * (10.0 * vol * expiry.sqrt()).exp());
     let breakevens = s.breakevens(search_high);
@@ -476,11 +457,7 @@ pub fn option_strategy(a: &StrategyArgs) -> Result<(StrategyResult, Option<Vec<u
     let mut notes = vec![format!(
         "probability_of_profit: the underlying at {expiry} years is lognormal with drift rate - dividend_yield and volatility {vol} (the |quantity|-weighted volatility of the legs expiring then)"
     )];
-    let later = s
-        .legs
-        .iter()
-        .any(|l| matches!(l.kind, LegKind::Option { time_years, .. } if time_years > expiry));
-    if later {
+    if s.has_later_legs(expiry) {
         notes.push(format!(
             "legs expiring after {expiry} years are valued at that date by the model with their remaining time; breakevens are searched up to {search_high:.6} and max profit and loss over the price range"
         ));

@@ -294,26 +294,19 @@ fn settings(a: &BacktestArgs) -> Result<Settings> {
         )?,
         size: number("size", a.size, 1.0, |v| v > 0.0 && v <= 1.0, "in (0, 1]")?,
         fractional: a.fractional.unwrap_or(true),
-        max_trades: match a.max_trades {
-            Some(n) if n > 100_000 => {
-                return Err(Error::invalid_argument(
-                    format!("max_trades is {n}: at most 100000 trades are listed"),
-                    "ask for fewer; trade_count counts them all",
-                ));
-            }
-            Some(n) => n,
-            None => 100,
-        },
-        bars_per_year: match a.bars_per_year {
-            None => None,
-            Some(v) => Some(number(
-                "bars_per_year",
-                Some(v),
-                252.0,
-                |v| v > 0.0 && v <= 1e7,
-                "above 0 and at most 10000000",
-            )?),
-        },
+        max_trades: count("max_trades", a.max_trades, 100, 0..=100_000)?,
+        // No default to fall back on: left out, it comes from the bars' spacing.
+        bars_per_year: a
+            .bars_per_year
+            .map(|v| {
+                crate::args::check_number(
+                    "bars_per_year",
+                    v,
+                    |v| v > 0.0 && v <= 1e7,
+                    "above 0 and at most 10000000",
+                )
+            })
+            .transpose()?,
     })
 }
 
