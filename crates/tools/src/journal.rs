@@ -14,8 +14,7 @@ use tradedesk_core::ledger;
 use tradedesk_core::{Book, Currency, DateRange, Result};
 
 use crate::num::Num;
-use crate::rates::Rates;
-use crate::realized::value_lot;
+use crate::realized::LotValuer;
 use crate::select::Selection;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -132,7 +131,7 @@ fn trades(
     range: DateRange,
     to: Currency,
 ) -> Result<(Vec<Trade>, bool)> {
-    let mut rates = Rates::new(book);
+    let mut valuer = LotValuer::new(book, to);
     let mut out: Vec<Trade> = Vec::new();
     let mut failure = None;
     let mut gross_of_fees = false;
@@ -143,7 +142,7 @@ fn trades(
         {
             return;
         }
-        let valued = match value_lot(&mut rates, to, book, lot) {
+        let valued = match valuer.value(lot) {
             Ok(v) => v,
             Err(e) => {
                 failure = Some(e);
