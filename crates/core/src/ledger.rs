@@ -10,7 +10,7 @@ use rust_decimal::Decimal;
 
 use crate::book::{AccountIdx, Book, CashEntry, Fill, Side};
 use crate::currency::Currency;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorCode, Result};
 use crate::fifo::{ClosedLot, Fifo, notional};
 use crate::fixed::Fixed;
 
@@ -22,6 +22,10 @@ pub struct Ledger {
     pub cash: BTreeMap<(AccountIdx, Currency), Decimal>,
     /// Per account: whether the book has any cash entry for it (else its cash is unknown).
     pub has_cash_entries: Vec<bool>,
+    /// Fills (indices into the book's fills) whose commission was paid in a currency with
+    /// no rate into the instrument's on the trade date: their lots carry no commission
+    /// and count as gross of fees (docs/methodology/fx.md). Cash still pays it.
+    pub unconverted_commissions: Vec<u32>,
 }
 
 fn overflow() -> Error {
@@ -74,7 +78,7 @@ fn fixed(d: Decimal) -> Result<Fixed> {
 /// `on_close`, and keeps the cash the fills imply.
 ///
 /// # Errors
-/// `no_fx_rate` for a commission that cannot be converted; `internal` on overflow.
+/// `internal` on overflow (a commission without a rate is noted, never an error).
 pub fn replay(book: &Book, on_close: impl FnMut(&Fill, &ClosedLot)) -> Result<Ledger> {
     run(book, true, on_close)
 }
@@ -112,6 +116,7 @@ pub struct Replayer<'b> {
     fifo: Fifo,
     cash: CashBook,
     has_cash_entries: Vec<bool>,
+    unconverted_commissions: Vec<u32>,
 }
 
 impl<'b> Replayer<'b> {
@@ -129,6 +134,7 @@ impl<'b> Replayer<'b> {
             fifo: Fifo::new(book.accounts.len(), book.instruments.len()),
             cash: CashBook::default(),
             has_cash_entries,
+            unconverted_commissions: Vec::new(),
         }
     }
 
@@ -144,10 +150,13 @@ impl<'b> Replayer<'b> {
         Ok(())
     }
 
-    /// Applies the book's fill at `index`, passing each lot it closes to `on_close`.
+    /// Applies the book's fill at `index`, passing each lot it closes to `on_close`. A
+    /// commission that cannot be converted into the instrument currency is left out of
+    /// the lots (which then count as gross of fees) and the fill is listed in
+    /// [`Ledger::unconverted_commissions`].
     ///
     /// # Errors
-    /// `no_fx_rate` for a commission that cannot be converted; `internal` on overflow.
+    /// `internal` on overflow.
     pub fn fill(
         &mut self,
         index: usize,
@@ -157,17 +166,30 @@ impl<'b> Replayer<'b> {
         let fill = &book.fills[index];
         let instrument = book.instrument(fill.instrument);
         let own_commission = fixed(fill.commission)?;
+        let index = u32::try_from(index).map_err(|_| Error::internal("more than 2^32 fills"))?;
+        let mut gross_fill = None;
         let commission = if fill.commission_currency == instrument.currency {
             own_commission
         } else {
-            fixed(commission_in_instrument_currency(book, fill)?)?
+            match commission_in_instrument_currency(book, fill) {
+                Ok(c) => fixed(c)?,
+                Err(e) if e.code == ErrorCode::NoFxRate => {
+                    self.unconverted_commissions.push(index);
+                    gross_fill = Some(Fill {
+                        commission_known: false,
+                        ..fill.clone()
+                    });
+                    Fixed::ZERO
+                }
+                Err(e) => return Err(e),
+            }
         };
-        let index = u32::try_from(index).map_err(|_| Error::internal("more than 2^32 fills"))?;
+        let lots_fill = gross_fill.as_ref().unwrap_or(fill);
         let margin = self.keep_cash && instrument.asset_class.is_margin_settled();
         let mut margin_gross = Fixed::ZERO;
         let mut overflowed = false;
         self.fifo
-            .apply(index, fill, instrument.multiplier, commission, |lot| {
+            .apply(index, lots_fill, instrument.multiplier, commission, |lot| {
                 if margin {
                     match margin_gross.checked_add(lot.gross_pnl) {
                         Some(sum) => margin_gross = sum,
@@ -222,6 +244,11 @@ impl<'b> Replayer<'b> {
         &self.has_cash_entries
     }
 
+    /// Fills so far whose commission could not be converted (see [`Ledger`]).
+    pub fn unconverted_commissions(&self) -> &[u32] {
+        &self.unconverted_commissions
+    }
+
     /// The ledger as it stands.
     pub fn into_ledger(self) -> Ledger {
         let cash = self.cash();
@@ -229,6 +256,7 @@ impl<'b> Replayer<'b> {
             fifo: self.fifo,
             cash,
             has_cash_entries: self.has_cash_entries,
+            unconverted_commissions: self.unconverted_commissions,
         }
     }
 }

@@ -8,7 +8,7 @@ use rust_decimal::Decimal;
 use schemars::JsonSchema;
 use serde::Serialize;
 use tradedesk_core::ledger;
-use tradedesk_core::{Book, ClosedLot, Currency, DateRange, Fill, Result};
+use tradedesk_core::{Book, ClosedLot, Currency, DateRange, ErrorCode, Fill, Result};
 
 use crate::rates::Rates;
 
@@ -260,9 +260,10 @@ pub fn get_realized_pnl(
     let mut best: Option<FillTotal> = None;
     let mut worst: Option<FillTotal> = None;
     let mut failure = None;
+    let mut no_rate_lots = 0u32;
     let fills: &[Fill] = &book.fills;
 
-    ledger::replay_lots(book, |_, lot| {
+    let replayed = ledger::replay_lots(book, |_, lot| {
         if failure.is_some()
             || !q.range.contains(lot.close_date)
             || !sel.matches(lot.account, lot.instrument)
@@ -271,6 +272,11 @@ pub fn get_realized_pnl(
         }
         let valued = match value_lot(&mut rates, to, book, lot) {
             Ok(v) => v,
+            // Left out of every total, with a note naming the pair (docs/methodology/fx.md).
+            Err(e) if e.code == ErrorCode::NoFxRate => {
+                no_rate_lots += 1;
+                return;
+            }
             Err(e) => {
                 failure = Some(e);
                 return;
@@ -368,6 +374,13 @@ pub fn get_realized_pnl(
             names.join(", ")
         ));
     }
+    if no_rate_lots > 0 {
+        rates.missing.notes(
+            &format!("{no_rate_lots} closed lot(s) (priced on their closing dates)"),
+            &mut notes,
+        );
+    }
+    crate::valuation::commission_notes(book, &replayed.unconverted_commissions, &mut notes);
     if lots_dropped > 0 {
         notes.push(format!(
             "lots lists the first {MAX_LOTS} closed lots; {lots_dropped} more are in the totals but not listed (narrow the dates or filters)"
