@@ -2,10 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use schemars::JsonSchema;
 use serde::Serialize;
-use chrono::NaiveDate;
 use tradedesk_core::fx::fix_hint;
 use tradedesk_core::{AccountIdx, Book, Currency, InstrumentIdx, Result};
 
@@ -96,12 +96,10 @@ pub(crate) fn missing_rate_notes(
             continue;
         }
         let account = &book.account(l.account).id;
-        let amount = l
-            .amount
-            .map_or_else(String::new, |a| {
-                let dp = l.currency.minor_units() as usize;
-                format!(" {} {a:.dp$}", l.currency)
-            });
+        let amount = l.amount.map_or_else(String::new, |a| {
+            let dp = l.currency.minor_units() as usize;
+            format!(" {} {a:.dp$}", l.currency)
+        });
         let row = match l.instrument {
             Some(i) => format!(
                 "{} in {account} (market value{amount})",

@@ -130,7 +130,9 @@ pub fn report_currency_in(book: &tradedesk_core::Book, arg: Option<&str>) -> Res
     with_rates.dedup();
     Err(Error::new(
         tradedesk_core::ErrorCode::NoFxRate,
-        format!("currency: the book has no rate at all into {ccy}, so no figure can be reported in it"),
+        format!(
+            "currency: the book has no rate at all into {ccy}, so no figure can be reported in it"
+        ),
         format!(
             "ask in one of {} (or omit currency for the base currency), or add {ccy} rates to the fx_file, or set fx_source = \"ecb\" in tradedesk.toml",
             with_rates.join(", ")

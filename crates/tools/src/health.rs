@@ -50,6 +50,10 @@ pub struct FxHealth {
     pub pairs: Vec<FxPair>,
     /// Pairs (BASE/QUOTE) whose latest rate is more than 7 days older than as_of.
     pub stale: Vec<String>,
+    /// Pairs (FROM/TO) a holding, a cash balance or a commission needed at as_of (into the
+    /// base currency or its account's) and found no rate for, directly or crossed: the
+    /// rows in them are left out of the totals.
+    pub missing: Vec<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -227,6 +231,22 @@ pub fn get_server_health(
                     ),
                 });
             }
+            let mut missing = Vec::new();
+            match crate::valuation::value_ledger(
+                book,
+                ledger,
+                book.base_currency,
+                crate::valuation::Scope::ACCOUNTS,
+            ) {
+                Ok(v) => missing = v.missing.pairs(),
+                Err(e) => notes.push(format!("the holdings could not be valued: {e}")),
+            }
+            if !missing.is_empty() {
+                notes.push(format!(
+                    "no rate for {}: rows in them are left out of the totals (each answer notes which); add the rates to the fx_file or set fx_source = \"ecb\" in tradedesk.toml",
+                    missing.join(", ")
+                ));
+            }
             let pairs = quotes
                 .into_iter()
                 .map(|q| FxPair {
@@ -242,6 +262,7 @@ pub fn get_server_health(
                     as_of: book.as_of.to_string(),
                     pairs,
                     stale,
+                    missing,
                 }),
             )
         }

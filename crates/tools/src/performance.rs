@@ -243,7 +243,10 @@ fn daily(
             );
         }
     }
-    missing.notes("the daily values of positions, cash and flows (or commissions)", notes);
+    missing.notes(
+        "the daily values of positions, cash and flows (or commissions)",
+        notes,
+    );
     Ok(out)
 }
 

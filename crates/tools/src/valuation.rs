@@ -382,8 +382,12 @@ fn position_row(
                 market_value: ccy.round(market_value),
                 unrealized_pnl: ccy.round(unrealized),
                 notional_converted: rates.try_convert_rounded(notional, ccy, currency, on)?,
-                market_value_converted: rates
-                    .try_convert_rounded(market_value, ccy, currency, on)?,
+                market_value_converted: rates.try_convert_rounded(
+                    market_value,
+                    ccy,
+                    currency,
+                    on,
+                )?,
                 unrealized_pnl_converted: rates
                     .try_convert_rounded(unrealized, ccy, currency, on)?,
                 market_value_account: if in_account_currency {

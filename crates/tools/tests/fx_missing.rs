@@ -69,11 +69,18 @@ fn get_accounts_leaves_the_usd_cash_out_with_a_note() {
     assert_eq!(a["positions_value"], json!(6300.0));
     assert_eq!(a["total_value"], json!(20612.0));
     assert_eq!(r["total_value"], json!(20612.0));
-    assert_usd_note(&r, &["cash USD 120.40 in MY-1", "NASDAQ:AAPL in MY-1 (market value USD 180.00)"]);
+    assert_usd_note(
+        &r,
+        &[
+            "cash USD 120.40 in MY-1",
+            "NASDAQ:AAPL in MY-1 (market value USD 180.00)",
+        ],
+    );
     assert!(
         notes(&r)
             .iter()
-            .any(|n| n.contains("commissions of 1 fill(s) paid in USD could not be converted into MYR")),
+            .any(|n| n
+                .contains("commissions of 1 fill(s) paid in USD could not be converted into MYR")),
         "{:?}",
         notes(&r)
     );
