@@ -229,3 +229,56 @@ fn fx_source_and_fx_url_are_checked() {
         assert!(!err.hint.is_empty());
     }
 }
+
+/// A Flex statement without a Conversion Rates section: only the rows' fxRateToBase give
+/// EUR/USD. SAP: 10 bought @200 (commission EUR 2), 4 sold @230 (EUR 2) on 2025-06-20
+/// at fxRateToBase 1.1012:
+/// gross 4 x 30 = 120.00 EUR, commissions 2 x 4/10 + 2 = 2.80, net 117.20 EUR
+/// = 129.06 USD (117.20 x 1.1012 = 129.06064). The 6 still held are marked at 235 on
+/// 2025-06-30, at that day's 1.1050: 1,410.00 EUR = 1,558.05 USD.
+#[test]
+fn a_flex_statement_whose_only_rates_are_fx_rate_to_base_answers_in_the_base_currency() {
+    const FLEX: &str = include_str!("../../../tests/fixtures/fx/flex-rates-from-rows.xml");
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("statement.xml"), FLEX).unwrap();
+    std::fs::write(
+        dir.path().join("tradedesk.toml"),
+        "[[accounts]]\nid = \"U7000001\"\nbroker = \"ibkr\"\nflex = { path = \"statement.xml\" }\n",
+    )
+    .unwrap();
+    let config = Config::load(&dir.path().join("tradedesk.toml")).unwrap();
+    let state = State::open(state.path()).unwrap();
+    let ctx = config_context("test", &config, &state).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let run = |tool: &str, args: Value| {
+        let r = rt.block_on(call(&ctx, tool, args)).unwrap().structured;
+        assert_eq!(r["status"], "ok", "{tool}: {r}");
+        r
+    };
+    let realized = run(
+        "get_realized_pnl",
+        json!({"start": "2025-01-01", "end": "2025-06-30"}),
+    );
+    assert_eq!(realized["currency"], "USD");
+    assert_eq!(realized["net_pnl"], json!(129.06), "{realized}");
+    let positions = run("get_positions", json!({}));
+    let sap = &positions["positions"][0];
+    assert_eq!(sap["market_value"], json!(1410.0));
+    assert_eq!(sap["market_value_converted"], json!(1558.05), "{positions}");
+    assert!(
+        !notes(&positions).iter().any(|n| n.starts_with("no ")),
+        "{:?}",
+        notes(&positions)
+    );
+    for tool in ["get_accounts", "get_portfolio_summary"] {
+        let r = run(tool, json!({}));
+        assert!(
+            !notes(&r).iter().any(|n| n.starts_with("no EUR/USD")),
+            "{r}"
+        );
+    }
+}
