@@ -236,6 +236,37 @@ fn pair_of(symbol: &str) -> Option<(Currency, Currency)> {
     ))
 }
 
+/// For each currency `instruments` are paid in other than `account`, the two names of
+/// its pair with `account` (`GBPUSD`, `USDGBP`), decorated like the book's own pairs
+/// (`EURGBP.m` gives `GBPUSD.m`): the terminal quotes one of them.
+fn conversion_symbols(instruments: &[Instrument], account: Currency) -> Vec<[String; 2]> {
+    let (prefix, suffix) = instruments
+        .iter()
+        .find_map(|i| {
+            let symbol = &i.key.symbol;
+            pair_of(symbol)?;
+            let start = symbol.find(|c: char| c.is_ascii_alphabetic())?;
+            let core = symbol.get(start..start + 6)?;
+            core.chars()
+                .all(|c| c.is_ascii_alphabetic())
+                .then(|| (symbol[..start].to_owned(), symbol[start + 6..].to_owned()))
+        })
+        .unwrap_or_default();
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for i in instruments {
+        let c = i.currency;
+        if c == account || !seen.insert(c.code()) {
+            continue;
+        }
+        out.push([
+            format!("{prefix}{c}{account}{suffix}"),
+            format!("{prefix}{account}{c}{suffix}"),
+        ]);
+    }
+    out
+}
+
 /// A symbol's first six letters, upper-case, without a broker's prefix or suffix
 /// (`#XAUUSD.m` is `XAUUSD`).
 fn core_of(symbol: &str) -> String {
@@ -767,7 +798,23 @@ impl DwxBroker {
         symbols: &[String],
         deadline: Instant,
     ) -> Result<BTreeMap<String, (Decimal, Decimal)>, BrokerError> {
-        let wanted: BTreeSet<String> = symbols.iter().cloned().collect();
+        self.prices_with(symbols, &[], deadline).await
+    }
+
+    /// As [`Self::prices`], also asking for `either` groups of which one symbol is enough
+    /// (a pair named either way round: the terminal has one of them).
+    async fn prices_with(
+        &self,
+        symbols: &[String],
+        either: &[[String; 2]],
+        deadline: Instant,
+    ) -> Result<BTreeMap<String, (Decimal, Decimal)>, BrokerError> {
+        let required: BTreeSet<String> = symbols.iter().cloned().collect();
+        let wanted: BTreeSet<String> = required
+            .iter()
+            .cloned()
+            .chain(either.iter().flatten().cloned())
+            .collect();
         {
             let mut subscribed = self.subscribed.lock().await;
             if !wanted.is_subset(&subscribed) {
@@ -787,7 +834,13 @@ impl DwxBroker {
                     Some((s.clone(), (dec(q, "bid")?, dec(q, "ask")?)))
                 })
                 .collect();
-            if got.len() == wanted.len() || Instant::now() >= deadline {
+            // A pair the terminal does not quote is not waited for past the grace.
+            let complete = required.iter().all(|s| got.contains_key(s))
+                && (Instant::now() >= grace
+                    || either
+                        .iter()
+                        .all(|group| group.iter().any(|s| got.contains_key(s))));
+            if complete || Instant::now() >= deadline {
                 return Ok(got);
             }
             if !resent && Instant::now() >= grace {
@@ -990,18 +1043,26 @@ impl DwxBroker {
         }
         // Marks: the open symbols' bid/ask mid, from the EA's market data.
         let open_symbols: Vec<String> = reported.keys().cloned().collect();
+        // The terminal's own cross quotes: each currency the instruments are paid in
+        // other than the account's, against the account's (docs/methodology/fx.md).
+        for symbol in &open_symbols {
+            draft.index(symbol); // the reported positions name them anyway
+        }
+        let conversions = conversion_symbols(&draft.instruments, currency);
         let wait = Instant::now() + self.config.timeout.min(Duration::from_secs(2));
-        let prices = if open_symbols.is_empty() {
+        let prices = if open_symbols.is_empty() && conversions.is_empty() {
             BTreeMap::new()
         } else {
-            self.prices(&open_symbols, wait).await?
+            self.prices_with(&open_symbols, &conversions, wait).await?
         };
         let mut marks = Vec::new();
         let mut fx_rates = Vec::new();
         for (symbol, (bid, ask)) in &prices {
-            let instrument = draft.index(symbol);
             let mid = (bid + ask) / Decimal::TWO;
-            marks.push((instrument, today, mid));
+            if reported.contains_key(symbol) {
+                let instrument = draft.index(symbol);
+                marks.push((instrument, today, mid));
+            }
             if let Some((base, quote)) = pair_of(symbol) {
                 fx_rates.push(FxQuote {
                     base,
