@@ -385,6 +385,7 @@ impl Draft {
             time,
             trade_date: time.date_naive(),
             seq,
+            kind: tradedesk_core::FillKind::Trade,
         });
     }
 }
@@ -1117,6 +1118,7 @@ impl DwxBroker {
             marks,
             fx_rates,
             reported_positions,
+            corporate_actions: Vec::new(),
             notes,
         };
         // MetaTrader keeps one balance, in the account's currency: each trade's P&L is
