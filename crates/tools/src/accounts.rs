@@ -114,8 +114,13 @@ pub(crate) fn missing_rate_notes(
         slot.1.push(row);
     }
     for ((from, to), (on, rows)) in groups {
+        let what = if to == v.currency.code() {
+            format!("left out of the {to} totals (their converted figures are null)")
+        } else {
+            format!("left out of the account's totals in {to}")
+        };
         notes.push(format!(
-            "no {from}/{to} rate on or before {on}: left out of the {to} totals (its {to} figures are null): {}; to include it, {}",
+            "no {from}/{to} rate on or before {on}: {what}: {}; to include them, {}",
             rows.join(", "),
             fix_hint(Currency::new(from), Currency::new(to), on)
         ));

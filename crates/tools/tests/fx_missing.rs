@@ -156,6 +156,17 @@ fn asking_in_the_unquoted_currency_leaves_the_myr_rows_out_and_an_unknown_one_is
     let r = run("get_accounts", json!({"currency": "USD"}));
     assert_eq!(r["total_value"], json!(300.4)); // 120.40 cash + 180.00 AAPL
     assert!(notes(&r).iter().any(|n| n.starts_with("no MYR/USD rate")));
+    // The account's own figures (MYR) still leave the USD rows out, and say so.
+    let a = &r["accounts"][0];
+    assert_eq!(a["cash"], json!(14312.0));
+    assert_eq!(a["total_value_converted"], json!(300.4));
+    assert!(
+        notes(&r).iter().any(|n| n.starts_with("no USD/MYR rate")
+            && n.contains("left out of the account's totals in MYR")
+            && n.contains("cash USD 120.40 in MY-1")),
+        "{:?}",
+        notes(&r)
+    );
     // JPY: nothing is held in it and no rate mentions it.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
