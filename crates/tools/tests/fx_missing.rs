@@ -132,6 +132,14 @@ fn realized_pnl_journal_and_performance_answer_unfiltered() {
     assert_eq!(r["net_pnl"], json!(196.8));
     assert_eq!(r["lot_count"], json!(1));
     assert_usd_note(&r, &["1 closed lot(s)"]);
+    assert!(
+        notes(&r)
+            .iter()
+            .any(|n| n.contains("commissions of 1 fill(s) paid in USD")),
+        "{:?}",
+        notes(&r)
+    );
+    assert_eq!(r["lots"][0]["commission_known"], json!(false));
 
     let j = run(
         "analyze_trades",
