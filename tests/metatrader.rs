@@ -544,3 +544,45 @@ async fn a_cross_converts_through_the_terminals_own_quote() {
         assert_eq!(health["fx"]["missing"], json!([]), "{health:#}");
     }
 }
+
+/// MT4 writes a closed trade's profit in the account's currency: a EURGBP trade, 0.10 lots
+/// from 0.85000 to 0.85500, makes GBP 50.00 (0.005 x 10,000), which the terminal booked as
+/// USD 63.00: its rate 1.26 on the closing date converts the lot to the terminal's own
+/// figure (the GBPUSD fill of that day, 1.25500, would give 62.75).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mt4_converts_a_closed_cross_at_the_rate_its_own_profit_implies() {
+    let mut s = scenario(Platform::Mt4);
+    s.closed.push(EaClosed {
+        ticket: 801,
+        magic: 0,
+        symbol: "EURGBP".into(),
+        lots: 0.10,
+        kind: "buy".into(),
+        open_time: "2026.11.20 10:00:00".into(),
+        close_time: "2026.11.21 17:00:00".into(),
+        open_price: 0.85000,
+        close_price: 0.85500,
+        sl: 0.0,
+        tp: 0.0,
+        pnl: 63.0,
+        commission: 0.0,
+        swap: 0.0,
+        comment: "cross".into(),
+    });
+    let d = desk_with(s, Duration::from_secs(5));
+    let pnl = d
+        .call(
+            "get_realized_pnl",
+            json!({"start": "2026-11-01", "end": "2026-11-30", "symbol": "EURGBP"}),
+        )
+        .await;
+    assert_eq!(pnl["status"], "ok", "{pnl:#}");
+    assert_eq!(pnl["gross_pnl"], 63.0, "{pnl:#}");
+    assert!(
+        pnl["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains("implied by closed trades' own profit")),
+        "{pnl:#}"
+    );
+}

@@ -236,6 +236,75 @@ fn pair_of(symbol: &str) -> Option<(Currency, Currency)> {
     ))
 }
 
+/// The rates MT4's closed trades imply: a trade whose instrument pays its profit in
+/// another currency than the account's, with `pnl` (the profit in the account's currency,
+/// swap and commission apart) over `(close − open) × lots × contract size` (the profit
+/// in the instrument's currency), dated its closing fill's trade date. The first trade of
+/// a currency and date gives the rate.
+fn closed_trade_rates(rows: &[(String, Value)], parts: &BookParts) -> Vec<FxQuote> {
+    let account = parts.base_currency;
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for (ticket, h) in rows {
+        let kind = text(h, "type");
+        let sign = match kind.as_str() {
+            "buy" => Decimal::ONE,
+            "sell" => Decimal::NEGATIVE_ONE,
+            _ => continue,
+        };
+        let symbol = text(h, "symbol");
+        let (Some(pnl), Some(open), Some(close), Some(lots)) = (
+            dec(h, "pnl"),
+            dec(h, "open_price"),
+            dec(h, "close_price"),
+            dec(h, "lots"),
+        ) else {
+            continue;
+        };
+        let Some((index, inst)) = parts
+            .instruments
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.key.symbol == symbol)
+        else {
+            continue;
+        };
+        if inst.currency == account || pnl.is_zero() {
+            continue;
+        }
+        let close_id = format!("{ticket}-close");
+        let Some(date) = parts
+            .fills
+            .iter()
+            .find(|f| f.instrument as usize == index && f.id == close_id)
+            .map(|f| f.trade_date)
+        else {
+            continue;
+        };
+        let gross = (close - open)
+            .checked_mul(lots)
+            .and_then(|v| v.checked_mul(inst.multiplier))
+            .and_then(|v| v.checked_mul(sign));
+        let Some(rate) = gross
+            .filter(|g| !g.is_zero())
+            .and_then(|g| pnl.checked_div(g))
+            .map(|r| r.round_dp(10).normalize())
+            .filter(|r| r.is_sign_positive() && !r.is_zero())
+        else {
+            continue;
+        };
+        if seen.insert((inst.currency.code(), date)) {
+            out.push(FxQuote {
+                base: inst.currency,
+                quote: account,
+                rate,
+                date,
+            });
+        }
+    }
+    out
+}
+
 /// For each currency `instruments` are paid in other than `account`, the two names of
 /// its pair with `account` (`GBPUSD`, `USDGBP`), decorated like the book's own pairs
 /// (`EURGBP.m` gives `GBPUSD.m`): the terminal quotes one of them.
@@ -1168,6 +1237,20 @@ impl DwxBroker {
             }
         }
         parts.fx_rates.extend(dated);
+        // MT4 writes each closed trade's profit in the account's currency: over the profit
+        // in the instrument's currency it is the terminal's own rate on the closing date.
+        if self.config.platform == Platform::Mt4 {
+            let implied = closed_trade_rates(&rows, &parts);
+            if !implied.is_empty() {
+                parts.notes.push(format!(
+                    "{}: {} rate(s) into {} implied by closed trades' own profit (the terminal's conversion on their closing dates)",
+                    self.config.id,
+                    implied.len(),
+                    currency.code()
+                ));
+            }
+            parts.fx_rates.extend(implied);
+        }
         let probe = Book::assemble(parts.clone());
         let replayed = tradedesk_core::ledger::replay(&probe, |_, _| {});
         if let Err(e) = &replayed {
