@@ -679,4 +679,55 @@ mod tests {
             dec!(1) / dec!(4.50)
         );
     }
+
+    proptest::proptest! {
+        /// Any set of quotes, loaded in any order, gives the same rate for every pair and
+        /// date; a crossed rate is the exact product of its legs (num / den).
+        #[test]
+        fn the_load_order_never_changes_a_rate(
+            quotes in proptest::collection::vec((0usize..6, 0usize..6, 1u32..5000, 0u32..20), 1..25),
+            seed in 0u64..1000,
+        ) {
+            const CODES: [&str; 6] = ["USD", "EUR", "MYR", "GBP", "JPY", "SGD"];
+            let start = d("2026-01-01");
+            let list: Vec<FxQuote> = quotes
+                .iter()
+                .filter(|(b, q, ..)| b != q)
+                .map(|&(b, q, r, day)| FxQuote {
+                    base: Currency::new(CODES[b]),
+                    quote: Currency::new(CODES[q]),
+                    rate: Decimal::new(i64::from(r), 2),
+                    date: start + chrono::Days::new(u64::from(day)),
+                })
+                .collect();
+            // Deduplicated on (pair, date) so "a later entry replaces" cannot differ.
+            let mut unique: Vec<FxQuote> = Vec::new();
+            for q in list {
+                if !unique.iter().any(|u| (u.base, u.quote, u.date) == (q.base, q.quote, q.date)) {
+                    unique.push(q);
+                }
+            }
+            let mut shuffled = unique.clone();
+            let n = shuffled.len();
+            for i in 0..n {
+                let j = usize::try_from((seed + i as u64 * 7919) % n as u64).unwrap();
+                shuffled.swap(i, j);
+            }
+            let a = FxTable::new(Currency::USD, unique);
+            let b = FxTable::new(Currency::USD, shuffled);
+            for from in CODES {
+                for to in CODES {
+                    for day in [0u64, 5, 19, 40] {
+                        let on = start + chrono::Days::new(day);
+                        let (f, t) = (Currency::new(from), Currency::new(to));
+                        let (x, y) = (a.rate(f, t, on).ok(), b.rate(f, t, on).ok());
+                        proptest::prop_assert_eq!(x, y, "{}->{} {}", from, to, on);
+                        if let Some(r) = x {
+                            proptest::prop_assert_eq!(r.rate, r.num / r.den);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
