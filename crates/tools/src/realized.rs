@@ -8,7 +8,7 @@ use rust_decimal::Decimal;
 use schemars::JsonSchema;
 use serde::Serialize;
 use tradedesk_core::ledger;
-use tradedesk_core::{Book, ClosedLot, Currency, DateRange, Fill, Fixed, Result};
+use tradedesk_core::{Book, ClosedLot, Currency, DateRange, ErrorCode, Fill, Fixed, Result};
 
 use crate::rates::Rates;
 
@@ -139,7 +139,7 @@ fn cumulative(before: Fixed, share: Fixed, dp: u32) -> i128 {
 /// fill's commission shares add up to the fill's commission, and each row's gross is its
 /// net plus its commissions.
 pub(crate) struct LotValuer<'b> {
-    rates: Rates<'b>,
+    pub(crate) rates: Rates<'b>,
     to: Currency,
     book: &'b Book,
     /// The closing fill of the lots seen since the last reset, with their exact sums and
@@ -333,6 +333,7 @@ pub fn get_realized_pnl(
     let mut best: Option<FillTotal> = None;
     let mut worst: Option<FillTotal> = None;
     let mut failure = None;
+    let mut no_rate_lots = 0u32;
     let fills: &[Fill] = &book.fills;
 
     let replayed = ledger::replay_lots(book, |_, lot| {
@@ -344,6 +345,11 @@ pub fn get_realized_pnl(
         }
         let valued = match valuer.value(lot) {
             Ok(v) => v,
+            // Left out of every total, with a note naming the pair (docs/methodology/fx.md).
+            Err(e) if e.code == ErrorCode::NoFxRate => {
+                no_rate_lots += 1;
+                return;
+            }
             Err(e) => {
                 failure = Some(e);
                 return;
@@ -440,6 +446,13 @@ pub fn get_realized_pnl(
             names.join(", ")
         ));
     }
+    if no_rate_lots > 0 {
+        valuer.rates.missing.notes(
+            &format!("{no_rate_lots} closed lot(s) (priced on their closing dates)"),
+            &mut notes,
+        );
+    }
+    crate::valuation::commission_notes(book, &replayed.unconverted_commissions, &mut notes);
     if lots_dropped > 0 {
         notes.push(format!(
             "lots lists the first {MAX_LOTS} closed lots; {lots_dropped} more are in the totals but not listed (narrow the dates or filters)"
