@@ -130,6 +130,17 @@ fn every_action_gives_the_figures_worked_by_hand() {
     let accounts = tool(&ctx, "get_accounts", json!({}));
     assert_eq!(num(&accounts["accounts"][0]["cash"]), d("105787.7"));
 
+    let summary = tool(&ctx, "get_portfolio_summary", json!({}));
+    assert_eq!(num(&summary["total_value"]), d("110287.7"));
+    assert_eq!(num(&summary["unrealized_pnl"]), d("500"));
+    let journal = tool(
+        &ctx,
+        "analyze_trades",
+        json!({"start": "2026-01-01", "end": "2026-06-30"}),
+    );
+    assert_eq!(journal["trade_count"], 7);
+    assert_eq!(num(&journal["net_pnl"]), d("3287.7"));
+
     let history = tool(
         &ctx,
         "get_trade_history",

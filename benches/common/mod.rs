@@ -197,7 +197,11 @@ pub(crate) fn with_splits(book: &mut Book, count: u32) {
     for k in 0..count {
         let instrument = stocks[k as usize % stocks.len()];
         let round = k as usize / stocks.len();
-        let (new, old) = if round.is_multiple_of(2) { (2, 1) } else { (1, 2) };
+        let (new, old) = if round.is_multiple_of(2) {
+            (2, 1)
+        } else {
+            (1, 2)
+        };
         book.corporate_actions.push(CorporateAction {
             id: format!("split-{k}"),
             account: 0,
