@@ -618,6 +618,7 @@ impl AlpacaBroker {
             fx_rates: Vec::new(),
             reported_positions: reported,
             notes: Vec::new(),
+            unknown_specs: Vec::new(),
         };
         if !unlisted.is_empty() {
             parts.notes.push(format!(

@@ -475,6 +475,7 @@ impl Validator {
             fx_rates: fx,
             reported_positions,
             notes: Vec::new(),
+            unknown_specs: Vec::new(),
         }))
     }
 

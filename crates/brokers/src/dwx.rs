@@ -1057,6 +1057,7 @@ impl DwxBroker {
             fx_rates,
             reported_positions,
             notes,
+            unknown_specs: Vec::new(),
         };
         // MetaTrader keeps one balance, in the account's currency: each trade's P&L is
         // converted at its close. The ledger books a pair's P&L in its quote currency, so

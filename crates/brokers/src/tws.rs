@@ -532,6 +532,7 @@ impl TwsBroker {
                 fx_rates: Vec::new(),
                 reported_positions: Vec::new(),
                 notes: Vec::new(),
+                unknown_specs: Vec::new(),
             },
         };
         parts.base_currency = base;

@@ -17,7 +17,7 @@ pub mod order;
 
 pub use book::{
     Account, AccountIdx, Book, BookParts, CashEntry, CashKind, Fill, InstrumentIdx, Marks, Mode,
-    ReportedPosition, Side,
+    ReportedPosition, Side, UnknownSpec,
 };
 pub use currency::Currency;
 pub use dates::{DateRange, parse_date};

@@ -32,6 +32,7 @@ pub fn merge_books(
     let mut fx: Vec<FxQuote> = Vec::new();
     let mut reported = Vec::new();
     let mut notes: Vec<String> = Vec::new();
+    let mut unknown_specs: Vec<tradedesk_core::UnknownSpec> = Vec::new();
     let mut seq_offset: u32 = 0;
 
     for (book, selection) in parts {
@@ -127,6 +128,14 @@ pub fn merge_books(
                 reported.push(r);
             }
         }
+        unknown_specs.extend(
+            book.unknown_specs
+                .iter()
+                .map(|u| tradedesk_core::UnknownSpec {
+                    instrument: instrument_map[u.instrument as usize],
+                    ..u.clone()
+                }),
+        );
         for (old, &new) in instrument_map.iter().enumerate() {
             let old = InstrumentIdx::try_from(old)
                 .map_err(|_| Error::internal("too many instruments"))?;
@@ -158,5 +167,6 @@ pub fn merge_books(
         fx_rates: fx,
         reported_positions: reported,
         notes,
+        unknown_specs,
     }))
 }

@@ -938,6 +938,7 @@ impl OpenDBroker {
             fx_rates: Vec::new(),
             reported_positions: reported,
             notes,
+            unknown_specs: Vec::new(),
         };
         // Positions older than history_days: opened at OpenD's average cost.
         let mut cost = BTreeMap::new();

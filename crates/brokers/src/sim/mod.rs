@@ -566,6 +566,7 @@ impl SimBroker {
             fx_rates,
             reported_positions: Vec::new(),
             notes: Vec::new(),
+            unknown_specs: Vec::new(),
         }))
     }
 
