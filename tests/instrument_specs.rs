@@ -1,0 +1,323 @@
+//! Instrument specs from the broker, end to end: a non-1 multiplier or contract size goes
+//! from the fill to the lot, its realized P&L, the position's value and the exposure; where
+//! the broker states none, the answers say so and get_server_health lists the instrument
+//! (docs/methodology/instruments.md).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::float_arithmetic,
+    clippy::print_stdout
+)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+use tradedesk_brokers::alpaca::{AlpacaBroker, AlpacaConfig};
+use tradedesk_tools::{ToolContext, call};
+
+fn dec(v: &Value) -> Decimal {
+    let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    Decimal::from_str(&text).unwrap_or_else(|_| panic!("not a number: {v}"))
+}
+
+fn d(text: &str) -> Decimal {
+    Decimal::from_str(text).unwrap()
+}
+
+async fn tool(ctx: &ToolContext, name: &str, args: Value) -> Value {
+    let out = call(ctx, name, args.clone()).await.unwrap().structured;
+    assert_eq!(out["status"], "ok", "{name} {args}: {out}");
+    out
+}
+
+fn find<'a>(items: &'a Value, field: &str, value: &str) -> &'a Value {
+    items
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i[field] == value)
+        .unwrap_or_else(|| panic!("no {field}={value} in {items}"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Alpaca: a loopback server answering what Alpaca answers, from bodies on disk.
+
+/// Bodies by path (`/v2/account`, ...), the asset body every `/v2/assets/{symbol}` gets
+/// with its symbol replaced (as the recorded datasets are meant to be served), and the
+/// option contracts `/v2/options/contracts/{symbol}` knows (404 otherwise, as Alpaca
+/// answers for a contract it does not list).
+#[derive(Clone, Default)]
+struct Replay {
+    bodies: BTreeMap<String, Value>,
+    asset: Value,
+    contracts: BTreeMap<String, Value>,
+}
+
+async fn answer(State(r): State<Arc<Replay>>, req: Request) -> Response {
+    let path = req.uri().path().to_owned();
+    let json = |status: StatusCode, body: &Value| {
+        (
+            status,
+            [("content-type", "application/json")],
+            body.to_string(),
+        )
+            .into_response()
+    };
+    let not_found = json!({"code": 40410000, "message": "not found"});
+    if let Some(body) = r.bodies.get(&path) {
+        return json(StatusCode::OK, body);
+    }
+    if let Some(symbol) = path.strip_prefix("/v2/options/contracts/") {
+        return match r.contracts.get(symbol) {
+            Some(c) => json(StatusCode::OK, c),
+            None => json(StatusCode::NOT_FOUND, &not_found),
+        };
+    }
+    if let Some(symbol) = path.strip_prefix("/v2/assets/") {
+        let mut asset = r.asset.clone();
+        asset["symbol"] = json!(symbol);
+        return json(StatusCode::OK, &asset);
+    }
+    json(StatusCode::NOT_FOUND, &not_found)
+}
+
+async fn serve(replay: Replay) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let app = Router::new().fallback(answer).with_state(Arc::new(replay));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+fn alpaca_ctx(url: &str) -> ToolContext {
+    let config = AlpacaConfig {
+        account: "ALPACA".into(),
+        live: false,
+        base_url: url.into(),
+        data_url: url.into(),
+        key: "PKTEST".into(),
+        secret: "secret".into(),
+        timeout: Duration::from_secs(10),
+    };
+    ToolContext::new("test").with_broker(Arc::new(AlpacaBroker::new(config).unwrap()), None)
+}
+
+fn realworld(dataset: &str) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/realworld/alpaca")
+        .join(dataset);
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        println!(
+            "skipped: {} is not there (recorded Alpaca bodies)",
+            dir.display()
+        );
+        None
+    }
+}
+
+fn read(dir: &Path, file: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alpaca_option_round_trip_on_the_recorded_bodies_realizes_ten_dollars_a_contract() {
+    let Some(dir) = realworld("data_edge") else {
+        return;
+    };
+    let mut replay = Replay {
+        asset: read(&dir, "asset.json"),
+        ..Replay::default()
+    };
+    for (path, file) in [
+        ("/v2/account", "account.json"),
+        ("/v2/positions", "positions.json"),
+        ("/v2/account/activities", "activities.json"),
+    ] {
+        replay.bodies.insert(path.to_owned(), read(&dir, file));
+    }
+    let url = serve(replay).await;
+    let ctx = alpaca_ctx(&url);
+    // Bought 2 at 0.06, sold 1 at 0.16 on 2024-01-24: (0.16 - 0.06) x 1 x 100.
+    let r = tool(
+        &ctx,
+        "get_realized_pnl",
+        json!({"start": "2024-01-24", "end": "2024-01-24", "include_lots": true, "symbol": "AAPL240126P00050000"}),
+    )
+    .await;
+    assert_eq!(dec(&r["net_pnl"]), d("10.00"), "{r}");
+    assert_eq!(r["lots"][0]["exchange"], "OPRA");
+    assert_eq!(dec(&r["lots"][0]["quantity"]), d("1"));
+    assert_eq!(dec(&r["lots"][0]["gross_pnl"]), d("10.00"));
+    // The open contract: Alpaca's own market_value 7 = 1 x 0.07 x 100, cost_basis 6,
+    // unrealized_pl 1; the recorded bodies have no contract lookup, so the multiplier
+    // is the one the position's figures imply, and a note says so.
+    let p = tool(
+        &ctx,
+        "get_positions",
+        json!({"symbol": "AAPL240126P00050000"}),
+    )
+    .await;
+    let option = find(&p["positions"], "symbol", "AAPL240126P00050000");
+    assert_eq!(option["asset_class"], "option");
+    assert_eq!(dec(&option["quantity"]), d("1"));
+    assert_eq!(dec(&option["market_price"]), d("0.07"));
+    assert_eq!(dec(&option["market_value"]), d("7"));
+    assert_eq!(dec(&option["notional"]), d("7"));
+    assert_eq!(dec(&option["cost_basis"]), d("6"));
+    assert_eq!(dec(&option["unrealized_pnl"]), d("1"));
+    assert!(
+        p["notes"]
+            .to_string()
+            .contains("market_value / (qty x current_price)"),
+        "{}",
+        p["notes"]
+    );
+    let e = tool(&ctx, "get_exposure", json!({"by": "asset_class"})).await;
+    assert_eq!(dec(&find(&e["buckets"], "key", "option")["value"]), d("7"));
+    let h = tool(&ctx, "get_server_health", json!({})).await;
+    assert!(h.get("unknown_specs").is_none(), "{h}");
+}
+
+/// The project's own Alpaca bodies, in the documented shapes: a standard SPY call whose
+/// contract lookup states its multiplier, and an adjusted contract it does not list.
+fn own_alpaca() -> Replay {
+    let fill = |id: &str, symbol: &str, side: &str, qty: &str, price: &str, at: &str| {
+        json!({
+            "activity_type": "FILL", "id": id, "transaction_time": at, "type": "fill",
+            "price": price, "qty": qty, "side": side, "symbol": symbol,
+            "leaves_qty": "0", "cum_qty": qty, "order_id": format!("order-{id}"),
+            "order_status": "filled"
+        })
+    };
+    let contract = json!({
+        "id": "6e58f870-fe73-4583-81e4-b9a37892c36f", "symbol": "SPY250620C00550000",
+        "name": "SPY Jun 20 2025 550 Call", "status": "active", "tradable": true,
+        "expiration_date": "2025-06-20", "root_symbol": "SPY", "underlying_symbol": "SPY",
+        "underlying_asset_id": "b28f4066-5c6d-479b-a2af-85dc1a8f16fb", "type": "call",
+        "style": "american", "strike_price": "550", "multiplier": "100", "size": "100",
+        "open_interest": "237", "open_interest_date": "2025-06-02",
+        "close_price": "2.05", "close_price_date": "2025-06-02"
+    });
+    let mut r = Replay::default();
+    r.asset = json!({
+        "id": "b28f4066-5c6d-479b-a2af-85dc1a8f16fb", "class": "us_equity", "exchange": "ARCA",
+        "symbol": "SPY", "name": "SPDR S&P 500 ETF Trust", "status": "active", "tradable": true,
+        "marginable": true, "shortable": true, "easy_to_borrow": true, "fractionable": true
+    });
+    r.contracts.insert("SPY250620C00550000".into(), contract);
+    r.bodies.insert(
+        "/v2/account".into(),
+        json!({"id": "a1", "account_number": "PA1", "status": "ACTIVE", "currency": "USD",
+               "cash": "10000", "portfolio_value": "10000", "equity": "10000",
+               "buying_power": "10000"}),
+    );
+    r.bodies.insert(
+        "/v2/positions".into(),
+        json!([{
+            "asset_id": "6e58f870-fe73-4583-81e4-b9a37892c36f", "symbol": "SPY250620C00550000",
+            "exchange": "", "asset_class": "us_option", "avg_entry_price": "1.25", "qty": "2",
+            "side": "long", "market_value": "410", "cost_basis": "250", "unrealized_pl": "160",
+            "unrealized_plpc": "0.64", "current_price": "2.05", "lastday_price": "1.95",
+            "change_today": "0.0513"
+        }]),
+    );
+    r.bodies.insert(
+        "/v2/account/activities".into(),
+        json!([
+            fill(
+                "20250602100000000::1",
+                "SPY250620C00550000",
+                "buy",
+                "5",
+                "1.25",
+                "2025-06-02T14:00:00Z"
+            ),
+            fill(
+                "20250603100000000::2",
+                "SPY250620C00550000",
+                "sell",
+                "3",
+                "2.05",
+                "2025-06-03T14:00:00Z"
+            ),
+            fill(
+                "20250604100000000::3",
+                "AAPL1250620C00150000",
+                "buy",
+                "1",
+                "3.10",
+                "2025-06-04T14:00:00Z"
+            ),
+            fill(
+                "20250605100000000::4",
+                "AAPL1250620C00150000",
+                "sell",
+                "1",
+                "3.40",
+                "2025-06-05T14:00:00Z"
+            ),
+        ]),
+    );
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alpaca_options_take_the_contracts_multiplier_and_an_unstated_one_is_listed() {
+    let url = serve(own_alpaca()).await;
+    let ctx = alpaca_ctx(&url);
+    // 3 contracts closed: (2.05 - 1.25) x 3 x 100 = 240.00; the adjusted AAPL1 call, that
+    // the lookup does not list: (3.40 - 3.10) x 1 x 100 assumed = 30.00, with a note.
+    let r = tool(
+        &ctx,
+        "get_realized_pnl",
+        json!({"start": "2025-06-01", "end": "2025-06-30"}),
+    )
+    .await;
+    assert_eq!(
+        dec(&find(&r["groups"], "key", "OPRA:SPY250620C00550000")["net_pnl"]),
+        d("240.00")
+    );
+    assert_eq!(
+        dec(&find(&r["groups"], "key", "OPRA:AAPL1250620C00150000")["net_pnl"]),
+        d("30.00")
+    );
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("OPRA:AAPL1250620C00150000: Alpaca stated no multiplier"),
+        "{notes}"
+    );
+    assert!(!notes.contains("OPRA:SPY250620C00550000:"), "{notes}");
+    // 2 open: value 2 x 2.05 x 100 = 410, Alpaca's market_value; cost 250.
+    let p = tool(&ctx, "get_positions", json!({})).await;
+    let spy = find(&p["positions"], "symbol", "SPY250620C00550000");
+    assert_eq!(dec(&spy["market_value"]), d("410"));
+    assert_eq!(dec(&spy["cost_basis"]), d("250"));
+    assert_eq!(dec(&p["total_market_value"]), d("410"));
+    let e = tool(&ctx, "get_exposure", json!({"by": "asset_class"})).await;
+    assert_eq!(dec(&e["gross_total"]), d("410"));
+    let h = tool(&ctx, "get_server_health", json!({})).await;
+    let unknown = h["unknown_specs"].as_array().unwrap();
+    assert_eq!(unknown.len(), 1, "{h}");
+    assert_eq!(unknown[0]["symbol"], "AAPL1250620C00150000");
+    assert_eq!(unknown[0]["asset_class"], "option");
+    assert_eq!(dec(&unknown[0]["multiplier_assumed"]), d("100"));
+    assert!(
+        unknown[0]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("/v2/options/contracts/")
+    );
+}
