@@ -24,7 +24,13 @@ use axum::response::{IntoResponse, Response};
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 use tradedesk_brokers::alpaca::{AlpacaBroker, AlpacaConfig};
+use tradedesk_brokers::dwx::{DwxBroker, DwxConfig, SymbolSpec};
+use tradedesk_core::Currency;
 use tradedesk_tools::{ToolContext, call};
+
+mod common;
+
+use common::dwx_fake::{EaClosed, EaOrder, EaState, FakeEa, Platform, SymbolSpec as EaSpec};
 
 fn dec(v: &Value) -> Decimal {
     let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
@@ -319,5 +325,221 @@ async fn alpaca_options_take_the_contracts_multiplier_and_an_unstated_one_is_lis
             .as_str()
             .unwrap()
             .contains("/v2/options/contracts/")
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// MetaTrader: a USD account on MT4 whose terminal holds GER40 (1 EUR a point), XBRUSD
+// (100 barrels a lot) and UK100 (1 GBP a point, which the config does not state).
+
+fn closed(
+    ticket: u64,
+    symbol: &str,
+    lots: f64,
+    times: (&str, &str),
+    prices: (f64, f64),
+    pnl: f64,
+) -> EaClosed {
+    EaClosed {
+        ticket,
+        magic: 0,
+        symbol: symbol.into(),
+        lots,
+        kind: "buy".into(),
+        open_time: times.0.into(),
+        close_time: times.1.into(),
+        open_price: prices.0,
+        close_price: prices.1,
+        sl: 0.0,
+        tp: 0.0,
+        pnl,
+        commission: 0.0,
+        swap: 0.0,
+        comment: String::new(),
+    }
+}
+
+fn open(ticket: u64, symbol: &str, lots: f64, at: &str, price: f64, pnl: f64) -> EaOrder {
+    EaOrder {
+        ticket,
+        magic: 0,
+        symbol: symbol.into(),
+        lots,
+        kind: "buy".into(),
+        open_price: price,
+        open_time: at.into(),
+        sl: 0.0,
+        tp: 0.0,
+        pnl,
+        commission: 0.0,
+        swap: 0.0,
+        comment: String::new(),
+    }
+}
+
+/// The terminal's figures, worked by hand: pnl is points x lots x contract size x the
+/// profit currency's rate into USD (EURUSD 1.09 on the 24th, 1.0845 now; GBPUSD 1.27).
+fn cfd_terminal() -> EaState {
+    let mut s = EaState {
+        platform: Platform::Mt4,
+        currency: "USD".into(),
+        balance: 10_204.40,
+        equity: 10_420.67,
+        ..EaState::default()
+    };
+    for (symbol, contract_size, tick_size, profit_to_account) in [
+        ("GER40", 1.0, 0.01, 1.0845),
+        ("XBRUSD", 100.0, 0.01, 1.0),
+        ("UK100", 1.0, 1.0, 1.27),
+    ] {
+        s.specs.insert(
+            symbol.into(),
+            EaSpec {
+                contract_size,
+                tick_size,
+                profit_to_account,
+            },
+        );
+    }
+    s.closed = vec![
+        closed(
+            801,
+            "EURUSD",
+            0.10,
+            ("2026.11.23 10:00:00", "2026.11.24 10:00:00"),
+            (1.085, 1.09),
+            50.0,
+        ),
+        // 100 points x 1 lot x 1 EUR x 1.09.
+        closed(
+            802,
+            "GER40",
+            1.0,
+            ("2026.11.24 11:00:00", "2026.11.24 15:00:00"),
+            (18_000.0, 18_100.0),
+            109.0,
+        ),
+        // 0.20 x 1 lot x 100 barrels.
+        closed(
+            803,
+            "XBRUSD",
+            1.0,
+            ("2026.11.25 10:00:00", "2026.11.25 12:00:00"),
+            (75.0, 75.2),
+            20.0,
+        ),
+        // 10 points x 2 lots x 1 GBP x 1.27.
+        closed(
+            804,
+            "UK100",
+            2.0,
+            ("2026.11.25 10:00:00", "2026.11.25 12:00:00"),
+            (8_000.0, 8_010.0),
+            25.4,
+        ),
+    ];
+    // 199 points x 1 EUR x 1.0845 = 215.82; 0.0045 x 1,000 = 4.50 (EURUSD 0.01 lot).
+    s.orders = vec![
+        open(900, "GER40", 1.0, "2026.11.26 10:00:00", 18_000.0, 215.82),
+        open(901, "EURUSD", 0.01, "2026.11.26 10:00:00", 1.08, 4.5),
+    ];
+    s.prices.insert("GER40".into(), (18_199.0, 18_199.0));
+    s.prices.insert("EURUSD".into(), (1.0845, 1.0845));
+    s
+}
+
+fn mt_ctx(files: &Path) -> ToolContext {
+    let mut symbols = BTreeMap::new();
+    symbols.insert(
+        "GER40".to_owned(),
+        SymbolSpec {
+            contract_size: d("1"),
+            profit_currency: Some(Currency::new_checked("EUR").unwrap()),
+        },
+    );
+    symbols.insert(
+        "XBRUSD".to_owned(),
+        SymbolSpec {
+            contract_size: d("100"),
+            profit_currency: Some(Currency::USD),
+        },
+    );
+    let config = DwxConfig {
+        id: "MT".into(),
+        files: files.to_path_buf(),
+        platform: tradedesk_brokers::dwx::Platform::Mt4,
+        magic: 730_001,
+        live: false,
+        server_time_zone: Some("UTC".into()),
+        history_days: 30,
+        timeout: Duration::from_secs(10),
+        symbols,
+    };
+    ToolContext::new("test").with_broker(Arc::new(DwxBroker::new(config)), None)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metatrader_cfds_take_the_contract_size_and_profit_currency_and_an_unstated_one_is_listed()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("MQL4/Files");
+    std::fs::create_dir_all(&files).unwrap();
+    let _ea = FakeEa::start(&files, cfd_terminal());
+    let ctx = mt_ctx(&files);
+    let r = tool(
+        &ctx,
+        "get_realized_pnl",
+        json!({"start": "2026-11-01", "end": "2026-11-30", "currency": "USD", "include_lots": true}),
+    )
+    .await;
+    let group = |key: &str| dec(&find(&r["groups"], "key", key)["net_pnl"]);
+    // Each equals the terminal's own pnl for the trade.
+    assert_eq!(group("FX:EURUSD"), d("50.00"), "{r}");
+    assert_eq!(group("CFD:GER40"), d("109.00"), "{r}");
+    assert_eq!(group("CFD:XBRUSD"), d("20.00"), "{r}");
+    assert_eq!(group("CFD:UK100"), d("25.40"), "{r}");
+    let ger = find(&r["lots"], "symbol", "GER40");
+    assert_eq!(ger["instrument_currency"], "EUR");
+    assert_eq!(dec(&ger["gross_pnl"]), d("100.00"));
+    assert_eq!(dec(&ger["fx_rate"]), d("1.09"));
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("CFD:UK100: the DWXConnect EA writes no contract size"),
+        "{notes}"
+    );
+    assert!(notes.contains("1.27 USD a point a lot"), "{notes}");
+    assert!(!notes.contains("CFD:GER40:"), "{notes}");
+
+    // The open GER40: 199 points, 199 EUR, 215.82 USD as the terminal shows.
+    let p = tool(&ctx, "get_positions", json!({"currency": "USD"})).await;
+    let ger = find(&p["positions"], "symbol", "GER40");
+    assert_eq!(ger["instrument_currency"], "EUR");
+    assert_eq!(dec(&ger["unrealized_pnl"]), d("199"));
+    assert_eq!(dec(&ger["unrealized_pnl_converted"]), d("215.82"));
+    assert_eq!(dec(&ger["notional"]), d("18199"));
+    // 18,199 EUR x 1.0845.
+    assert_eq!(dec(&ger["notional_converted"]), d("19736.82"));
+    let e = tool(
+        &ctx,
+        "get_exposure",
+        json!({"by": "symbol", "currency": "USD"}),
+    )
+    .await;
+    assert_eq!(
+        dec(&find(&e["buckets"], "key", "CFD:GER40")["value"]),
+        d("19736.82")
+    );
+
+    let h = tool(&ctx, "get_server_health", json!({})).await;
+    let unknown = h["unknown_specs"].as_array().unwrap();
+    assert_eq!(unknown.len(), 1, "{h}");
+    assert_eq!(unknown[0]["symbol"], "UK100");
+    assert_eq!(dec(&unknown[0]["multiplier_assumed"]), d("1.27"));
+    assert_eq!(unknown[0]["currency_assumed"], "USD");
+    assert!(
+        unknown[0]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("contract_size and profit_currency")
     );
 }
