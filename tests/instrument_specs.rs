@@ -31,6 +31,11 @@ use tradedesk_tools::{ToolContext, call};
 mod common;
 
 use common::dwx_fake::{EaClosed, EaOrder, EaState, FakeEa, Platform, SymbolSpec as EaSpec};
+use common::tws_fake::{
+    FakeTws, TwsAccountValue, TwsContract, TwsExecution, TwsPortfolioItem, TwsState,
+};
+use tradedesk_brokers::ibkr::{FlexSource, IbkrFlexBroker};
+use tradedesk_brokers::tws::{TwsBroker, TwsConfig};
 
 fn dec(v: &Value) -> Decimal {
     let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
@@ -542,4 +547,266 @@ async fn metatrader_cfds_take_the_contract_size_and_profit_currency_and_an_unsta
             .unwrap()
             .contains("contract_size and profit_currency")
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// IBKR through TWS: an option whose contract states 100, a future TWS sends without a
+// multiplier but whose portfolio line states it, and one nobody states.
+
+const IB: &str = "U7654321";
+
+fn ib_contract(
+    con_id: i32,
+    symbol: &str,
+    sec_type: &str,
+    local: &str,
+    multiplier: Option<f64>,
+) -> TwsContract {
+    TwsContract {
+        con_id,
+        symbol: symbol.into(),
+        sec_type: sec_type.into(),
+        exchange: "SMART".into(),
+        primary_exchange: String::new(),
+        currency: "USD".into(),
+        local_symbol: local.into(),
+        multiplier,
+    }
+}
+
+fn ib_fill(
+    contract: &TwsContract,
+    id: &str,
+    time: &str,
+    side: &str,
+    qty: &str,
+    price: f64,
+) -> TwsExecution {
+    TwsExecution {
+        account: IB.into(),
+        contract: contract.clone(),
+        exec_id: id.into(),
+        order_id: 0,
+        perm_id: 9_001,
+        time: time.into(),
+        exchange: "CBOE".into(),
+        side: side.into(),
+        shares: qty.into(),
+        price,
+        commission: Some((0.0, "USD".to_owned())),
+    }
+}
+
+fn ib_holding(
+    contract: &TwsContract,
+    position: &str,
+    price: f64,
+    value: f64,
+    cost: f64,
+) -> TwsPortfolioItem {
+    TwsPortfolioItem {
+        account: IB.into(),
+        contract: contract.clone(),
+        position: position.into(),
+        market_price: price,
+        market_value: value,
+        average_cost: cost,
+        unrealized_pnl: 0.0,
+        realized_pnl: 0.0,
+    }
+}
+
+fn ib_value(key: &str, value: &str, currency: &str) -> TwsAccountValue {
+    TwsAccountValue {
+        account: IB.into(),
+        key: key.into(),
+        value: value.into(),
+        currency: currency.into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tws_multipliers_come_from_the_contract_or_the_portfolio_and_an_unstated_one_is_listed() {
+    let call = ib_contract(700, "AAPL", "OPT", "AAPL  261218C00250000", Some(100.0));
+    let mes = ib_contract(800, "MES", "FUT", "MESZ6", None);
+    let m2k = ib_contract(900, "M2K", "FUT", "M2KZ6", None);
+    let state = TwsState {
+        accounts: vec![IB.into()],
+        account_values: vec![
+            ib_value("NetLiquidation", "50000.00", "USD"),
+            ib_value("CashBalance", "50000.00", "USD"),
+            ib_value("CashBalance", "50000.00", "BASE"),
+            ib_value("ExchangeRate", "1.00", "USD"),
+        ],
+        portfolio: vec![
+            // TWS quotes average cost per contract: 1.25 x 100.
+            ib_holding(&call, "1", 2.10, 210.0, 125.0),
+            // -1 x 6900.50 x 5: the multiplier TWS's contract left out.
+            ib_holding(&mes, "-1", 6_900.50, -34_502.5, 34_251.25),
+        ],
+        executions: vec![
+            ib_fill(
+                &call,
+                "0000d4.6901.01.01",
+                "20261127 10:00:00 US/Eastern",
+                "BOT",
+                "2",
+                1.25,
+            ),
+            ib_fill(
+                &call,
+                "0000d4.6902.01.01",
+                "20261127 11:00:00 US/Eastern",
+                "SLD",
+                "1",
+                2.05,
+            ),
+            ib_fill(
+                &mes,
+                "0000d4.6903.01.01",
+                "20261127 12:00:00 US/Eastern",
+                "SLD",
+                "1",
+                6_850.25,
+            ),
+            ib_fill(
+                &m2k,
+                "0000d4.6904.01.01",
+                "20261127 13:00:00 US/Eastern",
+                "BOT",
+                "1",
+                2_400.0,
+            ),
+            ib_fill(
+                &m2k,
+                "0000d4.6905.01.01",
+                "20261127 14:00:00 US/Eastern",
+                "SLD",
+                "1",
+                2_410.0,
+            ),
+        ],
+        ..TwsState::default()
+    };
+    let fake = FakeTws::start(state).await.unwrap();
+    let config = TwsConfig {
+        id: "ibkr".into(),
+        host: "127.0.0.1".into(),
+        port: fake.port(),
+        client_id: 7,
+        account: Some(IB.into()),
+        timeout: Duration::from_secs(10),
+    };
+    let mut ctx =
+        ToolContext::new("test").with_broker(Arc::new(TwsBroker::new(config, None)), None);
+    ctx.broker_timeout = Duration::from_secs(30);
+    let r = tool(
+        &ctx,
+        "get_realized_pnl",
+        json!({"start": "2026-11-01", "end": "2026-11-30", "include_lots": true}),
+    )
+    .await;
+    let lot = |symbol: &str| find(&r["lots"], "symbol", symbol).clone();
+    // (2.05 - 1.25) x 1 x 100.
+    assert_eq!(
+        dec(&lot("AAPL  261218C00250000")["net_pnl"]),
+        d("80.00"),
+        "{r}"
+    );
+    // (2410 - 2400) x 1 x the 1 assumed, said in a note.
+    assert_eq!(dec(&lot("M2KZ6")["net_pnl"]), d("10.00"), "{r}");
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("M2KZ6: TWS sent this future"), "{notes}");
+    let p = tool(&ctx, "get_positions", json!({})).await;
+    let opt = find(&p["positions"], "symbol", "AAPL  261218C00250000");
+    assert_eq!(dec(&opt["market_value"]), d("210"));
+    assert_eq!(dec(&opt["cost_basis"]), d("125"));
+    let fut = find(&p["positions"], "symbol", "MESZ6");
+    // Margin-settled: the value is the gross unrealized P&L, (6850.25 - 6900.50) x 5.
+    assert_eq!(dec(&fut["notional"]), d("-34502.5"));
+    assert_eq!(dec(&fut["market_value"]), d("-251.25"));
+    assert!(
+        p["notes"]
+            .to_string()
+            .contains("is taken from its portfolio line"),
+        "{}",
+        p["notes"]
+    );
+    let e = tool(&ctx, "get_exposure", json!({"by": "asset_class"})).await;
+    assert_eq!(
+        dec(&find(&e["buckets"], "key", "future")["value"]),
+        d("34502.50")
+    );
+    let h = tool(&ctx, "get_server_health", json!({})).await;
+    let unknown = h["unknown_specs"].as_array().unwrap();
+    assert_eq!(unknown.len(), 1, "{h}");
+    assert_eq!(unknown[0]["symbol"], "M2KZ6");
+    drop(fake);
+}
+
+// ---------------------------------------------------------------------------------------
+// IBKR Activity Flex: the statement's multiplier on each row.
+
+fn flex_ctx(path: PathBuf) -> ToolContext {
+    let broker = IbkrFlexBroker::new(
+        "ibkr",
+        Some("U1234567".into()),
+        FlexSource::File(path),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    ToolContext::new("test").with_broker(Arc::new(broker), None)
+}
+
+fn flex_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/flex/ibkr-flex-two-accounts.xml")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flex_options_and_futures_carry_the_statements_multiplier_to_ibkrs_own_figures() {
+    let ctx = flex_ctx(flex_fixture());
+    // AAPL 17OCT25 220 C: 1 bought at 6.15, sold at 9.80, x 100, less 0.65 + 0.66:
+    // the statement's own fifoPnlRealized of 363.69.
+    let r = tool(
+        &ctx,
+        "get_realized_pnl",
+        json!({"start": "2025-10-10", "end": "2025-10-10", "include_lots": true}),
+    )
+    .await;
+    let lot = find(&r["lots"], "symbol", "AAPL  251017C00220000");
+    assert_eq!(dec(&lot["gross_pnl"]), d("365.00"), "{r}");
+    assert_eq!(dec(&lot["net_pnl"]), d("363.69"), "{r}");
+    // MESH6, 2 long at 6712.25 x 5, marked 6905.75: positionValue 69057.5 and
+    // fifoPnlUnrealized 1933.76 (1935 less the 1.24 opening commission), as the statement says.
+    let p = tool(&ctx, "get_positions", json!({"symbol": "MESH6"})).await;
+    let mes = find(&p["positions"], "symbol", "MESH6");
+    assert_eq!(dec(&mes["notional"]), d("69057.5"));
+    assert_eq!(dec(&mes["unrealized_pnl"]), d("1933.76"));
+    let e = tool(&ctx, "get_exposure", json!({"by": "asset_class"})).await;
+    assert_eq!(
+        dec(&find(&e["buckets"], "key", "future")["value"]),
+        d("69057.5")
+    );
+    let h = tool(&ctx, "get_server_health", json!({})).await;
+    assert!(h.get("unknown_specs").is_none(), "{h}");
+
+    // The same statement with the future's multiplier left out: 1 is assumed, and said.
+    let text = std::fs::read_to_string(flex_fixture()).unwrap();
+    let stripped = text.replace(r#"listingExchange="CME" underlyingConid="11004968" underlyingSymbol="ES" multiplier="5""#, r#"listingExchange="CME" underlyingConid="11004968" underlyingSymbol="ES""#)
+        .replace(r#"listingExchange="CME" multiplier="5""#, r#"listingExchange="CME""#);
+    assert!(!stripped.contains(r#"multiplier="5""#));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("statement.xml");
+    std::fs::write(&path, stripped).unwrap();
+    let ctx = flex_ctx(path);
+    let p = tool(&ctx, "get_positions", json!({"symbol": "MESH6"})).await;
+    assert!(
+        p["notes"]
+            .to_string()
+            .contains("CME:MESH6: the book states no multiplier for this future: 1 assumed"),
+        "{}",
+        p["notes"]
+    );
+    let h = tool(&ctx, "get_server_health", json!({})).await;
+    assert_eq!(h["unknown_specs"][0]["symbol"], "MESH6", "{h}");
 }

@@ -2169,6 +2169,20 @@ impl<'o> Builder<'o> {
                 "bonds were imported: IBKR quotes bond prices in percent of face value while the book values quantity x price x multiplier, so check each bond's multiplier".to_owned(),
             );
         }
+        let unstated: Vec<String> = self
+            .instruments
+            .iter()
+            .filter(|i| {
+                !i.multiplier_stated && matches!(i.asset_class, "option" | "future" | "cfd")
+            })
+            .map(|i| format!("{}:{}", i.exchange, i.symbol))
+            .collect();
+        if !unstated.is_empty() {
+            self.notes.push(format!(
+                "the statement gives no multiplier for {}: 1 is assumed; add the Multiplier field to the Flex Query's Trades and Open Positions sections",
+                unstated.join(", ")
+            ));
+        }
         for (reason, count) in std::mem::take(&mut self.skips) {
             self.notes.push(format!("skipped {count}: {reason}"));
         }
