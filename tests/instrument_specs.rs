@@ -31,9 +31,11 @@ use tradedesk_tools::{ToolContext, call};
 mod common;
 
 use common::dwx_fake::{EaClosed, EaOrder, EaState, FakeEa, Platform, SymbolSpec as EaSpec};
+use common::opend_fake::{OpenDFake, OpenDState};
 use common::tws_fake::{
     FakeTws, TwsAccountValue, TwsContract, TwsExecution, TwsPortfolioItem, TwsState,
 };
+use tradedesk_brokers::futu::{FutuMarket, OpenDBroker, OpenDConfig, proto};
 use tradedesk_brokers::ibkr::{FlexSource, IbkrFlexBroker};
 use tradedesk_brokers::tws::{TwsBroker, TwsConfig};
 
@@ -809,4 +811,140 @@ async fn flex_options_and_futures_carry_the_statements_multiplier_to_ibkrs_own_f
     );
     let h = tool(&ctx, "get_server_health", json!({})).await;
     assert_eq!(h["unknown_specs"][0]["symbol"], "MESH6", "{h}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Moomoo / Futu OpenD: a US options account. OpenD's fills state no contract size; the
+// position's val / (qty x price) does, and a US option without a position is the
+// standard 100-share contract, said in a note.
+
+const FUTU_ACC: u64 = 281_235;
+
+fn futu_fill(id: u64, code: &str, side: i32, qty: f64, price: f64, at: &str) -> proto::OrderFill {
+    proto::OrderFill {
+        trd_side: Some(side),
+        fill_id: Some(id),
+        fill_id_ex: Some(format!("F{id}")),
+        order_id: Some(id * 10),
+        order_id_ex: Some(format!("O{id}")),
+        code: Some(code.to_owned()),
+        name: Some(code.to_owned()),
+        qty: Some(qty),
+        price: Some(price),
+        create_time: Some(at.to_owned()),
+        sec_market: Some(proto::sec_market::US),
+        create_timestamp: None,
+        status: Some(0),
+        trd_market: Some(proto::trd_market::US),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn futu_options_take_the_contract_size_their_position_states() {
+    let mut s = OpenDState {
+        accounts: vec![proto::TrdAcc {
+            trd_env: Some(proto::trd_env::REAL),
+            acc_id: Some(FUTU_ACC),
+            trd_market_auth_list: vec![proto::trd_market::US],
+            acc_type: Some(2),
+            card_num: Some("1002".to_owned()),
+            security_firm: Some(6),
+            acc_status: Some(0),
+        }],
+        ..OpenDState::default()
+    };
+    s.funds.insert(
+        FUTU_ACC,
+        proto::Funds {
+            power: Some(10_000.0),
+            total_assets: Some(10_007.0),
+            cash: Some(10_000.0),
+            market_val: Some(7.0),
+            frozen_cash: Some(0.0),
+            debt_cash: Some(0.0),
+            avl_withdrawal_cash: Some(10_000.0),
+            currency: Some(proto::currency::USD),
+            cash_info_list: vec![proto::AccCashInfo {
+                currency: Some(proto::currency::USD),
+                cash: Some(10_000.0),
+                available_balance: Some(10_000.0),
+                net_cash_power: Some(10_000.0),
+            }],
+        },
+    );
+    s.positions.insert(
+        FUTU_ACC,
+        vec![proto::Position {
+            position_id: Some(1),
+            position_side: Some(0),
+            code: Some("AAPL261218P50000".to_owned()),
+            name: Some("AAPL 261218 50.00P".to_owned()),
+            qty: Some(1.0),
+            can_sell_qty: Some(1.0),
+            price: Some(0.07),
+            val: Some(7.0),
+            pl_val: Some(1.0),
+            sec_market: Some(proto::sec_market::US),
+            currency: Some(proto::currency::USD),
+            trd_market: Some(proto::trd_market::US),
+            average_cost_price: Some(0.06),
+        }],
+    );
+    s.fills.insert(
+        FUTU_ACC,
+        vec![
+            futu_fill(1, "AAPL261218P50000", 1, 2.0, 0.06, "2026-11-24 09:45:00"),
+            futu_fill(2, "AAPL261218P50000", 2, 1.0, 0.16, "2026-11-24 10:30:00"),
+            futu_fill(3, "TSLA261218C250000", 1, 1.0, 1.00, "2026-11-25 09:45:00"),
+            futu_fill(4, "TSLA261218C250000", 2, 1.0, 1.50, "2026-11-25 10:30:00"),
+        ],
+    );
+    s.fees.insert("O1".to_owned(), 0.0);
+    s.fees.insert("O2".to_owned(), 0.0);
+    s.fees.insert("O3".to_owned(), 0.0);
+    s.fees.insert("O4".to_owned(), 0.0);
+    let fake = OpenDFake::start(s).await;
+    let config = OpenDConfig {
+        id: "MOOMOO-US".into(),
+        host: "127.0.0.1".into(),
+        port: fake.port,
+        acc_id: None,
+        market: FutuMarket::Us,
+        simulate: false,
+        history_days: 365,
+        timeout: Duration::from_secs(10),
+    };
+    let mut ctx = ToolContext::new("test").with_broker(Arc::new(OpenDBroker::new(config)), None);
+    ctx.broker_timeout = Duration::from_secs(10);
+    let r = tool(
+        &ctx,
+        "get_realized_pnl",
+        json!({"start": "2026-11-01", "end": "2026-11-30"}),
+    )
+    .await;
+    // (0.16 - 0.06) x 1 x 100 and (1.50 - 1.00) x 1 x 100.
+    assert_eq!(
+        dec(&find(&r["groups"], "key", "US:AAPL261218P50000")["net_pnl"]),
+        d("10.00"),
+        "{r}"
+    );
+    assert_eq!(
+        dec(&find(&r["groups"], "key", "US:TSLA261218C250000")["net_pnl"]),
+        d("50.00"),
+        "{r}"
+    );
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("the standard contract of 100 shares is used"),
+        "{notes}"
+    );
+    let p = tool(&ctx, "get_positions", json!({})).await;
+    let put = find(&p["positions"], "symbol", "AAPL261218P50000");
+    assert_eq!(put["asset_class"], "option");
+    // OpenD's val: 1 x 0.07 x 100.
+    assert_eq!(dec(&put["market_value"]), d("7"));
+    assert_eq!(dec(&put["cost_basis"]), d("6"));
+    let e = tool(&ctx, "get_exposure", json!({"by": "asset_class"})).await;
+    assert_eq!(dec(&find(&e["buckets"], "key", "option")["value"]), d("7"));
+    drop(fake);
 }
