@@ -224,12 +224,14 @@ fn own_alpaca() -> Replay {
         "open_interest": "237", "open_interest_date": "2025-06-02",
         "close_price": "2.05", "close_price_date": "2025-06-02"
     });
-    let mut r = Replay::default();
-    r.asset = json!({
-        "id": "b28f4066-5c6d-479b-a2af-85dc1a8f16fb", "class": "us_equity", "exchange": "ARCA",
-        "symbol": "SPY", "name": "SPDR S&P 500 ETF Trust", "status": "active", "tradable": true,
-        "marginable": true, "shortable": true, "easy_to_borrow": true, "fractionable": true
-    });
+    let mut r = Replay {
+        asset: json!({
+            "id": "b28f4066-5c6d-479b-a2af-85dc1a8f16fb", "class": "us_equity", "exchange": "ARCA",
+            "symbol": "SPY", "name": "SPDR S&P 500 ETF Trust", "status": "active", "tradable": true,
+            "marginable": true, "shortable": true, "easy_to_borrow": true, "fractionable": true
+        }),
+        ..Replay::default()
+    };
     r.contracts.insert("SPY250620C00550000".into(), contract);
     r.bodies.insert(
         "/v2/account".into(),

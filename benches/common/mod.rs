@@ -133,6 +133,7 @@ pub(crate) fn generate(n: usize) -> Book {
         fx: FxTable::new(Currency::USD, fx),
         reported_positions: Vec::new(),
         notes: Vec::new(),
+        unknown_specs: Vec::new(),
     }
 }
 

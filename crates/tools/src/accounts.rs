@@ -113,7 +113,6 @@ pub(crate) fn common_notes<'a>(
         ));
     }
     let mut assumed: Vec<InstrumentIdx> = positions
-        .clone()
         .map(|p| p.instrument)
         .filter(|i| book.unknown_spec(*i).is_some())
         .collect();

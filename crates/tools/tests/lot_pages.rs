@@ -76,8 +76,10 @@ fn dec(v: &Value) -> Decimal {
 
 fn period(extra: Value) -> Value {
     let mut args = json!({"start": "2020-01-01", "end": "2026-12-31"});
-    for (k, v) in extra.as_object().unwrap() {
-        args[k] = v.clone();
+    if let Value::Object(extra) = extra {
+        for (k, v) in extra {
+            args[k] = v;
+        }
     }
     args
 }
