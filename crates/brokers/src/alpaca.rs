@@ -662,6 +662,7 @@ impl AlpacaBroker {
                         time: t.with_timezone(&utc),
                         trade_date: t.with_timezone(&eastern(t)).date_naive(),
                         seq,
+                        kind: tradedesk_core::FillKind::Trade,
                     });
                 }
                 Some(kind) => {
@@ -765,6 +766,7 @@ impl AlpacaBroker {
             marks,
             fx_rates: Vec::new(),
             reported_positions: reported,
+            corporate_actions: Vec::new(),
             notes: specs.values().filter_map(|s| s.note.clone()).collect(),
             unknown_specs,
         };

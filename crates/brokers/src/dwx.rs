@@ -527,6 +527,7 @@ impl Draft {
             time,
             trade_date: time.date_naive(),
             seq,
+            kind: tradedesk_core::FillKind::Trade,
         });
     }
 }
@@ -1232,6 +1233,7 @@ impl DwxBroker {
             marks,
             fx_rates,
             reported_positions,
+            corporate_actions: Vec::new(),
             notes,
             unknown_specs: draft.unknown_specs,
         };

@@ -68,6 +68,18 @@ pub struct UnknownSpecOut {
     pub fix: String,
 }
 
+/// A closing fill that found no open lot: a position older than the history.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct UnexplainedClose {
+    pub account: String,
+    pub exchange: String,
+    pub symbol: String,
+    pub fill_id: String,
+    pub date: String,
+    /// Unsigned quantity the fill closed that no fill of the history opened.
+    pub quantity: Num,
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct HealthResult {
     /// ok | degraded | down
@@ -75,6 +87,9 @@ pub struct HealthResult {
     pub version: String,
     pub brokers: Vec<BrokerOut>,
     pub reconciliation: Vec<ReconciliationRow>,
+    /// Closing fills the history has no opening for (their P&L is not counted).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unexplained_closes: Vec<UnexplainedClose>,
     pub fx: Option<FxHealth>,
     /// Instruments whose contract size or profit currency is assumed (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -178,6 +193,26 @@ pub fn reconcile(book: &Book, ledger: &Ledger) -> Vec<ReconciliationRow> {
         .collect()
 }
 
+/// The closing fills of the replay that found no lot to close.
+pub fn unexplained(book: &Book, ledger: &Ledger) -> Vec<UnexplainedClose> {
+    ledger
+        .unmatched_closes
+        .iter()
+        .map(|u| {
+            let fill = &book.fills[u.fill as usize];
+            let inst = book.instrument(fill.instrument);
+            UnexplainedClose {
+                account: book.account(fill.account).id.clone(),
+                exchange: inst.key.exchange.clone(),
+                symbol: inst.key.symbol.clone(),
+                fill_id: fill.id.clone(),
+                date: fill.trade_date.to_string(),
+                quantity: Num(u.quantity),
+            }
+        })
+        .collect()
+}
+
 pub fn get_server_health(
     version: &str,
     probes: Vec<AccountHealth>,
@@ -240,9 +275,18 @@ pub fn get_server_health(
             unknown_specs.len()
         ));
     }
+    let mut unexplained_closes = Vec::new();
     let (reconciliation, fx) = match book {
         None => (Vec::new(), None),
         Some((book, ledger)) => {
+            unexplained_closes = unexplained(book, ledger);
+            if !unexplained_closes.is_empty() {
+                notes.push(format!(
+                    "{} closing fill(s) found no position to close: held before the history starts, or fills are missing (unexplained_closes lists each; state the positions held at the start as opening_positions)",
+                    unexplained_closes.len()
+                ));
+            }
+            notes.extend(ledger.notes.iter().cloned());
             let rows = reconcile(book, ledger);
             if !rows.is_empty() {
                 notes.push(format!(
@@ -295,6 +339,7 @@ pub fn get_server_health(
         version: version.to_owned(),
         brokers,
         reconciliation,
+        unexplained_closes,
         fx,
         unknown_specs,
         trading: None,
