@@ -905,6 +905,22 @@ async fn futu_options_take_the_contract_size_their_position_states() {
     s.fees.insert("O2".to_owned(), 0.0);
     s.fees.insert("O3".to_owned(), 0.0);
     s.fees.insert("O4".to_owned(), 0.0);
+    // A snapshot without the option's extra data: no contract size to trade it by.
+    s.snapshots.insert(
+        (proto::qot_market::US, "AAPL261218P50000".to_owned()),
+        proto::SnapshotBasicData {
+            security: Some(proto::Security {
+                market: Some(proto::qot_market::US),
+                code: Some("AAPL261218P50000".to_owned()),
+            }),
+            r#type: Some(8),
+            lot_size: Some(1),
+            price_spread: Some(0.01),
+            bid_price: Some(0.06),
+            ask_price: Some(0.08),
+            ..proto::SnapshotBasicData::default()
+        },
+    );
     let fake = OpenDFake::start(s).await;
     let config = OpenDConfig {
         id: "MOOMOO-US".into(),
@@ -916,8 +932,20 @@ async fn futu_options_take_the_contract_size_their_position_states() {
         history_days: 365,
         timeout: Duration::from_secs(10),
     };
-    let mut ctx = ToolContext::new("test").with_broker(Arc::new(OpenDBroker::new(config)), None);
+    let broker = Arc::new(OpenDBroker::new(config));
+    let mut ctx = ToolContext::new("test").with_broker(broker.clone(), None);
     ctx.broker_timeout = Duration::from_secs(10);
+    let refused = match tradedesk_brokers::Broker::instrument(
+        &*broker,
+        "MOOMOO-US",
+        "AAPL261218P50000",
+    )
+    .await
+    {
+        Err(tradedesk_brokers::BrokerError::UnknownSymbol { known, .. }) => known,
+        other => panic!("{other:?}"),
+    };
+    assert!(refused.contains("contract size"), "{refused}");
     let r = tool(
         &ctx,
         "get_realized_pnl",

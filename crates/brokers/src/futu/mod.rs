@@ -131,6 +131,9 @@ fn exchange_of(sec_market: i32) -> (&'static str, Currency, &'static str) {
     }
 }
 
+/// Qot_Common.SecurityType_Drvt: options.
+const SECURITY_TYPE_DRVT: i32 = 8;
+
 /// An option's code as OpenD writes it (`AAPL240126P50000`, `TCH240429C350000`): a root
 /// starting with a letter, the expiry as YYMMDD, `C` or `P`, and the strike in
 /// thousandths.
@@ -1119,6 +1122,14 @@ impl OpenDBroker {
     }
 
     async fn snapshot_of(&self, symbol: &str) -> Result<proto::SnapshotBasicData, BrokerError> {
+        self.full_snapshot_of(symbol).await.map(|(basic, _)| basic)
+    }
+
+    /// The snapshot's basic data, and an option's contract size where OpenD states it.
+    async fn full_snapshot_of(
+        &self,
+        symbol: &str,
+    ) -> Result<(proto::SnapshotBasicData, Option<Decimal>), BrokerError> {
         let wanted = self.security(symbol);
         let symbol = symbol.to_owned();
         self.with_conn(move |me, conn| {
@@ -1139,7 +1150,14 @@ impl OpenDBroker {
                 resp.s2c
                     .into_iter()
                     .flat_map(|s| s.snapshot_list)
-                    .filter_map(|s| s.basic)
+                    .filter_map(|s| {
+                        let size = s.option_ex_data.and_then(|o| {
+                            decimal(o.contract_size_float)
+                                .or_else(|| o.contract_size.map(Decimal::from))
+                                .filter(|d| d.is_sign_positive() && !d.is_zero())
+                        });
+                        Some((s.basic?, size))
+                    })
                     .next()
                     .ok_or_else(|| {
                         me.unknown_symbol(
@@ -1240,18 +1258,31 @@ impl Broker for OpenDBroker {
         symbol: &str,
     ) -> Result<TradableInstrument, BrokerError> {
         crate::check_served(&self.config.id, account)?;
-        let basic = self.snapshot_of(symbol).await?;
+        let (basic, contract_size) = self.full_snapshot_of(symbol).await?;
         let security = basic
             .security
             .clone()
             .unwrap_or_else(|| self.security(symbol));
         let (key, currency) = Self::key_of(&security);
         let lot = Decimal::from(basic.lot_size.filter(|l| *l > 0).unwrap_or(1));
+        // An option is sized by OpenD's contract size; without one it cannot be valued.
+        let option = is_option_code(&key.symbol) || basic.r#type == Some(SECURITY_TYPE_DRVT);
+        let (asset_class, multiplier) = match (option, contract_size) {
+            (false, _) => (AssetClass::Equity, Decimal::ONE),
+            (true, Some(size)) => (AssetClass::Option, size),
+            (true, None) => {
+                return Err(BrokerError::UnknownSymbol {
+                    account: self.config.id.clone(),
+                    symbol: tradedesk_core::error::quote(symbol),
+                    known: "options whose contract size OpenD's snapshot states (optionExData.contractSize)".to_owned(),
+                });
+            }
+        };
         Ok(TradableInstrument {
             key,
             currency,
-            asset_class: AssetClass::Equity,
-            multiplier: Decimal::ONE,
+            asset_class,
+            multiplier,
             lot_step: lot,
             min_quantity: lot,
             max_quantity: Decimal::from(100_000_000u64),
@@ -1260,7 +1291,7 @@ impl Broker for OpenDBroker {
                 .unwrap_or(Decimal::new(1, 3)),
             pip: None,
             margin_rate: Decimal::ONE,
-            unit: "shares",
+            unit: if option { "contracts" } else { "shares" },
         })
     }
 
