@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Mutex;
+use tradedesk_brokers::ecb::EcbSource;
 use tradedesk_brokers::{AccountHealth, Broker, HealthStatus};
 use tradedesk_core::ledger::{self, Ledger};
 use tradedesk_core::{Book, Currency, Error, ErrorCode, FxQuote, Result, SectorMap};
@@ -34,8 +35,10 @@ pub struct ToolContext {
     pub sectors: SectorMap,
     pub version: String,
     pub broker_timeout: Duration,
-    /// Rates from the config's `fx_file`, added to every book's.
+    /// Rates from the config's `fx_file`, added to every book's (and beating them).
     extra_fx: Vec<FxQuote>,
+    /// The reference-rate source (`fx_source = "ecb"`), used after the brokers' rates.
+    reference_fx: Option<Arc<EcbSource>>,
     /// The merged book and its replay (open lots and cash), kept until a broker's
     /// generation moves (a paper fill, a new minute of sim marks).
     cache: Mutex<Option<Cached>>,
@@ -67,6 +70,7 @@ impl ToolContext {
             version: version.into(),
             broker_timeout: Duration::from_secs(10),
             extra_fx: Vec::new(),
+            reference_fx: None,
             cache: Mutex::new(None),
             trading: None,
             data_dirs: None,
@@ -143,6 +147,13 @@ impl ToolContext {
         self
     }
 
+    /// Reference rates (the ECB's), used where neither the fx_file nor a broker has one.
+    #[must_use]
+    pub fn with_reference_fx(mut self, source: Arc<EcbSource>) -> Self {
+        self.reference_fx = Some(source);
+        self
+    }
+
     #[must_use]
     pub fn with_sectors(mut self, sectors: SectorMap) -> Self {
         self.sectors = sectors;
@@ -190,14 +201,24 @@ impl ToolContext {
                 .map_err(Error::from)?;
             parts.push((snapshot, selection.clone()));
         }
+        let reference = match &self.reference_fx {
+            Some(source) => Some(source.rates().await),
+            None => None,
+        };
         if parts.len() == 1
             && parts[0].1.is_none()
             && self.base_currency.is_none()
             && self.extra_fx.is_empty()
+            && reference.is_none()
         {
             return Ok(Arc::clone(&parts[0].0));
         }
-        merge_books(&parts, self.base_currency, &self.extra_fx).map(Arc::new)
+        let reference_quotes: &[FxQuote] = reference.as_ref().map_or(&[], |r| r.quotes.as_slice());
+        let mut book = merge_books(&parts, self.base_currency, &self.extra_fx, reference_quotes)?;
+        if let Some(r) = reference {
+            book.notes.extend(r.notes);
+        }
+        Ok(Arc::new(book))
     }
 
     /// The merged book replayed once (open lots and implied cash), shared by every call
@@ -205,7 +226,8 @@ impl ToolContext {
     /// which are never stored.
     ///
     /// # Errors
-    /// As [`ToolContext::book`], or the replay's `no_fx_rate` / `internal`.
+    /// As [`ToolContext::book`], or the replay's `internal` (a commission without a rate
+    /// is noted, never an error).
     pub async fn ledger(&self) -> Result<(Arc<Book>, Arc<Ledger>)> {
         let book = self.book().await?;
         let mut cache = self.cache.lock().await;

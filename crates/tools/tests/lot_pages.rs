@@ -44,6 +44,7 @@ fn busy_book() -> String {
         r#"{{"format": "tradedesk-book/1", "base_currency": "USD", "as_of": "2026-12-31",
         "accounts": [{{"id": "U1", "broker": "ibkr", "currency": "USD"}}],
         "instruments": [{{"symbol": "AAPL", "exchange": "NASDAQ", "currency": "USD", "asset_class": "equity"}}],
+        "fx_rates": [{{"base": "EUR", "quote": "USD", "rate": "1.10", "date": "2019-12-31"}}],
         "fills": [{fills}]}}"#
     )
 }
