@@ -457,7 +457,7 @@ fn cfd_terminal() -> EaState {
     s
 }
 
-fn mt_ctx(files: &Path) -> ToolContext {
+fn mt_ctx(files: &Path, xbrusd: &str) -> ToolContext {
     let mut symbols = BTreeMap::new();
     symbols.insert(
         "GER40".to_owned(),
@@ -469,7 +469,7 @@ fn mt_ctx(files: &Path) -> ToolContext {
     symbols.insert(
         "XBRUSD".to_owned(),
         SymbolSpec {
-            contract_size: d("100"),
+            contract_size: d(xbrusd),
             profit_currency: Some(Currency::USD),
         },
     );
@@ -494,7 +494,7 @@ async fn metatrader_cfds_take_the_contract_size_and_profit_currency_and_an_unsta
     let files = dir.path().join("MQL4/Files");
     std::fs::create_dir_all(&files).unwrap();
     let _ea = FakeEa::start(&files, cfd_terminal());
-    let ctx = mt_ctx(&files);
+    let ctx = mt_ctx(&files, "100");
     let r = tool(
         &ctx,
         "get_realized_pnl",
@@ -518,6 +518,8 @@ async fn metatrader_cfds_take_the_contract_size_and_profit_currency_and_an_unsta
     );
     assert!(notes.contains("1.27 USD a point a lot"), "{notes}");
     assert!(!notes.contains("CFD:GER40:"), "{notes}");
+    // XBRUSD's stated 100 agrees with its trade's own pnl: nothing to say.
+    assert!(!notes.contains("the config's contract_size"), "{notes}");
 
     // The open GER40: 199 points, 199 EUR, 215.82 USD as the terminal shows.
     let p = tool(&ctx, "get_positions", json!({"currency": "USD"})).await;
@@ -550,6 +552,17 @@ async fn metatrader_cfds_take_the_contract_size_and_profit_currency_and_an_unsta
             .as_str()
             .unwrap()
             .contains("contract_size and profit_currency")
+    );
+
+    // A config that states 1,000 barrels where the terminal books 100: said, with both.
+    let wrong = mt_ctx(&files, "1000");
+    let p = tool(&wrong, "get_positions", json!({})).await;
+    assert!(
+        p["notes"].to_string().contains(
+            "the config's contract_size for XBRUSD is 1000 but its closed trades' own P&L imply 100 USD a point a lot"
+        ),
+        "{}",
+        p["notes"]
     );
 }
 

@@ -567,6 +567,28 @@ struct Draft {
 }
 
 impl Draft {
+    /// Configured symbols, paid in the account's currency, whose closed trades' own P&L
+    /// implies another contract size than the config states (beyond 1%).
+    fn disagreements(&self, account: &str) -> Vec<String> {
+        self.instruments
+            .iter()
+            .filter(|i| i.currency == self.currency)
+            .filter_map(|i| {
+                let symbol = &i.key.symbol;
+                configured(&self.symbols, symbol)?;
+                let k = *self.implied.get(symbol)?;
+                let off = (k - i.multiplier).abs() > i.multiplier / Decimal::ONE_HUNDRED;
+                off.then(|| {
+                    format!(
+                        "{account}: the config's contract_size for {symbol} is {} but its closed trades' own P&L imply {k} {} a point a lot: check [accounts.symbols.\"{symbol}\"] against the terminal's Specification window",
+                        i.multiplier.normalize(),
+                        self.currency.code()
+                    )
+                })
+            })
+            .collect()
+    }
+
     fn index(&mut self, symbol: &str) -> u32 {
         let r = resolve(
             symbol,
@@ -1353,6 +1375,7 @@ impl DwxBroker {
                     .join(", ")
             ));
         }
+        notes.extend(draft.disagreements(&self.config.id));
         let mut parts = BookParts {
             base_currency: currency,
             as_of: today,
