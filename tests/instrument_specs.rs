@@ -991,3 +991,42 @@ async fn futu_options_take_the_contract_size_their_position_states() {
     assert_eq!(dec(&find(&e["buckets"], "key", "option")["value"]), d("7"));
     drop(fake);
 }
+
+#[test]
+fn a_metatrader_config_states_symbol_specs_and_a_bad_one_names_the_key() {
+    use tradedesk_tools::config::{Config, State, config_context};
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("MQL4/Files");
+    std::fs::create_dir_all(&files).unwrap();
+    let state = State::open(&dir.path().join("state")).unwrap();
+    let write = |symbols: &str| {
+        let path = dir.path().join("tradedesk.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[[accounts]]\nid = \"MT\"\nbroker = \"metatrader\"\npath = {:?}\n{symbols}",
+                files.display().to_string()
+            ),
+        )
+        .unwrap();
+        Config::load(&path).and_then(|c| config_context("test", &c, &state).map(|_| ()))
+    };
+    write(
+        "[accounts.symbols.\"GER40\"]\ncontract_size = 1\nprofit_currency = \"EUR\"\n[accounts.symbols.XBRUSD]\ncontract_size = \"100\"\n",
+    )
+    .unwrap();
+    let e = write("[accounts.symbols.GER40]\ncontract_size = 0\n").unwrap_err();
+    assert!(
+        e.message
+            .contains("symbols.\"GER40\".contract_size is 0: it must be a number > 0"),
+        "{}",
+        e.message
+    );
+    let e = write("[accounts.symbols.GER40]\ncontract_size = 1\nprofit_currency = \"euro\"\n")
+        .unwrap_err();
+    assert!(
+        e.message.contains("symbols.\"GER40\".profit_currency"),
+        "{}",
+        e.message
+    );
+}
