@@ -1660,6 +1660,14 @@ impl<'o> Builder<'o> {
         json.insert("commission".into(), commission.to_string().into());
         json.insert("commission_currency".into(), commission_currency.into());
         json.insert("time".into(), time.into());
+        // `C` alone: the execution only closes (a `C;O` flips), so a position older than
+        // the statement's period never turns its close into a phantom opposite position.
+        if row
+            .get("openCloseIndicator")
+            .is_some_and(|o| o.trim().eq_ignore_ascii_case("C"))
+        {
+            json.insert("closes".into(), true.into());
+        }
         if self.is_repeat(row, id, &json)? {
             return Ok(());
         }
@@ -2505,6 +2513,29 @@ mod tests {
         assert_eq!(rates.len(), 2, "{rates:?}");
         assert!(rates.contains(&serde_json::json!({"base": "EUR", "quote": "USD", "rate": "1.1000", "date": "2025-06-20"})));
         assert!(rates.contains(&serde_json::json!({"base": "EUR", "quote": "USD", "rate": "1.0843", "date": "2025-03-14"})));
+    }
+
+    #[test]
+    fn a_closing_execution_without_its_opening_opens_nothing() {
+        // The statement's period starts after the 10 AAPL were bought: the sale says `C`.
+        let rows = r#"<Trade accountId="U1" currency="USD" fxRateToBase="1" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" tradeID="1" ibExecID="E1" dateTime="20250314;103512" tradeDate="20250314" quantity="-10" tradePrice="200" ibCommission="-1" buySell="SELL" openCloseIndicator="C" levelOfDetail="EXECUTION"/>
+<Trade accountId="U1" currency="USD" fxRateToBase="1" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" tradeID="2" ibExecID="E2" dateTime="20250315;103512" tradeDate="20250315" quantity="-5" tradePrice="201" ibCommission="-1" buySell="SELL" openCloseIndicator="O" levelOfDetail="EXECUTION"/>"#;
+        let imported = import(&with_trades(rows));
+        let fills = section(&imported.book, "fills");
+        assert_eq!(fills[0].get("closes"), Some(&Value::Bool(true)));
+        assert_eq!(fills[1].get("closes"), None);
+        let book = crate::book::parse_book("flex", &imported.book.to_string()).unwrap();
+        let ledger = tradedesk_core::ledger::replay(&book, |_, _| {}).unwrap();
+        // The closing sale found nothing to close and opened nothing; the opening one is a
+        // real short of 5.
+        assert_eq!(ledger.unmatched_closes.len(), 1);
+        assert_eq!(ledger.unmatched_closes[0].quantity, Decimal::from(10));
+        let open: Vec<Decimal> = ledger
+            .fifo
+            .open_positions()
+            .map(|(_, _, q)| q.signed_quantity())
+            .collect();
+        assert_eq!(open, [Decimal::from(-5)]);
     }
 
     #[test]
