@@ -24,6 +24,7 @@ pub mod flex;
 pub mod futu;
 pub mod hyperliquid;
 pub mod ibkr;
+pub mod occ;
 pub mod sim;
 pub mod tws;
 mod zones;
