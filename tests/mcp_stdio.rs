@@ -96,6 +96,13 @@ fn a_whole_session_keeps_stdout_pure_json_rpc() {
         json!({"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": {"name": "get_exposure", "arguments": {"by": "sector"}, "_meta": {"progressToken": "p-13"}}}).to_string(),
         json!({"jsonrpc": "2.0", "id": 14, "method": "tools/unknown", "params": {}}).to_string(),
         json!({"jsonrpc": "2.0", "id": 15, "method": "no/such/method"}).to_string(),
+        json!({"jsonrpc": "1.0", "id": 16, "method": "tools/list"}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 17, "method": "tools/list", "params": [1]}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 18, "method": 7}).to_string(),
+        "[1e400]".to_owned(),
+        "{\"jsonrpc\": \"2.0\", \"id\": 01, \"method\": \"tools/list\"}".to_owned(),
+        "[]".to_owned(),
+        "\"a string\"".to_owned(),
     ]
     .into_iter()
     .collect();
@@ -189,6 +196,22 @@ fn a_whole_session_keeps_stdout_pure_json_rpc() {
     // An unknown method is -32601, whatever its prefix.
     assert_eq!(by_id(&messages, 14)["error"]["code"], -32601);
     assert_eq!(by_id(&messages, 15)["error"]["code"], -32601);
+    // Lines that are not JSON-RPC requests are answered, never dropped: -32600 with the id
+    // when it can be read, -32700 for what is not JSON, `"id": null` when there is none.
+    for id in [16, 17, 18] {
+        assert_eq!(by_id(&messages, id)["error"]["code"], -32600, "id {id}");
+    }
+    let nulls: Vec<i64> = messages
+        .iter()
+        .filter(|m| m.get("id") == Some(&Value::Null))
+        .map(|m| m["error"]["code"].as_i64().unwrap())
+        .collect();
+    // "{this is not json", {"hello": "world"}, [1e400], 01, [] and a string.
+    assert_eq!(
+        nulls,
+        [-32700, -32600, -32700, -32700, -32600, -32600],
+        "{messages:?}"
+    );
 
     // A huge argument never comes back huge.
     let huge = by_id(&messages, 12);

@@ -46,6 +46,11 @@ pub fn claim_stdout() -> std::io::Result<StdioOut> {
 
 /// Serves one client on stdin and `out` (from [`claim_stdout`]) until it disconnects.
 ///
+/// Every line is checked before the MCP session reads it: a line that is not JSON is
+/// answered `-32700` and one that is JSON but not a JSON-RPC message `-32600` (with
+/// `"id": null` when no id can be read), as HTTP answers the same bodies, so a client
+/// never waits for an answer that cannot come.
+///
 /// # Errors
 /// The transport's error when the session cannot start.
 pub async fn serve_stdio(
@@ -53,7 +58,108 @@ pub async fn serve_stdio(
     out: StdioOut,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     use rmcp::ServiceExt;
-    let running = server.serve((tokio::io::stdin(), out)).await?;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    const PIPE: usize = 1 << 16;
+    let (mut to_session, session_in) = tokio::io::duplex(PIPE);
+    let (session_out, from_session) = tokio::io::duplex(PIPE);
+    let (refusals, mut refused) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let reader = tokio::spawn(async move {
+        let mut lines = BufReader::new(tokio::io::stdin()).split(b'\n');
+        while let Ok(Some(line)) = lines.next_segment().await {
+            let text = line.trim_ascii();
+            if text.is_empty() {
+                continue;
+            }
+            match check_line(text) {
+                None => {
+                    if to_session.write_all(text).await.is_err()
+                        || to_session.write_all(b"\n").await.is_err()
+                    {
+                        break;
+                    }
+                }
+                Some(answer) => {
+                    let _ = refusals.send(answer);
+                }
+            }
+        }
+        // Dropping the pipe ends the session, as the end of stdin does.
+    });
+    let writer = tokio::spawn(async move {
+        let mut out = out;
+        let mut answers = BufReader::new(from_session).split(b'\n');
+        let (mut open, mut refusing) = (true, true);
+        loop {
+            let line = tokio::select! {
+                answer = answers.next_segment(), if open => match answer {
+                    Ok(Some(line)) => line,
+                    _ => { open = false; continue; }
+                },
+                refusal = refused.recv(), if refusing => match refusal {
+                    Some(text) => text.into_bytes(),
+                    None => { refusing = false; continue; }
+                },
+                else => break,
+            };
+            if out.write_all(&line).await.is_err()
+                || out.write_all(b"\n").await.is_err()
+                || out.flush().await.is_err()
+            {
+                break;
+            }
+        }
+    });
+    let running = server.serve((session_in, session_out)).await?;
     running.waiting().await?;
+    reader.abort();
+    let _ = writer.await;
     Ok(())
+}
+
+/// `None` for a line the session may read; otherwise the JSON-RPC error answering it.
+fn check_line(line: &[u8]) -> Option<String> {
+    use serde_json::{Value, json};
+    let answer = |id: Value, code: i64, message: &str| {
+        Some(
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+                .to_string(),
+        )
+    };
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => {
+            return answer(
+                Value::Null,
+                -32700,
+                &format!("parse error: the line is not valid JSON ({e})"),
+            );
+        }
+    };
+    let invalid = |id: Value, why: &str| answer(id, -32600, &format!("invalid request: {why}"));
+    let object = match &value {
+        Value::Object(o) => o,
+        Value::Array(items) if !items.is_empty() => return None,
+        Value::Array(_) => return invalid(Value::Null, "an empty batch"),
+        _ => return invalid(Value::Null, "a JSON-RPC message is an object"),
+    };
+    let id = match object.get("id") {
+        None => None,
+        Some(v @ (Value::String(_) | Value::Number(_))) => Some(v.clone()),
+        Some(_) => return invalid(Value::Null, "id must be a string or a number"),
+    };
+    let id_or_null = || id.clone().unwrap_or(Value::Null);
+    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return invalid(id_or_null(), "jsonrpc must be \"2.0\"");
+    }
+    match object.get("method") {
+        Some(Value::String(_)) => match object.get("params") {
+            None | Some(Value::Object(_)) => None,
+            Some(_) => invalid(id_or_null(), "params must be an object"),
+        },
+        Some(_) => invalid(id_or_null(), "method must be a string"),
+        None if id.is_some() && (object.contains_key("result") || object.contains_key("error")) => {
+            None
+        }
+        None => invalid(id_or_null(), "a request needs a method"),
+    }
 }
