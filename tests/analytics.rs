@@ -393,14 +393,14 @@ async fn performance_is_worked_by_hand_with_flows_and_a_benchmark() {
     let summary = tool(&ctx, "get_portfolio_summary", json!({})).await;
     assert_eq!(at["end_value"], summary["total_value"]);
     assert_eq!(at["twr_pct"], 0.0);
-    // After as_of: refused.
+    // After as_of: a date range the book cannot serve.
     let late = tool(
         &ctx,
         "get_performance",
         json!({"start": "2026-01-06", "end": "2026-01-10"}),
     )
     .await;
-    assert_eq!(late["error"]["code"], "invalid_argument");
+    assert_eq!(late["error"]["code"], "invalid_date_range");
     assert!(late["error"]["message"].as_str().unwrap().contains("as_of"));
 }
 

@@ -177,6 +177,20 @@ fn the_performance_walk_applies_actions_on_their_day() {
     );
     // The end value is the account's whole value: cash plus PARENT at 45.
     assert_eq!(num(&perf["end_value"]), d("110287.7"), "{perf}");
+    // A range past the book's as_of is a date range the book cannot serve.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let late = rt
+        .block_on(call(
+            &ctx,
+            "get_performance",
+            json!({"start": "2026-01-02", "end": "2026-07-31"}),
+        ))
+        .unwrap()
+        .structured;
+    assert_eq!(late["error"]["code"], "invalid_date_range", "{late}");
 }
 
 #[test]

@@ -289,7 +289,8 @@ fn benchmark_return(
 /// `get_performance`.
 ///
 /// # Errors
-/// `invalid_argument` for a range that ends after as_of or is too long; `no_fx_rate`;
+/// `invalid_date_range` for a range that ends after as_of; `invalid_argument` for one
+/// too long; `no_fx_rate`;
 /// the benchmark source's errors.
 pub async fn get_performance(
     ctx: &crate::context::ToolContext,
@@ -300,7 +301,8 @@ pub async fn get_performance(
 ) -> Result<PerformanceResult> {
     let range = DateRange::parse(&a.start, &a.end)?;
     if range.end > book.as_of {
-        return Err(Error::invalid_argument(
+        return Err(Error::new(
+            tradedesk_core::ErrorCode::InvalidDateRange,
             format!(
                 "end {} is after the book's as_of {}: there are no valuations after it",
                 range.end, book.as_of
