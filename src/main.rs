@@ -540,8 +540,11 @@ fn main() -> ExitCode {
             }
         }
         Command::Tools { json, .. } => {
+            // Written line by line, stopping quietly when the reader goes away
+            // (`tradedesk tools | head -1`): println! would panic on the closed pipe.
+            let mut out = std::io::stdout().lock();
             for t in tools() {
-                if *json {
+                let written = if *json {
                     let spec = serde_json::json!({
                         "name": t.name, "title": t.title, "description": t.description,
                         "annotations": {
@@ -552,9 +555,18 @@ fn main() -> ExitCode {
                         },
                         "inputSchema": t.input_schema, "outputSchema": t.output_schema,
                     });
-                    println!("{spec}");
+                    writeln!(out, "{spec}")
+                } else if t.annotations().read_only {
+                    writeln!(out, "{}\n    {}\n", t.name, t.description)
                 } else {
-                    println!("{}\n    {}\n", t.name, t.description);
+                    writeln!(
+                        out,
+                        "{} (an order tool: served only while trading is on, [trading] enabled = true)\n    {}\n",
+                        t.name, t.description
+                    )
+                };
+                if written.is_err() {
+                    break;
                 }
             }
             ExitCode::SUCCESS
