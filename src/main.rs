@@ -638,6 +638,21 @@ fn main() -> ExitCode {
             match runtime.block_on(call(&ctx, tool, arguments)) {
                 Ok(output) => {
                     let code = print_json(&output.structured);
+                    if let Some(down) = output
+                        .structured
+                        .get(tradedesk_tools::unavailable::FIELD)
+                        .and_then(Value::as_array)
+                    {
+                        let ids: Vec<&str> = down
+                            .iter()
+                            .filter_map(|d| d.get("account").and_then(Value::as_str))
+                            .collect();
+                        eprintln!(
+                            "warning: partial answer: {} did not answer and {} left out (see unavailable_accounts)",
+                            ids.join(", "),
+                            if ids.len() == 1 { "is" } else { "are" }
+                        );
+                    }
                     if output.is_error {
                         ExitCode::from(1)
                     } else {
