@@ -116,12 +116,9 @@ impl Server {
             .await;
         let wait = async {
             loop {
-                let line = self
-                    .lines
-                    .next_line()
-                    .await
-                    .unwrap()
-                    .unwrap_or_else(|| panic!("the server closed stdout before answering {method}"));
+                let line = self.lines.next_line().await.unwrap().unwrap_or_else(|| {
+                    panic!("the server closed stdout before answering {method}")
+                });
                 let message: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
                 if message["id"] == id {
@@ -150,10 +147,7 @@ impl Server {
     /// A tool's structured result.
     async fn call(&mut self, tool: &str, arguments: Value) -> Value {
         let answer = self
-            .request(
-                "tools/call",
-                json!({"name": tool, "arguments": arguments}),
-            )
+            .request("tools/call", json!({"name": tool, "arguments": arguments}))
             .await;
         answer["result"]["structuredContent"].clone()
     }
@@ -187,10 +181,16 @@ async fn a_down_gateway_is_left_out_named_and_served_again_once_it_comes_up() {
 
     // The server answers before any gateway does.
     let init = server.initialize().await;
-    assert_eq!(init["result"]["serverInfo"]["name"], "tradedesk", "{init:#}");
+    assert_eq!(
+        init["result"]["serverInfo"]["name"], "tradedesk",
+        "{init:#}"
+    );
     // The configured base currency is known without a broker.
     let instructions = init["result"]["instructions"].as_str().unwrap();
-    assert!(instructions.contains("USD (the base currency)"), "{instructions}");
+    assert!(
+        instructions.contains("USD (the base currency)"),
+        "{instructions}"
+    );
     let tools = server.request("tools/list", json!({})).await;
     assert!(
         tools["result"]["tools"].as_array().unwrap().len() > 10,
@@ -207,7 +207,10 @@ async fn a_down_gateway_is_left_out_named_and_served_again_once_it_comes_up() {
     assert_eq!(down[0]["broker"], "alpaca");
     assert_eq!(down[0]["code"], "broker_unavailable");
     assert!(
-        down[0]["hint"].as_str().unwrap().contains(&port.to_string()),
+        down[0]["hint"]
+            .as_str()
+            .unwrap()
+            .contains(&port.to_string()),
         "{down:?}"
     );
     let first_note = summary["notes"][0].as_str().unwrap();
@@ -246,11 +249,19 @@ async fn a_down_gateway_is_left_out_named_and_served_again_once_it_comes_up() {
             .contains("get_server_health")
     );
     let by_broker = server
-        .call("get_realized_pnl", json!({"start": "2020-01-01", "end": "2030-12-31", "broker": "alpaca"}))
+        .call(
+            "get_realized_pnl",
+            json!({"start": "2020-01-01", "end": "2030-12-31", "broker": "alpaca"}),
+        )
         .await;
-    assert_eq!(by_broker["error"]["code"], "broker_unavailable", "{by_broker:#}");
+    assert_eq!(
+        by_broker["error"]["code"], "broker_unavailable",
+        "{by_broker:#}"
+    );
     // Naming the answering account is a complete answer.
-    let us = server.call("get_positions", json!({"account": "US-1"})).await;
+    let us = server
+        .call("get_positions", json!({"account": "US-1"}))
+        .await;
     assert_eq!(us["status"], "ok", "{us:#}");
     assert!(us.get("unavailable_accounts").is_none(), "{us:#}");
 
@@ -300,7 +311,11 @@ async fn a_down_gateway_is_left_out_named_and_served_again_once_it_comes_up() {
             .any(|p| p["symbol"] == "AAPL"),
         "{positions:#}"
     );
-    assert!(fake.requests().iter().any(|r| r.starts_with("GET /v2/account")));
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.starts_with("GET /v2/account"))
+    );
     server.stop().await;
 }
 
@@ -335,7 +350,10 @@ async fn a_silent_gateway_holds_neither_the_start_nor_the_other_accounts() {
         );
     }
     let only = server
-        .call("get_trade_history", json!({"start": "2020-01-01", "end": "2030-12-31", "account": "ALPACA"}))
+        .call(
+            "get_trade_history",
+            json!({"start": "2020-01-01", "end": "2030-12-31", "account": "ALPACA"}),
+        )
         .await;
     assert_eq!(only["error"]["code"], "broker_timeout", "{only:#}");
     server.stop().await;
@@ -424,13 +442,18 @@ fn a_position_the_broker_reports_otherwise_carries_both_quantities_where_it_is_s
         let result = call_book(&book, tool, args);
         let notes = result["notes"].to_string();
         assert!(notes.contains(expected), "{tool} {args}: {notes}");
-        assert!(notes.contains("get_server_health"), "{tool} {args}: {notes}");
+        assert!(
+            notes.contains("get_server_health"),
+            "{tool} {args}: {notes}"
+        );
     }
     // Positions that do not include it say nothing of it.
     for args in [r#"{"account": "US-1"}"#, r#"{"symbol": "AAPL"}"#] {
         let result = call_book(&book, "get_positions", args);
         assert!(
-            !result["notes"].to_string().contains("position differs from the fills"),
+            !result["notes"]
+                .to_string()
+                .contains("position differs from the fills"),
             "{args}: {result:#}"
         );
     }
@@ -439,7 +462,9 @@ fn a_position_the_broker_reports_otherwise_carries_both_quantities_where_it_is_s
     for tool in ["get_positions", "get_accounts", "get_portfolio_summary"] {
         let result = call_book(&agreeing, tool, "{}");
         assert!(
-            !result["notes"].to_string().contains("position differs from the fills"),
+            !result["notes"]
+                .to_string()
+                .contains("position differs from the fills"),
             "{tool}: {result:#}"
         );
     }

@@ -408,9 +408,8 @@ impl ToolContext {
             if stale {
                 let broker = Arc::clone(&source.broker);
                 let timeout = self.broker_timeout;
-                let handle = reads.spawn(async move {
-                    tokio::time::timeout(timeout, broker.snapshot()).await
-                });
+                let handle = reads
+                    .spawn(async move { tokio::time::timeout(timeout, broker.snapshot()).await });
                 ids.insert(handle.id(), (i, generation));
             }
         }

@@ -25,8 +25,8 @@ use crate::trading::orders::{
     get_orders, modify_position, place_order, preview_order,
 };
 use crate::unavailable::{self, Down};
-use tradedesk_brokers::HealthStatus;
 use crate::valuation::{Scope, value_ledger};
+use tradedesk_brokers::HealthStatus;
 
 /// A tool as clients see it.
 #[derive(Debug, Clone)]
@@ -417,7 +417,9 @@ fn build_specs() -> Vec<ToolSpec> {
             read_only: true,
             needs_trading: false,
             input_schema: input_schema::<crate::performance::PerformanceArgs>(),
-            output_schema: unavailable::with_field(output_schema::<crate::performance::PerformanceResult>()),
+            output_schema: unavailable::with_field(output_schema::<
+                crate::performance::PerformanceResult,
+            >()),
         },
         ToolSpec {
             name: "analyze_trades",
