@@ -469,3 +469,211 @@ fn a_position_the_broker_reports_otherwise_carries_both_quantities_where_it_is_s
         );
     }
 }
+
+/// A source the test switches between answering, refusing and never answering.
+#[derive(Debug)]
+struct Switch {
+    inner: tradedesk_brokers::BookBroker,
+    /// 0 answers, 1 refuses the connection, 2 never answers.
+    mode: std::sync::atomic::AtomicU8,
+    /// Moves with every switch, so an answering source is read again.
+    generation: std::sync::atomic::AtomicU64,
+}
+
+const ANSWERS: u8 = 0;
+const REFUSES: u8 = 1;
+const SILENT: u8 = 2;
+
+impl Switch {
+    fn new(mode: u8) -> Self {
+        let book = tradedesk_brokers::load_book(&small_book()).unwrap();
+        Self {
+            inner: tradedesk_brokers::BookBroker::new("switch", book),
+            mode: mode.into(),
+            generation: 0.into(),
+        }
+    }
+
+    fn set(&self, mode: u8) {
+        use std::sync::atomic::Ordering;
+        self.mode.store(mode, Ordering::SeqCst);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl tradedesk_brokers::Broker for Switch {
+    fn accounts(&self) -> Vec<tradedesk_core::Account> {
+        self.inner.accounts()
+    }
+
+    async fn snapshot(
+        &self,
+    ) -> Result<std::sync::Arc<tradedesk_core::Book>, tradedesk_brokers::BrokerError> {
+        match self.mode.load(std::sync::atomic::Ordering::SeqCst) {
+            ANSWERS => self.inner.snapshot().await,
+            REFUSES => Err(tradedesk_brokers::BrokerError::Unavailable {
+                account: "MY-1".into(),
+                detail: "connection refused".into(),
+                hint: "start the gateway".into(),
+            }),
+            _ => std::future::pending().await,
+        }
+    }
+
+    async fn health(&self) -> Vec<tradedesk_brokers::AccountHealth> {
+        self.inner.health().await
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// The small book's US account from its file, and its Bursa account through `switch`.
+fn two_sources(switch: std::sync::Arc<Switch>) -> tradedesk_tools::ToolContext {
+    let book = tradedesk_brokers::load_book(&small_book()).unwrap();
+    let mut ctx = tradedesk_tools::ToolContext::new("test")
+        .with_broker(switch, Some(vec!["MY-1".into()]))
+        .with_broker(
+            std::sync::Arc::new(tradedesk_brokers::BookBroker::new("file", book)),
+            Some(vec!["US-1".into()]),
+        );
+    ctx.broker_timeout = Duration::from_millis(300);
+    ctx
+}
+
+async fn tool(ctx: &tradedesk_tools::ToolContext, name: &str, args: Value) -> Value {
+    tradedesk_tools::call(ctx, name, args)
+        .await
+        .unwrap()
+        .structured
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_that_goes_down_later_is_left_out_then_served_again() {
+    let switch = std::sync::Arc::new(Switch::new(ANSWERS));
+    let ctx = two_sources(std::sync::Arc::clone(&switch));
+    let both = tool(&ctx, "get_accounts", json!({})).await;
+    assert_eq!(account_ids(&both), ["MY-1", "US-1"], "{both:#}");
+    assert!(both.get("unavailable_accounts").is_none());
+
+    switch.set(REFUSES);
+    let one = tool(&ctx, "get_accounts", json!({})).await;
+    assert_eq!(account_ids(&one), ["US-1"], "{one:#}");
+    assert_eq!(one["unavailable_accounts"][0]["account"], "MY-1");
+    assert_eq!(one["unavailable_accounts"][0]["code"], "broker_unavailable");
+    // Every tool that sums across accounts says so.
+    for (name, args) in [
+        ("get_positions", json!({})),
+        ("get_exposure", json!({"by": "currency"})),
+        (
+            "get_realized_pnl",
+            json!({"start": "2020-01-01", "end": "2030-12-31"}),
+        ),
+        (
+            "get_trade_history",
+            json!({"start": "2020-01-01", "end": "2030-12-31"}),
+        ),
+        (
+            "analyze_trades",
+            json!({"start": "2020-01-01", "end": "2030-12-31"}),
+        ),
+    ] {
+        let out = tool(&ctx, name, args).await;
+        assert_eq!(out["status"], "ok", "{name}: {out:#}");
+        assert_eq!(
+            out["unavailable_accounts"][0]["account"], "MY-1",
+            "{name}: {out:#}"
+        );
+        assert!(
+            out["notes"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("partial answer: MY-1"),
+            "{name}: {out:#}"
+        );
+    }
+    let named = tool(
+        &ctx,
+        "get_positions",
+        json!({"symbol": "1155", "account": "MY-1"}),
+    )
+    .await;
+    assert_eq!(named["error"]["code"], "broker_unavailable", "{named:#}");
+    let moomoo = tool(&ctx, "get_positions", json!({"broker": "moomoo"})).await;
+    assert_eq!(moomoo["error"]["code"], "broker_unavailable", "{moomoo:#}");
+
+    // Back: the background retry finds it, no restart.
+    switch.set(ANSWERS);
+    tokio::time::timeout(GENEROUS, async {
+        loop {
+            let out = tool(&ctx, "get_accounts", json!({})).await;
+            if out.get("unavailable_accounts").is_none() {
+                assert_eq!(account_ids(&out), ["MY-1", "US-1"], "{out:#}");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("never served again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_source_is_left_out_with_broker_timeout_and_never_holds_the_others() {
+    let switch = std::sync::Arc::new(Switch::new(SILENT));
+    let ctx = two_sources(switch);
+    for _ in 0..3 {
+        let out = tool(&ctx, "get_portfolio_summary", json!({})).await;
+        assert_eq!(account_ids(&out), ["US-1"], "{out:#}");
+        assert_eq!(out["unavailable_accounts"][0]["code"], "broker_timeout");
+    }
+    let health = tool(&ctx, "get_server_health", json!({})).await;
+    assert_eq!(
+        health["unavailable_accounts"][0]["account"], "MY-1",
+        "{health:#}"
+    );
+    // Its probe answers while its data does not: degraded, with the reason.
+    let row = health["brokers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["account"] == "MY-1")
+        .unwrap();
+    assert_eq!(row["status"], "degraded", "{health:#}");
+    assert!(
+        row["detail"]
+            .as_str()
+            .unwrap()
+            .contains("could not be read")
+    );
+    assert_eq!(health["health"], "degraded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_account_answering_every_book_tool_answers_the_error() {
+    let ctx = tradedesk_tools::ToolContext::new("test")
+        .with_broker(std::sync::Arc::new(Switch::new(REFUSES)), None);
+    for (name, args) in [
+        ("get_accounts", json!({})),
+        ("get_portfolio_summary", json!({})),
+        (
+            "get_performance",
+            json!({"start": "2026-01-01", "end": "2026-03-31"}),
+        ),
+    ] {
+        let out = tool(&ctx, name, args).await;
+        assert_eq!(out["status"], "error", "{name}: {out:#}");
+        assert_eq!(out["error"]["code"], "broker_unavailable", "{name}");
+        assert!(
+            out["error"]["hint"]
+                .as_str()
+                .unwrap()
+                .contains("start the gateway")
+        );
+    }
+    let health = tool(&ctx, "get_server_health", json!({})).await;
+    assert_eq!(health["status"], "ok", "{health:#}");
+    assert_eq!(health["unavailable_accounts"].as_array().unwrap().len(), 2);
+}

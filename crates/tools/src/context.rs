@@ -322,7 +322,7 @@ impl ToolContext {
             let st = source.state();
             key.push(st.version);
             if i == 0 {
-                first_base = st.base;
+                first_base = st.base.or_else(|| source.broker.base_currency());
             }
             if let Some((_, book)) = &st.good {
                 parts.push((Arc::clone(book), source.selection.clone()));
