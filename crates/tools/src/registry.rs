@@ -180,7 +180,8 @@ fn build_specs() -> Vec<ToolSpec> {
             title: "Accounts",
             description: "List every configured brokerage account with its broker, mode (book, paper, live), \
                 cash, positions value and total value in the account's own currency, and the total converted \
-                into the report currency. Use it first to learn account ids and brokers.",
+                into the report currency. Use it first to learn account ids and brokers. An account whose gateway does not \
+                answer is listed in unavailable_accounts with its error and left out of the totals.",
             read_only: true,
             needs_trading: false,
             input_schema: input_schema::<CurrencyArgs>(),
