@@ -567,6 +567,27 @@ async fn a_gateway_that_is_down_answers_unavailable_within_a_second_with_its_hin
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_silent_tws_the_statement_answers_alone_within_the_bound() {
+    let mut state = scenario();
+    state.behaviour = TwsBehaviour::SilentAfterHandshake;
+    let fake = FakeTws::start(state).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let bound = Duration::from_secs(1);
+    let mut ctx = desk(with_statement(
+        dir.path(),
+        tws_config(fake.port(), Some(ACCOUNT), bound),
+    ));
+    // The caller's bound is the account's: TWS must give up in time for the statement.
+    ctx.broker_timeout = bound;
+    let positions = tool(&ctx, "get_positions", json!({})).await;
+    assert_eq!(positions["status"], "ok", "{positions:#}");
+    assert_eq!(positions["positions"].as_array().unwrap().len(), 2);
+    let notes = positions["notes"].to_string();
+    assert!(notes.contains("Flex statement alone"), "{notes}");
+    assert!(notes.contains("no answer within"), "{notes}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_tws_down_the_statement_answers_alone_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = desk(with_statement(

@@ -486,40 +486,52 @@ impl TwsBroker {
             Some(flex) => Some(flex.snapshot().await?),
             None => None,
         };
-        let read = self
-            .with_session(|s| async move {
-                let deadline = tokio::time::Instant::now() + self.config.timeout;
-                let mut sub = s
-                    .client
-                    .account_updates(&AccountId(s.account.clone()))
-                    .await
-                    .map_err(|e| self.failure(&e, "requesting the portfolio"))?;
-                let updates = self
-                    .read(
-                        &mut sub,
-                        deadline,
-                        |u| matches!(u, AccountUpdate::End),
-                        "reading the portfolio",
-                    )
-                    .await?;
-                // One account-updates stream per client: ended before the next read.
-                sub.cancel().await;
-                let filter = ExecutionFilter {
-                    account_code: s.account.clone(),
-                    last_n_days: EXECUTION_DAYS,
-                    ..ExecutionFilter::default()
-                };
-                let mut sub = s
-                    .client
-                    .executions(filter)
-                    .await
-                    .map_err(|e| self.failure(&e, "requesting executions"))?;
-                let executions = self
-                    .read(&mut sub, deadline, |_| false, "reading executions")
-                    .await?;
-                Ok((updates, executions, s))
-            })
-            .await;
+        let session_read = self.with_session(|s| async move {
+            let deadline = tokio::time::Instant::now() + self.config.timeout;
+            let mut sub = s
+                .client
+                .account_updates(&AccountId(s.account.clone()))
+                .await
+                .map_err(|e| self.failure(&e, "requesting the portfolio"))?;
+            let updates = self
+                .read(
+                    &mut sub,
+                    deadline,
+                    |u| matches!(u, AccountUpdate::End),
+                    "reading the portfolio",
+                )
+                .await?;
+            // One account-updates stream per client: ended before the next read.
+            sub.cancel().await;
+            let filter = ExecutionFilter {
+                account_code: s.account.clone(),
+                last_n_days: EXECUTION_DAYS,
+                ..ExecutionFilter::default()
+            };
+            let mut sub = s
+                .client
+                .executions(filter)
+                .await
+                .map_err(|e| self.failure(&e, "requesting executions"))?;
+            let executions = self
+                .read(&mut sub, deadline, |_| false, "reading executions")
+                .await?;
+            Ok((updates, executions, s))
+        });
+        // With a statement to fall back on, TWS gets most of the timeout, all told, so a
+        // silent gateway leaves time for the statement to answer within the caller's bound.
+        let read = match &history {
+            Some(_) => {
+                match tokio::time::timeout(self.config.timeout * 4 / 5, session_read).await {
+                    Ok(read) => read,
+                    Err(_) => {
+                        self.drop_session().await;
+                        Err(self.timeout())
+                    }
+                }
+            }
+            None => session_read.await,
+        };
         let (updates, executions, session) = match (read, &history) {
             (Ok(read), _) => read,
             // TWS down, the statement on hand: the statement answers alone, and says so.
