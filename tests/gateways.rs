@@ -677,3 +677,16 @@ async fn with_no_account_answering_every_book_tool_answers_the_error() {
     assert_eq!(health["status"], "ok", "{health:#}");
     assert_eq!(health["unavailable_accounts"].as_array().unwrap().len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_symbol_while_an_account_is_down_says_it_may_be_that_accounts() {
+    let switch = std::sync::Arc::new(Switch::new(REFUSES));
+    let ctx = two_sources(switch);
+    let out = tool(&ctx, "get_positions", json!({"symbol": "NOPE"})).await;
+    assert_eq!(out["error"]["code"], "unknown_symbol", "{out:#}");
+    let hint = out["error"]["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("MY-1 did not answer, so what it holds is not known"),
+        "{hint}"
+    );
+}

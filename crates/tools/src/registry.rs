@@ -1004,7 +1004,7 @@ async fn dispatch(
             "{name} failed unexpectedly; the server is still running"
         )))
     });
-    partial(out, &left_out)
+    unknown_while_down(partial(out, &left_out), &down)
 }
 
 /// Marks an ok answer over the accounts that answered as partial, naming those left out.
@@ -1012,6 +1012,35 @@ fn partial(mut out: ToolOutput, left_out: &[&Down]) -> ToolOutput {
     if !out.is_error {
         let suffix = unavailable::annotate(&mut out.structured, left_out);
         out.summary.push_str(&suffix);
+    }
+    out
+}
+
+/// An unknown account or symbol while accounts are down may be one of theirs: the hint
+/// says so.
+fn unknown_while_down(mut out: ToolOutput, down: &[Down]) -> ToolOutput {
+    let code = out.structured["error"]["code"].as_str().unwrap_or_default();
+    if out.is_error && !down.is_empty() && (code == "unknown_symbol" || code == "unknown_account") {
+        let ids: Vec<&str> = down.iter().map(|d| d.row.account.as_str()).collect();
+        let extra = if ids.len() == 1 {
+            format!(
+                "; {} did not answer, so what it holds is not known until it answers again (get_server_health)",
+                ids[0]
+            )
+        } else {
+            format!(
+                "; {} did not answer, so what they hold is not known until they answer again (get_server_health)",
+                ids.join(", ")
+            )
+        };
+        if let Some(hint) = out.structured["error"]["hint"].as_str() {
+            let hint = format!("{hint}{extra}");
+            out.summary = format!(
+                "{} (hint: {hint})",
+                out.summary.split(" (hint: ").next().unwrap_or_default()
+            );
+            out.structured["error"]["hint"] = Value::String(hint);
+        }
     }
     out
 }
