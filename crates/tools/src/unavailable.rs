@@ -40,9 +40,8 @@ pub const FIELD: &str = "unavailable_accounts";
 
 /// Adds `unavailable_accounts` to a result's output schema (as an optional field).
 pub(crate) fn with_field(mut schema: Value) -> Value {
-    let item = serde_json::to_value(schemars::schema_for!(UnavailableAccount))
+    let mut item = serde_json::to_value(schemars::schema_for!(UnavailableAccount))
         .unwrap_or_else(|_| json!({}));
-    let mut item = item;
     if let Some(obj) = item.as_object_mut() {
         obj.remove("$schema");
         obj.remove("title");
@@ -66,11 +65,16 @@ pub(crate) fn note(left_out: &[&Down]) -> String {
         .iter()
         .map(|d| format!("{} ({}, {})", d.row.account, d.row.broker, d.row.code))
         .collect();
-    format!(
-        "partial answer: {} did not answer and {} left out of every figure and total here (unavailable_accounts has each one's error and hint); get_server_health shows their state, and they are served again once their gateway answers",
-        names.join(", "),
-        if left_out.len() == 1 { "is" } else { "are" }
-    )
+    if let [one] = names.as_slice() {
+        format!(
+            "partial answer: {one} did not answer and is left out of every figure and total here (unavailable_accounts has its error and hint); get_server_health shows its state, and it is served again once its gateway answers"
+        )
+    } else {
+        format!(
+            "partial answer: {} did not answer and are left out of every figure and total here (unavailable_accounts has each one's error and hint); get_server_health shows their state, and each is served again once its gateway answers",
+            names.join(", ")
+        )
+    }
 }
 
 /// What a tool's filters make of the accounts that are down: `Err` with the account's
