@@ -94,6 +94,7 @@ pub(crate) fn generate(n: usize) -> Book {
             trade_date: time.date_naive(),
             time,
             seq: u32::try_from(k).unwrap_or(u32::MAX),
+            kind: tradedesk_core::FillKind::Trade,
         });
     }
     let first = start.date_naive();
@@ -132,6 +133,8 @@ pub(crate) fn generate(n: usize) -> Book {
         cash,
         fx: FxTable::new(Currency::USD, fx),
         reported_positions: Vec::new(),
+        corporate_actions: Vec::new(),
+        action_fills: Vec::new(),
         notes: Vec::new(),
     }
 }

@@ -514,6 +514,7 @@ impl AlpacaBroker {
                         time: t.with_timezone(&utc),
                         trade_date: t.with_timezone(&eastern(t)).date_naive(),
                         seq,
+                        kind: tradedesk_core::FillKind::Trade,
                     });
                 }
                 Some(kind) => {
@@ -617,6 +618,7 @@ impl AlpacaBroker {
             marks,
             fx_rates: Vec::new(),
             reported_positions: reported,
+            corporate_actions: Vec::new(),
             notes: Vec::new(),
         };
         if !unlisted.is_empty() {

@@ -16,8 +16,9 @@ use rust_decimal::Decimal;
 use serde_json_borrow::{ObjectAsVec as Map, Value};
 use tradedesk_core::instrument::gics_sector;
 use tradedesk_core::{
-    Account, AccountIdx, AssetClass, Book, BookParts, CashEntry, CashKind, Currency, Fill, FxQuote,
-    Instrument, InstrumentIdx, InstrumentKey, Mode, ReportedPosition, Side,
+    Account, AccountIdx, ActionKind, AssetClass, Book, BookParts, CashEntry, CashKind,
+    CorporateAction, Currency, Fill, FillKind, FillRef, FxQuote, Instrument, InstrumentIdx,
+    InstrumentKey, Mode, ReportedPosition, Side,
 };
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
@@ -147,7 +148,7 @@ pub fn parse_fx_file(source: &str, text: &str) -> Result<Vec<FxQuote>, BookError
     }
 }
 
-const TOP_LEVEL: [&str; 10] = [
+const TOP_LEVEL: [&str; 12] = [
     "format",
     "base_currency",
     "as_of",
@@ -158,6 +159,8 @@ const TOP_LEVEL: [&str; 10] = [
     "marks",
     "fx_rates",
     "reported_positions",
+    "opening_positions",
+    "corporate_actions",
 ];
 
 /// Where an item sits in the file (`fills[12]`), formatted only when an issue is found.
@@ -435,6 +438,7 @@ impl Validator {
             })
             .collect();
         let refs = Refs {
+            account_ids: accounts.iter().map(|a| a.id.as_str()).collect(),
             accounts: &account_ids,
             instruments: &instrument_ids,
             instrument_list: &instruments,
@@ -460,6 +464,22 @@ impl Validator {
             let items = self.array(top, "reported_positions", false);
             self.reported(items, &refs)
         };
+        let mut fills = fills;
+        let mut notes = Vec::new();
+        let opening = {
+            let items = self.array(top, "opening_positions", false);
+            self.opening_positions(items, &refs, &marks)
+        };
+        if let Some(first) = opening.iter().map(|f| f.trade_date).min() {
+            notes.push(format!(
+                "the history starts mid-life: positions held on {first} open at the cost the book states (opening_positions), so P&L before then is the broker's figure, not tradedesk's"
+            ));
+        }
+        fills.extend(opening);
+        let corporate_actions = {
+            let items = self.array(top, "corporate_actions", false);
+            self.corporate_actions(items, &refs, &fills)
+        };
 
         if !self.issues.is_empty() {
             return None;
@@ -474,7 +494,8 @@ impl Validator {
             marks,
             fx_rates: fx,
             reported_positions,
-            notes: Vec::new(),
+            corporate_actions,
+            notes,
         }))
     }
 
@@ -670,11 +691,28 @@ impl Validator {
                     "commission_currency",
                     "commission_known",
                     "time",
+                    "closes",
                 ],
             ) else {
                 continue;
             };
             let id = self.string(&path, map, "id", true);
+            if let Some(id) =
+                id.filter(|id| id.starts_with("action:") || id.starts_with("opening:"))
+            {
+                self.issue(
+                    format!("{path}.id"),
+                    format!("'{id}': ids starting action: or opening: are kept for the fills tradedesk makes"),
+                );
+            }
+            let closes = match map.get("closes") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => {
+                    self.issue(format!("{path}.closes"), "must be true or false");
+                    false
+                }
+            };
             if let Some(id) = id
                 && let Some(first) = seen.insert(id, i)
             {
@@ -762,7 +800,346 @@ impl Validator {
                 trade_date: time.date_naive(),
                 time,
                 seq,
+                kind: if closes {
+                    FillKind::Close
+                } else {
+                    FillKind::Trade
+                },
             });
+        }
+        out
+    }
+
+    /// Positions held when the history starts, as fills of kind [`FillKind::Opening`]
+    /// (sequenced before every fill of the book).
+    fn opening_positions(
+        &mut self,
+        items: &[Value<'_>],
+        refs: &Refs<'_>,
+        marks: &[(InstrumentIdx, NaiveDate, Decimal)],
+    ) -> Vec<Fill> {
+        let mut seen: HashMap<(AccountIdx, InstrumentIdx), usize> = HashMap::new();
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let path = At::item("opening_positions", i);
+            let Some(map) = self.object(
+                &path,
+                item,
+                &["account", "exchange", "symbol", "quantity", "cost", "date"],
+            ) else {
+                continue;
+            };
+            let account = self.account_ref(&path, map, refs);
+            let instrument = self.instrument_ref(&path, map, refs);
+            let quantity = self.decimal(
+                &path,
+                map,
+                "quantity",
+                true,
+                Some((
+                    |d| !d.is_zero(),
+                    "must not be 0 (signed: negative for a short)",
+                )),
+            );
+            let cost = self.decimal(
+                &path,
+                map,
+                "cost",
+                false,
+                Some((
+                    |d| *d >= Decimal::ZERO,
+                    "must be >= 0 (the average cost per unit)",
+                )),
+            );
+            let date = self.date(&path, map, "date");
+            let (Some(account), Some(instrument), Some(quantity), Some(date)) =
+                (account, instrument, quantity, date)
+            else {
+                continue;
+            };
+            if let Some(first) = seen.insert((account, instrument), i) {
+                self.issue(
+                    path,
+                    format!("duplicate opening position for the same account and instrument (first at opening_positions[{first}])"),
+                );
+                continue;
+            }
+            let inst = &refs.instrument_list[instrument as usize];
+            let mark = || {
+                let of = marks.iter().filter(|(m, _, _)| *m == instrument);
+                of.clone()
+                    .filter(|(_, d, _)| *d <= date)
+                    .max_by_key(|(_, d, _)| *d)
+                    .or_else(|| of.min_by_key(|(_, d, _)| *d))
+                    .map(|(_, _, p)| *p)
+            };
+            let (price, known) = match cost {
+                Some(c) => (c, true),
+                None => match mark() {
+                    Some(p) => (p, false),
+                    None => {
+                        self.issue(
+                            format!("{path}.cost"),
+                            format!(
+                                "is required: the book has no mark of {} to open the position at",
+                                inst.key
+                            ),
+                        );
+                        continue;
+                    }
+                },
+            };
+            let time = date
+                .and_time(chrono::NaiveTime::MIN)
+                .and_utc()
+                .fixed_offset();
+            out.push(Fill {
+                id: format!(
+                    "opening:{}:{}",
+                    refs.account_ids[account as usize], inst.key
+                ),
+                account,
+                instrument,
+                side: if quantity.is_sign_positive() {
+                    Side::Buy
+                } else {
+                    Side::Sell
+                },
+                quantity: quantity.abs(),
+                price,
+                commission: Decimal::ZERO,
+                commission_currency: inst.currency,
+                commission_known: known,
+                time,
+                trade_date: date,
+                seq: 0,
+                kind: FillKind::Opening,
+            });
+        }
+        out
+    }
+
+    /// The instrument named by `exchange_key` / `symbol_key` (a corporate action's target).
+    fn target_ref(
+        &mut self,
+        path: &At,
+        map: &Map<'_>,
+        refs: &Refs<'_>,
+        (exchange_key, symbol_key): (&str, &str),
+    ) -> Option<InstrumentIdx> {
+        let exchange = self.string(path, map, exchange_key, true);
+        let symbol = self.string(path, map, symbol_key, true);
+        let (exchange, symbol) = (exchange?, symbol?);
+        let found = refs.instruments.get(&(exchange, symbol)).copied();
+        if found.is_none() {
+            self.issue(
+                format!("{path}.{symbol_key}"),
+                format!("instrument {exchange}:{symbol} is not listed in instruments"),
+            );
+        }
+        found
+    }
+
+    fn corporate_actions(
+        &mut self,
+        items: &[Value<'_>],
+        refs: &Refs<'_>,
+        fills: &[Fill],
+    ) -> Vec<CorporateAction> {
+        const KINDS: &str = "split, stock_merger, symbol_change, cash_merger, spin_off, cash_in_lieu, expiry, exercise, assignment";
+        const COMMON: [&str; 6] = ["id", "account", "exchange", "symbol", "kind", "date"];
+        let positive: Check = (|d| *d > Decimal::ZERO, "must be > 0");
+        let non_negative: Check = (|d| *d >= Decimal::ZERO, "must be >= 0");
+        let fill_ids: HashMap<&str, &Fill> = fills.iter().map(|f| (f.id.as_str(), f)).collect();
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let path = At::item("corporate_actions", i);
+            let kind_name = item
+                .as_object()
+                .and_then(|m| m.get("kind"))
+                .and_then(Value::as_str);
+            let extra: &[&str] = match kind_name {
+                Some("split") => &["new_units", "old_units"],
+                Some("stock_merger") => {
+                    &["target_exchange", "target_symbol", "new_units", "old_units"]
+                }
+                Some("symbol_change") => &["target_exchange", "target_symbol"],
+                Some("cash_merger") => &["cash_per_unit", "quantity"],
+                Some("spin_off") => &[
+                    "target_exchange",
+                    "target_symbol",
+                    "new_units",
+                    "old_units",
+                    "cost_fraction",
+                ],
+                Some("cash_in_lieu") => &["quantity", "amount"],
+                Some("expiry") => &["quantity"],
+                Some("exercise" | "assignment") => &["quantity", "fill"],
+                Some(other) => {
+                    self.issue(
+                        format!("{path}.kind"),
+                        format!("'{other}' must be one of {KINDS}"),
+                    );
+                    continue;
+                }
+                None => {
+                    self.issue(
+                        format!("{path}.kind"),
+                        format!("is required: one of {KINDS}"),
+                    );
+                    continue;
+                }
+            };
+            let allowed: Vec<&str> = COMMON.iter().chain(extra).copied().collect();
+            let Some(map) = self.object(&path, item, &allowed) else {
+                continue;
+            };
+            let id = self.string(&path, map, "id", true);
+            if let Some(id) = id
+                && let Some(first) = seen.insert(id, i)
+            {
+                self.issue(
+                    format!("{path}.id"),
+                    format!(
+                        "duplicate corporate action id '{id}' (first at corporate_actions[{first}])"
+                    ),
+                );
+            }
+            let account = self.account_ref(&path, map, refs);
+            let instrument = self.instrument_ref(&path, map, refs);
+            let date = self.date(&path, map, "date");
+            let ratio = |v: &mut Self| {
+                let new = v.decimal(&path, map, "new_units", true, Some(positive));
+                let old = v.decimal(&path, map, "old_units", true, Some(positive));
+                new.zip(old)
+            };
+            let kind = match kind_name.unwrap_or_default() {
+                "split" => ratio(self).map(|(new, old)| ActionKind::Split { new, old }),
+                "stock_merger" => {
+                    let into =
+                        self.target_ref(&path, map, refs, ("target_exchange", "target_symbol"));
+                    let r = ratio(self);
+                    into.zip(r)
+                        .map(|(into, (new, old))| ActionKind::StockMerger { into, new, old })
+                }
+                "symbol_change" => self
+                    .target_ref(&path, map, refs, ("target_exchange", "target_symbol"))
+                    .map(|into| ActionKind::SymbolChange { into }),
+                "cash_merger" => {
+                    let cash = self.decimal(&path, map, "cash_per_unit", true, Some(non_negative));
+                    let quantity = self.decimal(&path, map, "quantity", false, Some(positive));
+                    cash.map(|cash_per_unit| ActionKind::CashMerger {
+                        cash_per_unit,
+                        quantity,
+                    })
+                }
+                "spin_off" => {
+                    let child =
+                        self.target_ref(&path, map, refs, ("target_exchange", "target_symbol"));
+                    let r = ratio(self);
+                    let fraction = self.decimal(
+                        &path,
+                        map,
+                        "cost_fraction",
+                        true,
+                        Some((
+                            |d| *d >= Decimal::ZERO && *d <= Decimal::ONE,
+                            "must be from 0 to 1 (the share of the cost basis the new shares take)",
+                        )),
+                    );
+                    match (child, r, fraction) {
+                        (Some(child), Some((new, old)), Some(cost_fraction)) => {
+                            Some(ActionKind::SpinOff {
+                                child,
+                                new,
+                                old,
+                                cost_fraction,
+                            })
+                        }
+                        _ => None,
+                    }
+                }
+                "cash_in_lieu" => {
+                    let quantity = self.decimal(&path, map, "quantity", true, Some(positive));
+                    let amount = self.decimal(&path, map, "amount", true, Some(non_negative));
+                    quantity
+                        .zip(amount)
+                        .map(|(quantity, amount)| ActionKind::CashInLieu { quantity, amount })
+                }
+                "expiry" => {
+                    let quantity = self.decimal(&path, map, "quantity", false, Some(positive));
+                    Some(ActionKind::Expiry { quantity })
+                }
+                assigned => {
+                    let quantity = self.decimal(&path, map, "quantity", false, Some(positive));
+                    let fill = self.string(&path, map, "fill", true).and_then(|f| {
+                        let Some(found) = fill_ids.get(f) else {
+                            self.issue(format!("{path}.fill"), format!("no fill has the id '{f}' (the stock trade the option delivered)"));
+                            return None;
+                        };
+                        if account.is_some_and(|a| a != found.account)
+                            || instrument.is_some_and(|i| i == found.instrument)
+                        {
+                            self.issue(format!("{path}.fill"), format!("'{f}' must be a trade of the same account in the underlying, not in the option"));
+                            return None;
+                        }
+                        if date.is_some_and(|d| found.trade_date < d) {
+                            self.issue(format!("{path}.fill"), format!("'{f}' is dated before the action: the delivered trade is on or after the action's date"));
+                            return None;
+                        }
+                        Some(FillRef::new(f))
+                    });
+                    fill.map(|fill| {
+                        if assigned == "exercise" {
+                            ActionKind::Exercise { quantity, fill }
+                        } else {
+                            ActionKind::Assignment { quantity, fill }
+                        }
+                    })
+                }
+            };
+            if let (Some(instrument), Some(kind)) = (instrument, &kind) {
+                let class = refs.instrument_list[instrument as usize].asset_class;
+                let option_event = matches!(
+                    kind,
+                    ActionKind::Expiry { .. }
+                        | ActionKind::Exercise { .. }
+                        | ActionKind::Assignment { .. }
+                );
+                if option_event && class != AssetClass::Option {
+                    self.issue(
+                        format!("{path}.kind"),
+                        format!(
+                            "'{}' applies to an option, and {} is {}",
+                            kind.as_str(),
+                            refs.instrument_list[instrument as usize].key,
+                            class.as_str()
+                        ),
+                    );
+                }
+                if let ActionKind::StockMerger { into, .. }
+                | ActionKind::SymbolChange { into }
+                | ActionKind::SpinOff { child: into, .. } = kind
+                    && *into == instrument
+                {
+                    self.issue(
+                        format!("{path}.target_symbol"),
+                        "must name another instrument than the action's own",
+                    );
+                }
+            }
+            if let (Some(id), Some(account), Some(instrument), Some(date), Some(kind)) =
+                (id, account, instrument, date, kind)
+            {
+                out.push(CorporateAction {
+                    id: id.to_owned(),
+                    account,
+                    instrument,
+                    date,
+                    kind,
+                });
+            }
         }
         out
     }
@@ -932,6 +1309,7 @@ impl Validator {
 
 struct Refs<'a> {
     accounts: &'a HashMap<&'a str, AccountIdx>,
+    account_ids: Vec<&'a str>,
     instruments: &'a HashMap<(&'a str, &'a str), InstrumentIdx>,
     instrument_list: &'a [Instrument],
 }
@@ -951,6 +1329,214 @@ fn parse_decimal(text: &str) -> Option<Decimal> {
     Decimal::from_str_exact(text)
         .or_else(|_| Decimal::from_str(text))
         .ok()
+}
+
+/// Writes a book as a `tradedesk-book/1` file that [`parse_book`] reads back to the same
+/// book: positions held at the start as `opening_positions`, the fills made for corporate
+/// actions left out (they are made again from `corporate_actions`).
+pub fn write_book(book: &Book) -> String {
+    use serde_json::{Map as JsonMap, Value as Json, json};
+    let text = |d: &Decimal| Json::String(d.to_string());
+    let inst = |i: InstrumentIdx| &book.instruments[i as usize].key;
+    let place = |m: &mut JsonMap<String, Json>, key: &InstrumentKey, prefix: &str| {
+        m.insert(format!("{prefix}exchange"), key.exchange.clone().into());
+        m.insert(format!("{prefix}symbol"), key.symbol.clone().into());
+    };
+    let accounts: Vec<Json> = book
+        .accounts
+        .iter()
+        .map(|a| {
+            let mut m = JsonMap::new();
+            m.insert("id".into(), a.id.clone().into());
+            m.insert("broker".into(), a.broker.clone().into());
+            m.insert("currency".into(), a.currency.code().into());
+            if let Some(name) = &a.name {
+                m.insert("name".into(), name.clone().into());
+            }
+            Json::Object(m)
+        })
+        .collect();
+    let instruments: Vec<Json> = book
+        .instruments
+        .iter()
+        .map(|i| {
+            let mut m = JsonMap::new();
+            place(&mut m, &i.key, "");
+            m.insert("currency".into(), i.currency.code().into());
+            m.insert("asset_class".into(), i.asset_class.as_str().into());
+            m.insert("multiplier".into(), text(&i.multiplier));
+            for (key, value) in [("name", &i.name), ("country", &i.country)] {
+                if let Some(v) = value {
+                    m.insert(key.into(), v.clone().into());
+                }
+            }
+            if let Some(sector) = i.sector {
+                m.insert("sector".into(), sector.into());
+            }
+            Json::Object(m)
+        })
+        .collect();
+    let account_id = |a: AccountIdx| book.accounts[a as usize].id.clone();
+    let mut fills = Vec::new();
+    let mut opening = Vec::new();
+    for f in &book.fills {
+        let mut m = JsonMap::new();
+        match f.kind {
+            FillKind::Action => continue,
+            FillKind::Opening => {
+                m.insert("account".into(), account_id(f.account).into());
+                place(&mut m, inst(f.instrument), "");
+                let signed = match f.side {
+                    Side::Buy => f.quantity,
+                    Side::Sell => -f.quantity,
+                };
+                m.insert("quantity".into(), text(&signed));
+                if f.commission_known {
+                    m.insert("cost".into(), text(&f.price));
+                }
+                m.insert("date".into(), f.trade_date.to_string().into());
+                opening.push(Json::Object(m));
+                continue;
+            }
+            FillKind::Trade | FillKind::Close => {}
+        }
+        m.insert("id".into(), f.id.clone().into());
+        m.insert("account".into(), account_id(f.account).into());
+        place(&mut m, inst(f.instrument), "");
+        m.insert("side".into(), f.side.as_str().into());
+        m.insert("quantity".into(), text(&f.quantity));
+        m.insert("price".into(), text(&f.price));
+        m.insert("commission".into(), text(&f.commission));
+        m.insert(
+            "commission_currency".into(),
+            f.commission_currency.code().into(),
+        );
+        m.insert("commission_known".into(), f.commission_known.into());
+        m.insert("time".into(), f.time.to_rfc3339().into());
+        if f.kind == FillKind::Close {
+            m.insert("closes".into(), true.into());
+        }
+        fills.push(Json::Object(m));
+    }
+    let cash: Vec<Json> = book
+        .cash
+        .iter()
+        .map(|c| {
+            let kind = match c.kind {
+                CashKind::Deposit => "deposit",
+                CashKind::Withdrawal => "withdrawal",
+                CashKind::Dividend => "dividend",
+                CashKind::Interest => "interest",
+                CashKind::Fee => "fee",
+            };
+            json!({"account": account_id(c.account), "kind": kind, "amount": text(&c.amount),
+                   "currency": c.currency.code(), "time": c.time.to_rfc3339()})
+        })
+        .collect();
+    let mut marks = Vec::new();
+    for (i, instrument) in book.instruments.iter().enumerate() {
+        let Ok(idx) = InstrumentIdx::try_from(i) else {
+            continue;
+        };
+        for (date, price) in book.marks.series(idx) {
+            marks.push(
+                json!({"exchange": instrument.key.exchange, "symbol": instrument.key.symbol,
+                              "price": text(price), "date": date.to_string()}),
+            );
+        }
+    }
+    let mut quotes = book.fx.all_quotes();
+    quotes.sort_by(|a, b| {
+        (a.base.code(), a.quote.code(), a.date).cmp(&(b.base.code(), b.quote.code(), b.date))
+    });
+    let fx: Vec<Json> = quotes
+        .iter()
+        .map(|q| json!({"base": q.base.code(), "quote": q.quote.code(), "rate": text(&q.rate), "date": q.date.to_string()}))
+        .collect();
+    let reported: Vec<Json> = book
+        .reported_positions
+        .iter()
+        .map(|r| {
+            let key = inst(r.instrument);
+            json!({"account": account_id(r.account), "exchange": key.exchange, "symbol": key.symbol,
+                   "quantity": text(&r.quantity)})
+        })
+        .collect();
+    let actions: Vec<Json> = book
+        .corporate_actions
+        .iter()
+        .map(|a| {
+            let mut m = JsonMap::new();
+            m.insert("id".into(), a.id.clone().into());
+            m.insert("account".into(), account_id(a.account).into());
+            place(&mut m, inst(a.instrument), "");
+            m.insert("kind".into(), a.kind.as_str().into());
+            m.insert("date".into(), a.date.to_string().into());
+            let ratio = |m: &mut JsonMap<String, Json>, new: &Decimal, old: &Decimal| {
+                m.insert("new_units".into(), text(new));
+                m.insert("old_units".into(), text(old));
+            };
+            match &a.kind {
+                ActionKind::Split { new, old } => ratio(&mut m, new, old),
+                ActionKind::StockMerger { into, new, old } => {
+                    place(&mut m, inst(*into), "target_");
+                    ratio(&mut m, new, old);
+                }
+                ActionKind::SymbolChange { into } => place(&mut m, inst(*into), "target_"),
+                ActionKind::CashMerger {
+                    cash_per_unit,
+                    quantity,
+                } => {
+                    m.insert("cash_per_unit".into(), text(cash_per_unit));
+                    if let Some(q) = quantity {
+                        m.insert("quantity".into(), text(q));
+                    }
+                }
+                ActionKind::SpinOff {
+                    child,
+                    new,
+                    old,
+                    cost_fraction,
+                } => {
+                    place(&mut m, inst(*child), "target_");
+                    ratio(&mut m, new, old);
+                    m.insert("cost_fraction".into(), text(cost_fraction));
+                }
+                ActionKind::CashInLieu { quantity, amount } => {
+                    m.insert("quantity".into(), text(quantity));
+                    m.insert("amount".into(), text(amount));
+                }
+                ActionKind::Expiry { quantity } => {
+                    if let Some(q) = quantity {
+                        m.insert("quantity".into(), text(q));
+                    }
+                }
+                ActionKind::Exercise { quantity, fill }
+                | ActionKind::Assignment { quantity, fill } => {
+                    if let Some(q) = quantity {
+                        m.insert("quantity".into(), text(q));
+                    }
+                    m.insert("fill".into(), fill.id.clone().into());
+                }
+            }
+            Json::Object(m)
+        })
+        .collect();
+    let out = json!({
+        "format": FORMAT,
+        "base_currency": book.base_currency.code(),
+        "as_of": book.as_of.to_string(),
+        "accounts": accounts,
+        "instruments": instruments,
+        "opening_positions": opening,
+        "fills": fills,
+        "cash": cash,
+        "marks": marks,
+        "fx_rates": fx,
+        "reported_positions": reported,
+        "corporate_actions": actions,
+    });
+    serde_json::to_string_pretty(&out).unwrap_or_default()
 }
 
 /// A broker whose accounts come from a book file (or the embedded demo).

@@ -354,6 +354,7 @@ impl Draft {
             time,
             trade_date: time.date_naive(),
             seq,
+            kind: tradedesk_core::FillKind::Trade,
         });
     }
 }
@@ -1056,6 +1057,7 @@ impl DwxBroker {
             marks,
             fx_rates,
             reported_positions,
+            corporate_actions: Vec::new(),
             notes,
         };
         // MetaTrader keeps one balance, in the account's currency: each trade's P&L is

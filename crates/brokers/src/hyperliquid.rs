@@ -378,6 +378,7 @@ impl HyperliquidBroker {
                 time,
                 trade_date: time.date_naive(),
                 seq: u32::try_from(seq).unwrap_or(u32::MAX),
+                kind: tradedesk_core::FillKind::Trade,
             });
         }
         let mut marks = Vec::new();
@@ -417,6 +418,7 @@ impl HyperliquidBroker {
             marks,
             fx_rates: Vec::new(),
             reported_positions: reported,
+            corporate_actions: Vec::new(),
             notes: vec![format!(
                 "{}: Hyperliquid amounts are USDC, counted as USD; funding payments are not fills, so realized P&L leaves them out (they are in the cash balance); the book's realized P&L is FIFO where Hyperliquid's own closedPnl averages cost",
                 self.config.id

@@ -27,7 +27,9 @@ pub mod sim;
 pub mod tws;
 mod zones;
 
-pub use book::{BookBroker, BookError, BookIssue, load_book, parse_book, parse_fx_file};
+pub use book::{
+    BookBroker, BookError, BookIssue, load_book, parse_book, parse_fx_file, write_book,
+};
 
 /// Why a broker call failed. Transient failures (`Unavailable`, `Timeout`,
 /// `RateLimited`) are told apart from rejections (`Rejected`, `InvalidRequest`) and from
@@ -271,6 +273,7 @@ pub(crate) fn open_unexplained(
             time: at,
             trade_date: at.date_naive(),
             seq,
+            kind: tradedesk_core::FillKind::Opening,
         });
     }
     opened

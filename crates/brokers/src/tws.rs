@@ -566,6 +566,7 @@ impl TwsBroker {
                 marks: Vec::new(),
                 fx_rates: Vec::new(),
                 reported_positions: Vec::new(),
+                corporate_actions: Vec::new(),
                 notes: Vec::new(),
             },
         };
@@ -722,6 +723,7 @@ impl TwsBroker {
                 time,
                 trade_date: time.date_naive(),
                 seq: first_seq.saturating_add(u32::try_from(n).unwrap_or(u32::MAX)),
+                kind: tradedesk_core::FillKind::Trade,
             });
             merged += 1;
         }

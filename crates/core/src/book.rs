@@ -5,6 +5,7 @@ use chrono::{DateTime, FixedOffset, NaiveDate};
 use rust_decimal::Decimal;
 use serde::Serialize;
 
+use crate::actions::CorporateAction;
 use crate::currency::Currency;
 use crate::fx::{FxQuote, FxTable};
 use crate::instrument::{Instrument, InstrumentKey};
@@ -58,6 +59,46 @@ impl Side {
     }
 }
 
+/// Where a fill comes from, and so how the replay treats it (`docs/methodology/book-format.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FillKind {
+    /// An execution: opens or closes lots, and may flip a position.
+    #[default]
+    Trade,
+    /// An execution the broker marks as closing (Flex `C`, MetaTrader 5 `entry_out`): it
+    /// closes lots and never opens the other way; what finds no lot to close is reported
+    /// as an unexplained close.
+    Close,
+    /// A position held when the history starts: opens lots at the broker's cost and
+    /// moves no cash (the opening cash already holds it).
+    Opening,
+    /// Made from a corporate action or option event (a cash merger, a tender, cash in
+    /// lieu, an expiry): closes lots like a [`FillKind::Close`] and moves cash.
+    Action,
+}
+
+impl FillKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Trade => "trade",
+            Self::Close => "close",
+            Self::Opening => "opening",
+            Self::Action => "action",
+        }
+    }
+
+    /// Whether the fill only closes: its unmatched part opens nothing.
+    pub fn closes_only(self) -> bool {
+        matches!(self, Self::Close | Self::Action)
+    }
+
+    /// Whether the fill moves cash (all but opening positions).
+    pub fn moves_cash(self) -> bool {
+        !matches!(self, Self::Opening)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fill {
     pub id: String,
@@ -77,6 +118,7 @@ pub struct Fill {
     pub trade_date: NaiveDate,
     /// Position in the source (file order), the tie-break for equal instants.
     pub seq: u32,
+    pub kind: FillKind,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -172,6 +214,12 @@ pub struct Book {
     pub marks: Marks,
     pub fx: FxTable,
     pub reported_positions: Vec<ReportedPosition>,
+    /// By date, then source order; paying ones are settled by fills of kind
+    /// [`FillKind::Action`] (see [`Book::action_fills`]).
+    pub corporate_actions: Vec<CorporateAction>,
+    /// Per corporate action: the index of the fill that settles it, for those that pay out
+    /// and found a holding.
+    pub action_fills: Vec<Option<u32>>,
     /// Caveats from the source (an adapter's): what it could not see or had to assume.
     pub notes: Vec<String>,
 }
@@ -189,6 +237,9 @@ pub struct BookParts {
     pub marks: Vec<(InstrumentIdx, NaiveDate, Decimal)>,
     pub fx_rates: Vec<FxQuote>,
     pub reported_positions: Vec<ReportedPosition>,
+    /// In any order; fills of kind [`FillKind::Action`] are made for them on assembly and
+    /// must not be given.
+    pub corporate_actions: Vec<CorporateAction>,
     /// Caveats from the source, carried into every answer built on the book.
     pub notes: Vec<String>,
 }
@@ -207,10 +258,14 @@ impl Book {
             marks,
             fx_rates,
             reported_positions,
+            mut corporate_actions,
             notes,
         } = parts;
+        fills.retain(|f| f.kind != FillKind::Action);
         fills.sort_by(|a, b| a.time.cmp(&b.time).then(a.seq.cmp(&b.seq)));
-        Self {
+        corporate_actions.sort_by_key(|a| a.date);
+        let action_count = corporate_actions.len();
+        let mut book = Self {
             base_currency,
             as_of,
             marks: Marks::new(instruments.len(), marks),
@@ -220,7 +275,40 @@ impl Book {
             fills,
             cash,
             reported_positions,
+            corporate_actions,
+            action_fills: vec![None; action_count],
             notes,
+        };
+        if action_count > 0 {
+            crate::ledger::settle_actions(&mut book);
+        }
+        book
+    }
+
+    /// Points each exercise's and assignment's delivered fill at its index.
+    pub(crate) fn index_deliveries(&mut self) {
+        use crate::actions::ActionKind;
+        let ids: std::collections::HashMap<&str, u32> = self
+            .fills
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| Some((f.id.as_str(), u32::try_from(i).ok()?)))
+            .collect();
+        let mut found = Vec::with_capacity(self.corporate_actions.len());
+        for action in &self.corporate_actions {
+            found.push(match &action.kind {
+                ActionKind::Exercise { fill, .. } | ActionKind::Assignment { fill, .. } => {
+                    ids.get(fill.id.as_str()).copied()
+                }
+                _ => None,
+            });
+        }
+        for (action, index) in self.corporate_actions.iter_mut().zip(found) {
+            if let ActionKind::Exercise { fill, .. } | ActionKind::Assignment { fill, .. } =
+                &mut action.kind
+            {
+                fill.index = index;
+            }
         }
     }
 
@@ -240,6 +328,7 @@ impl Book {
                 .collect(),
             fx_rates: self.fx.all_quotes(),
             reported_positions: self.reported_positions.clone(),
+            corporate_actions: self.corporate_actions.clone(),
             notes: self.notes.clone(),
         }
     }

@@ -8,6 +8,11 @@
 //! taken from what remains, so the last portion gets exactly the remainder and no
 //! fraction of a commission is lost or counted twice.
 //!
+//! A lot may carry a P&L **adjustment**: cost moved into it by a corporate action (what a
+//! split's rounded price leaves over, a spin-off's allocated cost, an exercised option's
+//! premium). It is shared out with the quantity, like a commission, and added to the gross
+//! P&L of every portion closed (`docs/methodology/corporate-actions.md`).
+//!
 //! Closed lots are handed to a callback, never stored: memory is proportional to open
 //! lots, not to history. The loop runs on integers: quantities and prices at the scale
 //! their instrument's fills use, P&L and commission shares as [`Fixed`] (18 places).
@@ -54,6 +59,9 @@ struct Lot {
     price: i128,
     price_decimal: Decimal,
     commission: Fixed,
+    /// Added to the gross P&L when the lot closes (shared with the quantity); zero but
+    /// after a corporate action or an option delivery.
+    adjustment: Fixed,
     open_date: NaiveDate,
     commission_known: bool,
 }
@@ -68,6 +76,10 @@ pub struct OpenLot {
     pub price: Decimal,
     /// The opening commission not yet consumed by closes, in the instrument currency.
     pub commission: Decimal,
+    /// Added to the gross P&L when the lot closes: the lot's true cost is
+    /// `quantity x price x multiplier - adjustment` for a long, its true proceeds
+    /// `quantity x price x multiplier + adjustment` for a short.
+    pub adjustment: Decimal,
     pub open_date: NaiveDate,
     pub commission_known: bool,
 }
@@ -91,6 +103,75 @@ fn to_decimal(mantissa: i128, scale: u32) -> Decimal {
     })
 }
 
+/// A lot taken out of its queue as decimals, while a corporate action reshapes it.
+#[derive(Debug, Clone)]
+struct LooseLot {
+    fill: u32,
+    quantity: Decimal,
+    price: Decimal,
+    commission: Fixed,
+    adjustment: Fixed,
+    open_date: NaiveDate,
+    commission_known: bool,
+}
+
+/// The mantissa of `value` at `scale` places (`scale` at least the value's own).
+fn rescale(value: Decimal, scale: u32) -> Result<i128> {
+    value
+        .mantissa()
+        .checked_mul(
+            fixed::pow10_checked(scale.saturating_sub(value.scale())).ok_or_else(overflow)?,
+        )
+        .ok_or_else(overflow)
+}
+
+/// Places kept for a price a corporate action divides (what they leave over goes to the
+/// lot's adjustment, so no cost is lost).
+const ACTION_PRICE_PLACES: u32 = 10;
+
+/// `quantity x price x multiplier` as [`Fixed`].
+fn value_of(quantity: Decimal, price: Decimal, multiplier: Decimal) -> Result<Fixed> {
+    let scale = quantity.scale() + price.scale() + multiplier.scale();
+    let qm = quantity
+        .mantissa()
+        .checked_mul(multiplier.mantissa())
+        .ok_or_else(overflow)?;
+    scaled_product(price.mantissa(), qm, scale)
+}
+
+/// `value x num / den` as [`Fixed`], for a ratio given as two decimals.
+fn scaled_by(value: Fixed, num: Decimal, den: Decimal) -> Result<Fixed> {
+    let (n, ns, d, ds) = (num.mantissa(), num.scale(), den.mantissa(), den.scale());
+    // value x (n / 10^ns) / (d / 10^ds) = value x n x 10^ds / (d x 10^ns)
+    let n = n.checked_mul(fixed::pow10_checked(ds).ok_or_else(overflow)?);
+    let d = d.checked_mul(fixed::pow10_checked(ns).ok_or_else(overflow)?);
+    match (n, d) {
+        (Some(n), Some(d)) if d != 0 => fixed::mul_div(value.0, n, d)
+            .map(Fixed)
+            .ok_or_else(overflow),
+        _ => Err(overflow()),
+    }
+}
+
+/// `quantity x new / old`, exact when it has at most 18 places, else rounded to 18.
+fn ratio_quantity(quantity: Decimal, new: Decimal, old: Decimal) -> Result<Decimal> {
+    quantity
+        .checked_mul(new)
+        .and_then(|q| q.checked_div(old))
+        .map(|q| q.round_dp(fixed::SCALE).normalize())
+        .ok_or_else(overflow)
+}
+
+/// A price a corporate action divides, to [`ACTION_PRICE_PLACES`] places.
+fn action_price(value: Decimal) -> Decimal {
+    value
+        .round_dp_with_strategy(
+            ACTION_PRICE_PLACES,
+            rust_decimal::RoundingStrategy::MidpointAwayFromZero,
+        )
+        .normalize()
+}
+
 impl LotQueue {
     const EMPTY: Self = Self {
         side: LotSide::Long,
@@ -110,9 +191,70 @@ impl LotQueue {
             quantity: to_decimal(l.quantity, self.quantity_scale),
             price: l.price_decimal,
             commission: l.commission.to_decimal(),
+            adjustment: l.adjustment.to_decimal(),
             open_date: l.open_date,
             commission_known: l.commission_known,
         })
+    }
+
+    /// +1 for a long, -1 for a short.
+    fn sign(&self) -> i128 {
+        match self.side {
+            LotSide::Long => 1,
+            LotSide::Short => -1,
+        }
+    }
+
+    /// Empties the queue into lots held as decimals, oldest first.
+    fn drain(&mut self) -> Vec<LooseLot> {
+        let (qs, ps) = (self.quantity_scale, self.price_scale);
+        self.lots
+            .drain(..)
+            .map(|l| LooseLot {
+                fill: l.fill,
+                quantity: to_decimal(l.quantity, qs),
+                price: to_decimal(l.price, ps),
+                commission: l.commission,
+                adjustment: l.adjustment,
+                open_date: l.open_date,
+                commission_known: l.commission_known,
+            })
+            .collect()
+    }
+
+    /// Puts lots held as decimals back, keeping the queue ordered by opening (date, then
+    /// fill), widening the scales as needed.
+    fn refill(&mut self, side: LotSide, mut lots: Vec<LooseLot>) -> Result<()> {
+        if lots.is_empty() {
+            return Ok(());
+        }
+        if !self.lots.is_empty() && self.side != side {
+            return Err(Error::invalid_argument(
+                "a corporate action moves a long into a short (or a short into a long) of the same instrument",
+                "book the two positions' netting as trades before the action",
+            ));
+        }
+        self.side = side;
+        let qs = lots.iter().map(|l| l.quantity.scale()).max().unwrap_or(0);
+        let ps = lots.iter().map(|l| l.price.scale()).max().unwrap_or(0);
+        self.widen(qs, ps)?;
+        let mut all = self.drain();
+        all.append(&mut lots);
+        all.sort_by_key(|l| (l.open_date, l.fill));
+        let (qs, ps) = (self.quantity_scale, self.price_scale);
+        for l in all {
+            self.lots.push_back(Lot {
+                fill: l.fill,
+                quantity: rescale(l.quantity, qs)?,
+                price: rescale(l.price, ps)?,
+                price_decimal: l.price,
+                commission: l.commission,
+                adjustment: l.adjustment,
+                open_date: l.open_date,
+                commission_known: l.commission_known,
+            });
+        }
+        Ok(())
     }
 
     /// Signed open quantity: negative for a short.
@@ -312,8 +454,35 @@ impl Fifo {
         fill: &Fill,
         multiplier: Decimal,
         commission: Fixed,
-        mut on_close: impl FnMut(&ClosedLot),
+        on_close: impl FnMut(&ClosedLot),
     ) -> Result<()> {
+        self.apply_adjusted(
+            fill_index,
+            fill,
+            multiplier,
+            commission,
+            Fixed::ZERO,
+            on_close,
+        )
+        .map(|_| ())
+    }
+
+    /// As [`Fifo::apply`], with `adjustment` (a P&L amount in the instrument currency,
+    /// such as an exercised option's premium) shared over the fill's quantity like its
+    /// commission. Answers the quantity a closing-only fill ([`crate::FillKind::closes_only`])
+    /// found no lot for: that part opens nothing.
+    ///
+    /// # Errors
+    /// As [`Fifo::apply`].
+    pub fn apply_adjusted(
+        &mut self,
+        fill_index: u32,
+        fill: &Fill,
+        multiplier: Decimal,
+        commission: Fixed,
+        adjustment: Fixed,
+        mut on_close: impl FnMut(&ClosedLot),
+    ) -> Result<Decimal> {
         let queue = self
             .queue_mut(fill.account, fill.instrument)
             .ok_or_else(|| Error::internal(format!("fill {} refers outside the book", fill.id)))?;
@@ -335,6 +504,7 @@ impl Fifo {
         let incoming = LotSide::opened_by(fill.side);
         let mut remaining = quantity;
         let mut remaining_commission = commission;
+        let mut remaining_adjustment = adjustment;
         if queue.side != incoming {
             while remaining > 0 {
                 let Some(lot) = queue.lots.front_mut() else {
@@ -347,11 +517,23 @@ impl Fifo {
                     LotSide::Long => price - lot.price,
                     LotSide::Short => lot.price - price,
                 };
-                let gross = scaled_product(
+                let mut gross = scaled_product(
                     diff,
                     matched.checked_mul(mult).ok_or_else(overflow)?,
                     value_scale,
                 )?;
+                let (open_adj, close_adj) =
+                    if lot.adjustment.is_zero() && remaining_adjustment.is_zero() {
+                        (Fixed::ZERO, Fixed::ZERO)
+                    } else {
+                        let open_adj = share(lot.adjustment, matched, lot.quantity)?;
+                        let close_adj = share(remaining_adjustment, matched, remaining)?;
+                        gross = gross
+                            .checked_add(open_adj)
+                            .and_then(|g| g.checked_add(close_adj))
+                            .ok_or_else(overflow)?;
+                        (open_adj, close_adj)
+                    };
                 let commissions = open_share.checked_add(close_share).ok_or_else(overflow)?;
                 on_close(&ClosedLot {
                     account: fill.account,
@@ -372,8 +554,10 @@ impl Fifo {
                 });
                 lot.quantity -= matched;
                 lot.commission = Fixed(lot.commission.0 - open_share.0);
+                lot.adjustment = Fixed(lot.adjustment.0 - open_adj.0);
                 remaining -= matched;
                 remaining_commission = Fixed(remaining_commission.0 - close_share.0);
+                remaining_adjustment = Fixed(remaining_adjustment.0 - close_adj.0);
                 if lot.quantity == 0 {
                     queue.lots.pop_front();
                 }
@@ -383,17 +567,220 @@ impl Fifo {
             if queue.lots.is_empty() {
                 queue.side = incoming;
             }
+            if fill.kind.closes_only() {
+                return Ok(to_decimal(remaining, qs));
+            }
             queue.lots.push_back(Lot {
                 fill: fill_index,
                 quantity: remaining,
                 price,
                 price_decimal: fill.price,
                 commission: remaining_commission,
+                adjustment: remaining_adjustment,
                 open_date: fill.trade_date,
                 commission_known: fill.commission_known,
             });
         }
-        Ok(())
+        Ok(Decimal::ZERO)
+    }
+
+    fn queue_or_err(
+        &mut self,
+        account: AccountIdx,
+        instrument: InstrumentIdx,
+    ) -> Result<&mut LotQueue> {
+        self.queue_mut(account, instrument)
+            .ok_or_else(|| Error::internal("a corporate action refers outside the book"))
+    }
+
+    /// The signed open quantity of (account, instrument): negative for a short.
+    pub fn position(&self, account: AccountIdx, instrument: InstrumentIdx) -> Decimal {
+        let slot = match &self.slots {
+            Slots::Dense {
+                accounts,
+                instruments,
+            } => {
+                let (a, i) = (account as usize, instrument as usize);
+                (a < *accounts && i < *instruments).then(|| a * *instruments + i)
+            }
+            Slots::Sparse(map) => map.get(&(account, instrument)).copied(),
+        };
+        slot.and_then(|s| self.queues.get(s))
+            .map_or(Decimal::ZERO, LotQueue::signed_quantity)
+    }
+
+    /// A split (or reverse split): `new` units for every `old`. Quantities are scaled,
+    /// prices divided; the cost of every lot is carried whole (what the rounded price
+    /// leaves over goes to its adjustment), so nothing is realized.
+    ///
+    /// # Errors
+    /// `internal` on overflow or an index outside the book.
+    pub fn split(
+        &mut self,
+        account: AccountIdx,
+        instrument: InstrumentIdx,
+        new: Decimal,
+        old: Decimal,
+        multiplier: Decimal,
+    ) -> Result<()> {
+        self.transfer(
+            account,
+            instrument,
+            instrument,
+            (new, old),
+            (multiplier, multiplier),
+        )
+    }
+
+    /// Moves the lots of `from` into `to` (a stock merger, a symbol change), `new` units of
+    /// `to` for every `old` of `from`, each lot keeping its opening date and whole cost.
+    /// `multipliers` are `from`'s and `to`'s.
+    ///
+    /// # Errors
+    /// `invalid_argument` when `to` holds the other side already; `internal` on overflow.
+    pub fn transfer(
+        &mut self,
+        account: AccountIdx,
+        from: InstrumentIdx,
+        to: InstrumentIdx,
+        (new, old): (Decimal, Decimal),
+        (m_from, m_to): (Decimal, Decimal),
+    ) -> Result<()> {
+        let queue = self.queue_or_err(account, from)?;
+        if queue.is_empty() {
+            return Ok(());
+        }
+        let (side, sign) = (queue.side, queue.sign());
+        let lots = queue.drain();
+        let mut moved = Vec::with_capacity(lots.len());
+        for mut l in lots {
+            let quantity = ratio_quantity(l.quantity, new, old)?;
+            if quantity.is_zero() {
+                continue;
+            }
+            let price = l
+                .price
+                .checked_mul(old)
+                .and_then(|p| p.checked_mul(m_from))
+                .and_then(|p| p.checked_div(new))
+                .and_then(|p| p.checked_div(m_to))
+                .map(action_price)
+                .ok_or_else(overflow)?;
+            let before = value_of(l.quantity, l.price, m_from)?;
+            let after = value_of(quantity, price, m_to)?;
+            let moved_by = after.checked_sub(before).ok_or_else(overflow)?;
+            l.adjustment = Fixed(l.adjustment.0 + sign * moved_by.0);
+            l.quantity = quantity;
+            l.price = price;
+            moved.push(l);
+        }
+        self.queue_or_err(account, to)?.refill(side, moved)
+    }
+
+    /// A spin-off: the holder keeps its lots of `parent` and gets `new` of `child` for
+    /// every `old`, each child lot opened on its parent lot's date with `fraction` of that
+    /// lot's cost; the parent lot keeps the rest. Commissions stay with the parent.
+    ///
+    /// # Errors
+    /// As [`Fifo::transfer`].
+    pub fn spin_off(
+        &mut self,
+        account: AccountIdx,
+        (parent, child): (InstrumentIdx, InstrumentIdx),
+        (new, old): (Decimal, Decimal),
+        fraction: Decimal,
+        (m_parent, m_child): (Decimal, Decimal),
+    ) -> Result<()> {
+        let queue = self.queue_or_err(account, parent)?;
+        if queue.is_empty() {
+            return Ok(());
+        }
+        let (side, sign) = (queue.side, queue.sign());
+        let lots = queue.drain();
+        let mut kept = Vec::with_capacity(lots.len());
+        let mut born = Vec::with_capacity(lots.len());
+        for mut l in lots {
+            let value = value_of(l.quantity, l.price, m_parent)?;
+            let cost = Fixed(value.0 - sign * l.adjustment.0);
+            let allocated = scaled_by(cost, fraction, Decimal::ONE)?;
+            let quantity = ratio_quantity(l.quantity, new, old)?;
+            if !quantity.is_zero() {
+                let price = allocated
+                    .to_decimal()
+                    .checked_div(quantity)
+                    .and_then(|p| p.checked_div(m_child))
+                    .map(action_price)
+                    .ok_or_else(overflow)?;
+                let child_value = value_of(quantity, price, m_child)?;
+                born.push(LooseLot {
+                    fill: l.fill,
+                    quantity,
+                    price,
+                    commission: Fixed::ZERO,
+                    adjustment: Fixed(sign * (child_value.0 - allocated.0)),
+                    open_date: l.open_date,
+                    commission_known: l.commission_known,
+                });
+                l.adjustment = Fixed(l.adjustment.0 + sign * allocated.0);
+            }
+            kept.push(l);
+        }
+        self.queue_or_err(account, parent)?.refill(side, kept)?;
+        self.queue_or_err(account, child)?.refill(side, born)
+    }
+
+    /// Takes up to `quantity` (all when `None`) of the oldest lots out without realizing
+    /// them, for an exercised or assigned option whose value moves into the delivered
+    /// stock trade. Answers what the lots would have realized at a price of zero (the
+    /// premium: negative for a long, positive for a short, with any adjustment), their
+    /// unconsumed commission, and the quantity taken.
+    ///
+    /// # Errors
+    /// `internal` on overflow or an index outside the book.
+    pub fn take_at_zero(
+        &mut self,
+        account: AccountIdx,
+        instrument: InstrumentIdx,
+        quantity: Option<Decimal>,
+        multiplier: Decimal,
+    ) -> Result<(Fixed, Fixed, Decimal)> {
+        let queue = self.queue_or_err(account, instrument)?;
+        if queue.is_empty() {
+            return Ok((Fixed::ZERO, Fixed::ZERO, Decimal::ZERO));
+        }
+        let (side, sign) = (queue.side, queue.sign());
+        let lots = queue.drain();
+        let mut want = quantity.unwrap_or(Decimal::MAX);
+        let (mut value, mut commission, mut taken) = (Fixed::ZERO, Fixed::ZERO, Decimal::ZERO);
+        let mut kept = Vec::with_capacity(lots.len());
+        for mut l in lots {
+            if want <= Decimal::ZERO {
+                kept.push(l);
+                continue;
+            }
+            let take = want.min(l.quantity);
+            let (adj, comm) = if take == l.quantity {
+                (l.adjustment, l.commission)
+            } else {
+                (
+                    scaled_by(l.adjustment, take, l.quantity)?,
+                    scaled_by(l.commission, take, l.quantity)?,
+                )
+            };
+            let premium = value_of(take, l.price, multiplier)?;
+            value = Fixed(value.0 - sign * premium.0 + adj.0);
+            commission = Fixed(commission.0 + comm.0);
+            taken += take;
+            want -= take;
+            l.quantity -= take;
+            l.adjustment = Fixed(l.adjustment.0 - adj.0);
+            l.commission = Fixed(l.commission.0 - comm.0);
+            if !l.quantity.is_zero() {
+                kept.push(l);
+            }
+        }
+        self.queue_or_err(account, instrument)?.refill(side, kept)?;
+        Ok((value, commission, taken))
     }
 
     /// Every non-flat (account, instrument) with its lots (in index order for the usual,
@@ -436,6 +823,7 @@ mod tests {
             trade_date: time.date_naive(),
             time,
             seq: i,
+            kind: crate::FillKind::Trade,
         }
     }
 

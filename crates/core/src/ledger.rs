@@ -2,17 +2,33 @@
 //!
 //! Cash of an account in a currency = its cash entries + proceeds of cash-settled sells
 //! − cost of cash-settled buys + gross P&L of closed margin-settled lots − every fill's
-//! commission (in the commission's own currency).
+//! commission (in the commission's own currency). Fills of positions held when the
+//! history starts move no cash.
+//!
+//! Corporate actions apply at their date, before every fill of that trade date
+//! (`docs/methodology/corporate-actions.md`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
+use chrono::{NaiveDate, NaiveTime};
 use rust_decimal::Decimal;
 
-use crate::book::{AccountIdx, Book, CashEntry, Fill, Side};
+use crate::actions::ActionKind;
+use crate::book::{AccountIdx, Book, CashEntry, Fill, FillKind, Side};
 use crate::currency::Currency;
 use crate::error::{Error, Result};
 use crate::fifo::{ClosedLot, Fifo, notional};
 use crate::fixed::Fixed;
+
+/// A closing fill (or the part of one) that found no open lot: a position older than the
+/// history, or fills missing from it. Its cash is booked; its P&L cannot be known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnmatchedClose {
+    /// Index of the fill in the book.
+    pub fill: u32,
+    /// Unsigned quantity that closed nothing.
+    pub quantity: Decimal,
+}
 
 /// The state after replaying every fill of a book.
 #[derive(Debug, Clone)]
@@ -22,6 +38,11 @@ pub struct Ledger {
     pub cash: BTreeMap<(AccountIdx, Currency), Decimal>,
     /// Per account: whether the book has any cash entry for it (else its cash is unknown).
     pub has_cash_entries: Vec<bool>,
+    /// Closing fills that found no lot to close.
+    pub unmatched_closes: Vec<UnmatchedClose>,
+    /// What the replay could not do as the book says (an exercise whose delivered trade is
+    /// missing, ...), for the answers' notes.
+    pub notes: Vec<String>,
 }
 
 fn overflow() -> Error {
@@ -100,7 +121,60 @@ fn run(
     for index in 0..book.fills.len() {
         replayer.fill(index, &mut on_close)?;
     }
+    replayer.advance_to(book.as_of, &mut on_close)?;
     Ok(replayer.into_ledger())
+}
+
+/// Settles the book's paying corporate actions (cash mergers, tenders, cash in lieu,
+/// expiries): replays the lots up to each one, and adds the closing fill of kind
+/// [`FillKind::Action`] that pays for the holding it finds. Run by
+/// [`Book::assemble`]; a problem becomes a note of the book.
+pub(crate) fn settle_actions(book: &mut Book) {
+    book.index_deliveries();
+    if !book.corporate_actions.iter().any(|a| a.kind.pays_out()) {
+        return;
+    }
+    let (made, mut notes) = {
+        let mut replayer = Replayer::new(book, false);
+        replayer.settling = Some(Vec::new());
+        let mut outcome = Ok(());
+        for index in 0..book.fills.len() {
+            outcome = replayer.fill(index, |_, _| {});
+            if outcome.is_err() {
+                break;
+            }
+        }
+        if outcome.is_ok() {
+            outcome = replayer.advance_to(book.as_of, |_, _| {});
+        }
+        let mut notes = std::mem::take(&mut replayer.notes);
+        if let Err(e) = outcome {
+            notes.push(format!(
+                "corporate actions could not be settled: {}",
+                e.message
+            ));
+        }
+        (replayer.settling.take().unwrap_or_default(), notes)
+    };
+    notes.retain(|n| !book.notes.contains(n));
+    book.notes.append(&mut notes);
+    book.fills.extend(made);
+    book.fills
+        .sort_by(|a, b| a.time.cmp(&b.time).then(a.seq.cmp(&b.seq)));
+    book.index_deliveries();
+    let ids: HashMap<&str, u32> = book
+        .fills
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.kind == FillKind::Action)
+        .filter_map(|(i, f)| Some((f.id.as_str(), u32::try_from(i).ok()?)))
+        .collect();
+    let found: Vec<Option<u32>> = book
+        .corporate_actions
+        .iter()
+        .map(|a| ids.get(a.fill_id().as_str()).copied())
+        .collect();
+    book.action_fills = found;
 }
 
 /// A replay that moves forward step by step: cash entries and fills applied one at a
@@ -112,6 +186,15 @@ pub struct Replayer<'b> {
     fifo: Fifo,
     cash: CashBook,
     has_cash_entries: Vec<bool>,
+    /// The next corporate action to apply.
+    next_action: usize,
+    /// Per delivered stock fill: the exercised or assigned option's value and commission.
+    deliveries: HashMap<u32, (Fixed, Fixed)>,
+    unmatched: Vec<UnmatchedClose>,
+    notes: Vec<String>,
+    /// While the book is assembled: lots only, no commissions, and the settling fills of
+    /// paying actions made as they come.
+    settling: Option<Vec<Fill>>,
 }
 
 impl<'b> Replayer<'b> {
@@ -129,6 +212,11 @@ impl<'b> Replayer<'b> {
             fifo: Fifo::new(book.accounts.len(), book.instruments.len()),
             cash: CashBook::default(),
             has_cash_entries,
+            next_action: 0,
+            deliveries: HashMap::new(),
+            unmatched: Vec::new(),
+            notes: Vec::new(),
+            settling: None,
         }
     }
 
@@ -148,6 +236,9 @@ impl<'b> Replayer<'b> {
     ///
     /// # Errors
     /// `no_fx_rate` for a commission that cannot be converted; `internal` on overflow.
+    ///
+    /// Corporate actions dated on or before the fill's trade date are applied first; a
+    /// fill that settles an action was applied with it and is skipped.
     pub fn fill(
         &mut self,
         index: usize,
@@ -155,19 +246,219 @@ impl<'b> Replayer<'b> {
     ) -> Result<()> {
         let book = self.book;
         let fill = &book.fills[index];
+        self.advance_to(fill.trade_date, &mut on_close)?;
+        if fill.kind == FillKind::Action {
+            return Ok(());
+        }
+        let index = u32::try_from(index).map_err(|_| Error::internal("more than 2^32 fills"))?;
+        self.apply_fill(index, fill, &mut on_close)
+    }
+
+    /// Applies every corporate action dated on or before `date` not yet applied, passing
+    /// the lots a paying action closes to `on_close`.
+    ///
+    /// # Errors
+    /// `invalid_argument` for an action the lots cannot take (a merger into the other side
+    /// of a position); `internal` on overflow.
+    pub fn advance_to(
+        &mut self,
+        date: NaiveDate,
+        mut on_close: impl FnMut(&Fill, &ClosedLot),
+    ) -> Result<()> {
+        let book = self.book;
+        while let Some(action) = book.corporate_actions.get(self.next_action) {
+            if action.date > date {
+                break;
+            }
+            let k = self.next_action;
+            self.next_action += 1;
+            self.action(k, &mut on_close)?;
+        }
+        Ok(())
+    }
+
+    fn action(&mut self, k: usize, on_close: &mut impl FnMut(&Fill, &ClosedLot)) -> Result<()> {
+        let book = self.book;
+        let a = &book.corporate_actions[k];
+        let inst = book.instrument(a.instrument);
+        let m = inst.multiplier;
+        let (acct, i) = (a.account, a.instrument);
+        match &a.kind {
+            ActionKind::Split { new, old } => self.fifo.split(acct, i, *new, *old, m),
+            ActionKind::StockMerger { into, new, old } => {
+                let m_to = book.instrument(*into).multiplier;
+                self.fifo.transfer(acct, i, *into, (*new, *old), (m, m_to))
+            }
+            ActionKind::SymbolChange { into } => {
+                let m_to = book.instrument(*into).multiplier;
+                self.fifo
+                    .transfer(acct, i, *into, (Decimal::ONE, Decimal::ONE), (m, m_to))
+            }
+            ActionKind::SpinOff {
+                child,
+                new,
+                old,
+                cost_fraction,
+            } => {
+                let m_child = book.instrument(*child).multiplier;
+                self.fifo.spin_off(
+                    acct,
+                    (i, *child),
+                    (*new, *old),
+                    *cost_fraction,
+                    (m, m_child),
+                )
+            }
+            ActionKind::Exercise { quantity, fill } | ActionKind::Assignment { quantity, fill } => {
+                let (value, commission, taken) = self.fifo.take_at_zero(acct, i, *quantity, m)?;
+                if taken.is_zero() {
+                    self.notes.push(format!(
+                        "{} {} of {} on {}: no open contracts to deliver",
+                        a.kind.as_str(),
+                        a.id,
+                        inst.key,
+                        a.date
+                    ));
+                    return Ok(());
+                }
+                match fill.index {
+                    Some(f) => {
+                        let entry = self.deliveries.entry(f).or_insert((Fixed::ZERO, Fixed::ZERO));
+                        entry.0 = entry.0.checked_add(value).ok_or_else(overflow)?;
+                        entry.1 = entry.1.checked_add(commission).ok_or_else(overflow)?;
+                    }
+                    None => self.notes.push(format!(
+                        "{} {} of {} on {}: the delivered trade {} is not in the history, so the option's premium is in no stock lot",
+                        a.kind.as_str(),
+                        a.id,
+                        inst.key,
+                        a.date,
+                        fill.id
+                    )),
+                }
+                Ok(())
+            }
+            ActionKind::CashMerger { .. }
+            | ActionKind::CashInLieu { .. }
+            | ActionKind::Expiry { .. } => {
+                if self.settling.is_some() {
+                    return self.settle(k);
+                }
+                match book.action_fills.get(k).copied().flatten() {
+                    Some(f) => self.apply_fill(f, &book.fills[f as usize], on_close),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+
+    /// Makes (and applies to the lots) the fill settling the paying action `k`.
+    fn settle(&mut self, k: usize) -> Result<()> {
+        let book = self.book;
+        let a = &book.corporate_actions[k];
+        let inst = book.instrument(a.instrument);
+        let held = self.fifo.position(a.account, a.instrument);
+        let (quantity, price) = match &a.kind {
+            ActionKind::CashMerger {
+                cash_per_unit,
+                quantity,
+            } => (
+                quantity.unwrap_or(held.abs()).min(held.abs()),
+                *cash_per_unit,
+            ),
+            ActionKind::CashInLieu { quantity, amount } => (
+                (*quantity).min(held.abs()),
+                amount
+                    .checked_div(*quantity)
+                    .ok_or_else(overflow)?
+                    .round_dp_with_strategy(
+                        10,
+                        rust_decimal::RoundingStrategy::MidpointAwayFromZero,
+                    )
+                    .normalize(),
+            ),
+            ActionKind::Expiry { quantity } => (
+                quantity.unwrap_or(held.abs()).min(held.abs()),
+                Decimal::ZERO,
+            ),
+            _ => return Ok(()),
+        };
+        if quantity.is_zero() {
+            self.notes.push(format!(
+                "{} {} of {} on {}: the account held none then, so nothing was paid out",
+                a.kind.as_str(),
+                a.id,
+                inst.key,
+                a.date
+            ));
+            return Ok(());
+        }
+        let time = a.date.and_time(NaiveTime::MIN).and_utc().fixed_offset();
+        let fill = Fill {
+            id: a.fill_id(),
+            account: a.account,
+            instrument: a.instrument,
+            side: if held.is_sign_positive() {
+                Side::Sell
+            } else {
+                Side::Buy
+            },
+            quantity,
+            price,
+            commission: Decimal::ZERO,
+            commission_currency: inst.currency,
+            commission_known: true,
+            time,
+            trade_date: a.date,
+            seq: u32::MAX - u32::try_from(k).unwrap_or(0),
+            kind: FillKind::Action,
+        };
+        self.fifo
+            .apply(u32::MAX, &fill, inst.multiplier, Fixed::ZERO, |_| {})?;
+        if let Some(made) = self.settling.as_mut() {
+            made.push(fill);
+        }
+        Ok(())
+    }
+
+    fn apply_fill(
+        &mut self,
+        index: u32,
+        fill: &Fill,
+        on_close: &mut impl FnMut(&Fill, &ClosedLot),
+    ) -> Result<()> {
+        let book = self.book;
         let instrument = book.instrument(fill.instrument);
-        let own_commission = fixed(fill.commission)?;
-        let commission = if fill.commission_currency == instrument.currency {
+        let settling = self.settling.is_some();
+        let own_commission = if settling {
+            Fixed::ZERO
+        } else {
+            fixed(fill.commission)?
+        };
+        let mut commission = if settling || fill.commission_currency == instrument.currency {
             own_commission
         } else {
             fixed(commission_in_instrument_currency(book, fill)?)?
         };
-        let index = u32::try_from(index).map_err(|_| Error::internal("more than 2^32 fills"))?;
+        let mut adjustment = Fixed::ZERO;
+        if !self.deliveries.is_empty()
+            && let Some((value, option_commission)) = self.deliveries.remove(&index)
+        {
+            adjustment = value;
+            commission = commission
+                .checked_add(option_commission)
+                .ok_or_else(overflow)?;
+        }
         let margin = self.keep_cash && instrument.asset_class.is_margin_settled();
         let mut margin_gross = Fixed::ZERO;
         let mut overflowed = false;
-        self.fifo
-            .apply(index, fill, instrument.multiplier, commission, |lot| {
+        let unmatched = self.fifo.apply_adjusted(
+            index,
+            fill,
+            instrument.multiplier,
+            commission,
+            adjustment,
+            |lot| {
                 if margin {
                     match margin_gross.checked_add(lot.gross_pnl) {
                         Some(sum) => margin_gross = sum,
@@ -175,11 +466,18 @@ impl<'b> Replayer<'b> {
                     }
                 }
                 on_close(fill, lot);
-            })?;
+            },
+        )?;
         if overflowed {
             return Err(overflow());
         }
-        if !self.keep_cash {
+        if !unmatched.is_zero() && !settling {
+            self.unmatched.push(UnmatchedClose {
+                fill: index,
+                quantity: unmatched,
+            });
+        }
+        if !self.keep_cash || !fill.kind.moves_cash() {
             return Ok(());
         }
         let flow = if margin {
@@ -201,6 +499,16 @@ impl<'b> Replayer<'b> {
             )?;
         }
         Ok(())
+    }
+
+    /// How many of the book's corporate actions have been applied.
+    pub fn actions_applied(&self) -> usize {
+        self.next_action
+    }
+
+    /// Closing fills so far that found no lot to close.
+    pub fn unmatched_closes(&self) -> &[UnmatchedClose] {
+        &self.unmatched
     }
 
     /// The lots open now.
@@ -229,6 +537,8 @@ impl<'b> Replayer<'b> {
             fifo: self.fifo,
             cash,
             has_cash_entries: self.has_cash_entries,
+            unmatched_closes: self.unmatched,
+            notes: self.notes,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! Pure and synchronous: no I/O, no async, no vendor types. Every broker adapter maps its
 //! data into these types; every tool computes over them.
 
+pub mod actions;
 pub mod book;
 pub mod currency;
 pub mod dates;
@@ -15,9 +16,10 @@ pub mod ledger;
 pub mod money;
 pub mod order;
 
+pub use actions::{ActionKind, CorporateAction, FillRef};
 pub use book::{
-    Account, AccountIdx, Book, BookParts, CashEntry, CashKind, Fill, InstrumentIdx, Marks, Mode,
-    ReportedPosition, Side,
+    Account, AccountIdx, Book, BookParts, CashEntry, CashKind, Fill, FillKind, InstrumentIdx,
+    Marks, Mode, ReportedPosition, Side,
 };
 pub use currency::Currency;
 pub use dates::{DateRange, parse_date};

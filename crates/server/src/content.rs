@@ -17,7 +17,7 @@ struct Doc {
     text: &'static str,
 }
 
-const DOCS: [Doc; 6] = [
+const DOCS: [Doc; 7] = [
     Doc {
         uri: "tradedesk://methodology/realized-pnl",
         name: "Realized P&L methodology",
@@ -35,6 +35,12 @@ const DOCS: [Doc; 6] = [
         name: "Exposure and valuation methodology",
         description: "Notional, market value, margin-settled classes, buckets, cash",
         text: include_str!("../../../docs/methodology/exposure.md"),
+    },
+    Doc {
+        uri: "tradedesk://methodology/corporate-actions",
+        name: "Corporate actions methodology",
+        description: "Splits, mergers, tenders, spin-offs, option expiry, exercise and assignment, and positions held before the history starts",
+        text: include_str!("../../../docs/methodology/corporate-actions.md"),
     },
     Doc {
         uri: "tradedesk://methodology/reconciliation",

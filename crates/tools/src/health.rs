@@ -52,6 +52,18 @@ pub struct FxHealth {
     pub stale: Vec<String>,
 }
 
+/// A closing fill that found no open lot: a position older than the history.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct UnexplainedClose {
+    pub account: String,
+    pub exchange: String,
+    pub symbol: String,
+    pub fill_id: String,
+    pub date: String,
+    /// Unsigned quantity the fill closed that no fill of the history opened.
+    pub quantity: Num,
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct HealthResult {
     /// ok | degraded | down
@@ -59,6 +71,9 @@ pub struct HealthResult {
     pub version: String,
     pub brokers: Vec<BrokerOut>,
     pub reconciliation: Vec<ReconciliationRow>,
+    /// Closing fills the history has no opening for (their P&L is not counted).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unexplained_closes: Vec<UnexplainedClose>,
     pub fx: Option<FxHealth>,
     /// The trading switch and guards, where any account can trade.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -188,6 +203,26 @@ pub fn reconcile(book: &Book, ledger: &Ledger) -> Vec<ReconciliationRow> {
         .collect()
 }
 
+/// The closing fills of the replay that found no lot to close.
+pub fn unexplained(book: &Book, ledger: &Ledger) -> Vec<UnexplainedClose> {
+    ledger
+        .unmatched_closes
+        .iter()
+        .map(|u| {
+            let fill = &book.fills[u.fill as usize];
+            let inst = book.instrument(fill.instrument);
+            UnexplainedClose {
+                account: book.account(fill.account).id.clone(),
+                exchange: inst.key.exchange.clone(),
+                symbol: inst.key.symbol.clone(),
+                fill_id: fill.id.clone(),
+                date: fill.trade_date.to_string(),
+                quantity: Num(u.quantity),
+            }
+        })
+        .collect()
+}
+
 /// The note get_positions, get_accounts and get_portfolio_summary carry when a position
 /// they cover (`covers`) is held in a quantity the broker reports otherwise: both
 /// quantities, and where the reconciliation is.
@@ -254,9 +289,18 @@ pub fn get_server_health(
             hint: p.hint,
         })
         .collect();
+    let mut unexplained_closes = Vec::new();
     let (reconciliation, fx) = match book {
         None => (Vec::new(), None),
         Some((book, ledger)) => {
+            unexplained_closes = unexplained(book, ledger);
+            if !unexplained_closes.is_empty() {
+                notes.push(format!(
+                    "{} closing fill(s) found no position to close: held before the history starts, or fills are missing (unexplained_closes lists each; state the positions held at the start as opening_positions)",
+                    unexplained_closes.len()
+                ));
+            }
+            notes.extend(ledger.notes.iter().cloned());
             let rows = reconcile(book, ledger);
             if !rows.is_empty() {
                 notes.push(format!(
@@ -309,6 +353,7 @@ pub fn get_server_health(
         version: version.to_owned(),
         brokers,
         reconciliation,
+        unexplained_closes,
         fx,
         trading: None,
         notes,

@@ -31,6 +31,7 @@ pub fn merge_books(
     let mut marks = Vec::new();
     let mut fx: Vec<FxQuote> = Vec::new();
     let mut reported = Vec::new();
+    let mut actions = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let mut seq_offset: u32 = 0;
 
@@ -127,6 +128,14 @@ pub fn merge_books(
                 reported.push(r);
             }
         }
+        for a in &book.corporate_actions {
+            if let Some(&account) = account_map.get(&a.account) {
+                let mut a = a.clone();
+                a.account = account;
+                a.map_instruments(|i| instrument_map[i as usize]);
+                actions.push(a);
+            }
+        }
         for (old, &new) in instrument_map.iter().enumerate() {
             let old = InstrumentIdx::try_from(old)
                 .map_err(|_| Error::internal("too many instruments"))?;
@@ -157,6 +166,7 @@ pub fn merge_books(
         marks,
         fx_rates: fx,
         reported_positions: reported,
+        corporate_actions: actions,
         notes,
     }))
 }

@@ -138,7 +138,11 @@ fn daily(
             last_price[fill.instrument as usize] = Some((fill.trade_date, fill.price));
             next_fill += 1;
         }
-        if (next_cash, next_fill) != (before_cash, before_fill) {
+        let before_actions = replayer.actions_applied();
+        replayer.advance_to(day, |_, _| {})?;
+        if (next_cash, next_fill) != (before_cash, before_fill)
+            || replayer.actions_applied() != before_actions
+        {
             cash_now = replayer.cash();
         }
         let state = LedgerState {

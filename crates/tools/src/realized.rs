@@ -262,7 +262,7 @@ pub fn get_realized_pnl(
     let mut failure = None;
     let fills: &[Fill] = &book.fills;
 
-    ledger::replay_lots(book, |_, lot| {
+    let replayed = ledger::replay_lots(book, |_, lot| {
         if failure.is_some()
             || !q.range.contains(lot.close_date)
             || !sel.matches(lot.account, lot.instrument)
@@ -373,6 +373,18 @@ pub fn get_realized_pnl(
             "lots lists the first {MAX_LOTS} closed lots; {lots_dropped} more are in the totals but not listed (narrow the dates or filters)"
         ));
     }
+    for u in &replayed.unmatched_closes {
+        let f = &fills[u.fill as usize];
+        if q.range.contains(f.trade_date) && sel.matches(f.account, f.instrument) {
+            notes.push(format!(
+                "fill {} closed {} {} that no fill of the history opened: its P&L is not counted (state the position held at the start as an opening position)",
+                f.id,
+                u.quantity.normalize(),
+                book.instrument(f.instrument).key
+            ));
+        }
+    }
+    notes.extend(replayed.notes.iter().cloned());
     notes.push(
         "realized P&L covers closed lots only; dividends, interest and fees are cash, not P&L"
             .to_owned(),

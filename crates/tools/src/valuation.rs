@@ -248,22 +248,32 @@ fn position_row(
     let mut quantity = Decimal::ZERO;
     let mut open_cost = Decimal::ZERO; // sum of quantity x price
     let mut commissions = Decimal::ZERO;
+    let mut adjustment = Decimal::ZERO;
     let mut commission_known = true;
     for lot in queue.lots() {
         quantity += lot.quantity;
         open_cost += mul(lot.quantity, lot.price)?;
         commissions += lot.commission;
+        adjustment += lot.adjustment;
         commission_known &= lot.commission_known;
     }
     let sign = match queue.side {
         LotSide::Long => Decimal::ONE,
         LotSide::Short => Decimal::NEGATIVE_ONE,
     };
-    let open_value = mul(open_cost, inst.multiplier)?;
-    let avg_cost = open_cost
-        .checked_div(quantity)
-        .ok_or_else(overflow)?
-        .normalize();
+    // A corporate action's adjustment is part of the lots' cost (a long's cost is
+    // quantity x price x multiplier - adjustment; a short's proceeds add it).
+    let open_value = mul(open_cost, inst.multiplier)? - mul(adjustment, sign)?;
+    let avg_cost = if adjustment.is_zero() {
+        open_cost.checked_div(quantity)
+    } else {
+        open_value
+            .checked_div(quantity)
+            .and_then(|v| v.checked_div(inst.multiplier))
+            .map(|v| v.round_dp(10))
+    }
+    .ok_or_else(overflow)?
+    .normalize();
     let marked = match mark {
         None => None,
         Some((date, price)) => {

@@ -887,6 +887,7 @@ impl OpenDBroker {
                 time,
                 trade_date: time.date_naive(),
                 seq: u32::try_from(seq).unwrap_or(u32::MAX),
+                kind: tradedesk_core::FillKind::Trade,
             });
         }
         let mut marks = Vec::new();
@@ -937,6 +938,7 @@ impl OpenDBroker {
             marks,
             fx_rates: Vec::new(),
             reported_positions: reported,
+            corporate_actions: Vec::new(),
             notes,
         };
         // Positions older than history_days: opened at OpenD's average cost.

@@ -521,6 +521,7 @@ impl SimBroker {
                 time: f.time.with_timezone(&utc),
                 trade_date: f.time.date_naive(),
                 seq: f.seq,
+                kind: tradedesk_core::FillKind::Trade,
             });
         }
         let today = t.date_naive();
@@ -565,6 +566,7 @@ impl SimBroker {
             marks,
             fx_rates,
             reported_positions: Vec::new(),
+            corporate_actions: Vec::new(),
             notes: Vec::new(),
         }))
     }
