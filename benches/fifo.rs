@@ -30,6 +30,17 @@ fn fifo(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("replay_only", n), &book, |b, book| {
             b.iter(|| black_box(ledger::replay(book, |_, _| {}).map(|l| l.fifo.open_lot_count())));
         });
+        let mut split = book.clone();
+        common::with_splits(&mut split, 1_000);
+        group.bench_with_input(
+            BenchmarkId::new("replay_only_1000_splits", n),
+            &split,
+            |b, book| {
+                b.iter(|| {
+                    black_box(ledger::replay(book, |_, _| {}).map(|l| l.fifo.open_lot_count()))
+                });
+            },
+        );
         group.bench_with_input(
             BenchmarkId::new("replay_realized_pnl", n),
             &book,

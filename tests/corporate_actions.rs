@@ -130,6 +130,36 @@ fn every_action_gives_the_figures_worked_by_hand() {
     let accounts = tool(&ctx, "get_accounts", json!({}));
     assert_eq!(num(&accounts["accounts"][0]["cash"]), d("105787.7"));
 
+    let summary = tool(&ctx, "get_portfolio_summary", json!({}));
+    assert_eq!(num(&summary["total_value"]), d("110287.7"));
+    assert_eq!(num(&summary["unrealized_pnl"]), d("500"));
+    let journal = tool(
+        &ctx,
+        "analyze_trades",
+        json!({"start": "2026-01-01", "end": "2026-06-30"}),
+    );
+    assert_eq!(journal["trade_count"], 7);
+    assert_eq!(num(&journal["net_pnl"]), d("3287.7"));
+
+    let history = tool(
+        &ctx,
+        "get_trade_history",
+        json!({"start": "2026-01-01", "end": "2026-06-30"}),
+    );
+    let kind_of = |id: &str| {
+        history["fills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == id)
+            .map(|f| f.get("kind").cloned().unwrap_or(Value::Null))
+            .unwrap_or_else(|| panic!("no fill {id} in {history}"))
+    };
+    assert_eq!(kind_of("action:elan-tender"), "action");
+    assert_eq!(kind_of("action:call-expired"), "action");
+    assert_eq!(kind_of("opening:U1:NYSE:HIST"), "opening");
+    assert_eq!(kind_of("muln-buy"), Value::Null);
+
     let health = tool(&ctx, "get_server_health", json!({}));
     let unexplained = health["unexplained_closes"].as_array().unwrap();
     assert_eq!(unexplained.len(), 1, "{health}");

@@ -143,6 +143,10 @@ fn a_whole_session_keeps_stdout_pure_json_rpc() {
             .starts_with("Total value")
     );
     assert_ne!(summary["isError"], true);
+    // The second text block is the structured result itself, for text-only clients.
+    let text: Value =
+        serde_json::from_str(summary["content"][1]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text, summary["structuredContent"]);
 
     let bad_date = &by_id(&messages, 4)["result"];
     assert_eq!(bad_date["isError"], true);

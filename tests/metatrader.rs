@@ -496,3 +496,93 @@ async fn an_order_the_ea_has_not_taken_is_withdrawn_on_lookup_and_never_runs() {
         .count();
     assert_eq!(opens, 0, "the EA never saw the order");
 }
+
+/// A cross in a USD account: EURGBP pays its P&L in GBP, which the terminal converts with
+/// its own GBPUSD quote; the adapter asks the EA for it (docs/methodology/fx.md).
+/// 0.10 lots of EURGBP bought at 0.85000, marked at the mid 0.85105: 10,000 x 0.00105 =
+/// GBP 10.50; GBPUSD's mid 1.26006 makes it USD 13.23 (13.23063).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cross_converts_through_the_terminals_own_quote() {
+    for platform in [Platform::Mt4, Platform::Mt5] {
+        let mut s = scenario(platform);
+        s.prices.insert("EURGBP".into(), (0.85100, 0.85110));
+        s.orders.push(EaOrder {
+            ticket: 901,
+            magic: 0,
+            symbol: "EURGBP".into(),
+            lots: 0.10,
+            kind: "buy".into(),
+            open_price: 0.85000,
+            open_time: "2026.11.27 11:00:00".into(),
+            sl: 0.0,
+            tp: 0.0,
+            pnl: 13.23,
+            commission: 0.0,
+            swap: 0.0,
+            comment: "cross".into(),
+        });
+        let d = desk_with(s, Duration::from_secs(5));
+        let positions = d.call("get_positions", json!({"symbol": "EURGBP"})).await;
+        assert_eq!(positions["status"], "ok", "{platform:?}: {positions:#}");
+        let cross = &positions["positions"][0];
+        assert_eq!(cross["instrument_currency"], "GBP", "{positions:#}");
+        assert_eq!(cross["market_value"], 10.5, "{platform:?}: {positions:#}");
+        assert_eq!(
+            cross["market_value_converted"], 13.23,
+            "{platform:?}: {positions:#}"
+        );
+        let accounts = d.call("get_accounts", json!({})).await;
+        assert_eq!(accounts["status"], "ok", "{accounts:#}");
+        let health = d.call("get_server_health", json!({})).await;
+        let pairs = health["fx"]["pairs"].as_array().unwrap();
+        assert!(
+            pairs
+                .iter()
+                .any(|p| p["base"] == "GBP" && p["quote"] == "USD" && p["rate"] == 1.26006),
+            "{platform:?}: {health:#}"
+        );
+        assert_eq!(health["fx"]["missing"], json!([]), "{health:#}");
+    }
+}
+
+/// MT4 writes a closed trade's profit in the account's currency: a EURGBP trade, 0.10 lots
+/// from 0.85000 to 0.85500, makes GBP 50.00 (0.005 x 10,000), which the terminal booked as
+/// USD 63.00: its rate 1.26 on the closing date converts the lot to the terminal's own
+/// figure (the GBPUSD fill of that day, 1.25500, would give 62.75).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mt4_converts_a_closed_cross_at_the_rate_its_own_profit_implies() {
+    let mut s = scenario(Platform::Mt4);
+    s.closed.push(EaClosed {
+        ticket: 801,
+        magic: 0,
+        symbol: "EURGBP".into(),
+        lots: 0.10,
+        kind: "buy".into(),
+        open_time: "2026.11.20 10:00:00".into(),
+        close_time: "2026.11.21 17:00:00".into(),
+        open_price: 0.85000,
+        close_price: 0.85500,
+        sl: 0.0,
+        tp: 0.0,
+        pnl: 63.0,
+        commission: 0.0,
+        swap: 0.0,
+        comment: "cross".into(),
+    });
+    let d = desk_with(s, Duration::from_secs(5));
+    let pnl = d
+        .call(
+            "get_realized_pnl",
+            json!({"start": "2026-11-01", "end": "2026-11-30", "symbol": "EURGBP"}),
+        )
+        .await;
+    assert_eq!(pnl["status"], "ok", "{pnl:#}");
+    assert_eq!(pnl["gross_pnl"], 63.0, "{pnl:#}");
+    assert!(
+        pnl["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains("implied by closed trades' own profit")),
+        "{pnl:#}"
+    );
+}

@@ -185,3 +185,34 @@ pub(crate) fn to_json(book: &Book) -> String {
     s.push_str("]}");
     s
 }
+
+/// Adds `count` splits to the book, spread over its history: 2-for-1 and 1-for-2 in turn
+/// on the US account's stocks, so prices and quantities stay in range.
+#[allow(dead_code)]
+pub(crate) fn with_splits(book: &mut Book, count: u32) {
+    use tradedesk_core::{ActionKind, CorporateAction};
+    let (first, last) = full_range(book);
+    let days = (last - first).num_days().max(1);
+    let stocks: Vec<u32> = (0..80).filter(|i| i % 10 != 9).collect();
+    for k in 0..count {
+        let instrument = stocks[k as usize % stocks.len()];
+        let round = k as usize / stocks.len();
+        let (new, old) = if round.is_multiple_of(2) {
+            (2, 1)
+        } else {
+            (1, 2)
+        };
+        book.corporate_actions.push(CorporateAction {
+            id: format!("split-{k}"),
+            account: 0,
+            instrument,
+            date: first + Duration::days(i64::from(k) * days / i64::from(count.max(1))),
+            kind: ActionKind::Split {
+                new: Decimal::from(new),
+                old: Decimal::from(old),
+            },
+        });
+    }
+    book.corporate_actions.sort_by_key(|a| a.date);
+    book.action_fills = vec![None; book.corporate_actions.len()];
+}

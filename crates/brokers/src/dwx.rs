@@ -236,6 +236,106 @@ fn pair_of(symbol: &str) -> Option<(Currency, Currency)> {
     ))
 }
 
+/// The rates MT4's closed trades imply: a trade whose instrument pays its profit in
+/// another currency than the account's, with `pnl` (the profit in the account's currency,
+/// swap and commission apart) over `(close − open) × lots × contract size` (the profit
+/// in the instrument's currency), dated its closing fill's trade date. The first trade of
+/// a currency and date gives the rate.
+fn closed_trade_rates(rows: &[(String, Value)], parts: &BookParts) -> Vec<FxQuote> {
+    let account = parts.base_currency;
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for (ticket, h) in rows {
+        let kind = text(h, "type");
+        let sign = match kind.as_str() {
+            "buy" => Decimal::ONE,
+            "sell" => Decimal::NEGATIVE_ONE,
+            _ => continue,
+        };
+        let symbol = text(h, "symbol");
+        let (Some(pnl), Some(open), Some(close), Some(lots)) = (
+            dec(h, "pnl"),
+            dec(h, "open_price"),
+            dec(h, "close_price"),
+            dec(h, "lots"),
+        ) else {
+            continue;
+        };
+        let Some((index, inst)) = parts
+            .instruments
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.key.symbol == symbol)
+        else {
+            continue;
+        };
+        if inst.currency == account || pnl.is_zero() {
+            continue;
+        }
+        let close_id = format!("{ticket}-close");
+        let Some(date) = parts
+            .fills
+            .iter()
+            .find(|f| f.instrument as usize == index && f.id == close_id)
+            .map(|f| f.trade_date)
+        else {
+            continue;
+        };
+        let gross = (close - open)
+            .checked_mul(lots)
+            .and_then(|v| v.checked_mul(inst.multiplier))
+            .and_then(|v| v.checked_mul(sign));
+        let Some(rate) = gross
+            .filter(|g| !g.is_zero())
+            .and_then(|g| pnl.checked_div(g))
+            .map(|r| r.round_dp(10).normalize())
+            .filter(|r| r.is_sign_positive() && !r.is_zero())
+        else {
+            continue;
+        };
+        if seen.insert((inst.currency.code(), date)) {
+            out.push(FxQuote {
+                base: inst.currency,
+                quote: account,
+                rate,
+                date,
+            });
+        }
+    }
+    out
+}
+
+/// For each currency `instruments` are paid in other than `account`, the two names of
+/// its pair with `account` (`GBPUSD`, `USDGBP`), decorated like the book's own pairs
+/// (`EURGBP.m` gives `GBPUSD.m`): the terminal quotes one of them.
+fn conversion_symbols(instruments: &[Instrument], account: Currency) -> Vec<[String; 2]> {
+    let (prefix, suffix) = instruments
+        .iter()
+        .find_map(|i| {
+            let symbol = &i.key.symbol;
+            pair_of(symbol)?;
+            let start = symbol.find(|c: char| c.is_ascii_alphabetic())?;
+            let core = symbol.get(start..start + 6)?;
+            core.chars()
+                .all(|c| c.is_ascii_alphabetic())
+                .then(|| (symbol[..start].to_owned(), symbol[start + 6..].to_owned()))
+        })
+        .unwrap_or_default();
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for i in instruments {
+        let c = i.currency;
+        if c == account || !seen.insert(c.code()) {
+            continue;
+        }
+        out.push([
+            format!("{prefix}{c}{account}{suffix}"),
+            format!("{prefix}{account}{c}{suffix}"),
+        ]);
+    }
+    out
+}
+
 /// A symbol's first six letters, upper-case, without a broker's prefix or suffix
 /// (`#XAUUSD.m` is `XAUUSD`).
 fn core_of(symbol: &str) -> String {
@@ -768,7 +868,23 @@ impl DwxBroker {
         symbols: &[String],
         deadline: Instant,
     ) -> Result<BTreeMap<String, (Decimal, Decimal)>, BrokerError> {
-        let wanted: BTreeSet<String> = symbols.iter().cloned().collect();
+        self.prices_with(symbols, &[], deadline).await
+    }
+
+    /// As [`Self::prices`], also asking for `either` groups of which one symbol is enough
+    /// (a pair named either way round: the terminal has one of them).
+    async fn prices_with(
+        &self,
+        symbols: &[String],
+        either: &[[String; 2]],
+        deadline: Instant,
+    ) -> Result<BTreeMap<String, (Decimal, Decimal)>, BrokerError> {
+        let required: BTreeSet<String> = symbols.iter().cloned().collect();
+        let wanted: BTreeSet<String> = required
+            .iter()
+            .cloned()
+            .chain(either.iter().flatten().cloned())
+            .collect();
         {
             let mut subscribed = self.subscribed.lock().await;
             if !wanted.is_subset(&subscribed) {
@@ -788,7 +904,13 @@ impl DwxBroker {
                     Some((s.clone(), (dec(q, "bid")?, dec(q, "ask")?)))
                 })
                 .collect();
-            if got.len() == wanted.len() || Instant::now() >= deadline {
+            // A pair the terminal does not quote is not waited for past the grace.
+            let complete = required.iter().all(|s| got.contains_key(s))
+                && (Instant::now() >= grace
+                    || either
+                        .iter()
+                        .all(|group| group.iter().any(|s| got.contains_key(s))));
+            if complete || Instant::now() >= deadline {
                 return Ok(got);
             }
             if !resent && Instant::now() >= grace {
@@ -991,18 +1113,26 @@ impl DwxBroker {
         }
         // Marks: the open symbols' bid/ask mid, from the EA's market data.
         let open_symbols: Vec<String> = reported.keys().cloned().collect();
+        // The terminal's own cross quotes: each currency the instruments are paid in
+        // other than the account's, against the account's (docs/methodology/fx.md).
+        for symbol in &open_symbols {
+            draft.index(symbol); // the reported positions name them anyway
+        }
+        let conversions = conversion_symbols(&draft.instruments, currency);
         let wait = Instant::now() + self.config.timeout.min(Duration::from_secs(2));
-        let prices = if open_symbols.is_empty() {
+        let prices = if open_symbols.is_empty() && conversions.is_empty() {
             BTreeMap::new()
         } else {
-            self.prices(&open_symbols, wait).await?
+            self.prices_with(&open_symbols, &conversions, wait).await?
         };
         let mut marks = Vec::new();
         let mut fx_rates = Vec::new();
         for (symbol, (bid, ask)) in &prices {
-            let instrument = draft.index(symbol);
             let mid = (bid + ask) / Decimal::TWO;
-            marks.push((instrument, today, mid));
+            if reported.contains_key(symbol) {
+                let instrument = draft.index(symbol);
+                marks.push((instrument, today, mid));
+            }
             if let Some((base, quote)) = pair_of(symbol) {
                 fx_rates.push(FxQuote {
                     base,
@@ -1107,6 +1237,20 @@ impl DwxBroker {
             }
         }
         parts.fx_rates.extend(dated);
+        // MT4 writes each closed trade's profit in the account's currency: over the profit
+        // in the instrument's currency it is the terminal's own rate on the closing date.
+        if self.config.platform == Platform::Mt4 {
+            let implied = closed_trade_rates(&rows, &parts);
+            if !implied.is_empty() {
+                parts.notes.push(format!(
+                    "{}: {} rate(s) into {} implied by closed trades' own profit (the terminal's conversion on their closing dates)",
+                    self.config.id,
+                    implied.len(),
+                    currency.code()
+                ));
+            }
+            parts.fx_rates.extend(implied);
+        }
         let probe = Book::assemble(parts.clone());
         let replayed = tradedesk_core::ledger::replay(&probe, |_, _| {});
         if let Err(e) = &replayed {

@@ -1136,6 +1136,8 @@ struct Builder<'o> {
     positions: Vec<Value>,
     fx: Vec<Value>,
     fx_index: HashMap<(String, String, NaiveDate), Dec>,
+    /// `fxRateToBase` of trade, cash and position rows: (account, currency, date, rate).
+    base_rates: Vec<(usize, String, NaiveDate, Dec)>,
     as_of: Option<NaiveDate>,
     latest_activity: Option<NaiveDate>,
     has_fx_trades: bool,
@@ -1164,6 +1166,7 @@ impl<'o> Builder<'o> {
             positions: Vec::new(),
             fx: Vec::new(),
             fx_index: HashMap::new(),
+            base_rates: Vec::new(),
             as_of: None,
             latest_activity: None,
             has_fx_trades: false,
@@ -1220,7 +1223,83 @@ impl<'o> Builder<'o> {
                 self.rate(row, statement)?;
             }
         }
+        for statement in &doc.statements {
+            for row in statement
+                .trades
+                .iter()
+                .chain(&statement.cash)
+                .chain(&statement.positions)
+            {
+                self.base_rate(row, statement)?;
+            }
+        }
         Ok(())
+    }
+
+    /// A row's `fxRateToBase` (`1 currency = fxRateToBase` of the account's currency on
+    /// the row's date: `tradeDate`, else `reportDate`, else the date of `dateTime`, else
+    /// the statement's `toDate`), kept to be used as that date's rate where the
+    /// Conversion Rates section gives none (see [`Builder::base_rates_json`]). A row
+    /// without a readable rate or date is passed over: its own section reads it.
+    fn base_rate(&mut self, row: &Row, statement: &Statement) -> Result<(), FlexError> {
+        let (Some(currency), Some(Ok(rate))) = (
+            row.get("currency").filter(|c| is_currency_code(c)),
+            row.get("fxRateToBase").map(Dec::parse),
+        ) else {
+            return Ok(());
+        };
+        if rate.is_negative() || rate.is_zero() {
+            return Ok(());
+        }
+        let date = ["tradeDate", "reportDate", "dateTime"]
+            .iter()
+            .find_map(|a| {
+                let text = row.get(a)?;
+                parse_flex_date(text)
+                    .or_else(|| text.get(..8).and_then(parse_flex_date))
+                    .or_else(|| text.get(..10).and_then(parse_flex_date))
+            })
+            .or(statement.header.date("toDate").ok().flatten());
+        let Some(date) = date else {
+            return Ok(());
+        };
+        let currency = currency.to_owned();
+        let account = self.account_of(row, statement)?;
+        self.base_rates.push((account, currency, date, rate));
+        Ok(())
+    }
+
+    /// The `fxRateToBase` rates for the pairs and dates the Conversion Rates section does
+    /// not cover (one per account currency, currency and date: the first read), as
+    /// `fx_rates` entries; `currencies` are the accounts' settled currencies.
+    fn base_rates_json(&mut self, currencies: &[Option<String>]) -> usize {
+        let mut seen: std::collections::HashSet<(String, String, NaiveDate)> =
+            std::collections::HashSet::new();
+        let mut added = 0;
+        for (account, currency, date, rate) in std::mem::take(&mut self.base_rates) {
+            let Some(Some(base)) = currencies.get(account) else {
+                continue;
+            };
+            if currency == *base
+                || self
+                    .fx_index
+                    .contains_key(&(currency.clone(), base.clone(), date))
+                || self
+                    .fx_index
+                    .contains_key(&(base.clone(), currency.clone(), date))
+                || !seen.insert((currency.clone(), base.clone(), date))
+            {
+                continue;
+            }
+            let mut json = Map::new();
+            json.insert("base".into(), currency.into());
+            json.insert("quote".into(), base.clone().into());
+            json.insert("rate".into(), rate.to_string().into());
+            json.insert("date".into(), date.to_string().into());
+            self.fx.push(Value::Object(json));
+            added += 1;
+        }
+        added
     }
 
     /// The account index of a row: its own `accountId`, else its statement's.
@@ -1569,6 +1648,14 @@ impl<'o> Builder<'o> {
         json.insert("commission".into(), commission.to_string().into());
         json.insert("commission_currency".into(), commission_currency.into());
         json.insert("time".into(), time.into());
+        // `C` alone: the execution only closes (a `C;O` flips), so a position older than
+        // the statement's period never turns its close into a phantom opposite position.
+        if row
+            .get("openCloseIndicator")
+            .is_some_and(|o| o.trim().eq_ignore_ascii_case("C"))
+        {
+            json.insert("closes".into(), true.into());
+        }
         if self.is_repeat(row, id, &json)? {
             return Ok(());
         }
@@ -2113,6 +2200,16 @@ impl<'o> Builder<'o> {
         for i in 0..self.accounts.len() {
             accounts.push(self.account_json(i)?);
         }
+        let currencies: Vec<Option<String>> = accounts
+            .iter()
+            .map(|a| a.get("currency").and_then(Value::as_str).map(str::to_owned))
+            .collect();
+        let from_rows = self.base_rates_json(&currencies);
+        if from_rows > 0 {
+            self.notes.push(format!(
+                "{from_rows} rate(s) were taken from the rows' fxRateToBase (IBKR's rate into the account's currency on the row's date), for the dates and currencies the Conversion Rates section does not cover"
+            ));
+        }
         let base_currency = accounts
             .first()
             .and_then(|a| a.get("currency"))
@@ -2351,6 +2448,66 @@ mod tests {
 
     fn trade(attrs: &str) -> String {
         with_trades(&format!("<Trade {attrs}/>"))
+    }
+
+    #[test]
+    fn fx_rate_to_base_is_the_rate_of_its_date_where_conversion_rates_give_none() {
+        // A EUR stock bought and sold in a USD account, no Conversion Rates section;
+        // a EUR dividend; a second trade the same day repeating the rate.
+        let rows = r#"<Trade accountId="U1" currency="EUR" fxRateToBase="1.0843" assetCategory="STK" symbol="SAP" listingExchange="IBIS" tradeID="1" ibExecID="E1" dateTime="20250314;103512" tradeDate="20250314" quantity="10" tradePrice="200" ibCommission="-1" buySell="BUY" levelOfDetail="EXECUTION"/>
+<Trade accountId="U1" currency="EUR" fxRateToBase="1.0843" assetCategory="STK" symbol="SAP" listingExchange="IBIS" tradeID="2" ibExecID="E2" dateTime="20250314;113512" tradeDate="20250314" quantity="5" tradePrice="201" ibCommission="-1" buySell="BUY" levelOfDetail="EXECUTION"/>
+<Trade accountId="U1" currency="EUR" fxRateToBase="1.1012" assetCategory="STK" symbol="SAP" listingExchange="IBIS" tradeID="3" ibExecID="E3" dateTime="20250620;103512" tradeDate="20250620" quantity="-15" tradePrice="210" ibCommission="-1" buySell="SELL" levelOfDetail="EXECUTION"/>
+<Trade accountId="U1" currency="USD" fxRateToBase="1" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" tradeID="4" ibExecID="E4" dateTime="20250620;103512" tradeDate="20250620" quantity="1" tradePrice="200" ibCommission="-1" buySell="BUY" levelOfDetail="EXECUTION"/>"#;
+        let imported = import(&with_trades(rows));
+        let rates = section(&imported.book, "fx_rates");
+        assert_eq!(
+            rates,
+            &vec![
+                serde_json::json!({"base": "EUR", "quote": "USD", "rate": "1.0843", "date": "2025-03-14"}),
+                serde_json::json!({"base": "EUR", "quote": "USD", "rate": "1.1012", "date": "2025-06-20"}),
+            ]
+        );
+        assert!(
+            imported
+                .notes
+                .iter()
+                .any(|n| n.starts_with("2 rate(s) were taken from the rows' fxRateToBase")),
+            "{:?}",
+            imported.notes
+        );
+        // A Conversion Rates row for the date wins; the other date still comes from the rows.
+        let with_rates = with_trades(rows).replace(
+            "</Trades>",
+            r#"</Trades><ConversionRates><ConversionRate reportDate="20250620" fromCurrency="EUR" toCurrency="USD" rate="1.1000"/></ConversionRates>"#,
+        );
+        let imported = import(&with_rates);
+        let rates = section(&imported.book, "fx_rates");
+        assert_eq!(rates.len(), 2, "{rates:?}");
+        assert!(rates.contains(&serde_json::json!({"base": "EUR", "quote": "USD", "rate": "1.1000", "date": "2025-06-20"})));
+        assert!(rates.contains(&serde_json::json!({"base": "EUR", "quote": "USD", "rate": "1.0843", "date": "2025-03-14"})));
+    }
+
+    #[test]
+    fn a_closing_execution_without_its_opening_opens_nothing() {
+        // The statement's period starts after the 10 AAPL were bought: the sale says `C`.
+        let rows = r#"<Trade accountId="U1" currency="USD" fxRateToBase="1" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" tradeID="1" ibExecID="E1" dateTime="20250314;103512" tradeDate="20250314" quantity="-10" tradePrice="200" ibCommission="-1" buySell="SELL" openCloseIndicator="C" levelOfDetail="EXECUTION"/>
+<Trade accountId="U1" currency="USD" fxRateToBase="1" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" tradeID="2" ibExecID="E2" dateTime="20250315;103512" tradeDate="20250315" quantity="-5" tradePrice="201" ibCommission="-1" buySell="SELL" openCloseIndicator="O" levelOfDetail="EXECUTION"/>"#;
+        let imported = import(&with_trades(rows));
+        let fills = section(&imported.book, "fills");
+        assert_eq!(fills[0].get("closes"), Some(&Value::Bool(true)));
+        assert_eq!(fills[1].get("closes"), None);
+        let book = crate::book::parse_book("flex", &imported.book.to_string()).unwrap();
+        let ledger = tradedesk_core::ledger::replay(&book, |_, _| {}).unwrap();
+        // The closing sale found nothing to close and opened nothing; the opening one is a
+        // real short of 5.
+        assert_eq!(ledger.unmatched_closes.len(), 1);
+        assert_eq!(ledger.unmatched_closes[0].quantity, Decimal::from(10));
+        let open: Vec<Decimal> = ledger
+            .fifo
+            .open_positions()
+            .map(|(_, _, q)| q.signed_quantity())
+            .collect();
+        assert_eq!(open, [Decimal::from(-5)]);
     }
 
     #[test]

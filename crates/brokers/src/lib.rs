@@ -19,6 +19,7 @@ pub mod alpaca;
 pub mod book;
 pub mod demo;
 pub mod dwx;
+pub mod ecb;
 pub mod flex;
 pub mod futu;
 pub mod hyperliquid;

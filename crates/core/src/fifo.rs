@@ -59,6 +59,10 @@ struct Lot {
     price: i128,
     price_decimal: Decimal,
     commission: Fixed,
+    /// How much of the opening fill's commission went to earlier portions (closes the
+    /// fill made, earlier partial closes of this lot): where this lot's shares start, so
+    /// shares rounded cumulatively add up to the fill's commission.
+    allocated: Fixed,
     /// Added to the gross P&L when the lot closes (shared with the quantity); zero but
     /// after a corporate action or an option delivery.
     adjustment: Fixed,
@@ -110,6 +114,7 @@ struct LooseLot {
     quantity: Decimal,
     price: Decimal,
     commission: Fixed,
+    allocated: Fixed,
     adjustment: Fixed,
     open_date: NaiveDate,
     commission_known: bool,
@@ -215,6 +220,7 @@ impl LotQueue {
                 quantity: to_decimal(l.quantity, qs),
                 price: to_decimal(l.price, ps),
                 commission: l.commission,
+                allocated: l.allocated,
                 adjustment: l.adjustment,
                 open_date: l.open_date,
                 commission_known: l.commission_known,
@@ -249,6 +255,7 @@ impl LotQueue {
                 price: rescale(l.price, ps)?,
                 price_decimal: l.price,
                 commission: l.commission,
+                allocated: l.allocated,
                 adjustment: l.adjustment,
                 open_date: l.open_date,
                 commission_known: l.commission_known,
@@ -305,6 +312,14 @@ pub struct ClosedLot {
     pub gross_pnl: Fixed,
     /// Opening share plus closing share.
     pub commissions: Fixed,
+    /// The opening fill's share, and how much of that fill's commission earlier portions
+    /// took (so shares rounded cumulatively, `round(before + share) - round(before)`, add
+    /// up exactly to the fill's commission).
+    pub open_commission: Fixed,
+    pub open_commission_before: Fixed,
+    /// The closing fill's share, and how much of its commission earlier lots it closed took.
+    pub close_commission: Fixed,
+    pub close_commission_before: Fixed,
     pub net_pnl: Fixed,
     /// False when either fill's commission is unknown: the P&L is gross of fees.
     pub commission_known: bool,
@@ -549,11 +564,16 @@ impl Fifo {
                     close_price: fill.price,
                     gross_pnl: gross,
                     commissions,
+                    open_commission: open_share,
+                    open_commission_before: lot.allocated,
+                    close_commission: close_share,
+                    close_commission_before: Fixed(commission.0 - remaining_commission.0),
                     net_pnl: gross.checked_sub(commissions).ok_or_else(overflow)?,
                     commission_known: lot.commission_known && fill.commission_known,
                 });
                 lot.quantity -= matched;
                 lot.commission = Fixed(lot.commission.0 - open_share.0);
+                lot.allocated = Fixed(lot.allocated.0 + open_share.0);
                 lot.adjustment = Fixed(lot.adjustment.0 - open_adj.0);
                 remaining -= matched;
                 remaining_commission = Fixed(remaining_commission.0 - close_share.0);
@@ -576,6 +596,7 @@ impl Fifo {
                 price,
                 price_decimal: fill.price,
                 commission: remaining_commission,
+                allocated: Fixed(commission.0 - remaining_commission.0),
                 adjustment: remaining_adjustment,
                 open_date: fill.trade_date,
                 commission_known: fill.commission_known,
@@ -717,6 +738,7 @@ impl Fifo {
                     quantity,
                     price,
                     commission: Fixed::ZERO,
+                    allocated: Fixed::ZERO,
                     adjustment: Fixed(sign * (child_value.0 - allocated.0)),
                     open_date: l.open_date,
                     commission_known: l.commission_known,
@@ -775,6 +797,7 @@ impl Fifo {
             l.quantity -= take;
             l.adjustment = Fixed(l.adjustment.0 - adj.0);
             l.commission = Fixed(l.commission.0 - comm.0);
+            l.allocated = Fixed(l.allocated.0 + comm.0);
             if !l.quantity.is_zero() {
                 kept.push(l);
             }

@@ -16,7 +16,7 @@ use rust_decimal::Decimal;
 use crate::actions::ActionKind;
 use crate::book::{AccountIdx, Book, CashEntry, Fill, FillKind, Side};
 use crate::currency::Currency;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorCode, Result};
 use crate::fifo::{ClosedLot, Fifo, notional};
 use crate::fixed::Fixed;
 
@@ -38,6 +38,10 @@ pub struct Ledger {
     pub cash: BTreeMap<(AccountIdx, Currency), Decimal>,
     /// Per account: whether the book has any cash entry for it (else its cash is unknown).
     pub has_cash_entries: Vec<bool>,
+    /// Fills (indices into the book's fills) whose commission was paid in a currency with
+    /// no rate into the instrument's on the trade date: their lots carry no commission
+    /// and count as gross of fees (docs/methodology/fx.md). Cash still pays it.
+    pub unconverted_commissions: Vec<u32>,
     /// Closing fills that found no lot to close.
     pub unmatched_closes: Vec<UnmatchedClose>,
     /// What the replay could not do as the book says (an exercise whose delivered trade is
@@ -95,7 +99,7 @@ fn fixed(d: Decimal) -> Result<Fixed> {
 /// `on_close`, and keeps the cash the fills imply.
 ///
 /// # Errors
-/// `no_fx_rate` for a commission that cannot be converted; `internal` on overflow.
+/// `internal` on overflow (a commission without a rate is noted, never an error).
 pub fn replay(book: &Book, on_close: impl FnMut(&Fill, &ClosedLot)) -> Result<Ledger> {
     run(book, true, on_close)
 }
@@ -186,6 +190,7 @@ pub struct Replayer<'b> {
     fifo: Fifo,
     cash: CashBook,
     has_cash_entries: Vec<bool>,
+    unconverted_commissions: Vec<u32>,
     /// The next corporate action to apply.
     next_action: usize,
     /// Per delivered stock fill: the exercised or assigned option's value and commission.
@@ -212,6 +217,7 @@ impl<'b> Replayer<'b> {
             fifo: Fifo::new(book.accounts.len(), book.instruments.len()),
             cash: CashBook::default(),
             has_cash_entries,
+            unconverted_commissions: Vec::new(),
             next_action: 0,
             deliveries: HashMap::new(),
             unmatched: Vec::new(),
@@ -232,10 +238,14 @@ impl<'b> Replayer<'b> {
         Ok(())
     }
 
-    /// Applies the book's fill at `index`, passing each lot it closes to `on_close`.
+    /// Applies the book's fill at `index`, passing each lot it closes to `on_close`. A
+    /// commission that cannot be converted into the instrument currency is left out of
+    /// the lots (which then count as gross of fees) and the fill is listed in
+    /// [`Ledger::unconverted_commissions`].
     ///
     /// # Errors
-    /// `no_fx_rate` for a commission that cannot be converted; `internal` on overflow.
+    /// `internal` on overflow (a commission without a rate is noted in
+    /// [`Ledger::unconverted_commissions`], never an error).
     ///
     /// Corporate actions dated on or before the fill's trade date are applied first; a
     /// fill that settles an action was applied with it and is skipped.
@@ -435,10 +445,22 @@ impl<'b> Replayer<'b> {
         } else {
             fixed(fill.commission)?
         };
+        let mut gross_fill = None;
         let mut commission = if settling || fill.commission_currency == instrument.currency {
             own_commission
         } else {
-            fixed(commission_in_instrument_currency(book, fill)?)?
+            match commission_in_instrument_currency(book, fill) {
+                Ok(c) => fixed(c)?,
+                Err(e) if e.code == ErrorCode::NoFxRate => {
+                    self.unconverted_commissions.push(index);
+                    gross_fill = Some(Fill {
+                        commission_known: false,
+                        ..fill.clone()
+                    });
+                    Fixed::ZERO
+                }
+                Err(e) => return Err(e),
+            }
         };
         let mut adjustment = Fixed::ZERO;
         if !self.deliveries.is_empty()
@@ -452,9 +474,10 @@ impl<'b> Replayer<'b> {
         let margin = self.keep_cash && instrument.asset_class.is_margin_settled();
         let mut margin_gross = Fixed::ZERO;
         let mut overflowed = false;
+        let lots_fill = gross_fill.as_ref().unwrap_or(fill);
         let unmatched = self.fifo.apply_adjusted(
             index,
-            fill,
+            lots_fill,
             instrument.multiplier,
             commission,
             adjustment,
@@ -530,6 +553,11 @@ impl<'b> Replayer<'b> {
         &self.has_cash_entries
     }
 
+    /// Fills so far whose commission could not be converted (see [`Ledger`]).
+    pub fn unconverted_commissions(&self) -> &[u32] {
+        &self.unconverted_commissions
+    }
+
     /// The ledger as it stands.
     pub fn into_ledger(self) -> Ledger {
         let cash = self.cash();
@@ -537,6 +565,7 @@ impl<'b> Replayer<'b> {
             fifo: self.fifo,
             cash,
             has_cash_entries: self.has_cash_entries,
+            unconverted_commissions: self.unconverted_commissions,
             unmatched_closes: self.unmatched,
             notes: self.notes,
         }

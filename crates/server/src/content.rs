@@ -27,7 +27,7 @@ const DOCS: [Doc; 7] = [
     Doc {
         uri: "tradedesk://methodology/fx",
         name: "FX conversion methodology",
-        description: "Which rate is used for which figure, inverse and crossed quotes, no_fx_rate",
+        description: "Where rates come from (fx_file, brokers, ECB), which rate is used for which figure, inverse and crossed quotes, rows left out without a rate",
         text: include_str!("../../../docs/methodology/fx.md"),
     },
     Doc {

@@ -216,10 +216,17 @@ impl ServerHandler for TradedeskServer {
         if let Some((prompt, seal)) = confirmer.take_pending() {
             return input_required(&prompt, &seal);
         }
+        // The summary line, then the whole structured result as JSON text: clients that
+        // give the model only the text blocks (every 2025-03-26 client, some current ones)
+        // see every figure, as the spec asks of a tool with structured content.
+        let blocks = vec![
+            ContentBlock::text(output.summary),
+            ContentBlock::text(output.structured.to_string()),
+        ];
         let mut result = if output.is_error {
-            CallToolResult::error(vec![ContentBlock::text(output.summary)])
+            CallToolResult::error(blocks)
         } else {
-            CallToolResult::success(vec![ContentBlock::text(output.summary)])
+            CallToolResult::success(blocks)
         };
         for png in &output.images {
             result.content.push(ContentBlock::image(

@@ -2,10 +2,12 @@
 
 use std::collections::BTreeMap;
 
+use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use schemars::JsonSchema;
 use serde::Serialize;
-use tradedesk_core::{Book, Currency, Result};
+use tradedesk_core::fx::fix_hint;
+use tradedesk_core::{AccountIdx, Book, Currency, InstrumentIdx, Result};
 
 use crate::num::Num;
 use crate::valuation::{PositionRow, Valuation, pct};
@@ -46,15 +48,16 @@ pub(crate) fn account_rows(book: &Book, v: &Valuation, notes: &mut Vec<String>) 
             .filter(|p| p.account == idx)
             .filter_map(|p| p.marked.as_ref());
         let (mut positions_value, mut positions_converted) = (Decimal::ZERO, Decimal::ZERO);
+        // A row without a rate into a total's currency is left out of it (noted).
         for m in marked {
             positions_value += m.market_value_account.unwrap_or_default();
-            positions_converted += m.market_value_converted;
+            positions_converted += m.market_value_converted.unwrap_or_default();
         }
         let cash_known = v.cash_known.get(i).copied().unwrap_or(false);
         let cash_rows = v.cash.iter().filter(|c| c.account == idx);
         let cash: Option<Decimal> =
-            cash_known.then(|| cash_rows.clone().map(|c| c.amount_account).sum());
-        let cash_converted: Decimal = cash_rows.map(|c| c.converted).sum();
+            cash_known.then(|| cash_rows.clone().filter_map(|c| c.amount_account).sum());
+        let cash_converted: Decimal = cash_rows.filter_map(|c| c.converted).sum();
         if !cash_known {
             notes.push(format!(
                 "{}: the book has no cash entries for this account, so its cash is unknown (null) and its total value is its positions' value alone",
@@ -76,13 +79,84 @@ pub(crate) fn account_rows(book: &Book, v: &Valuation, notes: &mut Vec<String>) 
     rows
 }
 
-/// Notes every valuation-based answer carries: unmarked positions, fees unknown, stale rates.
+/// Notes for the rows left out of totals for lack of a rate (one per pair, naming the
+/// rows and the fix), and for commissions the replay could not convert. Position rows
+/// count only when `listed` holds them.
+pub(crate) fn missing_rate_notes(
+    book: &Book,
+    v: &Valuation,
+    listed: &[(AccountIdx, InstrumentIdx)],
+    notes: &mut Vec<String>,
+) {
+    let mut groups: BTreeMap<(&str, &str), (NaiveDate, Vec<String>)> = BTreeMap::new();
+    for l in &v.left_out {
+        if let Some(i) = l.instrument
+            && !listed.contains(&(l.account, i))
+        {
+            continue;
+        }
+        let account = &book.account(l.account).id;
+        let amount = l.amount.map_or_else(String::new, |a| {
+            let dp = l.currency.minor_units() as usize;
+            format!(" {} {a:.dp$}", l.currency)
+        });
+        let row = match l.instrument {
+            Some(i) => format!(
+                "{} in {account} (market value{amount})",
+                book.instrument(i).key
+            ),
+            None => format!("cash{amount} in {account}"),
+        };
+        let slot = groups
+            .entry((l.currency.code(), l.to.code()))
+            .or_insert((l.on, Vec::new()));
+        slot.0 = slot.0.max(l.on);
+        slot.1.push(row);
+    }
+    for ((from, to), (on, rows)) in groups {
+        let what = if to == v.currency.code() {
+            format!("left out of the {to} totals (their converted figures are null)")
+        } else {
+            format!("left out of the account's totals in {to}")
+        };
+        notes.push(format!(
+            "no {from}/{to} rate on or before {on}: {what}: {}; to include them, {}",
+            rows.join(", "),
+            fix_hint(Currency::new(from), Currency::new(to), on)
+        ));
+    }
+    let mut commissions: BTreeMap<(&str, &str), (NaiveDate, usize)> = BTreeMap::new();
+    for &i in &v.unconverted_commissions {
+        if let Some(f) = book.fills.get(i as usize) {
+            let to = book.instrument(f.instrument).currency;
+            let slot = commissions
+                .entry((f.commission_currency.code(), to.code()))
+                .or_insert((f.trade_date, 0));
+            slot.0 = slot.0.max(f.trade_date);
+            slot.1 += 1;
+        }
+    }
+    for ((from, to), (on, count)) in commissions {
+        notes.push(format!(
+            "the commissions of {count} fill(s) paid in {from} could not be converted into {to}, the instrument's currency (no {from}/{to} rate on or before {on}): their lots carry no commission, so cost and P&L are gross of it (cash still pays it); to include it, {}",
+            fix_hint(Currency::new(from), Currency::new(to), on)
+        ));
+    }
+}
+
+/// Notes every valuation-based answer carries: unmarked positions, rows without a rate,
+/// fees unknown, stale rates.
 pub(crate) fn common_notes<'a>(
     book: &Book,
     v: &Valuation,
     positions: impl Iterator<Item = &'a PositionRow> + Clone,
     notes: &mut Vec<String>,
 ) {
+    let listed: Vec<(AccountIdx, InstrumentIdx)> = positions
+        .clone()
+        .map(|p| (p.account, p.instrument))
+        .collect();
+    missing_rate_notes(book, v, &listed, notes);
     let unmarked: Vec<String> = positions
         .clone()
         .filter(|p| p.marked.is_none())
@@ -175,23 +249,28 @@ pub fn get_portfolio_summary(book: &Book, v: &Valuation) -> Result<SummaryResult
     let mut by_broker: BTreeMap<String, Decimal> = BTreeMap::new();
     let (mut positions_value, mut unrealized) = (Decimal::ZERO, Decimal::ZERO);
     for p in &v.positions {
-        if let Some(m) = &p.marked {
-            positions_value += m.market_value_converted;
-            unrealized += m.unrealized_pnl_converted;
+        if let Some(m) = &p.marked
+            && let (Some(value), Some(pnl)) = (m.market_value_converted, m.unrealized_pnl_converted)
+        {
+            positions_value += value;
+            unrealized += pnl;
             let ccy: Currency = book.instrument(p.instrument).currency;
-            *by_currency.entry(ccy.code().to_owned()).or_default() += m.market_value_converted;
+            *by_currency.entry(ccy.code().to_owned()).or_default() += value;
             *by_broker
                 .entry(book.account(p.account).broker.clone())
-                .or_default() += m.market_value_converted;
+                .or_default() += value;
         }
     }
     let mut cash_value = Decimal::ZERO;
     for c in &v.cash {
-        cash_value += c.converted;
-        *by_currency.entry(c.currency.code().to_owned()).or_default() += c.converted;
+        let Some(converted) = c.converted else {
+            continue;
+        };
+        cash_value += converted;
+        *by_currency.entry(c.currency.code().to_owned()).or_default() += converted;
         *by_broker
             .entry(book.account(c.account).broker.clone())
-            .or_default() += c.converted;
+            .or_default() += converted;
     }
     let total = positions_value + cash_value;
     Ok(SummaryResult {

@@ -106,6 +106,40 @@ pub fn report_currency(arg: Option<&str>, default: Currency) -> Result<Currency>
     }
 }
 
+/// The report currency of a call over `book`: as [`report_currency`], and a currency
+/// named explicitly must be reachable. A currency no row is held in and no rate of the
+/// book mentions is the error `no_fx_rate` (every figure would be left out); one the
+/// rates mention but cannot reach from some row leaves that row out with a note
+/// (docs/methodology/fx.md).
+///
+/// # Errors
+/// `invalid_argument` for a bad code; `no_fx_rate` for an unreachable currency.
+pub fn report_currency_in(book: &tradedesk_core::Book, arg: Option<&str>) -> Result<Currency> {
+    let ccy = report_currency(arg, book.base_currency)?;
+    let known = ccy == book.base_currency
+        || book.accounts.iter().any(|a| a.currency == ccy)
+        || book.instruments.iter().any(|i| i.currency == ccy)
+        || book.cash.iter().any(|c| c.currency == ccy)
+        || book.fx.currencies().contains(&ccy);
+    if known {
+        return Ok(ccy);
+    }
+    let mut with_rates: Vec<&str> = book.fx.currencies().iter().map(|c| c.code()).collect();
+    with_rates.push(book.base_currency.code());
+    with_rates.sort_unstable();
+    with_rates.dedup();
+    Err(Error::new(
+        tradedesk_core::ErrorCode::NoFxRate,
+        format!(
+            "currency: the book has no rate at all into {ccy}, so no figure can be reported in it"
+        ),
+        format!(
+            "ask in one of {} (or omit currency for the base currency), or add {ccy} rates to the fx_file, or set fx_source = \"ecb\" in tradedesk.toml",
+            with_rates.join(", ")
+        ),
+    ))
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CurrencyArgs {

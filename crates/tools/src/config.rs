@@ -26,6 +26,10 @@ pub struct Config {
     pub accounts: Vec<AccountConfig>,
     pub sectors_file: Option<PathBuf>,
     pub fx_file: Option<PathBuf>,
+    /// A reference-rate source used after the fx_file and the brokers' own rates: "ecb".
+    pub fx_source: Option<String>,
+    /// Where the reference rates are fetched from (default: the ECB's eurofxref-hist.xml).
+    pub fx_url: Option<String>,
     /// Per-call bound on a broker, in milliseconds.
     pub broker_timeout_ms: Option<u64>,
     pub http: Option<HttpConfig>,
@@ -263,6 +267,50 @@ impl Config {
         }
         Ok(config)
     }
+}
+
+/// The reference-rate source `fx_source` names, cached in the state directory.
+///
+/// # Errors
+/// `invalid_argument` for an unknown source, an `fx_url` without one, or a URL that is
+/// not http(s).
+fn reference_fx(
+    config: &Config,
+    state: &State,
+) -> Result<Option<Arc<tradedesk_brokers::ecb::EcbSource>>> {
+    let source = match config.fx_source.as_deref() {
+        None => {
+            if config.fx_url.is_some() {
+                return Err(config_error(
+                    "fx_url is set but fx_source is not".to_owned(),
+                    "add fx_source = \"ecb\" (fx_url overrides where its rates are fetched from), or remove fx_url",
+                ));
+            }
+            return Ok(None);
+        }
+        Some(s) => s,
+    };
+    if source != "ecb" {
+        return Err(config_error(
+            format!("fx_source '{source}' is not a known rate source"),
+            "write fx_source = \"ecb\" (the European Central Bank's daily reference rates), or remove it",
+        ));
+    }
+    let url = config
+        .fx_url
+        .as_deref()
+        .unwrap_or(tradedesk_brokers::ecb::ECB_HIST_URL);
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Err(config_error(
+            format!("fx_url '{url}' is not an http(s) URL"),
+            "write the URL of an ECB eurofxref file, e.g. https://www.ecb.europa.eu/stats/eurofxref/eurofxref-hist.xml",
+        ));
+    }
+    let timeout =
+        std::time::Duration::from_millis(config.broker_timeout_ms.unwrap_or(10_000).max(1));
+    tradedesk_brokers::ecb::EcbSource::new(url, &state.dir, timeout)
+        .map(|s| Some(Arc::new(s)))
+        .map_err(Error::internal)
 }
 
 /// The context for the embedded demo (no configuration at all).
@@ -883,6 +931,9 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
             )
         })?;
         ctx = ctx.with_fx(quotes);
+    }
+    if let Some(source) = reference_fx(config, state)? {
+        ctx = ctx.with_reference_fx(source);
     }
     if let Some(dirs) = &config.data_dirs {
         ctx.configured_data_dirs.clone_from(dirs);

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use chrono::{SecondsFormat, Utc};
 use tokio::sync::{Mutex, Notify};
+use tradedesk_brokers::ecb::EcbSource;
 use tradedesk_brokers::{AccountHealth, Broker, HealthStatus};
 use tradedesk_core::ledger::{self, Ledger};
 use tradedesk_core::{Book, Currency, Error, ErrorCode, FxQuote, Result, SectorMap};
@@ -175,8 +176,10 @@ pub struct ToolContext {
     pub sectors: SectorMap,
     pub version: String,
     pub broker_timeout: Duration,
-    /// Rates from the config's `fx_file`, added to every book's.
+    /// Rates from the config's `fx_file`, added to every book's (and beating them).
     extra_fx: Vec<FxQuote>,
+    /// The reference-rate source (`fx_source = "ecb"`), used after the brokers' rates.
+    reference_fx: Option<Arc<EcbSource>>,
     /// The merged book and its replay (open lots and cash), kept until a source's
     /// snapshot changes (a paper fill, a new minute of sim marks, a source going down or
     /// coming back).
@@ -213,6 +216,7 @@ impl ToolContext {
             version: version.into(),
             broker_timeout: Duration::from_secs(10),
             extra_fx: Vec::new(),
+            reference_fx: None,
             cache: Mutex::new(None),
             trading: None,
             data_dirs: None,
@@ -288,6 +292,13 @@ impl ToolContext {
         self
     }
 
+    /// Reference rates (the ECB's), used where neither the fx_file nor a broker has one.
+    #[must_use]
+    pub fn with_reference_fx(mut self, source: Arc<EcbSource>) -> Self {
+        self.reference_fx = Some(source);
+        self
+    }
+
     #[must_use]
     pub fn with_sectors(mut self, sectors: SectorMap) -> Self {
         self.sectors = sectors;
@@ -356,16 +367,26 @@ impl ToolContext {
             *cache = None;
             return (Err(error), down);
         }
+        let reference = match &self.reference_fx {
+            Some(source) => Some(source.rates().await),
+            None => None,
+        };
         let built = if self.sources.len() == 1
             && parts.len() == 1
             && parts[0].1.is_none()
             && self.base_currency.is_none()
             && self.extra_fx.is_empty()
+            && reference.is_none()
         {
             Ok(Arc::clone(&parts[0].0))
         } else {
             let base = self.base_currency.or(first_base);
-            merge_books(&parts, base, &self.extra_fx).map(|mut book| {
+            let reference_quotes: &[FxQuote] =
+                reference.as_ref().map_or(&[], |r| r.quotes.as_slice());
+            merge_books(&parts, base, &self.extra_fx, reference_quotes).map(|mut book| {
+                if let Some(r) = &reference {
+                    book.notes.extend(r.notes.iter().cloned());
+                }
                 if base.is_none() && !down.is_empty() {
                     book.notes.push(format!(
                         "the report currency is {}, the first answering account's: the first configured account has not answered yet; set base_currency in tradedesk.toml to fix it",
@@ -465,7 +486,8 @@ impl ToolContext {
     /// which are never stored.
     ///
     /// # Errors
-    /// As [`ToolContext::book`], or the replay's `no_fx_rate` / `internal`.
+    /// As [`ToolContext::book`], or the replay's `internal` (a commission without a rate
+    /// is noted, never an error).
     pub async fn ledger(&self) -> Result<(Arc<Book>, Arc<Ledger>)> {
         self.served_ledger().await.0
     }

@@ -50,6 +50,11 @@ pub struct FxHealth {
     pub pairs: Vec<FxPair>,
     /// Pairs (BASE/QUOTE) whose latest rate is more than 7 days older than as_of.
     pub stale: Vec<String>,
+    /// Pairs (FROM/TO) with no rate, directly or crossed, where one was needed: a holding
+    /// or a cash balance at as_of (into the base currency or its account's), a commission
+    /// on its trade date, a closed lot on its closing date (into the base currency). The
+    /// rows in them are left out of the totals.
+    pub missing: Vec<String>,
 }
 
 /// A closing fill that found no open lot: a position older than the history.
@@ -203,6 +208,33 @@ pub fn reconcile(book: &Book, ledger: &Ledger) -> Vec<ReconciliationRow> {
         .collect()
 }
 
+/// Every pair a figure of the book needs and has no rate for (see [`FxHealth::missing`]).
+fn missing_rates(book: &Book, ledger: &Ledger, notes: &mut Vec<String>) -> Vec<String> {
+    let base = book.base_currency;
+    let mut missing =
+        match crate::valuation::value_ledger(book, ledger, base, crate::valuation::Scope::ACCOUNTS)
+        {
+            Ok(v) => v.missing,
+            Err(e) => {
+                notes.push(format!("the holdings could not be valued: {e}"));
+                crate::rates::Missing::default()
+            }
+        };
+    let mut rates = crate::rates::Rates::new(book);
+    let replayed = tradedesk_core::ledger::replay_lots(book, |_, lot| {
+        let ccy = book.instrument(lot.instrument).currency;
+        if ccy != base {
+            // A missing pair is recorded by the lookup itself.
+            let _ = rates.rate(ccy, base, lot.close_date);
+        }
+    });
+    if let Err(e) = replayed {
+        notes.push(format!("the closed lots could not be replayed: {e}"));
+    }
+    missing.extend(&rates.missing);
+    missing.pairs()
+}
+
 /// The closing fills of the replay that found no lot to close.
 pub fn unexplained(book: &Book, ledger: &Ledger) -> Vec<UnexplainedClose> {
     ledger
@@ -329,6 +361,13 @@ pub fn get_server_health(
                     ),
                 });
             }
+            let missing = missing_rates(book, ledger, &mut notes);
+            if !missing.is_empty() {
+                notes.push(format!(
+                    "no rate for {}: rows in them are left out of the totals (each answer notes which); add the rates to the fx_file or set fx_source = \"ecb\" in tradedesk.toml",
+                    missing.join(", ")
+                ));
+            }
             let pairs = quotes
                 .into_iter()
                 .map(|q| FxPair {
@@ -344,6 +383,7 @@ pub fn get_server_health(
                     as_of: book.as_of.to_string(),
                     pairs,
                     stale,
+                    missing,
                 }),
             )
         }

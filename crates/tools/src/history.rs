@@ -27,6 +27,11 @@ pub struct FillOut {
     /// Calendar date of `time` in its own offset.
     pub trade_date: String,
     pub instrument_currency: String,
+    /// Set when the fill is not an execution: `opening` (a position held when the history
+    /// starts, at the broker's cost; it moved no cash) or `action` (made for a corporate
+    /// action or option event: a cash merger, tender, cash in lieu or expiry).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     /// quantity x price x multiplier (instrument currency).
     pub notional: Num,
 }
@@ -109,6 +114,11 @@ pub fn get_trade_history(
             commission: f.commission_known.then_some(Num(f.commission)),
             commission_currency: f.commission_currency.code().to_owned(),
             commission_known: f.commission_known,
+            kind: matches!(
+                f.kind,
+                tradedesk_core::FillKind::Opening | tradedesk_core::FillKind::Action
+            )
+            .then(|| f.kind.as_str().to_owned()),
             time: f.time.to_rfc3339(),
             trade_date: f.trade_date.to_string(),
             instrument_currency: inst.currency.code().to_owned(),

@@ -11,11 +11,10 @@ use rust_decimal::prelude::ToPrimitive;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tradedesk_core::ledger;
-use tradedesk_core::{Book, Currency, DateRange, Result};
+use tradedesk_core::{Book, Currency, DateRange, ErrorCode, Result};
 
 use crate::num::Num;
-use crate::rates::Rates;
-use crate::realized::value_lot;
+use crate::realized::LotValuer;
 use crate::select::Selection;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -131,8 +130,9 @@ fn trades(
     sel: &Selection,
     range: DateRange,
     to: Currency,
-) -> Result<(Vec<Trade>, bool)> {
-    let mut rates = Rates::new(book);
+) -> Result<(Vec<Trade>, bool, Vec<String>)> {
+    let mut valuer = LotValuer::new(book, to);
+    let mut no_rate_lots = 0u32;
     let mut out: Vec<Trade> = Vec::new();
     let mut failure = None;
     let mut gross_of_fees = false;
@@ -143,8 +143,13 @@ fn trades(
         {
             return;
         }
-        let valued = match value_lot(&mut rates, to, book, lot) {
+        let valued = match valuer.value(lot) {
             Ok(v) => v,
+            // Left out, with a note naming the pair (docs/methodology/fx.md).
+            Err(e) if e.code == ErrorCode::NoFxRate => {
+                no_rate_lots += 1;
+                return;
+            }
             Err(e) => {
                 failure = Some(e);
                 return;
@@ -169,9 +174,16 @@ fn trades(
             }),
         }
     })?;
+    let mut notes = Vec::new();
+    if no_rate_lots > 0 {
+        valuer.rates.missing.notes(
+            &format!("{no_rate_lots} closed lot(s) (priced on their closing dates)"),
+            &mut notes,
+        );
+    }
     match failure {
         Some(e) => Err(e),
-        None => Ok((out, gross_of_fees)),
+        None => Ok((out, gross_of_fees, notes)),
     }
 }
 
@@ -203,7 +215,7 @@ fn mean_days(trades: &[&Trade]) -> Option<f64> {
 /// `analyze_trades`.
 ///
 /// # Errors
-/// `no_fx_rate` when a lot's currency cannot be converted on its closing date.
+/// `internal` on overflow (a lot without a rate is left out with a note).
 pub fn analyze_trades(
     book: &Book,
     sel: &Selection,
@@ -219,7 +231,7 @@ pub fn analyze_trades(
             Num(to.round(exact))
         })
     };
-    let (trades, gross_of_fees) = trades(book, sel, range, to)?;
+    let (trades, gross_of_fees, fx_notes) = trades(book, sel, range, to)?;
     let wins: Vec<&Trade> = trades.iter().filter(|t| t.net > 0).collect();
     let losses: Vec<&Trade> = trades.iter().filter(|t| t.net < 0).collect();
     let won: i128 = wins.iter().map(|t| t.net).sum();
@@ -274,7 +286,7 @@ pub fn analyze_trades(
             net_pnl: money(net),
         })
         .collect();
-    let mut notes = Vec::new();
+    let mut notes = fx_notes;
     if n == 0 {
         notes.push(format!(
             "no lots were closed between {} and {} under these filters",

@@ -3,13 +3,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use tradedesk_core::fx::by_precedence;
 use tradedesk_core::{
     AccountIdx, Book, BookParts, Currency, Error, FxQuote, InstrumentIdx, InstrumentKey, Result,
 };
 
 /// Merges books, keeping only the selected accounts of each. Instruments are matched by
 /// key and must agree on currency, class and multiplier. The merged `as_of` is the
-/// latest of the sources'. `extra_fx` (the config's fx_file) is added to every book's rates.
+/// latest of the sources'. Rates come in order of precedence (docs/methodology/fx.md):
+/// `extra_fx` (the config's fx_file), then the books' own (what the brokers report), then
+/// `reference_fx` (the ECB's); for the same pair and date the first source's rate is kept.
 ///
 /// # Errors
 /// `invalid_argument` when a selected account is missing from its book, an account id is
@@ -18,6 +21,7 @@ pub fn merge_books(
     parts: &[(Arc<Book>, Option<Vec<String>>)],
     base: Option<Currency>,
     extra_fx: &[FxQuote],
+    reference_fx: &[FxQuote],
 ) -> Result<Book> {
     let base_currency = base
         .or_else(|| parts.first().map(|(b, _)| b.base_currency))
@@ -155,7 +159,7 @@ pub fn merge_books(
                 .filter(|q| q.date <= book.as_of),
         );
     }
-    fx.extend_from_slice(extra_fx);
+    let fx = by_precedence(&[extra_fx, &fx, reference_fx]);
     Ok(Book::assemble(BookParts {
         base_currency,
         as_of,

@@ -108,6 +108,7 @@ fn daily(
     let mut last_price: Vec<Option<(NaiveDate, Decimal)>> = vec![None; book.instruments.len()];
     let (mut next_fill, mut next_cash) = (0, 0);
     let mut unmarked = std::collections::BTreeSet::new();
+    let mut missing = crate::rates::Missing::default();
     let mut unmarked_at_end = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     // The cash as a map, made again only on a day that moved it.
@@ -125,8 +126,12 @@ fn daily(
             if sel.account(entry.account)
                 && matches!(entry.kind, CashKind::Deposit | CashKind::Withdrawal)
             {
-                flow +=
-                    minor(rates.convert_rounded(entry.amount, entry.currency, currency, day)?)?;
+                // A flow without a rate is left out, as its cash is (noted below).
+                if let Some(v) =
+                    rates.try_convert_rounded(entry.amount, entry.currency, currency, day)?
+                {
+                    flow += minor(v)?;
+                }
             }
             next_cash += 1;
         }
@@ -174,14 +179,18 @@ fn daily(
             }
         }
         let mut value = 0i128;
+        // Rows without a rate into the report currency are left out (noted below).
         for p in &valuation.positions {
-            if let Some(m) = &p.marked {
-                value += minor(m.market_value_converted)?;
+            if let Some(v) = p.marked.as_ref().and_then(|m| m.market_value_converted) {
+                value += minor(v)?;
             }
         }
         for c in &valuation.cash {
-            value += minor(c.converted)?;
+            if let Some(v) = c.converted {
+                value += minor(v)?;
+            }
         }
+        missing.extend(&valuation.missing);
         out.push(Day { flow, value });
         day = day
             .checked_add_days(Days::new(1))
@@ -228,6 +237,20 @@ fn daily(
             if unknown.len() == 1 { "s" } else { "ve" }
         ));
     }
+    missing.extend(&rates.missing);
+    for &i in replayer.unconverted_commissions() {
+        if let Some(f) = book.fills.get(i as usize) {
+            missing.add(
+                f.commission_currency,
+                book.instrument(f.instrument).currency,
+                f.trade_date,
+            );
+        }
+    }
+    missing.notes(
+        "the daily values of positions, cash and flows (or commissions)",
+        notes,
+    );
     Ok(out)
 }
 

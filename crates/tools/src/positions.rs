@@ -72,8 +72,8 @@ pub fn get_positions(
         .collect();
     let gross: Decimal = listed
         .iter()
-        .filter_map(|p| p.marked.as_ref())
-        .map(|m| m.notional_converted.abs())
+        .filter_map(|p| p.marked.as_ref()?.notional_converted)
+        .map(|n| n.abs())
         .sum();
     let mut positions = Vec::with_capacity(listed.len());
     let mut total = Decimal::ZERO;
@@ -81,8 +81,8 @@ pub fn get_positions(
         let inst = book.instrument(p.instrument);
         let account = book.account(p.account);
         let m = p.marked.as_ref();
-        if let Some(m) = m {
-            total += m.market_value_converted;
+        if let Some(value) = m.and_then(|m| m.market_value_converted) {
+            total += value;
         }
         positions.push(PositionOut {
             account: account.id.clone(),
@@ -104,13 +104,14 @@ pub fn get_positions(
             market_price: m.map(|m| Num(m.price)),
             market_price_date: m.map(|m| m.date.to_string()),
             notional: m.map(|m| Num(m.notional)),
-            notional_converted: m.map(|m| Num(m.notional_converted)),
+            notional_converted: m.and_then(|m| m.notional_converted).map(Num),
             market_value: m.map(|m| Num(m.market_value)),
-            market_value_converted: m.map(|m| Num(m.market_value_converted)),
+            market_value_converted: m.and_then(|m| m.market_value_converted).map(Num),
             unrealized_pnl: m.map(|m| Num(m.unrealized_pnl)),
-            unrealized_pnl_converted: m.map(|m| Num(m.unrealized_pnl_converted)),
+            unrealized_pnl_converted: m.and_then(|m| m.unrealized_pnl_converted).map(Num),
             weight_pct: m
-                .and_then(|m| pct(m.notional_converted.abs(), gross))
+                .and_then(|m| m.notional_converted)
+                .and_then(|n| pct(n.abs(), gross))
                 .map(Num),
         });
     }
@@ -160,7 +161,10 @@ pub fn get_exposure(
     let mut buckets: BTreeMap<String, (Decimal, u32)> = BTreeMap::new();
     let (mut total, mut gross_total) = (Decimal::ZERO, Decimal::ZERO);
     for p in &v.positions {
-        let Some(m) = &p.marked else { continue };
+        // Unmarked, or no rate into the report currency: left out (noted).
+        let Some(notional_converted) = p.marked.as_ref().and_then(|m| m.notional_converted) else {
+            continue;
+        };
         let inst = book.instrument(p.instrument);
         let account = book.account(p.account);
         let key = match by {
@@ -176,11 +180,11 @@ pub fn get_exposure(
             ExposureBy::Symbol => inst.key.qualified(),
         };
         let value = match basis {
-            Basis::Gross => m.notional_converted.abs(),
-            Basis::Net => m.notional_converted,
+            Basis::Gross => notional_converted.abs(),
+            Basis::Net => notional_converted,
         };
         total += value;
-        gross_total += m.notional_converted.abs();
+        gross_total += notional_converted.abs();
         let slot = buckets.entry(key).or_default();
         slot.0 += value;
         slot.1 += 1;

@@ -8,7 +8,7 @@ use rust_decimal::Decimal;
 use schemars::JsonSchema;
 use serde::Serialize;
 use tradedesk_core::ledger;
-use tradedesk_core::{Book, ClosedLot, Currency, DateRange, Fill, Result};
+use tradedesk_core::{Book, ClosedLot, Currency, DateRange, ErrorCode, Fill, Fixed, Result};
 
 use crate::rates::Rates;
 
@@ -115,35 +115,108 @@ fn finish(t: FillTotal, best: &mut Option<FillTotal>, worst: &mut Option<FillTot
     }
 }
 
-/// One closed lot valued in the report currency: each figure rounded once, held as an
-/// integer of minor units.
+/// One closed lot valued: each figure rounded once, held as an integer of minor units.
 pub(crate) struct Valued {
     pub(crate) rate: Decimal,
+    /// In the report currency.
     pub(crate) net: i128,
     pub(crate) gross: i128,
+    /// In the instrument currency: `net_ccy = gross_ccy - commissions_ccy`.
+    pub(crate) net_ccy: i128,
+    pub(crate) gross_ccy: i128,
+    pub(crate) commissions_ccy: i128,
 }
 
-pub(crate) fn value_lot(
-    rates: &mut Rates<'_>,
+/// `round(before + share) - round(before)` at `dp` places: shares of one total rounded
+/// this way, one after the other, add up to the total rounded.
+fn cumulative(before: Fixed, share: Fixed, dp: u32) -> i128 {
+    Fixed(before.0.saturating_add(share.0)).round_to(dp) - before.round_to(dp)
+}
+
+/// Values closed lots in replay order, rounding so that rows add up to what the fills
+/// say (`docs/methodology/realized-pnl.md`): the net P&L of the lots one fill closes adds
+/// up to that trade's net rounded once (the figure a broker states per closing trade), a
+/// fill's commission shares add up to the fill's commission, and each row's gross is its
+/// net plus its commissions.
+pub(crate) struct LotValuer<'b> {
+    pub(crate) rates: Rates<'b>,
     to: Currency,
-    book: &Book,
-    lot: &ClosedLot,
-) -> Result<Valued> {
-    let dp = to.minor_units();
-    let ccy = book.instrument(lot.instrument).currency;
-    if ccy == to {
-        return Ok(Valued {
-            rate: Decimal::ONE,
-            net: lot.net_pnl.round_to(dp),
-            gross: lot.gross_pnl.round_to(dp),
-        });
+    book: &'b Book,
+    /// The closing fill of the lots seen since the last reset, with their exact sums and
+    /// what has been handed out of them, rounded.
+    fill: Option<u32>,
+    gross: Fixed,
+    net: Fixed,
+    net_ccy_done: i128,
+    gross_done: i128,
+    net_done: i128,
+}
+
+impl<'b> LotValuer<'b> {
+    pub(crate) fn new(book: &'b Book, to: Currency) -> Self {
+        Self {
+            rates: Rates::new(book),
+            to,
+            book,
+            fill: None,
+            gross: Fixed::ZERO,
+            net: Fixed::ZERO,
+            net_ccy_done: 0,
+            gross_done: 0,
+            net_done: 0,
+        }
     }
-    let rate = rates.rate(ccy, to, lot.close_date)?;
-    Ok(Valued {
-        rate: rate.rate,
-        net: rate.apply_rounded(lot.net_pnl, dp)?,
-        gross: rate.apply_rounded(lot.gross_pnl, dp)?,
-    })
+
+    /// Values the next closed lot (lots of one closing fill come one after another).
+    ///
+    /// # Errors
+    /// `no_fx_rate` when the instrument currency cannot be converted on the closing date.
+    pub(crate) fn value(&mut self, lot: &ClosedLot) -> Result<Valued> {
+        if self.fill != Some(lot.close_fill) {
+            self.fill = Some(lot.close_fill);
+            self.gross = Fixed::ZERO;
+            self.net = Fixed::ZERO;
+            self.net_ccy_done = 0;
+            self.gross_done = 0;
+            self.net_done = 0;
+        }
+        let overflow = || tradedesk_core::Error::internal("realized P&L too large to sum");
+        self.gross = self.gross.checked_add(lot.gross_pnl).ok_or_else(overflow)?;
+        self.net = self.net.checked_add(lot.net_pnl).ok_or_else(overflow)?;
+        let ccy = self.book.instrument(lot.instrument).currency;
+        let cdp = ccy.minor_units();
+        let net_ccy = self.net.round_to(cdp) - self.net_ccy_done;
+        self.net_ccy_done += net_ccy;
+        let commissions_ccy = cumulative(lot.open_commission_before, lot.open_commission, cdp)
+            + cumulative(lot.close_commission_before, lot.close_commission, cdp);
+        let gross_ccy = net_ccy + commissions_ccy;
+        if ccy == self.to {
+            return Ok(Valued {
+                rate: Decimal::ONE,
+                net: net_ccy,
+                gross: gross_ccy,
+                net_ccy,
+                gross_ccy,
+                commissions_ccy,
+            });
+        }
+        let dp = self.to.minor_units();
+        let rate = self.rates.rate(ccy, self.to, lot.close_date)?;
+        // Converted, gross and net are each rounded once from their exact sums (the
+        // commissions in the report currency are the difference).
+        let gross = rate.apply_rounded(self.gross, dp)? - self.gross_done;
+        self.gross_done += gross;
+        let net = rate.apply_rounded(self.net, dp)? - self.net_done;
+        self.net_done += net;
+        Ok(Valued {
+            rate: rate.rate,
+            net,
+            gross,
+            net_ccy,
+            gross_ccy,
+            commissions_ccy,
+        })
+    }
 }
 
 /// Group sums in a dense vector: keys are small indices, or months counted from the
@@ -250,7 +323,7 @@ pub fn get_realized_pnl(
     brokers.sort_unstable();
     brokers.dedup();
     // Staleness is not noted here: a book quoted monthly would flag most closing dates.
-    let mut rates = Rates::new(book);
+    let mut valuer = LotValuer::new(book, to);
     let mut total = Sums::default();
     let mut groups = GroupSums::new(q);
     let mut lots: Vec<LotOut> = Vec::new();
@@ -260,6 +333,7 @@ pub fn get_realized_pnl(
     let mut best: Option<FillTotal> = None;
     let mut worst: Option<FillTotal> = None;
     let mut failure = None;
+    let mut no_rate_lots = 0u32;
     let fills: &[Fill] = &book.fills;
 
     let replayed = ledger::replay_lots(book, |_, lot| {
@@ -269,8 +343,13 @@ pub fn get_realized_pnl(
         {
             return;
         }
-        let valued = match value_lot(&mut rates, to, book, lot) {
+        let valued = match valuer.value(lot) {
             Ok(v) => v,
+            // Left out of every total, with a note naming the pair (docs/methodology/fx.md).
+            Err(e) if e.code == ErrorCode::NoFxRate => {
+                no_rate_lots += 1;
+                return;
+            }
             Err(e) => {
                 failure = Some(e);
                 return;
@@ -304,7 +383,6 @@ pub fn get_realized_pnl(
             let account = book.account(lot.account);
             let ccy = inst.currency;
             let cdp = ccy.minor_units();
-            let (gross, net) = (lot.gross_pnl.round_to(cdp), lot.net_pnl.round_to(cdp));
             let in_ccy = |v: i128| Num(Decimal::from_i128_with_scale(v, cdp));
             lots.push(LotOut {
                 account: account.id.clone(),
@@ -318,9 +396,9 @@ pub fn get_realized_pnl(
                 open_price: Num(lot.open_price),
                 close_price: Num(lot.close_price),
                 instrument_currency: ccy.code().to_owned(),
-                gross_pnl: in_ccy(gross),
-                commissions: in_ccy(gross - net),
-                net_pnl: in_ccy(net),
+                gross_pnl: in_ccy(valued.gross_ccy),
+                commissions: in_ccy(valued.commissions_ccy),
+                net_pnl: in_ccy(valued.net_ccy),
                 fx_rate: Num(valued.rate.normalize()),
                 net_pnl_converted: money(valued.net),
                 open_fill_id: fills[lot.open_fill as usize].id.clone(),
@@ -368,6 +446,13 @@ pub fn get_realized_pnl(
             names.join(", ")
         ));
     }
+    if no_rate_lots > 0 {
+        valuer.rates.missing.notes(
+            &format!("{no_rate_lots} closed lot(s) (priced on their closing dates)"),
+            &mut notes,
+        );
+    }
+    crate::valuation::commission_notes(book, &replayed.unconverted_commissions, &mut notes);
     if lots_dropped > 0 {
         notes.push(format!(
             "lots lists the first {MAX_LOTS} closed lots; {lots_dropped} more are in the totals but not listed (narrow the dates or filters)"

@@ -10,7 +10,7 @@ use tradedesk_core::{Book, DateRange, Error, Result};
 use crate::accounts::{AccountsResult, SummaryResult, get_accounts, get_portfolio_summary};
 use crate::args::{
     self, CurrencyArgs, ExposureArgs, NoArgs, PositionsArgs, RealizedPnlArgs, TradeHistoryArgs,
-    report_currency,
+    report_currency_in,
 };
 use crate::context::ToolContext;
 use crate::health::{HealthResult, disagreement_note, get_server_health};
@@ -830,7 +830,7 @@ async fn performance(ctx: &ToolContext, arguments: Value) -> ToolOutput {
         Ok(left_out) => left_out,
         Err(e) => return error_output(&e),
     };
-    let prepared = report_currency(a.currency.as_deref(), book.base_currency)
+    let prepared = report_currency_in(&book, a.currency.as_deref())
         .and_then(|ccy| Ok((ccy, select(&book, a.account.as_deref(), None, None)?)));
     let result = match prepared {
         Ok((ccy, sel)) => crate::performance::get_performance(ctx, &book, &sel, &a, ccy).await,
@@ -1052,11 +1052,10 @@ fn run_tool(
     name: &str,
     arguments: Value,
 ) -> ToolOutput {
-    let base = book.base_currency;
     match name {
         "get_accounts" => output(
             args::parse::<CurrencyArgs>(arguments)
-                .and_then(|a| report_currency(a.currency.as_deref(), base))
+                .and_then(|a| report_currency_in(book, a.currency.as_deref()))
                 .and_then(|ccy| {
                     get_accounts(book, &value_ledger(book, ledger, ccy, Scope::ACCOUNTS)?)
                 })
@@ -1076,7 +1075,7 @@ fn run_tool(
         ),
         "get_positions" => output(
             args::parse::<PositionsArgs>(arguments).and_then(|a| {
-                let ccy = report_currency(a.currency.as_deref(), base)?;
+                let ccy = report_currency_in(book, a.currency.as_deref())?;
                 let sel = select(
                     book,
                     a.account.as_deref(),
@@ -1134,7 +1133,7 @@ fn run_tool(
         "get_realized_pnl" => output(
             args::parse::<RealizedPnlArgs>(arguments).and_then(|a| {
                 let range = DateRange::parse(&a.start, &a.end)?;
-                let currency = report_currency(a.currency.as_deref(), base)?;
+                let currency = report_currency_in(book, a.currency.as_deref())?;
                 let sel = select(
                     book,
                     a.account.as_deref(),
@@ -1165,7 +1164,7 @@ fn run_tool(
         ),
         "get_portfolio_summary" => output(
             args::parse::<CurrencyArgs>(arguments)
-                .and_then(|a| report_currency(a.currency.as_deref(), base))
+                .and_then(|a| report_currency_in(book, a.currency.as_deref()))
                 .and_then(|ccy| {
                     get_portfolio_summary(book, &value_ledger(book, ledger, ccy, Scope::ACCOUNTS)?)
                 })
@@ -1188,7 +1187,7 @@ fn run_tool(
         ),
         "get_exposure" => output(
             args::parse::<ExposureArgs>(arguments).and_then(|a| {
-                let ccy = report_currency(a.currency.as_deref(), base)?;
+                let ccy = report_currency_in(book, a.currency.as_deref())?;
                 get_exposure(
                     book,
                     &value_ledger(book, ledger, ccy, Scope::POSITIONS)?,
@@ -1223,7 +1222,7 @@ fn run_tool(
         "analyze_trades" => output(
             args::parse::<crate::journal::JournalArgs>(arguments).and_then(|a| {
                 let range = DateRange::parse(&a.start, &a.end)?;
-                let currency = report_currency(a.currency.as_deref(), base)?;
+                let currency = report_currency_in(book, a.currency.as_deref())?;
                 let sel = select(
                     book,
                     a.account.as_deref(),

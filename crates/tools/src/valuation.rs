@@ -2,7 +2,9 @@
 //! get_portfolio_summary and get_exposure all build on, so they report the same figures.
 //!
 //! Every row is computed at full precision in its own currency, converted straight into
-//! the report (or account) currency, and rounded once.
+//! the report (or account) currency, and rounded once. A row whose currency has no rate
+//! into the currency of a total is left out of that total and listed in
+//! [`Valuation::left_out`] for a note (docs/methodology/fx.md); it never fails the call.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -10,7 +12,7 @@ use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use tradedesk_core::ledger::{self, Ledger};
 
-use crate::rates::Rates;
+use crate::rates::{Missing, Rates};
 use crate::select::Selection;
 use tradedesk_core::{
     AccountIdx, Book, Currency, Error, Fifo, InstrumentIdx, LotQueue, LotSide, Result,
@@ -25,11 +27,13 @@ pub struct Marked {
     pub notional: Decimal,
     pub market_value: Decimal,
     pub unrealized_pnl: Decimal,
-    /// Report currency, rounded once from full precision.
-    pub notional_converted: Decimal,
-    pub market_value_converted: Decimal,
-    pub unrealized_pnl_converted: Decimal,
-    /// Account currency, rounded once from full precision (with [`Scope::accounts`]).
+    /// Report currency, rounded once from full precision; `None` when the instrument
+    /// currency has no rate into it (the row is then left out of report totals).
+    pub notional_converted: Option<Decimal>,
+    pub market_value_converted: Option<Decimal>,
+    pub unrealized_pnl_converted: Option<Decimal>,
+    /// Account currency, rounded once from full precision (with [`Scope::accounts`]);
+    /// `None` without that scope or without a rate.
     pub market_value_account: Option<Decimal>,
 }
 
@@ -53,10 +57,25 @@ pub struct CashRow {
     pub currency: Currency,
     /// Full precision in `currency`.
     pub amount: Decimal,
-    /// Rounded once, in the account currency.
-    pub amount_account: Decimal,
-    /// Rounded once, in the report currency.
-    pub converted: Decimal,
+    /// Rounded once, in the account currency; `None` without a rate.
+    pub amount_account: Option<Decimal>,
+    /// Rounded once, in the report currency; `None` without a rate.
+    pub converted: Option<Decimal>,
+}
+
+/// A row left out of a total for lack of a rate.
+#[derive(Debug, Clone)]
+pub struct LeftOut {
+    pub account: AccountIdx,
+    /// The position's instrument; `None` for a cash row.
+    pub instrument: Option<InstrumentIdx>,
+    /// The row's own currency and its amount there (market value or cash), rounded.
+    pub currency: Currency,
+    pub amount: Option<Decimal>,
+    /// The currency of the total it is left out of.
+    pub to: Currency,
+    /// The date a rate was needed on or before.
+    pub on: NaiveDate,
 }
 
 #[derive(Debug, Clone)]
@@ -68,6 +87,12 @@ pub struct Valuation {
     /// Per account: whether its cash is known.
     pub cash_known: Vec<bool>,
     pub stale_rates: BTreeSet<String>,
+    /// Rows left out of a total for lack of a rate, in row order.
+    pub left_out: Vec<LeftOut>,
+    /// Every pair that had no rate (also from commissions the replay could not convert).
+    pub missing: Missing,
+    /// Fills whose commission could not be converted (their lots are gross of it).
+    pub unconverted_commissions: Vec<u32>,
 }
 
 fn overflow() -> Error {
@@ -104,7 +129,7 @@ impl Scope<'_> {
 /// Values the open positions and cash balances `scope` asks for.
 ///
 /// # Errors
-/// `no_fx_rate` when a needed conversion has no rate path.
+/// `internal` on overflow (a missing rate leaves rows out, never fails).
 pub fn value_book(book: &Book, currency: Currency, scope: Scope<'_>) -> Result<Valuation> {
     let ledger = if scope.accounts {
         ledger::replay(book, |_, _| {})?
@@ -117,7 +142,7 @@ pub fn value_book(book: &Book, currency: Currency, scope: Scope<'_>) -> Result<V
 /// As [`value_book`], over an already replayed ledger.
 ///
 /// # Errors
-/// `no_fx_rate` when a needed conversion has no rate path.
+/// `internal` on overflow (a missing rate leaves rows out, never fails).
 pub fn value_ledger(
     book: &Book,
     ledger: &Ledger,
@@ -129,7 +154,40 @@ pub fn value_ledger(
         cash: &ledger.cash,
         has_cash_entries: &ledger.has_cash_entries,
     };
-    value_at(book, state, currency, scope, book.as_of, &|_| None)
+    let mut v = value_at(book, state, currency, scope, book.as_of, &|_| None)?;
+    note_unconverted_commissions(book, &ledger.unconverted_commissions, &mut v);
+    Ok(v)
+}
+
+/// Notes for fills whose commission the replay could not convert (see
+/// [`crate::accounts::missing_rate_notes`]).
+pub fn commission_notes(book: &Book, fills: &[u32], notes: &mut Vec<String>) {
+    if fills.is_empty() {
+        return;
+    }
+    let v = Valuation {
+        currency: book.base_currency,
+        as_of: book.as_of,
+        positions: Vec::new(),
+        cash: Vec::new(),
+        cash_known: Vec::new(),
+        stale_rates: BTreeSet::new(),
+        left_out: Vec::new(),
+        missing: Missing::default(),
+        unconverted_commissions: fills.to_vec(),
+    };
+    crate::accounts::missing_rate_notes(book, &v, &[], notes);
+}
+
+/// Records the fills whose commission the replay could not convert (and their pairs).
+pub fn note_unconverted_commissions(book: &Book, fills: &[u32], v: &mut Valuation) {
+    for &i in fills {
+        if let Some(f) = book.fills.get(i as usize) {
+            let ccy = book.instrument(f.instrument).currency;
+            v.missing.add(f.commission_currency, ccy, f.trade_date);
+        }
+    }
+    v.unconverted_commissions.extend_from_slice(fills);
 }
 
 /// The parts of a replay a valuation reads: a finished [`Ledger`], or a replay part way
@@ -145,10 +203,11 @@ pub struct LedgerState<'a> {
 pub type Fallback<'a> = dyn Fn(InstrumentIdx) -> Option<(NaiveDate, Decimal)> + 'a;
 
 /// Values a replay's positions and cash at the close of `on`: marks and FX rates on or
-/// before `on`; a position without a mark takes `fallback`'s price, if any.
+/// before `on`; a position without a mark takes `fallback`'s price, if any. A row without
+/// a rate into a total's currency is left out of it (see [`Valuation::left_out`]).
 ///
 /// # Errors
-/// `no_fx_rate` when a needed conversion has no rate path.
+/// `internal` on overflow.
 pub fn value_at(
     book: &Book,
     ledger: LedgerState<'_>,
@@ -159,6 +218,7 @@ pub fn value_at(
 ) -> Result<Valuation> {
     let mut rates = Rates::new(book);
     let mut positions = Vec::new();
+    let mut left_out = Vec::new();
     for (account, instrument, queue) in ledger.fifo.open_positions() {
         if scope
             .selection
@@ -170,7 +230,7 @@ pub fn value_at(
             .marks
             .latest(instrument, on)
             .or_else(|| fallback(instrument));
-        positions.push(position_row(
+        let row = position_row(
             book,
             &mut rates,
             PositionAt {
@@ -182,7 +242,26 @@ pub fn value_at(
             },
             currency,
             scope.accounts,
-        )?);
+        )?;
+        if let Some(m) = &row.marked {
+            let inst_ccy = book.instrument(instrument).currency;
+            let leave = |to: Currency| LeftOut {
+                account,
+                instrument: Some(instrument),
+                currency: inst_ccy,
+                amount: Some(m.market_value),
+                to,
+                on,
+            };
+            if m.market_value_converted.is_none() {
+                left_out.push(leave(currency));
+            }
+            let account_ccy = book.account(account).currency;
+            if scope.accounts && m.market_value_account.is_none() && account_ccy != currency {
+                left_out.push(leave(account_ccy));
+            }
+        }
+        positions.push(row);
     }
     positions.sort_by(|a, b| {
         (a.account, &book.instrument(a.instrument).key)
@@ -201,12 +280,29 @@ pub fn value_at(
             continue;
         }
         let account_currency = book.account(account).currency;
+        let amount_account =
+            rates.try_convert_rounded(amount, cash_currency, account_currency, on)?;
+        let converted = rates.try_convert_rounded(amount, cash_currency, currency, on)?;
+        let leave = |to: Currency| LeftOut {
+            account,
+            instrument: None,
+            currency: cash_currency,
+            amount: Some(cash_currency.round(amount)),
+            to,
+            on,
+        };
+        if converted.is_none() {
+            left_out.push(leave(currency));
+        }
+        if amount_account.is_none() && account_currency != currency {
+            left_out.push(leave(account_currency));
+        }
         cash.push(CashRow {
             account,
             currency: cash_currency,
             amount,
-            amount_account: rates.convert_rounded(amount, cash_currency, account_currency, on)?,
-            converted: rates.convert_rounded(amount, cash_currency, currency, on)?,
+            amount_account,
+            converted,
         });
     }
     Ok(Valuation {
@@ -216,6 +312,9 @@ pub fn value_at(
         cash,
         cash_known: ledger.has_cash_entries.to_vec(),
         stale_rates: rates.stale,
+        left_out,
+        missing: rates.missing,
+        unconverted_commissions: Vec::new(),
     })
 }
 
@@ -292,11 +391,17 @@ fn position_row(
                 notional: ccy.round(notional),
                 market_value: ccy.round(market_value),
                 unrealized_pnl: ccy.round(unrealized),
-                notional_converted: rates.convert_rounded(notional, ccy, currency, on)?,
-                market_value_converted: rates.convert_rounded(market_value, ccy, currency, on)?,
-                unrealized_pnl_converted: rates.convert_rounded(unrealized, ccy, currency, on)?,
+                notional_converted: rates.try_convert_rounded(notional, ccy, currency, on)?,
+                market_value_converted: rates.try_convert_rounded(
+                    market_value,
+                    ccy,
+                    currency,
+                    on,
+                )?,
+                unrealized_pnl_converted: rates
+                    .try_convert_rounded(unrealized, ccy, currency, on)?,
                 market_value_account: if in_account_currency {
-                    Some(rates.convert_rounded(market_value, ccy, account_currency, on)?)
+                    rates.try_convert_rounded(market_value, ccy, account_currency, on)?
                 } else {
                     None
                 },

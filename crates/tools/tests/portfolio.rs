@@ -272,7 +272,7 @@ fn bad_arguments_are_error_results_that_name_the_argument() {
             tool: "get_realized_pnl",
             args: json!({"start": "2026-01-01", "end": "2026-03-31", "currency": "EUR"}),
             code: "no_fx_rate",
-            message: "no USD/EUR rate",
+            message: "no rate at all into EUR",
         },
         ErrorCase {
             tool: "get_positions",

@@ -158,6 +158,69 @@ fn decimal(v: Option<f64>) -> Option<Decimal> {
     v.to_string().parse::<Decimal>().ok()
 }
 
+/// OpenD's own conversion, read from the funds: `cash` is every currency's cash converted
+/// into the currency the funds were asked in (`Funds.currency`, else `asked`), and
+/// `cashInfoList` the cash of each currency. With exactly one other currency holding cash,
+/// its rate on `today` is `(cash − own currency's cash) / its cash`, so that balance
+/// converts to OpenD's own figure. With several, the one total cannot be split: no rate,
+/// and a note.
+fn funds_rates(
+    funds: &proto::Funds,
+    asked: Currency,
+    today: NaiveDate,
+) -> (Vec<tradedesk_core::FxQuote>, Option<String>) {
+    let target = funds.currency.and_then(currency_of).unwrap_or(asked);
+    let Some(total) = decimal(funds.cash) else {
+        return (Vec::new(), None);
+    };
+    let mut own = Decimal::ZERO;
+    let mut foreign: Vec<(Currency, Decimal)> = Vec::new();
+    for c in &funds.cash_info_list {
+        let (Some(ccy), Some(cash)) = (c.currency.and_then(currency_of), decimal(c.cash)) else {
+            continue;
+        };
+        if ccy == target {
+            own += cash;
+        } else if !cash.is_zero() {
+            foreign.push((ccy, cash));
+        }
+    }
+    match foreign.as_slice() {
+        [] => (Vec::new(), None),
+        [(ccy, cash)] => {
+            let rate = (total - own)
+                .checked_div(*cash)
+                .map(|r| r.round_dp(10).normalize())
+                .filter(|r| r.is_sign_positive() && !r.is_zero());
+            match rate {
+                Some(rate) => (
+                    vec![tradedesk_core::FxQuote {
+                        base: *ccy,
+                        quote: target,
+                        rate,
+                        date: today,
+                    }],
+                    Some(format!(
+                        "the {ccy}/{target} rate of {today} ({rate}) is OpenD's own, implied by its funds ({target} {total} of cash in all, {ccy} {cash} of it in {ccy})"
+                    )),
+                ),
+                None => (Vec::new(), None),
+            }
+        }
+        several => (
+            Vec::new(),
+            Some(format!(
+                "OpenD reports cash in {} besides {target} and one converted total, which cannot be split into rates: set fx_source = \"ecb\" or add the rates to the fx_file",
+                several
+                    .iter()
+                    .map(|(c, _)| c.code())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        ),
+    }
+}
+
 /// `YYYY-MM-DD HH:MM:SS[.mmm]` (or a bare date) in `zone`.
 fn local_time(text: &str, zone: Option<&zones::Tz>) -> Option<DateTime<Utc>> {
     let text = text.trim();
@@ -981,6 +1044,13 @@ impl OpenDBroker {
             }
         }
         crate::anchor_cash(&mut parts, &reported_cash, "OpenD", "the fills read");
+        if let Some(f) = funds {
+            let (rates, note) = funds_rates(f, currency, today);
+            parts.fx_rates.extend(rates);
+            parts
+                .notes
+                .extend(note.map(|n| format!("{}: {n}", self.config.id)));
+        }
         Ok(Book::assemble(parts))
     }
 
@@ -1349,6 +1419,62 @@ impl Broker for OpenDBroker {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn opend_funds_give_the_rate_of_a_single_foreign_currency() {
+        let info = |c: i32, cash: f64| proto::AccCashInfo {
+            currency: Some(c),
+            cash: Some(cash),
+            available_balance: None,
+            net_cash_power: None,
+        };
+        let today = NaiveDate::from_ymd_opt(2026, 3, 2).unwrap();
+        let funds = |cash: f64, list: Vec<proto::AccCashInfo>| proto::Funds {
+            cash: Some(cash),
+            currency: Some(proto::currency::MYR),
+            cash_info_list: list,
+            ..proto::Funds::default()
+        };
+        // MYR 1,000.00 and USD 120.40, 1,539.59 MYR in all: 539.59 / 120.40.
+        let one = funds(
+            1539.59,
+            vec![
+                info(proto::currency::MYR, 1000.0),
+                info(proto::currency::USD, 120.4),
+            ],
+        );
+        let (rates, note) = funds_rates(&one, Currency::MYR, today);
+        assert_eq!(rates.len(), 1);
+        assert_eq!(
+            (rates[0].base, rates[0].quote),
+            (Currency::USD, Currency::MYR)
+        );
+        assert_eq!(
+            rates[0].rate,
+            (Decimal::new(53959, 2) / Decimal::new(12040, 2)).round_dp(10)
+        );
+        // 120.40 USD converts back to OpenD's 539.59 MYR.
+        assert_eq!(
+            (Decimal::new(12040, 2) * rates[0].rate).round_dp(2),
+            Decimal::new(53959, 2)
+        );
+        assert!(note.unwrap().contains("OpenD's own"));
+        // Two foreign currencies: no rate, a note.
+        let two = funds(
+            2000.0,
+            vec![
+                info(proto::currency::MYR, 1000.0),
+                info(proto::currency::USD, 120.4),
+                info(proto::currency::HKD, 100.0),
+            ],
+        );
+        let (rates, note) = funds_rates(&two, Currency::MYR, today);
+        assert!(rates.is_empty());
+        assert!(note.unwrap().contains("cannot be split"));
+        // Only the account's currency: nothing to say.
+        let none = funds(1000.0, vec![info(proto::currency::MYR, 1000.0)]);
+        assert_eq!(funds_rates(&none, Currency::MYR, today), (Vec::new(), None));
+    }
 
     #[test]
     fn a_frame_round_trips_its_header() {

@@ -1219,14 +1219,14 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         let total: Decimal = valuation
             .positions
             .iter()
-            .filter_map(|p| p.marked.as_ref().map(|m| m.market_value_converted))
-            .chain(valuation.cash.iter().map(|c| c.converted))
+            .filter_map(|p| p.marked.as_ref().and_then(|m| m.market_value_converted))
+            .chain(valuation.cash.iter().filter_map(|c| c.converted))
             .sum();
         let held: Decimal = valuation
             .positions
             .iter()
             .filter(|p| book.instrument(p.instrument).key == key)
-            .filter_map(|p| p.marked.as_ref().map(|m| m.notional_converted))
+            .filter_map(|p| p.marked.as_ref().and_then(|m| m.notional_converted))
             .sum();
         // Working orders in the same instrument count as if they had filled.
         let working = working_notional(ctx, &inst, touch, rate).await;
