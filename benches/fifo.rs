@@ -25,6 +25,8 @@ fn fifo(c: &mut Criterion) {
             currency: Currency::USD,
             group_by: GroupBy::Symbol,
             include_lots: false,
+            page: tradedesk_tools::realized::LotPage::FIRST,
+            fingerprint: 0,
         };
         group.throughput(Throughput::Elements(n as u64));
         group.bench_with_input(BenchmarkId::new("replay_only", n), &book, |b, book| {

@@ -34,6 +34,8 @@ fn main() {
             currency: Currency::USD,
             group_by: GroupBy::Month,
             include_lots: false,
+            page: tradedesk_tools::realized::LotPage::FIRST,
+            fingerprint: 0,
         };
         let open_lots = ledger::replay(&book, |_, _| {})
             .map(|l| l.fifo.open_lot_count())

@@ -86,6 +86,7 @@ fn config(
         server_time_zone: Some("Europe/Athens".into()),
         history_days: 30,
         timeout,
+        symbols: std::collections::BTreeMap::new(),
     }
 }
 

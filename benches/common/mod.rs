@@ -136,6 +136,7 @@ pub(crate) fn generate(n: usize) -> Book {
         corporate_actions: Vec::new(),
         action_fills: Vec::new(),
         notes: Vec::new(),
+        unknown_specs: Vec::new(),
     }
 }
 

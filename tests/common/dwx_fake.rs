@@ -17,8 +17,13 @@
 //! market data; plain truncate-and-write output (no temp file, no rename) ending in
 //! "\r\n", optionally UTF-16LE with a BOM; and the folder reset of `OnInit`/`OnDeinit`.
 //!
-//! Deliberate simplifications: every symbol has tick value 1.0 and 5 price digits;
-//! contract size is 100,000 for six-letter symbols and 1 otherwise; a close of a symbol
+//! Symbol specs are the broker's, as a terminal holds them (`EaState::specs`): contract
+//! size, tick size and the rate from the profit currency to the account's; the EA writes
+//! none of them, only each trade's `pnl` (in the account currency) and the market data's
+//! `tick_value` (contract size x tick size x that rate, the account currency's value of
+//! one tick of one lot), as the real EA does.
+//! Deliberate simplifications: a symbol without a spec has tick value 1.0, 5 price digits,
+//! and contract size 100,000 for six-letter symbols and 1 otherwise; a close of a symbol
 //! without a price fills at the open price; bar data and historic bar data are not served
 //! (`GET_HISTORIC_DATA` answers an ERROR `HISTORIC_DATA`); `GET_BID_ASK` is emitted once
 //! when a subscribed symbol has no price, not on every pass; message times are
@@ -176,6 +181,17 @@ pub struct EaState {
     pub mark_to_market: bool,
     /// Loop iterations so far (they count while Frozen too); see `FakeEa::settle`.
     pub passes: u64,
+    /// The broker's spec per symbol (see the module's notes); none by default.
+    pub specs: BTreeMap<String, SymbolSpec>,
+}
+
+/// What the terminal's Specification window shows of a symbol, and the rate its profit
+/// currency converts into the account's at (1 when they are the same).
+#[derive(Debug, Clone, Copy)]
+pub struct SymbolSpec {
+    pub contract_size: f64,
+    pub tick_size: f64,
+    pub profit_to_account: f64,
 }
 
 impl Default for EaState {
@@ -210,6 +226,7 @@ impl Default for EaState {
             tick_count_start: 100_000,
             mark_to_market: false,
             passes: 0,
+            specs: BTreeMap::new(),
         }
     }
 }
@@ -956,14 +973,17 @@ impl Engine {
             match st.prices.get(s).copied() {
                 Some((bid, ask)) => {
                     self.bid_ask_failing.remove(s);
+                    let tick_value = st
+                        .specs
+                        .get(s)
+                        .map_or(1.0, |x| x.contract_size * x.tick_size * x.profit_to_account);
                     entries.push(match st.platform {
                         Platform::Mt4 => format!(
-                            "\"{s}\": {{\"bid\": {bid:.5}, \"ask\": {ask:.5}, \"tick_value\": {:.5}}}",
-                            1.0
+                            "\"{s}\": {{\"bid\": {bid:.5}, \"ask\": {ask:.5}, \"tick_value\": {tick_value:.5}}}"
                         ),
                         Platform::Mt5 => format!(
-                            "\"{s}\": {{\"bid\": {bid:.5}, \"ask\": {ask:.5}, \"last\": {:.5}, \"tick_value\": {:.5}}}",
-                            0.0, 1.0
+                            "\"{s}\": {{\"bid\": {bid:.5}, \"ask\": {ask:.5}, \"last\": {:.5}, \"tick_value\": {tick_value:.5}}}",
+                            0.0
                         ),
                     });
                 }
@@ -1021,7 +1041,11 @@ fn is_position(kind: &str) -> bool {
     kind == "buy" || kind == "sell"
 }
 
-fn contract_size(symbol: &str) -> f64 {
+/// Account currency per unit of price move of one lot.
+fn per_point(specs: &BTreeMap<String, SymbolSpec>, symbol: &str) -> f64 {
+    if let Some(s) = specs.get(symbol) {
+        return s.contract_size * s.profit_to_account;
+    }
     if symbol.len() == 6 && symbol.chars().all(|c| c.is_ascii_alphabetic()) {
         100_000.0
     } else {
@@ -1029,10 +1053,10 @@ fn contract_size(symbol: &str) -> f64 {
     }
 }
 
-fn pnl_of(order: &EaOrder, lots: f64, close: f64) -> f64 {
+fn pnl_of(specs: &BTreeMap<String, SymbolSpec>, order: &EaOrder, lots: f64, close: f64) -> f64 {
     let dir = if order.kind == "sell" { -1.0 } else { 1.0 };
     round_to(
-        (close - order.open_price) * lots * contract_size(&order.symbol) * dir,
+        (close - order.open_price) * lots * per_point(specs, &order.symbol) * dir,
         2,
     )
 }
@@ -1056,7 +1080,7 @@ fn realize(st: &mut EaState, order: &EaOrder, lots: f64, price: f64) -> EaClosed
     };
     let (pnl, commission, swap) = if is_position(&order.kind) {
         (
-            pnl_of(order, lots, price),
+            pnl_of(&st.specs, order, lots, price),
             round_to(order.commission * frac, 2),
             round_to(order.swap * frac, 2),
         )
@@ -1122,11 +1146,12 @@ fn close_at(st: &mut EaState, idx: usize, lots: f64) -> (String, f64) {
 
 fn mark_to_market(st: &mut EaState) {
     let prices = st.prices.clone();
+    let specs = st.specs.clone();
     let mut open = 0.0;
     for o in st.orders.iter_mut().filter(|o| is_position(&o.kind)) {
         if let Some(&(bid, ask)) = prices.get(&o.symbol) {
             let close = if o.kind == "buy" { bid } else { ask };
-            o.pnl = pnl_of(o, o.lots, close);
+            o.pnl = pnl_of(&specs, o, o.lots, close);
         }
         open += o.pnl + o.commission + o.swap;
     }

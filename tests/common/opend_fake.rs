@@ -366,6 +366,7 @@ fn answer(
                 match s.snapshots.get(&key) {
                     Some(b) => list.push(proto::Snapshot {
                         basic: Some(b.clone()),
+                        option_ex_data: None,
                     }),
                     None => {
                         return failed!(

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tradedesk_core::{
     Account, AssetClass, Bar, Book, BookParts, CashEntry, CashKind, Currency, Fill, Instrument,
     InstrumentKey, Interval, Mode, OrderRecord, OrderRequest, OrderStatus, OrderType, Quote,
-    ReportedPosition, Side, TimeInForce, TradableInstrument,
+    ReportedPosition, Side, TimeInForce, TradableInstrument, UnknownSpec,
 };
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
@@ -62,6 +62,31 @@ pub struct AlpacaBroker {
     client: reqwest::Client,
     /// Exchange per symbol, from the asset lookup (it never changes within a run).
     exchanges: Mutex<BTreeMap<String, String>>,
+    /// Multiplier per option symbol, from the option contract lookup (`None`: Alpaca
+    /// did not state one).
+    multipliers: Mutex<BTreeMap<String, Option<Decimal>>>,
+}
+
+/// The exchange an option is keyed under: Alpaca names none for an option position, and
+/// every US listed option is quoted through OPRA.
+pub const OPTION_EXCHANGE: &str = "OPRA";
+
+/// What the book knows of one symbol: asset class, multiplier, and what was assumed.
+#[derive(Debug, Clone)]
+struct Spec {
+    class: AssetClass,
+    multiplier: Decimal,
+    assumed: Option<(String, String)>,
+    note: Option<String>,
+}
+
+impl Spec {
+    const EQUITY: Self = Self {
+        class: AssetClass::Equity,
+        multiplier: Decimal::ONE,
+        assumed: None,
+        note: None,
+    };
 }
 
 fn dec(v: &Value, field: &str) -> Option<Decimal> {
@@ -126,6 +151,7 @@ impl AlpacaBroker {
             config,
             client,
             exchanges: Mutex::new(BTreeMap::new()),
+            multipliers: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -318,6 +344,95 @@ impl AlpacaBroker {
         Ok(exchange)
     }
 
+    /// An option contract's multiplier as Alpaca states it (`GET
+    /// /v2/options/contracts/{symbol}`, field `multiplier`); `None` when the lookup
+    /// answers without one (404 for an expired contract, say).
+    async fn option_multiplier(&self, symbol: &str) -> Result<Option<Decimal>, BrokerError> {
+        if let Some(m) = self
+            .multipliers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(symbol)
+        {
+            return Ok(*m);
+        }
+        let url = self.trading(&format!("/v2/options/contracts/{}", urlencode(symbol)));
+        let (status, body) = self.send(self.client.get(url), false).await?;
+        let stated = Some(&body)
+            .filter(|_| (200..300).contains(&status))
+            .and_then(|b| dec(b, "multiplier"))
+            .filter(|m| m.is_sign_positive() && !m.is_zero());
+        self.multipliers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(symbol.to_owned(), stated);
+        Ok(stated)
+    }
+
+    /// The asset class and multiplier of a symbol: an OCC option symbol (or a position
+    /// Alpaca classes `us_option`) takes the contract's multiplier, else the one its
+    /// position's market value implies, else the OCC standard of 100 with a note (and,
+    /// for an adjusted contract, an unknown spec); `crypto` positions are crypto; the
+    /// rest equities. See docs/methodology/instruments.md.
+    async fn spec_of(&self, symbol: &str, position: Option<&Value>) -> Result<Spec, BrokerError> {
+        let class = position.and_then(|p| text(p, "asset_class"));
+        let occ = crate::occ::parse(symbol);
+        if class == Some("crypto") {
+            return Ok(Spec {
+                class: AssetClass::Crypto,
+                ..Spec::EQUITY
+            });
+        }
+        if occ.is_none() && class != Some("us_option") {
+            return Ok(Spec::EQUITY);
+        }
+        let account = &self.config.account;
+        let option = |multiplier, assumed, note| Spec {
+            class: AssetClass::Option,
+            multiplier,
+            assumed,
+            note,
+        };
+        if let Some(m) = self.option_multiplier(symbol).await? {
+            return Ok(option(m, None, None));
+        }
+        // market_value = qty x current_price x multiplier (Alpaca's own figures).
+        if let Some(m) = position
+            .and_then(|p| {
+                let per_unit = dec(p, "qty")?.checked_mul(dec(p, "current_price")?)?;
+                dec(p, "market_value")?.checked_div(per_unit)
+            })
+            .map(|m| m.abs().round_dp(6).normalize())
+            .filter(|m| m.is_integer() && !m.is_zero())
+        {
+            return Ok(option(
+                m,
+                None,
+                Some(format!(
+                    "{account}: Alpaca's contract lookup gave no multiplier for {symbol}: {m} is taken from its position (market_value / (qty x current_price))"
+                )),
+            ));
+        }
+        let hundred = Decimal::ONE_HUNDRED;
+        if occ.as_ref().is_some_and(|o| !o.is_adjusted()) {
+            return Ok(option(
+                hundred,
+                None,
+                Some(format!(
+                    "{account}: Alpaca's contract lookup gave no multiplier for {symbol}: the standard contract's 100 is used"
+                )),
+            ));
+        }
+        Ok(option(
+            hundred,
+            Some((
+                "Alpaca stated no multiplier for this adjusted (non-standard) option contract: 100 assumed".to_owned(),
+                format!("check the contract's deliverable (GET /v2/options/contracts/{symbol})"),
+            )),
+            None,
+        ))
+    }
+
     /// Every activity of the listed types, oldest first, following the pages.
     async fn activities(&self) -> Result<Vec<Value>, BrokerError> {
         let mut out: Vec<Value> = Vec::new();
@@ -433,8 +548,31 @@ impl AlpacaBroker {
             .collect();
         symbols.sort();
         symbols.dedup();
+        // Each symbol's class and multiplier, fills' and positions' alike.
+        let mut specs: BTreeMap<String, Spec> = BTreeMap::new();
+        for s in symbols
+            .iter()
+            .map(String::as_str)
+            .chain(positions.iter().filter_map(|p| text(p, "symbol")))
+        {
+            if specs.contains_key(s) {
+                continue;
+            }
+            let position = positions.iter().find(|p| text(p, "symbol") == Some(s));
+            let spec = self.spec_of(s, position).await?;
+            if spec.class == AssetClass::Option {
+                self.exchanges
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(s.to_owned(), OPTION_EXCHANGE.to_owned());
+            }
+            specs.insert(s.to_owned(), spec);
+        }
         let mut unlisted = Vec::new();
         for s in &symbols {
+            if specs.get(s).is_some_and(|x| x.class == AssetClass::Option) {
+                continue;
+            }
             match self.exchange_of(s).await {
                 Ok(_) => {}
                 // Delisted or renamed since: kept, under the exchange "US".
@@ -443,6 +581,7 @@ impl AlpacaBroker {
             }
         }
         let mut instruments: Vec<Instrument> = Vec::new();
+        let mut unknown_specs: Vec<UnknownSpec> = Vec::new();
         let mut index = |symbol: &str, exchanges: &BTreeMap<String, String>| -> u32 {
             let key = InstrumentKey::new(
                 exchanges
@@ -454,16 +593,25 @@ impl AlpacaBroker {
             if let Some(i) = instruments.iter().position(|x| x.key == key) {
                 return u32::try_from(i).unwrap_or(u32::MAX);
             }
+            let spec = specs.get(symbol).unwrap_or(&Spec::EQUITY);
+            let idx = u32::try_from(instruments.len()).unwrap_or(u32::MAX);
+            if let Some((detail, fix)) = &spec.assumed {
+                unknown_specs.push(UnknownSpec {
+                    instrument: idx,
+                    detail: detail.clone(),
+                    fix: fix.clone(),
+                });
+            }
             instruments.push(Instrument {
                 key,
                 currency,
-                asset_class: AssetClass::Equity,
-                multiplier: Decimal::ONE,
+                asset_class: spec.class,
+                multiplier: spec.multiplier,
                 name: None,
                 sector: None,
                 country: Some("US".to_owned()),
             });
-            u32::try_from(instruments.len() - 1).unwrap_or(u32::MAX)
+            idx
         };
         let exchanges = self
             .exchanges
@@ -619,7 +767,8 @@ impl AlpacaBroker {
             fx_rates: Vec::new(),
             reported_positions: reported,
             corporate_actions: Vec::new(),
-            notes: Vec::new(),
+            notes: specs.values().filter_map(|s| s.note.clone()).collect(),
+            unknown_specs,
         };
         if !unlisted.is_empty() {
             parts.notes.push(format!(
@@ -852,6 +1001,31 @@ impl Broker for AlpacaBroker {
             .map_or(symbol, |(_, s)| s)
             .trim()
             .to_ascii_uppercase();
+        if crate::occ::parse(&symbol).is_some() {
+            let spec = self.spec_of(&symbol, None).await?;
+            if let Some((detail, fix)) = spec.assumed {
+                return Err(BrokerError::UnknownSymbol {
+                    account: self.config.account.clone(),
+                    symbol: tradedesk_core::error::quote(&symbol),
+                    known: format!(
+                        "option contracts whose multiplier Alpaca states ({detail}; {fix})"
+                    ),
+                });
+            }
+            return Ok(TradableInstrument {
+                key: InstrumentKey::new(OPTION_EXCHANGE, symbol),
+                currency: Currency::USD,
+                asset_class: AssetClass::Option,
+                multiplier: spec.multiplier,
+                lot_step: Decimal::ONE,
+                min_quantity: Decimal::ONE,
+                max_quantity: Decimal::from(10_000),
+                tick: Decimal::new(1, 2),
+                pip: None,
+                margin_rate: Decimal::ONE,
+                unit: "contracts",
+            });
+        }
         let (status, body) = self
             .get(
                 self.trading(&format!("/v2/assets/{}", urlencode(&symbol))),

@@ -18,7 +18,7 @@ use tradedesk_core::instrument::gics_sector;
 use tradedesk_core::{
     Account, AccountIdx, ActionKind, AssetClass, Book, BookParts, CashEntry, CashKind,
     CorporateAction, Currency, Fill, FillKind, FillRef, FxQuote, Instrument, InstrumentIdx,
-    InstrumentKey, Mode, ReportedPosition, Side,
+    InstrumentKey, Mode, ReportedPosition, Side, UnknownSpec,
 };
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
@@ -425,7 +425,7 @@ impl Validator {
             .enumerate()
             .filter_map(|(i, a)| Some((a.id.as_str(), AccountIdx::try_from(i).ok()?)))
             .collect();
-        let instruments = {
+        let (instruments, unknown_specs) = {
             let items = self.array(top, "instruments", true);
             self.instruments(items)
         };
@@ -496,6 +496,7 @@ impl Validator {
             reported_positions,
             corporate_actions,
             notes,
+            unknown_specs,
         }))
     }
 
@@ -542,9 +543,12 @@ impl Validator {
         out
     }
 
-    fn instruments(&mut self, items: &[Value<'_>]) -> Vec<Instrument> {
+    /// The instruments, and those of them whose contract size is assumed: an option,
+    /// future or CFD that states no multiplier.
+    fn instruments(&mut self, items: &[Value<'_>]) -> (Vec<Instrument>, Vec<UnknownSpec>) {
         let mut seen: HashMap<InstrumentKey, usize> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
+        let mut unknown = Vec::new();
         let classes: Vec<&str> = AssetClass::ALL.iter().map(|c| c.as_str()).collect();
         for (i, item) in items.iter().enumerate() {
             let path = At::item("instruments", i);
@@ -583,15 +587,14 @@ impl Validator {
                 }
                 parsed
             });
-            let multiplier = self
-                .decimal(
-                    &path,
-                    map,
-                    "multiplier",
-                    false,
-                    Some((|d| *d > Decimal::ZERO, "must be > 0")),
-                )
-                .unwrap_or(Decimal::ONE);
+            let stated = self.decimal(
+                &path,
+                map,
+                "multiplier",
+                false,
+                Some((|d| *d > Decimal::ZERO, "must be > 0")),
+            );
+            let multiplier = stated.unwrap_or(Decimal::ONE);
             let name = self.string(&path, map, "name", false);
             let sector = self.string(&path, map, "sector", false).and_then(|s| {
                 let parsed = gics_sector(s);
@@ -625,6 +628,22 @@ impl Validator {
                 );
                 continue;
             }
+            if stated.is_none()
+                && matches!(
+                    asset_class,
+                    AssetClass::Option | AssetClass::Future | AssetClass::Cfd
+                )
+                && let Ok(instrument) = InstrumentIdx::try_from(out.len())
+            {
+                unknown.push(UnknownSpec {
+                    instrument,
+                    detail: format!(
+                        "the book states no multiplier for this {}: 1 assumed",
+                        asset_class.as_str()
+                    ),
+                    fix: format!("state {path}.multiplier (units per contract)"),
+                });
+            }
             out.push(Instrument {
                 key,
                 currency,
@@ -635,7 +654,7 @@ impl Validator {
                 country: country.map(str::to_owned),
             });
         }
-        out
+        (out, unknown)
     }
 
     fn account_ref(&mut self, path: &At, map: &Map<'_>, refs: &Refs<'_>) -> Option<AccountIdx> {

@@ -37,7 +37,7 @@ use tokio::sync::Mutex;
 use tradedesk_core::{
     Account, AssetClass, Book, BookParts, CashEntry, CashKind, Currency, Fill, FxQuote, Instrument,
     InstrumentKey, Mode, OrderRecord, OrderRequest, OrderStatus, OrderType, Quote,
-    ReportedPosition, Side, TimeInForce, TradableInstrument,
+    ReportedPosition, Side, TimeInForce, TradableInstrument, UnknownSpec,
 };
 
 use crate::zones;
@@ -82,6 +82,162 @@ pub struct DwxConfig {
     pub server_time_zone: Option<String>,
     pub history_days: u32,
     pub timeout: Duration,
+    /// Contract size and profit currency per symbol (as the terminal's Specification
+    /// window shows them): the EA's files do not carry them.
+    pub symbols: BTreeMap<String, SymbolSpec>,
+}
+
+/// What the config states of one symbol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SymbolSpec {
+    /// Units of the underlying in one lot (100,000 for an FX pair, 100 for XBRUSD, 1 for
+    /// GER40 at 1 EUR a point).
+    pub contract_size: Decimal,
+    /// The currency the symbol's profit is paid in (EUR for GER40); absent: a pair's
+    /// quote currency, USD for gold and silver, else the account's.
+    pub profit_currency: Option<Currency>,
+}
+
+/// A symbol's class, contract size, profit currency, pip and tick, and what of them is
+/// assumed (with the fix).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Resolved {
+    class: AssetClass,
+    multiplier: Decimal,
+    currency: Currency,
+    pip: Option<Decimal>,
+    tick: Decimal,
+    assumed: Option<(String, String)>,
+}
+
+/// The config's spec for a symbol: by its exact name, else case-insensitively.
+fn configured<'a>(
+    symbols: &'a BTreeMap<String, SymbolSpec>,
+    symbol: &str,
+) -> Option<&'a SymbolSpec> {
+    symbols.get(symbol).or_else(|| {
+        symbols
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(symbol))
+            .map(|(_, v)| v)
+    })
+}
+
+/// A symbol's spec: the config's, else the conventions of [`instrument_of`] for FX
+/// pairs and metals; any other symbol (a CFD) has a contract size and profit currency
+/// nobody stated, so the contract size its closed trades' own P&L implies (in the
+/// account's currency), else 1, is assumed and listed (docs/methodology/instruments.md).
+fn resolve(
+    symbol: &str,
+    account_currency: Currency,
+    symbols: &BTreeMap<String, SymbolSpec>,
+    implied: Option<Decimal>,
+) -> Resolved {
+    let (class, multiplier, currency, pip, tick) = instrument_of(symbol, account_currency);
+    if let Some(spec) = configured(symbols, symbol) {
+        let currency = spec.profit_currency.unwrap_or(currency);
+        let assumed = (class == AssetClass::Cfd && spec.profit_currency.is_none()).then(|| {
+            (
+                format!(
+                    "the config states no profit_currency for {symbol}: the account's {} assumed",
+                    account_currency.code()
+                ),
+                format!(
+                    "add profit_currency under [accounts.symbols.\"{symbol}\"] in tradedesk.toml"
+                ),
+            )
+        });
+        return Resolved {
+            class,
+            multiplier: spec.contract_size,
+            currency,
+            pip,
+            tick,
+            assumed,
+        };
+    }
+    if class != AssetClass::Cfd {
+        return Resolved {
+            class,
+            multiplier,
+            currency,
+            pip,
+            tick,
+            assumed: None,
+        };
+    }
+    let fix = format!(
+        "add contract_size and profit_currency under [accounts.symbols.\"{symbol}\"] in tradedesk.toml, as the terminal's Specification window shows them"
+    );
+    let ccy = account_currency.code();
+    let (multiplier, detail) = match implied {
+        Some(k) => (
+            k,
+            format!(
+                "the DWXConnect EA writes no contract size or profit currency: {k} {ccy} a point a lot, what the closed trades' own P&L imply, is assumed"
+            ),
+        ),
+        None => (
+            Decimal::ONE,
+            format!(
+                "the DWXConnect EA writes no contract size or profit currency: 1 a lot, in {ccy}, is assumed"
+            ),
+        ),
+    };
+    Resolved {
+        class,
+        multiplier,
+        currency,
+        pip,
+        tick,
+        assumed: Some((detail, fix)),
+    }
+}
+
+/// Per symbol, the contract size (in the account's currency a point a lot) that MT4's
+/// closed trades' own `pnl` implies: `pnl / ((close - open) x lots)`, signed by side,
+/// from the trade with the largest move times lots, when every trade's figure agrees
+/// with it within 1% (a profit currency other than the account's moves with its rate).
+fn implied_contract_sizes(rows: &[(String, Value)]) -> BTreeMap<String, Decimal> {
+    let mut by_symbol: BTreeMap<String, Vec<(Decimal, Decimal)>> = BTreeMap::new();
+    for (_, h) in rows {
+        let kind = text(h, "type");
+        let (Some(open), Some(close), Some(lots), Some(pnl)) = (
+            dec(h, "open_price"),
+            dec(h, "close_price"),
+            dec(h, "lots"),
+            dec(h, "pnl"),
+        ) else {
+            continue;
+        };
+        let moved = match kind.as_str() {
+            "buy" => (close - open) * lots,
+            "sell" => (open - close) * lots,
+            _ => continue,
+        };
+        if moved.is_zero() || pnl.is_zero() {
+            continue;
+        }
+        if let Some(k) = pnl.checked_div(moved) {
+            by_symbol
+                .entry(text(h, "symbol"))
+                .or_default()
+                .push((moved.abs(), k));
+        }
+    }
+    by_symbol
+        .into_iter()
+        .filter_map(|(symbol, ks)| {
+            let (_, best) = ks.iter().copied().max_by_key(|(m, _)| *m)?;
+            if !best.is_sign_positive() {
+                return None;
+            }
+            let tolerance = best / Decimal::ONE_HUNDRED;
+            ks.iter()
+                .all(|(_, k)| (*k - best).abs() <= tolerance)
+                .then(|| (symbol, best.round_dp(4).normalize()))
+        })
+        .collect()
 }
 
 /// An open position or pending order, as `DWX_Orders.txt` has it.
@@ -404,25 +560,64 @@ struct Draft {
     currency: Currency,
     instruments: Vec<Instrument>,
     fills: Vec<Fill>,
+    /// The config's symbol specs, and the contract sizes the closed trades imply.
+    symbols: BTreeMap<String, SymbolSpec>,
+    implied: BTreeMap<String, Decimal>,
+    unknown_specs: Vec<UnknownSpec>,
 }
 
 impl Draft {
+    /// Configured symbols, paid in the account's currency, whose closed trades' own P&L
+    /// implies another contract size than the config states (beyond 1%).
+    fn disagreements(&self, account: &str) -> Vec<String> {
+        self.instruments
+            .iter()
+            .filter(|i| i.currency == self.currency)
+            .filter_map(|i| {
+                let symbol = &i.key.symbol;
+                configured(&self.symbols, symbol)?;
+                let k = *self.implied.get(symbol)?;
+                let off = (k - i.multiplier).abs() > i.multiplier / Decimal::ONE_HUNDRED;
+                off.then(|| {
+                    format!(
+                        "{account}: the config's contract_size for {symbol} is {} but its closed trades' own P&L imply {k} {} a point a lot: check [accounts.symbols.\"{symbol}\"] against the terminal's Specification window",
+                        i.multiplier.normalize(),
+                        self.currency.code()
+                    )
+                })
+            })
+            .collect()
+    }
+
     fn index(&mut self, symbol: &str) -> u32 {
-        let (class, multiplier, ccy, ..) = instrument_of(symbol, self.currency);
-        let key = InstrumentKey::new(exchange_of(class), symbol);
+        let r = resolve(
+            symbol,
+            self.currency,
+            &self.symbols,
+            self.implied.get(symbol).copied(),
+        );
+        let key = InstrumentKey::new(exchange_of(r.class), symbol);
         if let Some(i) = self.instruments.iter().position(|x| x.key == key) {
             return u32::try_from(i).unwrap_or(u32::MAX);
         }
+        let idx = u32::try_from(self.instruments.len()).unwrap_or(u32::MAX);
+        if let Some((detail, fix)) = r.assumed {
+            self.unknown_specs.push(UnknownSpec {
+                instrument: idx,
+                detail,
+                fix,
+            });
+        }
         self.instruments.push(Instrument {
             key,
-            currency: ccy,
-            asset_class: class,
-            multiplier,
+            currency: r.currency,
+            asset_class: r.class,
+            multiplier: r.multiplier,
             name: None,
             sector: None,
             country: None,
         });
-        u32::try_from(self.instruments.len() - 1).unwrap_or(u32::MAX)
+        idx
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -938,19 +1133,22 @@ impl DwxBroker {
         let currency = info.currency;
         let utc = Utc.fix();
         let today = Utc::now().date_naive();
-        let mut draft = Draft {
-            currency,
-            instruments: Vec::new(),
-            fills: Vec::new(),
-        };
-        let mut cash: Vec<CashEntry> = Vec::new();
-        let mut unreadable = 0usize;
         let rows: Vec<(String, Value)> = history
             .as_object()
             .into_iter()
             .flatten()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        let mut draft = Draft {
+            currency,
+            instruments: Vec::new(),
+            fills: Vec::new(),
+            symbols: self.config.symbols.clone(),
+            implied: implied_contract_sizes(&rows),
+            unknown_specs: Vec::new(),
+        };
+        let mut cash: Vec<CashEntry> = Vec::new();
+        let mut unreadable = 0usize;
         for (ticket, h) in &rows {
             let kind = text(h, "type");
             let symbol = text(h, "symbol");
@@ -1177,6 +1375,7 @@ impl DwxBroker {
                     .join(", ")
             ));
         }
+        notes.extend(draft.disagreements(&self.config.id));
         let mut parts = BookParts {
             base_currency: currency,
             as_of: today,
@@ -1189,6 +1388,7 @@ impl DwxBroker {
             reported_positions,
             corporate_actions: Vec::new(),
             notes,
+            unknown_specs: draft.unknown_specs,
         };
         // MetaTrader keeps one balance, in the account's currency: each trade's P&L is
         // converted at its close. The ledger books a pair's P&L in its quote currency, so
@@ -1496,7 +1696,24 @@ impl Broker for DwxBroker {
         crate::check_served(&self.config.id, account)?;
         let symbol = symbol.rsplit_once(':').map_or(symbol, |(_, s)| s).trim();
         let info = self.account_info(&self.orders_file().await?)?;
-        let (class, multiplier, currency, pip, tick) = instrument_of(symbol, info.currency);
+        let r = resolve(symbol, info.currency, &self.config.symbols, None);
+        if let Some((detail, fix)) = r.assumed {
+            return Err(BrokerError::UnknownSymbol {
+                account: self.config.id.clone(),
+                symbol: tradedesk_core::error::quote(symbol),
+                known: format!(
+                    "symbols whose contract size and profit currency are known ({detail}; {fix})"
+                ),
+            });
+        }
+        let Resolved {
+            class,
+            multiplier,
+            currency,
+            pip,
+            tick,
+            ..
+        } = r;
         Ok(TradableInstrument {
             key: InstrumentKey::new(exchange_of(class), symbol),
             currency,
@@ -1535,11 +1752,14 @@ impl Broker for DwxBroker {
             }
             return Err(self.timeout());
         };
-        let (class, ..) = instrument_of(&symbol, Currency::USD);
-        let (_, _, currency, ..) = instrument_of(
+        let class = instrument_of(&symbol, Currency::USD).0;
+        let currency = resolve(
             &symbol,
             self.account_info(&self.orders_file().await?)?.currency,
-        );
+            &self.config.symbols,
+            None,
+        )
+        .currency;
         Ok(Quote {
             key: InstrumentKey::new(exchange_of(class), &symbol),
             currency,

@@ -29,7 +29,9 @@
 //!   (`etf` when `subCategory` is `ETF`), `OPT` and `FOP` `option`, `FUT` `future`,
 //!   `CASH` `fx`, `CFD` `cfd`, `BOND` and `BILL` `bond`, `FUND` `fund`, `CRYPTO`
 //!   `crypto`; any other category is an error naming the row. The multiplier is
-//!   `multiplier` (absent, empty or `0`: `1`); the name is `description`.
+//!   `multiplier`; absent, empty or `0` it is left out of the book, which takes 1 and,
+//!   for an option, future or CFD, lists the instrument as an unknown spec (see
+//!   docs/methodology/instruments.md); the name is `description`.
 //! * **Fills** come from the `<Trades>` section (see *Level of detail* below): `id` is
 //!   `ibExecID`, else `tradeID`; `side` is `buySell`, else the sign of `quantity`;
 //!   `quantity` its absolute value; `price` is `tradePrice`; `commission` is the
@@ -1085,6 +1087,9 @@ struct InstrumentDraft {
     currency: String,
     asset_class: &'static str,
     multiplier: Dec,
+    /// False when the row gave no multiplier (absent, empty or 0): 1 is then assumed,
+    /// which the book lists as an unknown spec for an option, future or CFD.
+    multiplier_stated: bool,
     name: Option<String>,
     location: String,
 }
@@ -1401,7 +1406,11 @@ impl<'o> Builder<'o> {
                     spec.asset_class,
                 ));
             }
-            if !known.multiplier.same_value(spec.multiplier) {
+            if !known.multiplier_stated && spec.multiplier_stated {
+                known.multiplier = spec.multiplier;
+                known.multiplier_stated = true;
+            }
+            if spec.multiplier_stated && !known.multiplier.same_value(spec.multiplier) {
                 return Err(conflict(
                     "multiplier",
                     &known.multiplier.to_string(),
@@ -1462,7 +1471,9 @@ impl<'o> Builder<'o> {
                 "include Currency in the Flex Query",
             )
         })?;
-        let multiplier = match row.decimal("multiplier")? {
+        let stated = row.decimal("multiplier")?;
+        let multiplier_stated = stated.is_some_and(|m| !m.is_zero());
+        let multiplier = match stated {
             None => Dec::ONE,
             Some(m) if m.is_zero() => Dec::ONE,
             Some(m) if m.is_negative() => {
@@ -1480,6 +1491,7 @@ impl<'o> Builder<'o> {
             currency: currency.to_owned(),
             asset_class,
             multiplier,
+            multiplier_stated,
             name: row.get("description").map(str::to_owned),
             location: row.location(),
         })
@@ -2254,6 +2266,20 @@ impl<'o> Builder<'o> {
                 "bonds were imported: IBKR quotes bond prices in percent of face value while the book values quantity x price x multiplier, so check each bond's multiplier".to_owned(),
             );
         }
+        let unstated: Vec<String> = self
+            .instruments
+            .iter()
+            .filter(|i| {
+                !i.multiplier_stated && matches!(i.asset_class, "option" | "future" | "cfd")
+            })
+            .map(|i| format!("{}:{}", i.exchange, i.symbol))
+            .collect();
+        if !unstated.is_empty() {
+            self.notes.push(format!(
+                "the statement gives no multiplier for {}: 1 is assumed; add the Multiplier field to the Flex Query's Trades and Open Positions sections",
+                unstated.join(", ")
+            ));
+        }
         for (reason, count) in std::mem::take(&mut self.skips) {
             self.notes.push(format!("skipped {count}: {reason}"));
         }
@@ -2291,7 +2317,9 @@ fn instrument_json(instrument: InstrumentDraft) -> Value {
     json.insert("exchange".into(), instrument.exchange.into());
     json.insert("currency".into(), instrument.currency.into());
     json.insert("asset_class".into(), instrument.asset_class.into());
-    if !instrument.multiplier.same_value(Dec::ONE) {
+    // A derivative's stated 1 is written, so the book can tell it from an absent one.
+    let derivative = matches!(instrument.asset_class, "option" | "future" | "cfd");
+    if !instrument.multiplier.same_value(Dec::ONE) || (derivative && instrument.multiplier_stated) {
         json.insert(
             "multiplier".into(),
             instrument.multiplier.to_string().into(),

@@ -423,6 +423,7 @@ impl HyperliquidBroker {
                 "{}: Hyperliquid amounts are USDC, counted as USD; funding payments are not fills, so realized P&L leaves them out (they are in the cash balance); the book's realized P&L is FIFO where Hyperliquid's own closedPnl averages cost",
                 self.config.id
             )],
+            unknown_specs: Vec::new(),
         };
         if fills.len() >= 10_000 {
             parts.notes.push(format!(

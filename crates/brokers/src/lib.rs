@@ -24,6 +24,7 @@ pub mod flex;
 pub mod futu;
 pub mod hyperliquid;
 pub mod ibkr;
+pub mod occ;
 pub mod sim;
 pub mod tws;
 mod zones;
@@ -387,7 +388,11 @@ pub(crate) fn down(
 }
 
 /// The HTTP client every REST adapter uses: connects within 5 s (or the timeout, if
-/// shorter), answers within `timeout`, names tradedesk as its agent.
+/// shorter), answers within `timeout`, names tradedesk as its agent. It follows a
+/// redirect only to the same scheme, host and port (at most 5): the adapters send their
+/// keys in headers of their own (`APCA-API-KEY-ID`, a Flex token), which an HTTP client
+/// would otherwise carry to whatever host a `307` names. A redirect elsewhere is not
+/// followed; the adapter sees the redirect itself and reports it.
 pub(crate) fn http_client(
     account: &str,
     timeout: Duration,
@@ -396,12 +401,30 @@ pub(crate) fn http_client(
         .connect_timeout(timeout.min(Duration::from_secs(5)))
         .timeout(timeout)
         .user_agent(concat!("tradedesk/", env!("CARGO_PKG_VERSION")))
+        .redirect(same_origin_redirects())
         .build()
         .map_err(|e| BrokerError::Unavailable {
             account: account.to_owned(),
             detail: format!("cannot build the HTTP client: {e}"),
             hint: "this is a bug in tradedesk's build".to_owned(),
         })
+}
+
+/// Redirects followed only within the origin of the first request.
+pub(crate) fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let first = attempt.previous().first().cloned();
+        let same = first.is_some_and(|f| {
+            f.scheme() == attempt.url().scheme()
+                && f.host_str() == attempt.url().host_str()
+                && f.port_or_known_default() == attempt.url().port_or_known_default()
+        });
+        if same && attempt.previous().len() <= 5 {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
 }
 
 /// Refuses a request for an account other than the one an adapter serves.
@@ -565,5 +588,80 @@ pub trait Broker: Send + Sync + fmt::Debug {
         _take_profit: Option<rust_decimal::Decimal>,
     ) -> Result<(Option<rust_decimal::Decimal>, Option<rust_decimal::Decimal>), BrokerError> {
         unsupported(account, "modifying positions")
+    }
+}
+
+#[cfg(test)]
+mod redirect_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// A loopback server answering every request with `reply(path)`; counts requests.
+    async fn serve(reply: fn(&str, u16) -> String) -> (u16, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&seen);
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let mut buf = vec![0u8; 4096];
+                let n = socket.read(&mut buf).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]).to_string();
+                let path = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                let _ = socket.write_all(reply(&path, port).as_bytes()).await;
+            }
+        });
+        (port, seen)
+    }
+
+    #[tokio::test]
+    async fn keys_never_follow_a_redirect_to_another_host() {
+        let (elsewhere, seen) = serve(|_, _| {
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok".to_owned()
+        })
+        .await;
+        // The redirecting server learns the other port through a static: tests run it once.
+        static TARGET: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+        TARGET.set(elsewhere).unwrap();
+        let (origin, _) = serve(|path, port| {
+            let to = if path == "/away" {
+                format!("http://127.0.0.1:{}/stolen", TARGET.get().copied().unwrap_or(0))
+            } else if path == "/here" {
+                format!("http://127.0.0.1:{port}/landed")
+            } else {
+                return "HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nlanded"
+                    .to_owned();
+            };
+            format!("HTTP/1.1 307 Temporary Redirect\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        })
+        .await;
+        let client = super::http_client("A", Duration::from_secs(5)).unwrap();
+        let away = client
+            .get(format!("http://127.0.0.1:{origin}/away"))
+            .header("APCA-API-KEY-ID", "secret")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(away.status().as_u16(), 307, "not followed");
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            0,
+            "the other host got no request"
+        );
+        let here = client
+            .get(format!("http://127.0.0.1:{origin}/here"))
+            .header("APCA-API-KEY-ID", "secret")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(here.status().as_u16(), 200, "same origin followed");
+        assert_eq!(here.text().await.unwrap(), "landed");
     }
 }

@@ -36,7 +36,7 @@ use rust_decimal::Decimal;
 use tokio::sync::Mutex;
 use tradedesk_core::{
     Account, AssetClass, Bar, Book, BookParts, Currency, Fill, FxQuote, Instrument, InstrumentKey,
-    Interval, Mode, Quote, ReportedPosition, Side,
+    Interval, Mode, Quote, ReportedPosition, Side, UnknownSpec,
 };
 
 use crate::ibkr::IbkrFlexBroker;
@@ -137,6 +137,24 @@ fn execution_instant(text: &str, gateway: Option<&'static zones::Tz>) -> Option<
 /// `instant` in the exchange's zone (UTC where the currency names none).
 fn exchange_time(instant: DateTime<Utc>, currency: &str) -> DateTime<FixedOffset> {
     zones::at(instant, zones::of_currency(currency))
+}
+
+/// The contract's multiplier, when TWS states one (a positive number).
+fn stated_multiplier(contract: &Contract) -> Option<Decimal> {
+    contract
+        .multiplier
+        .trim()
+        .parse::<Decimal>()
+        .ok()
+        .filter(|m| m.is_sign_positive() && !m.is_zero())
+}
+
+/// Classes whose multiplier is the contract's, never a 1 to assume.
+fn is_derivative(class: AssetClass) -> bool {
+    matches!(
+        class,
+        AssetClass::Option | AssetClass::Future | AssetClass::Cfd
+    )
 }
 
 fn asset_class(contract: &Contract) -> AssetClass {
@@ -568,6 +586,7 @@ impl TwsBroker {
                 reported_positions: Vec::new(),
                 corporate_actions: Vec::new(),
                 notes: Vec::new(),
+                unknown_specs: Vec::new(),
             },
         };
         parts.base_currency = base;
@@ -623,18 +642,25 @@ impl TwsBroker {
             if let Some(i) = parts.instruments.iter().position(|x| x.key == key) {
                 return Ok(u32::try_from(i).unwrap_or(u32::MAX));
             }
-            let multiplier = contract
-                .multiplier
-                .trim()
-                .parse::<Decimal>()
-                .ok()
-                .filter(|m| m.is_sign_positive() && !m.is_zero())
-                .unwrap_or(Decimal::ONE);
+            let stated = stated_multiplier(contract);
+            let class = asset_class(contract);
+            let idx = u32::try_from(parts.instruments.len()).unwrap_or(u32::MAX);
+            if stated.is_none() && is_derivative(class) {
+                parts.unknown_specs.push(UnknownSpec {
+                    instrument: idx,
+                    detail: format!(
+                        "TWS sent this {} (con id {}) without a multiplier: 1 assumed",
+                        class.as_str(),
+                        contract.contract_id
+                    ),
+                    fix: "give the account a flex source (its statements state each contract's multiplier)".to_owned(),
+                });
+            }
             parts.instruments.push(Instrument {
                 key,
                 currency,
-                asset_class: asset_class(contract),
-                multiplier,
+                asset_class: class,
+                multiplier: stated.unwrap_or(Decimal::ONE),
                 name: None,
                 sector: None,
                 country: None,
@@ -742,6 +768,26 @@ impl TwsBroker {
         let mut cost = BTreeMap::new();
         for p in &portfolio {
             let instrument = index(&p.contract, &mut parts)?;
+            // A derivative TWS sent without a multiplier: its portfolio line's market
+            // value over position x price states it.
+            if let Some(at) = parts
+                .unknown_specs
+                .iter()
+                .position(|u| u.instrument == instrument)
+                && let Some(m) = decimal(p.market_value)
+                    .zip(decimal(p.position).zip(decimal(p.market_price)))
+                    .and_then(|(value, (qty, price))| value.checked_div(qty.checked_mul(price)?))
+                    .map(|m| m.abs().round_dp(6).normalize())
+                    .filter(|m| !m.is_zero())
+            {
+                parts.unknown_specs.remove(at);
+                parts.instruments[instrument as usize].multiplier = m;
+                notes.push(format!(
+                    "{}: TWS sent {} without a multiplier: {m} is taken from its portfolio line (market value / (position x market price))",
+                    self.config.id,
+                    parts.instruments[instrument as usize].key
+                ));
+            }
             let multiplier = parts.instruments[instrument as usize].multiplier;
             if let Some(avg) = decimal(p.average_cost).and_then(|a| a.checked_div(multiplier)) {
                 cost.insert(instrument, avg);
@@ -953,13 +999,7 @@ impl Broker for TwsBroker {
         } else {
             contract.primary_exchange.as_str().to_owned()
         };
-        let multiplier = contract
-            .multiplier
-            .trim()
-            .parse::<Decimal>()
-            .ok()
-            .filter(|m| m.is_sign_positive() && !m.is_zero())
-            .unwrap_or(Decimal::ONE);
+        let multiplier = stated_multiplier(&contract).unwrap_or(Decimal::ONE);
         Ok(tradedesk_core::TradableInstrument {
             key: InstrumentKey::new(exchange, symbol_of(&contract)),
             currency: Currency::new_checked(contract.currency.as_str()).unwrap_or(Currency::USD),

@@ -339,3 +339,34 @@ fn a_missing_file_is_an_error_naming_it() {
     assert!(err.to_string().contains("/nonexistent/book.json"));
     assert!(err.to_string().contains("cannot read the file"));
 }
+
+#[test]
+fn a_derivative_without_a_multiplier_is_an_unknown_spec_not_a_silent_one() {
+    let book = parse_book("small", SMALL).unwrap();
+    assert!(book.unknown_specs.is_empty(), "{:?}", book.unknown_specs);
+    // MES (instruments[1]) without its multiplier: read at 1, and listed.
+    let mut edited = small();
+    edited["instruments"][1]
+        .as_object_mut()
+        .unwrap()
+        .remove("multiplier");
+    // An equity without one is 1, as the format says.
+    edited["instruments"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("multiplier");
+    let parsed = parse_book("x", &edited.to_string()).unwrap();
+    assert_eq!(parsed.unknown_specs.len(), 1, "{:?}", parsed.unknown_specs);
+    let u = &parsed.unknown_specs[0];
+    assert_eq!(parsed.instrument(u.instrument).key.symbol, "MES");
+    assert_eq!(
+        parsed.instrument(u.instrument).multiplier,
+        rust_decimal::Decimal::ONE
+    );
+    assert!(
+        u.detail.contains("no multiplier for this future"),
+        "{}",
+        u.detail
+    );
+    assert!(u.fix.contains("instruments[1].multiplier"), "{}", u.fix);
+}

@@ -162,6 +162,19 @@ pub struct ReportedPosition {
     pub quantity: Decimal,
 }
 
+/// An instrument whose contract size (multiplier) or profit currency its source could not
+/// state: the book carries the figure assumed, and every answer on a position or lot of
+/// the instrument says so (never a silent 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownSpec {
+    pub instrument: InstrumentIdx,
+    /// What is not known and what was assumed instead, e.g. "contract size not stated by
+    /// the EA: 1 assumed, profit in the account currency".
+    pub detail: String,
+    /// How to state it, e.g. the config key.
+    pub fix: String,
+}
+
 /// Closing prices per instrument, sorted by date.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Marks {
@@ -222,6 +235,9 @@ pub struct Book {
     pub action_fills: Vec<Option<u32>>,
     /// Caveats from the source (an adapter's): what it could not see or had to assume.
     pub notes: Vec<String>,
+    /// Instruments whose contract size or profit currency is assumed, at most one entry
+    /// per instrument.
+    pub unknown_specs: Vec<UnknownSpec>,
 }
 
 /// The parts a book is assembled from; every index already checked by the caller.
@@ -242,6 +258,8 @@ pub struct BookParts {
     pub corporate_actions: Vec<CorporateAction>,
     /// Caveats from the source, carried into every answer built on the book.
     pub notes: Vec<String>,
+    /// Instruments whose contract size or profit currency is assumed.
+    pub unknown_specs: Vec<UnknownSpec>,
 }
 
 impl Book {
@@ -260,7 +278,10 @@ impl Book {
             reported_positions,
             mut corporate_actions,
             notes,
+            mut unknown_specs,
         } = parts;
+        unknown_specs.sort_by_key(|u| u.instrument);
+        unknown_specs.dedup_by_key(|u| u.instrument);
         fills.retain(|f| f.kind != FillKind::Action);
         fills.sort_by(|a, b| a.time.cmp(&b.time).then(a.seq.cmp(&b.seq)));
         corporate_actions.sort_by_key(|a| a.date);
@@ -278,6 +299,7 @@ impl Book {
             corporate_actions,
             action_fills: vec![None; action_count],
             notes,
+            unknown_specs,
         };
         if action_count > 0 {
             crate::ledger::settle_actions(&mut book);
@@ -330,6 +352,7 @@ impl Book {
             reported_positions: self.reported_positions.clone(),
             corporate_actions: self.corporate_actions.clone(),
             notes: self.notes.clone(),
+            unknown_specs: self.unknown_specs.clone(),
         }
     }
 
@@ -339,6 +362,14 @@ impl Book {
 
     pub fn instrument(&self, idx: InstrumentIdx) -> &Instrument {
         &self.instruments[idx as usize]
+    }
+
+    /// What is assumed about the instrument's contract size or profit currency, if anything.
+    pub fn unknown_spec(&self, idx: InstrumentIdx) -> Option<&UnknownSpec> {
+        self.unknown_specs
+            .binary_search_by_key(&idx, |u| u.instrument)
+            .ok()
+            .map(|i| &self.unknown_specs[i])
     }
 
     pub fn instrument_index(&self, key: &InstrumentKey) -> Option<InstrumentIdx> {

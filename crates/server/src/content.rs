@@ -17,12 +17,18 @@ struct Doc {
     text: &'static str,
 }
 
-const DOCS: [Doc; 7] = [
+const DOCS: [Doc; 8] = [
     Doc {
         uri: "tradedesk://methodology/realized-pnl",
         name: "Realized P&L methodology",
         description: "FIFO matching, commission proration, closing trade dates, conversion and rounding of closed lots",
         text: include_str!("../../../docs/methodology/realized-pnl.md"),
+    },
+    Doc {
+        uri: "tradedesk://methodology/instruments",
+        name: "Instrument specs methodology",
+        description: "Multipliers, contract sizes and profit currencies per broker, and what answers say when one is not known",
+        text: include_str!("../../../docs/methodology/instruments.md"),
     },
     Doc {
         uri: "tradedesk://methodology/fx",

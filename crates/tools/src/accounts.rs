@@ -176,6 +176,7 @@ pub(crate) fn common_notes<'a>(
         ));
     }
     let gross: Vec<String> = positions
+        .clone()
         .filter(|p| !p.commission_known)
         .map(|p| book.instrument(p.instrument).key.qualified())
         .collect();
@@ -185,10 +186,32 @@ pub(crate) fn common_notes<'a>(
             gross.join(", ")
         ));
     }
+    let mut assumed: Vec<InstrumentIdx> = positions
+        .map(|p| p.instrument)
+        .filter(|i| book.unknown_spec(*i).is_some())
+        .collect();
+    assumed.sort_unstable();
+    assumed.dedup();
+    notes.extend(assumed.into_iter().filter_map(|i| spec_note(book, i)));
     for stale in &v.stale_rates {
         notes.push(format!("stale FX rate: {stale}"));
     }
     notes.extend(book.notes.iter().cloned());
+}
+
+/// The note an answer carries for a position or lot on an instrument whose contract size
+/// or profit currency is assumed (see docs/methodology/instruments.md).
+pub(crate) fn spec_note(book: &Book, instrument: InstrumentIdx) -> Option<String> {
+    let u = book.unknown_spec(instrument)?;
+    let inst = book.instrument(instrument);
+    Some(format!(
+        "{}: {}; its figures use multiplier {} in {}, so they may be off by the real contract size ({})",
+        inst.key,
+        u.detail,
+        inst.multiplier.normalize(),
+        inst.currency.code(),
+        u.fix
+    ))
 }
 
 pub fn get_accounts(book: &Book, v: &Valuation) -> Result<AccountsResult> {

@@ -219,8 +219,12 @@ pub struct RealizedPnlArgs {
     /// Grouping of the closed lots: symbol (default), account, broker, month (YYYY-MM of
     /// the closing date) or none.
     pub group_by: Option<GroupBy>,
-    /// Also list every closed lot (at most 1000). Default: false.
+    /// Also list the closed lots, a page at a time. Default: false.
     pub include_lots: Option<bool>,
+    /// Lots per page: 1..=1000, default 1000.
+    pub lots_limit: Option<i64>,
+    /// The previous answer's next_cursor, for the next page of lots.
+    pub cursor: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]

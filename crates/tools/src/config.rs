@@ -3,7 +3,9 @@
 //! Strict: an unknown key is an error naming it, so a typo never silently changes what
 //! the server reads. Relative paths are relative to the config file.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::sync::Arc;
 
 use rust_decimal::Decimal;
@@ -102,7 +104,7 @@ pub struct TelemetryConfig {
     pub path: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct AccountConfig {
     pub id: String,
@@ -148,6 +150,65 @@ pub struct AccountConfig {
     pub magic: Option<i64>,
     /// `metatrader`: the broker's server time zone (IANA name), for the EA's times.
     pub server_time_zone: Option<String>,
+    /// `metatrader`: contract size and profit currency per symbol, as the terminal's
+    /// Specification window shows them (the DWXConnect EA does not write them):
+    /// `[accounts.symbols."GER40"] contract_size = 1, profit_currency = "EUR"`.
+    pub symbols: Option<BTreeMap<String, SymbolConfig>>,
+}
+
+/// One symbol's spec under a `metatrader` account's `symbols`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SymbolConfig {
+    /// Units in one lot: a number, or a decimal string.
+    pub contract_size: toml::Value,
+    /// The ISO 4217 currency profit is paid in.
+    pub profit_currency: Option<String>,
+}
+
+/// A `metatrader` account's `symbols`, checked: each contract size a positive number and
+/// each profit currency an ISO code.
+fn symbol_specs(
+    i: usize,
+    account: &AccountConfig,
+) -> Result<BTreeMap<String, tradedesk_brokers::dwx::SymbolSpec>> {
+    let mut out = BTreeMap::new();
+    for (symbol, spec) in account.symbols.iter().flatten() {
+        let what = format!("accounts[{i}] ({}): symbols.\"{symbol}\"", account.id);
+        let size = match &spec.contract_size {
+            toml::Value::Integer(n) => Some(Decimal::from(*n)),
+            toml::Value::Float(f) => Decimal::from_str(&f.to_string()).ok(),
+            toml::Value::String(t) => Decimal::from_str(t.trim()).ok(),
+            _ => None,
+        }
+        .filter(|d| d.is_sign_positive() && !d.is_zero())
+        .ok_or_else(|| {
+            config_error(
+                format!("{what}.contract_size is {}: it must be a number > 0", spec.contract_size),
+                "write the contract size the terminal's Specification window shows, e.g. contract_size = 100",
+            )
+        })?;
+        let profit_currency = spec
+            .profit_currency
+            .as_deref()
+            .map(|c| {
+                Currency::new_checked(c).map_err(|e| {
+                    config_error(
+                        format!("{what}.profit_currency: {}", e.message),
+                        "write the profit currency the Specification window shows, e.g. profit_currency = \"EUR\"",
+                    )
+                })
+            })
+            .transpose()?;
+        out.insert(
+            symbol.clone(),
+            tradedesk_brokers::dwx::SymbolSpec {
+                contract_size: size,
+                profit_currency,
+            },
+        );
+    }
+    Ok(out)
 }
 
 /// `flex` of an `ibkr` account: a downloaded statement, or the Flex Web Service.
@@ -819,6 +880,7 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                         "write an IANA name such as \"Europe/Athens\" (many brokers run their servers on it) or \"UTC\"",
                     ));
                 }
+                let symbols = symbol_specs(i, account)?;
                 let broker =
                     tradedesk_brokers::dwx::DwxBroker::new(tradedesk_brokers::dwx::DwxConfig {
                         id: account.id.clone(),
@@ -835,6 +897,7 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                                 .unwrap_or(10_000)
                                 .max(1),
                         ),
+                        symbols,
                     });
                 ctx = ctx.with_broker(Arc::new(broker), None);
             }

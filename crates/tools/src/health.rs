@@ -57,6 +57,22 @@ pub struct FxHealth {
     pub missing: Vec<String>,
 }
 
+/// An instrument whose contract size or profit currency its broker did not state.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct UnknownSpecOut {
+    pub exchange: String,
+    pub symbol: String,
+    pub asset_class: String,
+    /// The multiplier the figures use meanwhile.
+    pub multiplier_assumed: Num,
+    /// The currency P&L is counted in meanwhile.
+    pub currency_assumed: String,
+    /// What is not known.
+    pub detail: String,
+    /// How to state it.
+    pub fix: String,
+}
+
 /// A closing fill that found no open lot: a position older than the history.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct UnexplainedClose {
@@ -80,6 +96,9 @@ pub struct HealthResult {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unexplained_closes: Vec<UnexplainedClose>,
     pub fx: Option<FxHealth>,
+    /// Instruments whose contract size or profit currency is assumed (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_specs: Vec<UnknownSpecOut>,
     /// The trading switch and guards, where any account can trade.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trading: Option<TradingHealth>,
@@ -321,6 +340,31 @@ pub fn get_server_health(
             hint: p.hint,
         })
         .collect();
+    let unknown_specs: Vec<UnknownSpecOut> = book
+        .map(|(book, _)| {
+            book.unknown_specs
+                .iter()
+                .map(|u| {
+                    let inst = book.instrument(u.instrument);
+                    UnknownSpecOut {
+                        exchange: inst.key.exchange.clone(),
+                        symbol: inst.key.symbol.clone(),
+                        asset_class: inst.asset_class.as_str().to_owned(),
+                        multiplier_assumed: Num(inst.multiplier.normalize()),
+                        currency_assumed: inst.currency.code().to_owned(),
+                        detail: u.detail.clone(),
+                        fix: u.fix.clone(),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if !unknown_specs.is_empty() {
+        notes.push(format!(
+            "{} instrument(s) have a contract size or profit currency their broker did not state: figures on them use an assumed one (unknown_specs lists each, with the fix)",
+            unknown_specs.len()
+        ));
+    }
     let mut unexplained_closes = Vec::new();
     let (reconciliation, fx) = match book {
         None => (Vec::new(), None),
@@ -395,6 +439,7 @@ pub fn get_server_health(
         reconciliation,
         unexplained_closes,
         fx,
+        unknown_specs,
         trading: None,
         notes,
     })

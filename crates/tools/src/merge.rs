@@ -37,6 +37,7 @@ pub fn merge_books(
     let mut reported = Vec::new();
     let mut actions = Vec::new();
     let mut notes: Vec<String> = Vec::new();
+    let mut unknown_specs: Vec<tradedesk_core::UnknownSpec> = Vec::new();
     let mut seq_offset: u32 = 0;
 
     for (book, selection) in parts {
@@ -132,6 +133,14 @@ pub fn merge_books(
                 reported.push(r);
             }
         }
+        unknown_specs.extend(
+            book.unknown_specs
+                .iter()
+                .map(|u| tradedesk_core::UnknownSpec {
+                    instrument: instrument_map[u.instrument as usize],
+                    ..u.clone()
+                }),
+        );
         for a in &book.corporate_actions {
             if let Some(&account) = account_map.get(&a.account) {
                 let mut a = a.clone();
@@ -172,5 +181,6 @@ pub fn merge_books(
         reported_positions: reported,
         corporate_actions: actions,
         notes,
+        unknown_specs,
     }))
 }

@@ -76,11 +76,103 @@ pub struct RealizedPnlResult {
     pub biggest_loss: Option<Extreme>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lots: Option<Vec<LotOut>>,
+    /// Pass as `cursor` (same start, end, filters and currency) for the next page of lots;
+    /// absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
     pub notes: Vec<String>,
 }
 
-/// Lots listed at most, when asked for.
+/// Lots listed per page at most, and by default.
 pub const MAX_LOTS: usize = 1000;
+
+/// Which closed lots to list: `limit` of them from the `offset`-th (0-based) of the
+/// period's lots in replay order. A page from a cursor also carries what the cursor was
+/// made for, checked against the query before listing anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LotPage {
+    pub offset: usize,
+    pub limit: usize,
+    /// The period's lot count and query fingerprint when the cursor was made.
+    pub made_for: Option<(u32, u64)>,
+}
+
+impl LotPage {
+    pub const FIRST: Self = Self {
+        offset: 0,
+        limit: MAX_LOTS,
+        made_for: None,
+    };
+}
+
+/// A fingerprint of everything a lot page depends on but the page itself: the period,
+/// the filters and the report currency (FNV-1a, stable across runs and builds).
+pub fn query_fingerprint(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.bytes().chain(std::iter::once(0x1f)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+fn encode_cursor(offset: usize, count: u32, fingerprint: u64) -> String {
+    format!("lots-{offset}-{count}-{fingerprint:016x}")
+}
+
+fn bad_cursor(cursor: &str, why: &str) -> tradedesk_core::Error {
+    tradedesk_core::Error::invalid_argument(
+        format!(
+            "cursor {} {why}",
+            tradedesk_core::error::quote(&cursor.chars().take(80).collect::<String>())
+        ),
+        "pass next_cursor exactly as the previous get_realized_pnl answer gave it, with the same start, end, account, broker, symbol and currency; or leave cursor out to list from the first lot",
+    )
+}
+
+/// Reads a cursor this tool returned into the page it names.
+///
+/// # Errors
+/// `invalid_argument` naming the cursor when it is not one this tool made for a query
+/// with this fingerprint.
+pub fn parse_cursor(cursor: &str, limit: usize, fingerprint: u64) -> Result<LotPage> {
+    let fields: Vec<&str> = cursor.split('-').collect();
+    let [tag, offset, count, fp_text] = fields.as_slice() else {
+        return Err(bad_cursor(
+            cursor,
+            "is not a cursor get_realized_pnl returned",
+        ));
+    };
+    let (Ok(offset), Ok(count), Ok(fp)) = (
+        offset.parse::<usize>(),
+        count.parse::<u32>(),
+        u64::from_str_radix(fp_text, 16),
+    ) else {
+        return Err(bad_cursor(
+            cursor,
+            "is not a cursor get_realized_pnl returned",
+        ));
+    };
+    if *tag != "lots" || fp_text.len() != 16 || offset == 0 || offset >= count as usize {
+        return Err(bad_cursor(
+            cursor,
+            "is not a cursor get_realized_pnl returned",
+        ));
+    }
+    if fp != fingerprint {
+        return Err(bad_cursor(
+            cursor,
+            "was made for another period, filter or currency",
+        ));
+    }
+    Ok(LotPage {
+        offset,
+        limit,
+        made_for: Some((count, fp)),
+    })
+}
 
 /// Sums in the report currency's minor unit (an integer count of cents, say).
 #[derive(Default, Clone, Copy)]
@@ -274,6 +366,10 @@ pub struct RealizedQuery {
     pub currency: Currency,
     pub group_by: GroupBy,
     pub include_lots: bool,
+    /// The lots to list when `include_lots`.
+    pub page: LotPage,
+    /// See [`query_fingerprint`]: what a returned cursor is bound to.
+    pub fingerprint: u64,
 }
 
 /// A group's key while aggregating: an index, or a month number, never a string.
@@ -327,7 +423,8 @@ pub fn get_realized_pnl(
     let mut total = Sums::default();
     let mut groups = GroupSums::new(q);
     let mut lots: Vec<LotOut> = Vec::new();
-    let mut lots_dropped = 0u32;
+    let mut lots_seen = 0usize;
+    let mut assumed_specs: BTreeSet<u32> = BTreeSet::new();
     let mut gross_of_fees: BTreeSet<u32> = BTreeSet::new();
     let mut current: Option<FillTotal> = None;
     let mut best: Option<FillTotal> = None;
@@ -362,6 +459,9 @@ pub fn get_realized_pnl(
         if !lot.commission_known {
             gross_of_fees.insert(lot.instrument);
         }
+        if book.unknown_spec(lot.instrument).is_some() {
+            assumed_specs.insert(lot.instrument);
+        }
         let close = lot.close_fill as usize;
         match current.as_mut() {
             Some(t) if t.fill == close => t.net += valued.net,
@@ -375,8 +475,9 @@ pub fn get_realized_pnl(
             }
         }
         if q.include_lots {
-            if lots.len() >= MAX_LOTS {
-                lots_dropped += 1;
+            let index = lots_seen;
+            lots_seen += 1;
+            if index < q.page.offset || lots.len() >= q.page.limit {
                 return;
             }
             let inst = book.instrument(lot.instrument);
@@ -410,6 +511,20 @@ pub fn get_realized_pnl(
     if let Some(e) = failure {
         return Err(e);
     }
+    if let Some((count, _)) = q.page.made_for
+        && count != total.lots
+    {
+        return Err(tradedesk_core::Error::invalid_argument(
+            format!(
+                "cursor was made when the period had {count} closed lots; it now has {} (the account's history changed since)",
+                total.lots
+            ),
+            "list again from the first lot: call without cursor",
+        ));
+    }
+    let next = q.page.offset.saturating_add(lots.len());
+    let next_cursor = (q.include_lots && next < lots_seen && !lots.is_empty())
+        .then(|| encode_cursor(next, total.lots, q.fingerprint));
     if let Some(done) = current.take() {
         finish(done, &mut best, &mut worst);
     }
@@ -453,11 +568,24 @@ pub fn get_realized_pnl(
         );
     }
     crate::valuation::commission_notes(book, &replayed.unconverted_commissions, &mut notes);
-    if lots_dropped > 0 {
+    if q.include_lots && (q.page.offset > 0 || next_cursor.is_some()) {
         notes.push(format!(
-            "lots lists the first {MAX_LOTS} closed lots; {lots_dropped} more are in the totals but not listed (narrow the dates or filters)"
+            "lots lists closed lots {} to {} of {}, in closing order; the totals count them all{}",
+            (q.page.offset + 1).min(next),
+            next,
+            total.lots,
+            if next_cursor.is_some() {
+                "; pass next_cursor as cursor for the next page"
+            } else {
+                " (last page)"
+            }
         ));
     }
+    notes.extend(
+        assumed_specs
+            .iter()
+            .filter_map(|i| crate::accounts::spec_note(book, *i)),
+    );
     for u in &replayed.unmatched_closes {
         let f = &fills[u.fill as usize];
         if q.range.contains(f.trade_date) && sel.matches(f.account, f.instrument) {
@@ -498,6 +626,7 @@ pub fn get_realized_pnl(
         biggest_gain: extreme(best),
         biggest_loss: extreme(worst),
         lots: q.include_lots.then_some(lots),
+        next_cursor,
         notes,
     })
 }

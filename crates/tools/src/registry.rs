@@ -17,7 +17,7 @@ use crate::health::{HealthResult, disagreement_note, get_server_health};
 use crate::history::{TradeHistoryResult, check_limit, get_trade_history};
 use crate::market::{BarsArgs, BarsResult, QuoteArgs, QuoteResult, get_bars, get_quote};
 use crate::positions::{ExposureResult, PositionsResult, get_exposure, get_positions};
-use crate::realized::{RealizedPnlResult, RealizedQuery, get_realized_pnl};
+use crate::realized::{self, RealizedPnlResult, RealizedQuery, get_realized_pnl};
 use crate::select::select;
 use crate::trading::orders::{
     CancelArgs, CancelResult, CloseArgs, Confirmer, ModifyArgs, ModifyResult, OrdersArgs,
@@ -218,8 +218,9 @@ fn build_specs() -> Vec<ToolSpec> {
             description: "Realized profit and loss of lots closed between start and end (absolute YYYY-MM-DD, inclusive, \
                 by closing trade date), from a FIFO replay of the full history, net of prorated commissions, \
                 converted at each closing date's rate. Grouped by symbol (default), account, broker, month or none; \
-                biggest_gain / biggest_loss name the closing fills with the largest total; include_lots lists each \
-                closed lot. Dividends and interest are not P&L. A period with no closed lots is a true zero.",
+                biggest_gain / biggest_loss name the closing fills with the largest total; include_lots lists the \
+                closed lots, lots_limit (max 1000) a page; pass next_cursor as cursor for the next page. \
+                Dividends and interest are not P&L. A period with no closed lots is a true zero.",
             read_only: true,
             needs_trading: false,
             input_schema: input_schema::<RealizedPnlArgs>(),
@@ -1140,11 +1141,50 @@ fn run_tool(
                     a.broker.as_deref(),
                     a.symbol.as_deref(),
                 )?;
+                let paging = a.lots_limit.is_some() || a.cursor.is_some();
+                if paging && a.include_lots == Some(false) {
+                    return Err(Error::invalid_argument(
+                        "lots_limit and cursor page the lots, but include_lots is false",
+                        "set include_lots to true (or leave it out) to page the lots, or drop lots_limit and cursor",
+                    ));
+                }
+                let limit = match a.lots_limit {
+                    None => realized::MAX_LOTS,
+                    Some(n) => usize::try_from(n)
+                        .ok()
+                        .filter(|n| (1..=realized::MAX_LOTS).contains(n))
+                        .ok_or_else(|| {
+                            Error::invalid_argument(
+                                format!("lots_limit is {n}: it must be 1..={}", realized::MAX_LOTS),
+                                format!(
+                                    "pass a lots_limit from 1 to {}, and page with cursor",
+                                    realized::MAX_LOTS
+                                ),
+                            )
+                        })?,
+                };
+                let fingerprint = realized::query_fingerprint(&[
+                    &a.start,
+                    &a.end,
+                    a.account.as_deref().unwrap_or(""),
+                    a.broker.as_deref().unwrap_or(""),
+                    a.symbol.as_deref().unwrap_or(""),
+                    currency.code(),
+                ]);
+                let page = match a.cursor.as_deref() {
+                    None => realized::LotPage {
+                        limit,
+                        ..realized::LotPage::FIRST
+                    },
+                    Some(c) => realized::parse_cursor(c, limit, fingerprint)?,
+                };
                 let query = RealizedQuery {
                     range,
                     currency,
                     group_by: a.group_by.unwrap_or_default(),
-                    include_lots: a.include_lots.unwrap_or(false),
+                    include_lots: a.include_lots.unwrap_or(paging),
+                    page,
+                    fingerprint,
                 };
                 get_realized_pnl(book, &sel, &query)
             }),

@@ -35,7 +35,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 use tradedesk_core::{
     Account, AssetClass, Bar, Book, BookParts, Currency, Fill, Instrument, InstrumentKey, Interval,
-    Mode, Quote, ReportedPosition, Side, TradableInstrument,
+    Mode, Quote, ReportedPosition, Side, TradableInstrument, UnknownSpec,
 };
 
 use crate::zones;
@@ -129,6 +129,32 @@ fn exchange_of(sec_market: i32) -> (&'static str, Currency, &'static str) {
         proto::sec_market::AU => ("ASX", ccy("AUD"), "AU"),
         _ => ("FUTU", Currency::USD, "XX"),
     }
+}
+
+/// Qot_Common.SecurityType_Drvt: options.
+const SECURITY_TYPE_DRVT: i32 = 8;
+
+/// An option's code as OpenD writes it (`AAPL240126P50000`, `TCH240429C350000`): a root
+/// starting with a letter, the expiry as YYMMDD, `C` or `P`, and the strike in
+/// thousandths.
+fn is_option_code(code: &str) -> bool {
+    if !code.is_ascii() {
+        return false;
+    }
+    let Some(at) = code.rfind(['C', 'P']) else {
+        return false;
+    };
+    let (head, strike) = (&code[..at], &code[at + 1..]);
+    let Some(split) = head.len().checked_sub(6) else {
+        return false;
+    };
+    let (root, date) = head.split_at(split);
+    !strike.is_empty()
+        && strike.bytes().all(|b| b.is_ascii_digit())
+        && root.starts_with(|c: char| c.is_ascii_uppercase())
+        && root.bytes().all(|b| b.is_ascii_alphanumeric())
+        && date.bytes().all(|b| b.is_ascii_digit())
+        && NaiveDate::parse_from_str(&format!("20{date}"), "%Y%m%d").is_ok()
 }
 
 /// A currency by its ISO code (the codes here are all valid).
@@ -863,17 +889,55 @@ impl OpenDBroker {
         let currency = self.config.market.currency();
         let today = zones::at(Utc::now(), zones::of_currency(currency.code())).date_naive();
         let mut instruments: Vec<Instrument> = Vec::new();
+        // An option's contract size, as its position's figures state it: val / (qty x price).
+        let implied: BTreeMap<String, Decimal> = positions
+            .iter()
+            .filter_map(|p| {
+                let code = p.code.as_deref().filter(|c| is_option_code(c))?;
+                let per_unit = decimal(p.qty)?.checked_mul(decimal(p.price)?)?;
+                let m = decimal(p.val)?
+                    .checked_div(per_unit)?
+                    .abs()
+                    .round_dp(6)
+                    .normalize();
+                (!m.is_zero()).then(|| (code.to_owned(), m))
+            })
+            .collect();
+        let mut unknown_specs: Vec<UnknownSpec> = Vec::new();
+        let mut spec_notes: Vec<String> = Vec::new();
+        let id = self.config.id.clone();
         let mut index = |sec_market: i32, code: &str, name: Option<&str>| -> u32 {
             let (exchange, ccy, country) = exchange_of(sec_market);
             let key = InstrumentKey::new(exchange, code);
             if let Some(i) = instruments.iter().position(|x| x.key == key) {
                 return u32::try_from(i).unwrap_or(u32::MAX);
             }
+            let idx = u32::try_from(instruments.len()).unwrap_or(u32::MAX);
+            let (asset_class, multiplier) = if !is_option_code(code) {
+                (AssetClass::Equity, Decimal::ONE)
+            } else if let Some(m) = implied.get(code) {
+                spec_notes.push(format!(
+                    "{id}: the contract size of {key} ({m}) is taken from its position (val / (qty x price)): OpenD's fills do not state it"
+                ));
+                (AssetClass::Option, *m)
+            } else if sec_market == proto::sec_market::US {
+                spec_notes.push(format!(
+                    "{id}: {key} is a US option: the standard contract of 100 shares is used (OpenD's fills do not state it)"
+                ));
+                (AssetClass::Option, Decimal::ONE_HUNDRED)
+            } else {
+                unknown_specs.push(UnknownSpec {
+                    instrument: idx,
+                    detail: "OpenD's fills do not state this option's contract size (shares a contract), and no position does: 1 assumed".to_owned(),
+                    fix: "check the contract size in the moomoo app's option quote (it differs by underlying)".to_owned(),
+                });
+                (AssetClass::Option, Decimal::ONE)
+            };
             instruments.push(Instrument {
                 key,
                 currency: ccy,
-                asset_class: AssetClass::Equity,
-                multiplier: Decimal::ONE,
+                asset_class,
+                multiplier,
                 name: name.map(str::to_owned),
                 sector: None,
                 country: Some(country.to_owned()),
@@ -991,6 +1055,7 @@ impl OpenDBroker {
             "{}: fills from the last {} days (history_days)",
             self.config.id, self.config.history_days
         ));
+        notes.extend(spec_notes);
         let mut parts = BookParts {
             base_currency: currency,
             as_of: today,
@@ -1003,6 +1068,7 @@ impl OpenDBroker {
             reported_positions: reported,
             corporate_actions: Vec::new(),
             notes,
+            unknown_specs,
         };
         // Positions older than history_days: opened at OpenD's average cost.
         let mut cost = BTreeMap::new();
@@ -1126,6 +1192,14 @@ impl OpenDBroker {
     }
 
     async fn snapshot_of(&self, symbol: &str) -> Result<proto::SnapshotBasicData, BrokerError> {
+        self.full_snapshot_of(symbol).await.map(|(basic, _)| basic)
+    }
+
+    /// The snapshot's basic data, and an option's contract size where OpenD states it.
+    async fn full_snapshot_of(
+        &self,
+        symbol: &str,
+    ) -> Result<(proto::SnapshotBasicData, Option<Decimal>), BrokerError> {
         let wanted = self.security(symbol);
         let symbol = symbol.to_owned();
         self.with_conn(move |me, conn| {
@@ -1146,7 +1220,14 @@ impl OpenDBroker {
                 resp.s2c
                     .into_iter()
                     .flat_map(|s| s.snapshot_list)
-                    .filter_map(|s| s.basic)
+                    .filter_map(|s| {
+                        let size = s.option_ex_data.and_then(|o| {
+                            decimal(o.contract_size_float)
+                                .or_else(|| o.contract_size.map(Decimal::from))
+                                .filter(|d| d.is_sign_positive() && !d.is_zero())
+                        });
+                        Some((s.basic?, size))
+                    })
                     .next()
                     .ok_or_else(|| {
                         me.unknown_symbol(
@@ -1247,18 +1328,31 @@ impl Broker for OpenDBroker {
         symbol: &str,
     ) -> Result<TradableInstrument, BrokerError> {
         crate::check_served(&self.config.id, account)?;
-        let basic = self.snapshot_of(symbol).await?;
+        let (basic, contract_size) = self.full_snapshot_of(symbol).await?;
         let security = basic
             .security
             .clone()
             .unwrap_or_else(|| self.security(symbol));
         let (key, currency) = Self::key_of(&security);
         let lot = Decimal::from(basic.lot_size.filter(|l| *l > 0).unwrap_or(1));
+        // An option is sized by OpenD's contract size; without one it cannot be valued.
+        let option = is_option_code(&key.symbol) || basic.r#type == Some(SECURITY_TYPE_DRVT);
+        let (asset_class, multiplier) = match (option, contract_size) {
+            (false, _) => (AssetClass::Equity, Decimal::ONE),
+            (true, Some(size)) => (AssetClass::Option, size),
+            (true, None) => {
+                return Err(BrokerError::UnknownSymbol {
+                    account: self.config.id.clone(),
+                    symbol: tradedesk_core::error::quote(symbol),
+                    known: "options whose contract size OpenD's snapshot states (optionExData.contractSize)".to_owned(),
+                });
+            }
+        };
         Ok(TradableInstrument {
             key,
             currency,
-            asset_class: AssetClass::Equity,
-            multiplier: Decimal::ONE,
+            asset_class,
+            multiplier,
             lot_step: lot,
             min_quantity: lot,
             max_quantity: Decimal::from(100_000_000u64),
@@ -1267,7 +1361,7 @@ impl Broker for OpenDBroker {
                 .unwrap_or(Decimal::new(1, 3)),
             pip: None,
             margin_rate: Decimal::ONE,
-            unit: "shares",
+            unit: if option { "contracts" } else { "shares" },
         })
     }
 
@@ -1419,6 +1513,24 @@ impl Broker for OpenDBroker {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn option_codes_are_told_from_stock_codes() {
+        for code in ["AAPL240126P50000", "TCH240429C350000", "SPXW251219C6850500"] {
+            assert!(is_option_code(code), "{code}");
+        }
+        for code in [
+            "1155",
+            "AAPL",
+            "00700",
+            "BRK.B",
+            "AAPL241326P50000",
+            "240126C100",
+            "ÄPL240126P50000",
+        ] {
+            assert!(!is_option_code(code), "{code}");
+        }
+    }
 
     #[test]
     fn opend_funds_give_the_rate_of_a_single_foreign_currency() {

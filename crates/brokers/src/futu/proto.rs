@@ -472,10 +472,24 @@ pub struct SnapshotBasicData {
     pub name: Option<String>,
 }
 
+/// An option's extra snapshot data (Qot_GetSecuritySnapshot.OptionSnapshotExData):
+/// only the contract size is read.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OptionSnapshotExData {
+    /// Shares per contract, as an integer.
+    #[prost(int32, optional, tag = "5")]
+    pub contract_size: Option<i32>,
+    /// Shares per contract, as a float (newer OpenD; adjusted contracts).
+    #[prost(double, optional, tag = "22")]
+    pub contract_size_float: Option<f64>,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Snapshot {
     #[prost(message, optional, tag = "1")]
     pub basic: Option<SnapshotBasicData>,
+    #[prost(message, optional, tag = "4")]
+    pub option_ex_data: Option<OptionSnapshotExData>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

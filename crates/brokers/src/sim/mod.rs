@@ -568,6 +568,7 @@ impl SimBroker {
             reported_positions: Vec::new(),
             corporate_actions: Vec::new(),
             notes: Vec::new(),
+            unknown_specs: Vec::new(),
         }))
     }
 
