@@ -94,6 +94,8 @@ fn a_whole_session_keeps_stdout_pure_json_rpc() {
         json!({"jsonrpc": "2.0", "id": 11, "method": "prompts/get", "params": {"name": "period_performance", "arguments": {"start": "last year", "end": "2026-03-31"}}}).to_string(),
         json!({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "get_positions", "arguments": {"symbol": "x".repeat(5000)}}}).to_string(),
         json!({"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": {"name": "get_exposure", "arguments": {"by": "sector"}, "_meta": {"progressToken": "p-13"}}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 14, "method": "tools/unknown", "params": {}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 15, "method": "no/such/method"}).to_string(),
     ]
     .into_iter()
     .collect();
@@ -184,6 +186,9 @@ fn a_whole_session_keeps_stdout_pure_json_rpc() {
             .contains("2026-03-31")
     );
     assert_eq!(by_id(&messages, 11)["error"]["code"], -32602);
+    // An unknown method is -32601, whatever its prefix.
+    assert_eq!(by_id(&messages, 14)["error"]["code"], -32601);
+    assert_eq!(by_id(&messages, 15)["error"]["code"], -32601);
 
     // A huge argument never comes back huge.
     let huge = by_id(&messages, 12);

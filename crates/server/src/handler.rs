@@ -244,15 +244,22 @@ impl ServerHandler for TradedeskServer {
         _ctx: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
         // A known method whose params did not deserialize lands here (rmcp's request enum is
-        // untagged): that is a malformed call, -32602, not an unknown method.
+        // untagged): that is a malformed call, -32602. Any other name (`tools/unknown`
+        // too) is an unknown method, -32601.
         match request.method.as_str() {
             "tools/call" => Err(ErrorData::invalid_params(
                 "tools/call needs `name` (a string) and `arguments` (a JSON object)",
                 None,
             )),
-            m if m.starts_with("tools/")
-                || m.starts_with("resources/")
-                || m.starts_with("prompts/") =>
+            m if [
+                "tools/list",
+                "resources/list",
+                "resources/read",
+                "resources/templates/list",
+                "prompts/list",
+                "prompts/get",
+            ]
+            .contains(&m) =>
             {
                 Err(ErrorData::invalid_params(
                     format!("malformed params for {}", content::excerpt(m)),
