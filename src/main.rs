@@ -354,17 +354,22 @@ fn serve(cli: &Cli, http: Option<&str>, no_telemetry: bool) -> Result<(), String
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async move {
-        let book = ctx
-            .book()
-            .await
-            .map_err(|e| format!("{}\nhint: {}", e.message, e.hint))?;
-        match tradedesk_tools::trading::orders::recover(&ctx).await {
-            Ok(0) => {}
-            Ok(n) => {
-                eprintln!("tradedesk: resolved {n} order(s) left unresolved by an earlier run");
+        // Nothing waits for a broker before the transport serves: a gateway that is down
+        // or silent must not keep `initialize` from answering. The accounts are read once
+        // in the background (the first call finds them read), and orders an earlier run
+        // left unresolved are looked up the same way.
+        let background = Arc::clone(&ctx);
+        tokio::spawn(async move {
+            background.warm_up().await;
+            match tradedesk_tools::trading::orders::recover(&background).await {
+                Ok(0) => {}
+                Ok(n) => {
+                    eprintln!("tradedesk: resolved {n} order(s) left unresolved by an earlier run");
+                }
+                Err(e) => eprintln!("warning: could not resolve earlier orders: {}", e.message),
             }
-            Err(e) => eprintln!("warning: could not resolve earlier orders: {}", e.message),
-        }
+        });
+        let base_currency = ctx.known_base_currency();
         let telemetry_config = config
             .as_ref()
             .and_then(|c| c.telemetry.clone())
@@ -384,7 +389,11 @@ fn serve(cli: &Cli, http: Option<&str>, no_telemetry: bool) -> Result<(), String
                 }
             })
         };
-        let server = TradedeskServer::new(Arc::clone(&ctx), telemetry, book.base_currency.code());
+        let server = TradedeskServer::new(
+            Arc::clone(&ctx),
+            telemetry,
+            base_currency.as_ref().map(|c| c.code()),
+        );
         match http {
             None => {
                 let out = claim_stdout().map_err(|e| format!("cannot claim stdout: {e}"))?;
@@ -641,6 +650,21 @@ fn main() -> ExitCode {
             match runtime.block_on(call(&ctx, tool, arguments)) {
                 Ok(output) => {
                     let code = print_json(&output.structured);
+                    if let Some(down) = output
+                        .structured
+                        .get(tradedesk_tools::unavailable::FIELD)
+                        .and_then(Value::as_array)
+                    {
+                        let ids: Vec<&str> = down
+                            .iter()
+                            .filter_map(|d| d.get("account").and_then(Value::as_str))
+                            .collect();
+                        eprintln!(
+                            "warning: partial answer: {} did not answer and {} left out (see unavailable_accounts)",
+                            ids.join(", "),
+                            if ids.len() == 1 { "is" } else { "are" }
+                        );
+                    }
                     if output.is_error {
                         ExitCode::from(1)
                     } else {

@@ -567,6 +567,79 @@ async fn a_gateway_that_is_down_answers_unavailable_within_a_second_with_its_hin
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_silent_tws_the_statement_answers_alone_within_the_bound() {
+    let mut state = scenario();
+    state.behaviour = TwsBehaviour::SilentAfterHandshake;
+    let fake = FakeTws::start(state).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let bound = Duration::from_secs(1);
+    let mut ctx = desk(with_statement(
+        dir.path(),
+        tws_config(fake.port(), Some(ACCOUNT), bound),
+    ));
+    // The caller's bound is the account's: TWS must give up in time for the statement.
+    ctx.broker_timeout = bound;
+    let positions = tool(&ctx, "get_positions", json!({})).await;
+    assert_eq!(positions["status"], "ok", "{positions:#}");
+    assert_eq!(positions["positions"].as_array().unwrap().len(), 2);
+    let notes = positions["notes"].to_string();
+    assert!(notes.contains("Flex statement alone"), "{notes}");
+    assert!(notes.contains("no answer within"), "{notes}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tws_down_the_statement_answers_alone_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = desk(with_statement(
+        dir.path(),
+        tws_config(closed_port(), Some(ACCOUNT), Duration::from_secs(5)),
+    ));
+    let positions = tool(&ctx, "get_positions", json!({})).await;
+    assert_eq!(positions["status"], "ok", "{positions:#}");
+    let held: Vec<(String, f64)> = positions["positions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["symbol"].as_str().unwrap().to_owned(),
+                p["quantity"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        held,
+        [("AAPL".to_owned(), 100.0), ("MSFT".to_owned(), 10.0)],
+        "{positions:#}"
+    );
+    assert_eq!(positions["as_of"], "2026-11-25");
+    let notes = positions["notes"].to_string();
+    assert!(
+        notes.contains("read from its Flex statement alone, as of 2026-11-25")
+            && notes.contains("live positions"),
+        "{notes}"
+    );
+    let accounts = tool(&ctx, "get_accounts", json!({})).await;
+    assert_eq!(accounts["accounts"][0]["account"], "ibkr", "{accounts:#}");
+    assert_eq!(accounts["accounts"][0]["mode"], "live");
+    // Health says which part is down.
+    let health = tool(&ctx, "get_server_health", json!({})).await;
+    let row = &health["brokers"][0];
+    assert_eq!(row["status"], "degraded", "{health:#}");
+    let detail = row["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("TWS / IB Gateway down") && detail.contains("Flex statement"),
+        "{detail}"
+    );
+    assert!(
+        row["hint"]
+            .as_str()
+            .unwrap()
+            .contains("Enable ActiveX and Socket Clients")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_that_accepts_and_never_answers_times_out_within_the_bound() {
     let bound = Duration::from_millis(800);
     for behaviour in [

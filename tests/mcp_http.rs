@@ -696,3 +696,66 @@ fn over_http_bar_files_are_read_only_inside_data_dirs() {
         "{error}"
     );
 }
+
+#[test]
+fn a_silent_gateway_holds_neither_the_http_start_nor_the_answering_accounts() {
+    // A gateway that accepts connections and never answers.
+    let gateway = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = gateway.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for socket in gateway.incoming() {
+            held.push(socket);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tradedesk.toml");
+    let book =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/small-book.json");
+    std::fs::write(
+        &config,
+        format!(
+            "base_currency = \"USD\"\nbroker_timeout_ms = 500\n\n[[accounts]]\nid = \"US-1\"\nbroker = \"book\"\npath = {:?}\n\n[[accounts]]\nid = \"ALPACA\"\nbroker = \"alpaca\"\nbase_url = \"http://127.0.0.1:{port}\"\ndata_url = \"http://127.0.0.1:{port}\"\ntimeout_ms = 500\n",
+            book.display().to_string()
+        ),
+    )
+    .unwrap();
+    let s = start_with(
+        &["--config", config.to_str().unwrap()],
+        &[
+            ("APCA_API_KEY_ID", "PKTESTKEY"),
+            ("APCA_API_SECRET_KEY", "test-secret"),
+        ],
+        "127.0.0.1:0",
+    )
+    .unwrap();
+    let init = post(
+        &s.addr,
+        &[],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    assert_eq!(init.status, 200, "{}", init.body);
+    let legacy = [("MCP-Protocol-Version", "2025-06-18")];
+    let list = post(
+        &s.addr,
+        &legacy,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    );
+    assert!(
+        !list.json()["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let summary = stateless_call(
+        &s.addr,
+        3,
+        "get_portfolio_summary",
+        json!({"arguments": {}}),
+    );
+    let result = &summary["result"]["structuredContent"];
+    assert_eq!(result["status"], "ok", "{summary:#}");
+    assert_eq!(result["accounts"][0]["account"], "US-1", "{summary:#}");
+    assert_eq!(result["unavailable_accounts"][0]["account"], "ALPACA");
+    assert_eq!(result["unavailable_accounts"][0]["code"], "broker_timeout");
+}

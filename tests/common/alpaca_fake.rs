@@ -139,9 +139,15 @@ impl AlpacaFake {
     /// Starts a fake on a free port of 127.0.0.1 that accepts `key` and `secret`, seeded with
     /// the scenario in the module documentation.
     pub async fn start(key: &str, secret: &str) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0")
+        Self::start_on(key, secret, 0).await
+    }
+
+    /// As [`AlpacaFake::start`], on `port` of 127.0.0.1 (0: a free one): a gateway that
+    /// comes up where a client was told to look.
+    pub async fn start_on(key: &str, secret: &str, port: u16) -> Self {
+        let listener = TcpListener::bind(("127.0.0.1", port))
             .await
-            .unwrap_or_else(|e| panic!("the Alpaca fake cannot bind 127.0.0.1: {e}"));
+            .unwrap_or_else(|e| panic!("the Alpaca fake cannot bind 127.0.0.1:{port}: {e}"));
         let addr = listener
             .local_addr()
             .unwrap_or_else(|e| panic!("the Alpaca fake has no local address: {e}"));

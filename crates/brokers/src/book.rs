@@ -1592,6 +1592,10 @@ impl Broker for BookBroker {
         Ok(Arc::clone(&self.book))
     }
 
+    fn base_currency(&self) -> Option<tradedesk_core::Currency> {
+        Some(self.book.base_currency)
+    }
+
     async fn health(&self) -> Vec<AccountHealth> {
         let started = Instant::now();
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

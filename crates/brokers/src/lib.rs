@@ -477,6 +477,12 @@ pub trait Broker: Send + Sync + fmt::Debug {
     /// A bounded-time probe of each account.
     async fn health(&self) -> Vec<AccountHealth>;
 
+    /// The base currency of the snapshot, when it is known without contacting the venue
+    /// (a book file's): what the server's instructions name before any broker answers.
+    fn base_currency(&self) -> Option<tradedesk_core::Currency> {
+        None
+    }
+
     /// Changes whenever `snapshot` would answer differently (new fills, new marks), so
     /// callers can cache a snapshot until it moves. A static source stays at 0.
     fn generation(&self) -> u64 {

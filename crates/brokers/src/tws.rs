@@ -14,6 +14,9 @@
 //!   recent TWS executions are merged into it by execution id, so a fill is never counted
 //!   twice (a correction, an execution id that differs only after its last period,
 //!   replaces the execution it corrects).
+//! * **TWS down, statement on hand:** the account is answered from the statement alone,
+//!   as of its date, with a note saying how old it is and that live positions are not in
+//!   it; health reports the account degraded (TWS down, the statement answering).
 //!
 //! Every call is bounded by the account's timeout; the library's own log records go
 //! wherever the process routes the `log` crate, which in stdio mode is nowhere near
@@ -481,46 +484,78 @@ impl TwsBroker {
         map.entry(key.symbol.clone()).or_insert(c);
     }
 
+    /// The account from its Flex statement alone, while TWS / IB Gateway does not
+    /// answer: the statement's positions, cash and history as of its date, with a note
+    /// saying how old it is and that live positions are not in it.
+    fn statement_alone(&self, history: &Book, e: &BrokerError) -> Book {
+        let mut parts = history.to_parts();
+        let age = (Utc::now().date_naive() - history.as_of).num_days().max(0);
+        parts.notes.push(format!(
+            "{}: TWS / IB Gateway does not answer ({e}): this account is read from its Flex statement alone, as of {} ({age} day(s) old); live positions, cash and executions since then are not included; get_server_health shows TWS's state",
+            self.config.id, history.as_of
+        ));
+        parts.accounts = vec![self.account(parts.base_currency)];
+        Book::assemble(parts)
+    }
+
     async fn build_book(&self) -> Result<Book, BrokerError> {
         let _one = self.reading.lock().await;
         let history = match &self.flex {
             Some(flex) => Some(flex.snapshot().await?),
             None => None,
         };
-        let (updates, executions, session) = self
-            .with_session(|s| async move {
-                let deadline = tokio::time::Instant::now() + self.config.timeout;
-                let mut sub = s
-                    .client
-                    .account_updates(&AccountId(s.account.clone()))
-                    .await
-                    .map_err(|e| self.failure(&e, "requesting the portfolio"))?;
-                let updates = self
-                    .read(
-                        &mut sub,
-                        deadline,
-                        |u| matches!(u, AccountUpdate::End),
-                        "reading the portfolio",
-                    )
-                    .await?;
-                // One account-updates stream per client: ended before the next read.
-                sub.cancel().await;
-                let filter = ExecutionFilter {
-                    account_code: s.account.clone(),
-                    last_n_days: EXECUTION_DAYS,
-                    ..ExecutionFilter::default()
-                };
-                let mut sub = s
-                    .client
-                    .executions(filter)
-                    .await
-                    .map_err(|e| self.failure(&e, "requesting executions"))?;
-                let executions = self
-                    .read(&mut sub, deadline, |_| false, "reading executions")
-                    .await?;
-                Ok((updates, executions, s))
-            })
-            .await?;
+        let session_read = self.with_session(|s| async move {
+            let deadline = tokio::time::Instant::now() + self.config.timeout;
+            let mut sub = s
+                .client
+                .account_updates(&AccountId(s.account.clone()))
+                .await
+                .map_err(|e| self.failure(&e, "requesting the portfolio"))?;
+            let updates = self
+                .read(
+                    &mut sub,
+                    deadline,
+                    |u| matches!(u, AccountUpdate::End),
+                    "reading the portfolio",
+                )
+                .await?;
+            // One account-updates stream per client: ended before the next read.
+            sub.cancel().await;
+            let filter = ExecutionFilter {
+                account_code: s.account.clone(),
+                last_n_days: EXECUTION_DAYS,
+                ..ExecutionFilter::default()
+            };
+            let mut sub = s
+                .client
+                .executions(filter)
+                .await
+                .map_err(|e| self.failure(&e, "requesting executions"))?;
+            let executions = self
+                .read(&mut sub, deadline, |_| false, "reading executions")
+                .await?;
+            Ok((updates, executions, s))
+        });
+        // With a statement to fall back on, TWS gets most of the timeout, all told, so a
+        // silent gateway leaves time for the statement to answer within the caller's bound.
+        let read = match &history {
+            Some(_) => {
+                match tokio::time::timeout(self.config.timeout * 4 / 5, session_read).await {
+                    Ok(read) => read,
+                    Err(_) => {
+                        self.drop_session().await;
+                        Err(self.timeout())
+                    }
+                }
+            }
+            None => session_read.await,
+        };
+        let (updates, executions, session) = match (read, &history) {
+            (Ok(read), _) => read,
+            // TWS down, the statement on hand: the statement answers alone, and says so.
+            (Err(e), Some(h)) => return Ok(self.statement_alone(h, &e)),
+            (Err(e), None) => return Err(e),
+        };
         let today = Utc::now().date_naive();
         let mut values: Vec<ibapi::accounts::AccountValue> = Vec::new();
         let mut portfolio: Vec<ibapi::accounts::AccountPortfolioValue> = Vec::new();
@@ -937,6 +972,13 @@ impl Broker for TwsBroker {
                     out[0].status = HealthStatus::Degraded;
                     out[0].detail = format!("{}; {}", out[0].detail, h.detail);
                     out[0].hint = h.hint.clone();
+                } else if h.status == HealthStatus::Ok && out[0].status == HealthStatus::Down {
+                    // The statement still answers: the account is served from it alone.
+                    out[0].status = HealthStatus::Degraded;
+                    out[0].detail = format!(
+                        "TWS / IB Gateway down ({}); the account is answered from its Flex statement alone, without live positions ({})",
+                        out[0].detail, h.detail
+                    );
                 }
             }
         }

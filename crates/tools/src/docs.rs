@@ -138,6 +138,23 @@ fn fields(out: &mut String, root: &Value, schema: &Value, depth: usize) {
     }
 }
 
+/// How the book tools answer while an account's source is down.
+const UNAVAILABLE: &str = "\n## Accounts that do not answer\n\n\
+The server answers `initialize` and `tools/list` before any broker is asked. The tools that read the \
+accounts (`get_accounts`, `get_positions`, `get_trade_history`, `get_realized_pnl`, \
+`get_portfolio_summary`, `get_exposure`, `get_performance`, `analyze_trades`, `get_server_health`) answer \
+over the accounts that answer. An account whose source does not answer (a gateway down, refusing, or \
+silent past its timeout) is left out of every figure and total, and the result then carries \
+`unavailable_accounts`, one entry per account left out:\n\n\
+- `account`, `broker`, `mode`: which account.\n\
+- `code`, `message`, `hint`: the error it answers (`broker_unavailable`, `broker_timeout`, ...) and what to do.\n\
+- `since`: when it stopped answering (RFC 3339, UTC).\n\n\
+The first entry of `notes` then begins `partial answer:` and names them, so a partial answer never reads as \
+a complete one. The field is absent when every account answered. A call whose `account` names a down \
+account, or whose `broker` matches only down accounts, answers that account's error instead; when no \
+account answers, every one of these tools answers the first one's error. A down account is retried in the \
+background and served again once it answers, without a restart; `get_server_health` lists its state.\n";
+
 /// The whole document. Examples run on the context given (the demo, in the docs test).
 pub async fn tools_markdown(ctx: &ToolContext) -> String {
     let mut out = String::from(
@@ -146,6 +163,7 @@ pub async fn tools_markdown(ctx: &ToolContext) -> String {
          `error.message` and `error.hint`. Examples run on the embedded demo book, with trading switched on \
          and the sim's clock at 2026-11-30T15:00:00Z. The write tools are listed only while `[trading] enabled = true`.\n",
     );
+    out.push_str(UNAVAILABLE);
     for spec in tools() {
         let _ = write!(
             out,

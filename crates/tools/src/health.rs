@@ -157,9 +157,18 @@ fn status_str(s: HealthStatus) -> &'static str {
     }
 }
 
-/// Every instrument where the reported and implied quantities differ, over the accounts
-/// that report positions; a side missing counts as zero.
-pub fn reconcile(book: &Book, ledger: &Ledger) -> Vec<ReconciliationRow> {
+/// A position whose broker-reported quantity differs from the open FIFO lots of its
+/// fills (a side missing counts as zero).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Disagreement {
+    pub account: AccountIdx,
+    pub instrument: InstrumentIdx,
+    pub reported: Decimal,
+    pub implied: Decimal,
+}
+
+/// Every disagreement over the accounts that report positions, by account and instrument.
+pub fn disagreements(book: &Book, ledger: &Ledger) -> Vec<Disagreement> {
     let mut reported: BTreeMap<(AccountIdx, InstrumentIdx), Decimal> = BTreeMap::new();
     for r in &book.reported_positions {
         reported.insert((r.account, r.instrument), r.quantity);
@@ -180,20 +189,40 @@ pub fn reconcile(book: &Book, ledger: &Ledger) -> Vec<ReconciliationRow> {
     keys.sort_by(|a, b| (a.0, &book.instrument(a.1).key).cmp(&(b.0, &book.instrument(b.1).key)));
     keys.dedup();
     keys.into_iter()
-        .filter_map(|key| {
-            let r = reported.get(&key).copied().unwrap_or_default();
-            let i = implied.get(&key).copied().unwrap_or_default();
-            (r != i).then(|| {
-                let inst = book.instrument(key.1);
-                ReconciliationRow {
-                    account: book.account(key.0).id.clone(),
-                    exchange: inst.key.exchange.clone(),
-                    symbol: inst.key.symbol.clone(),
-                    reported_quantity: Num(r),
-                    implied_quantity: Num(i),
-                    difference: Num(r - i),
-                }
+        .filter_map(|(account, instrument)| {
+            let reported = reported
+                .get(&(account, instrument))
+                .copied()
+                .unwrap_or_default();
+            let implied = implied
+                .get(&(account, instrument))
+                .copied()
+                .unwrap_or_default();
+            (reported != implied).then_some(Disagreement {
+                account,
+                instrument,
+                reported,
+                implied,
             })
+        })
+        .collect()
+}
+
+/// Every instrument where the reported and implied quantities differ, over the accounts
+/// that report positions; a side missing counts as zero.
+pub fn reconcile(book: &Book, ledger: &Ledger) -> Vec<ReconciliationRow> {
+    disagreements(book, ledger)
+        .into_iter()
+        .map(|d| {
+            let inst = book.instrument(d.instrument);
+            ReconciliationRow {
+                account: book.account(d.account).id.clone(),
+                exchange: inst.key.exchange.clone(),
+                symbol: inst.key.symbol.clone(),
+                reported_quantity: Num(d.reported),
+                implied_quantity: Num(d.implied),
+                difference: Num(d.reported - d.implied),
+            }
         })
         .collect()
 }
@@ -243,6 +272,35 @@ pub fn unexplained(book: &Book, ledger: &Ledger) -> Vec<UnexplainedClose> {
             }
         })
         .collect()
+}
+
+/// The note get_positions, get_accounts and get_portfolio_summary carry when a position
+/// they cover (`covers`) is held in a quantity the broker reports otherwise: both
+/// quantities, and where the reconciliation is.
+pub fn disagreement_note(
+    book: &Book,
+    ledger: &Ledger,
+    covers: impl Fn(AccountIdx, InstrumentIdx) -> bool,
+) -> Option<String> {
+    let listed: Vec<String> = disagreements(book, ledger)
+        .into_iter()
+        .filter(|d| covers(d.account, d.instrument))
+        .map(|d| {
+            format!(
+                "{} in {}: the broker reports {}, the fills give {}",
+                book.instrument(d.instrument).key.qualified(),
+                book.account(d.account).id,
+                d.reported.normalize(),
+                d.implied.normalize()
+            )
+        })
+        .collect();
+    (!listed.is_empty()).then(|| {
+        format!(
+            "the broker's position differs from the fills': {}; quantities, values and P&L here follow the fills, and get_server_health's reconciliation lists every difference",
+            listed.join("; ")
+        )
+    })
 }
 
 pub fn get_server_health(

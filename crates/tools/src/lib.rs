@@ -23,6 +23,7 @@ pub mod registry;
 pub mod research;
 pub mod select;
 pub mod trading;
+pub mod unavailable;
 pub mod valuation;
 
 pub use context::ToolContext;

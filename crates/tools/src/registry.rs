@@ -13,7 +13,7 @@ use crate::args::{
     report_currency_in,
 };
 use crate::context::ToolContext;
-use crate::health::{HealthResult, get_server_health};
+use crate::health::{HealthResult, disagreement_note, get_server_health};
 use crate::history::{TradeHistoryResult, check_limit, get_trade_history};
 use crate::market::{BarsArgs, BarsResult, QuoteArgs, QuoteResult, get_bars, get_quote};
 use crate::positions::{ExposureResult, PositionsResult, get_exposure, get_positions};
@@ -24,7 +24,9 @@ use crate::trading::orders::{
     OrdersResult, PlaceArgs, PlaceResult, PreviewArgs, PreviewResult, cancel_order, close_position,
     get_orders, modify_position, place_order, preview_order,
 };
+use crate::unavailable::{self, Down};
 use crate::valuation::{Scope, value_ledger};
+use tradedesk_brokers::HealthStatus;
 
 /// A tool as clients see it.
 #[derive(Debug, Clone)]
@@ -178,11 +180,12 @@ fn build_specs() -> Vec<ToolSpec> {
             title: "Accounts",
             description: "List every configured brokerage account with its broker, mode (book, paper, live), \
                 cash, positions value and total value in the account's own currency, and the total converted \
-                into the report currency. Use it first to learn account ids and brokers.",
+                into the report currency. Use it first to learn account ids and brokers. An account whose gateway does not \
+                answer is listed in unavailable_accounts with its error and left out of the totals.",
             read_only: true,
             needs_trading: false,
             input_schema: input_schema::<CurrencyArgs>(),
-            output_schema: output_schema::<AccountsResult>(),
+            output_schema: unavailable::with_field(output_schema::<AccountsResult>()),
         },
         ToolSpec {
             name: "get_positions",
@@ -195,7 +198,7 @@ fn build_specs() -> Vec<ToolSpec> {
             read_only: true,
             needs_trading: false,
             input_schema: input_schema::<PositionsArgs>(),
-            output_schema: output_schema::<PositionsResult>(),
+            output_schema: unavailable::with_field(output_schema::<PositionsResult>()),
         },
         ToolSpec {
             name: "get_trade_history",
@@ -207,7 +210,7 @@ fn build_specs() -> Vec<ToolSpec> {
             read_only: true,
             needs_trading: false,
             input_schema: input_schema::<TradeHistoryArgs>(),
-            output_schema: output_schema::<TradeHistoryResult>(),
+            output_schema: unavailable::with_field(output_schema::<TradeHistoryResult>()),
         },
         ToolSpec {
             name: "get_realized_pnl",
@@ -221,7 +224,7 @@ fn build_specs() -> Vec<ToolSpec> {
             read_only: true,
             needs_trading: false,
             input_schema: input_schema::<RealizedPnlArgs>(),
-            output_schema: output_schema::<RealizedPnlResult>(),
+            output_schema: unavailable::with_field(output_schema::<RealizedPnlResult>()),
         },
         ToolSpec {
             name: "get_portfolio_summary",
@@ -232,7 +235,7 @@ fn build_specs() -> Vec<ToolSpec> {
             read_only: true,
             needs_trading: false,
             input_schema: input_schema::<CurrencyArgs>(),
-            output_schema: output_schema::<SummaryResult>(),
+            output_schema: unavailable::with_field(output_schema::<SummaryResult>()),
         },
         ToolSpec {
             name: "get_exposure",
@@ -243,7 +246,7 @@ fn build_specs() -> Vec<ToolSpec> {
             read_only: true,
             needs_trading: false,
             input_schema: input_schema::<ExposureArgs>(),
-            output_schema: output_schema::<ExposureResult>(),
+            output_schema: unavailable::with_field(output_schema::<ExposureResult>()),
         },
         ToolSpec {
             name: "get_server_health",
@@ -254,7 +257,7 @@ fn build_specs() -> Vec<ToolSpec> {
             read_only: true,
             needs_trading: false,
             input_schema: input_schema::<NoArgs>(),
-            output_schema: output_schema::<HealthResult>(),
+            output_schema: unavailable::with_field(output_schema::<HealthResult>()),
         },
         ToolSpec {
             name: "get_quote",
@@ -416,7 +419,9 @@ fn build_specs() -> Vec<ToolSpec> {
             read_only: true,
             needs_trading: false,
             input_schema: input_schema::<crate::performance::PerformanceArgs>(),
-            output_schema: output_schema::<crate::performance::PerformanceResult>(),
+            output_schema: unavailable::with_field(output_schema::<
+                crate::performance::PerformanceResult,
+            >()),
         },
         ToolSpec {
             name: "analyze_trades",
@@ -428,7 +433,7 @@ fn build_specs() -> Vec<ToolSpec> {
             read_only: true,
             needs_trading: false,
             input_schema: input_schema::<crate::journal::JournalArgs>(),
-            output_schema: output_schema::<crate::journal::JournalResult>(),
+            output_schema: unavailable::with_field(output_schema::<crate::journal::JournalResult>()),
         },
         ToolSpec {
             name: "get_orders",
@@ -816,8 +821,14 @@ async fn performance(ctx: &ToolContext, arguments: Value) -> ToolOutput {
         Ok(a) => a,
         Err(e) => return error_output(&e),
     };
-    let book = match ctx.book().await {
+    let (served, down) = ctx.served().await;
+    let book = match served {
         Ok(b) => b,
+        Err(e) => return error_output(&e),
+    };
+    let filters = serde_json::json!({"account": a.account});
+    let left_out = match unavailable::relevant(&down, &book, &filters) {
+        Ok(left_out) => left_out,
         Err(e) => return error_output(&e),
     };
     let prepared = report_currency_in(&book, a.currency.as_deref())
@@ -826,7 +837,7 @@ async fn performance(ctx: &ToolContext, arguments: Value) -> ToolOutput {
         Ok((ccy, sel)) => crate::performance::get_performance(ctx, &book, &sel, &a, ccy).await,
         Err(e) => Err(e),
     };
-    output(result, |r: &crate::performance::PerformanceResult| {
+    let out = output(result, |r: &crate::performance::PerformanceResult| {
         format!(
             "{} to {} ({}): value {} -> {} {}, net flows {}; TWR {}%, MWR {}% a year{}.{}",
             r.start,
@@ -843,7 +854,8 @@ async fn performance(ctx: &ToolContext, arguments: Value) -> ToolOutput {
                 .unwrap_or_default(),
             notes_suffix(&r.notes)
         )
-    })
+    });
+    partial(out, &left_out)
 }
 
 /// The market and trading tools: they talk to brokers, so they run outside the book
@@ -974,20 +986,64 @@ async fn dispatch(
     if let Some(out) = dispatch_live(ctx, name, arguments.clone(), confirmer).await {
         return out;
     }
-    let (book, ledger) = match ctx.ledger().await {
+    let (served, down) = ctx.served_ledger().await;
+    let (book, ledger) = match served {
         Ok(pair) => pair,
+        Err(e) => return error_output(&e),
+    };
+    let left_out = match unavailable::relevant(&down, &book, &arguments) {
+        Ok(left_out) => left_out,
         Err(e) => return error_output(&e),
     };
     // The tools are pure functions over the book; should one ever panic, the caller gets
     // an `internal` error result and the server stays up.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run_tool(ctx, &book, &ledger, name, arguments)
     }))
     .unwrap_or_else(|_| {
         error_output(&Error::internal(format!(
             "{name} failed unexpectedly; the server is still running"
         )))
-    })
+    });
+    unknown_while_down(partial(out, &left_out), &down)
+}
+
+/// Marks an ok answer over the accounts that answered as partial, naming those left out.
+fn partial(mut out: ToolOutput, left_out: &[&Down]) -> ToolOutput {
+    if !out.is_error {
+        let suffix = unavailable::annotate(&mut out.structured, left_out);
+        out.summary.push_str(&suffix);
+    }
+    out
+}
+
+/// An unknown account or symbol while accounts are down may be one of theirs: the hint
+/// says so.
+fn unknown_while_down(mut out: ToolOutput, down: &[Down]) -> ToolOutput {
+    let code = out.structured["error"]["code"].as_str().unwrap_or_default();
+    if out.is_error && !down.is_empty() && (code == "unknown_symbol" || code == "unknown_account") {
+        let ids: Vec<&str> = down.iter().map(|d| d.row.account.as_str()).collect();
+        let extra = if ids.len() == 1 {
+            format!(
+                "; {} did not answer, so what it holds is not known until it answers again (get_server_health)",
+                ids[0]
+            )
+        } else {
+            format!(
+                "; {} did not answer, so what they hold is not known until they answer again (get_server_health)",
+                ids.join(", ")
+            )
+        };
+        if let Some(hint) = out.structured["error"]["hint"].as_str() {
+            let hint = format!("{hint}{extra}");
+            out.summary = format!(
+                "{} (hint: {hint})",
+                out.summary.split(" (hint: ").next().unwrap_or_default()
+            );
+            out.structured["error"]["hint"] = Value::String(hint);
+        }
+    }
+    out
 }
 
 fn run_tool(
@@ -1003,6 +1059,10 @@ fn run_tool(
                 .and_then(|a| report_currency_in(book, a.currency.as_deref()))
                 .and_then(|ccy| {
                     get_accounts(book, &value_ledger(book, ledger, ccy, Scope::ACCOUNTS)?)
+                })
+                .map(|mut r| {
+                    r.notes.extend(disagreement_note(book, ledger, |_, _| true));
+                    r
                 }),
             |r: &AccountsResult| {
                 format!(
@@ -1027,12 +1087,15 @@ fn run_tool(
                     accounts: false,
                     selection: Some(&sel),
                 };
-                get_positions(
+                let mut r = get_positions(
                     book,
                     &value_ledger(book, ledger, ccy, scope)?,
                     &ctx.sectors,
                     &sel,
-                )
+                )?;
+                r.notes
+                    .extend(disagreement_note(book, ledger, |a, i| sel.matches(a, i)));
+                Ok(r)
             }),
             |r: &PositionsResult| {
                 format!(
@@ -1144,6 +1207,10 @@ fn run_tool(
                 .and_then(|a| report_currency_in(book, a.currency.as_deref()))
                 .and_then(|ccy| {
                     get_portfolio_summary(book, &value_ledger(book, ledger, ccy, Scope::ACCOUNTS)?)
+                })
+                .map(|mut r| {
+                    r.notes.extend(disagreement_note(book, ledger, |_, _| true));
+                    r
                 }),
             |r: &SummaryResult| {
                 format!(
@@ -1230,8 +1297,22 @@ async fn health(ctx: &ToolContext, arguments: Value) -> ToolOutput {
     if let Err(e) = args::parse::<NoArgs>(arguments) {
         return error_output(&e);
     }
-    let probes = ctx.health().await;
-    let result = match ctx.ledger().await {
+    let (mut probes, (served, down)) = tokio::join!(ctx.health(), ctx.served_ledger());
+    // A gateway that answers its probe while its account's data could not be read.
+    for d in down.iter() {
+        if let Some(p) = probes
+            .iter_mut()
+            .find(|p| p.account == d.row.account && p.status == HealthStatus::Ok)
+        {
+            p.status = HealthStatus::Degraded;
+            p.detail = format!(
+                "{}; but its account data could not be read: {}",
+                p.detail, d.row.message
+            );
+            p.hint = Some(d.row.hint.clone());
+        }
+    }
+    let result = match served {
         Ok((book, ledger)) => get_server_health(&ctx.version, probes, Some((&book, &ledger)), None),
         Err(e) => get_server_health(&ctx.version, probes, None, Some(e.to_string())),
     }
@@ -1241,7 +1322,7 @@ async fn health(ctx: &ToolContext, arguments: Value) -> ToolOutput {
         }
         r
     });
-    output(result, |r: &HealthResult| {
+    let out = output(result, |r: &HealthResult| {
         format!(
             "Health {}: {} account(s), {} reconciliation difference(s).{}",
             r.health,
@@ -1249,5 +1330,7 @@ async fn health(ctx: &ToolContext, arguments: Value) -> ToolOutput {
             r.reconciliation.len(),
             notes_suffix(&r.notes)
         )
-    })
+    });
+    let left_out: Vec<&Down> = down.iter().collect();
+    partial(out, &left_out)
 }

@@ -897,10 +897,19 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         .await
         .map_err(broker_error)?;
     let key = inst.key.clone();
-    let (book, ledger) = ctx.ledger().await?;
+    let (served, down) = ctx.served_ledger().await;
+    let (book, ledger) = served?;
     let base = book.base_currency;
     let mut checks = Vec::new();
     let mut notes = Vec::new();
+    if !down.is_empty() {
+        let ids: Vec<&str> = down.iter().map(|d| d.row.account.as_str()).collect();
+        notes.push(format!(
+            "{} did not answer: the portfolio this order is weighed against (max_position_weight) leaves {} out, so the weight shown is of the accounts that answered",
+            ids.join(", "),
+            if ids.len() == 1 { "it" } else { "them" }
+        ));
+    }
     let mut check = |rule: &'static str, passed: bool, detail: String| {
         checks.push(Check {
             rule,
