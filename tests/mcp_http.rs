@@ -338,6 +338,38 @@ fn hostile_input_gets_the_right_status_and_the_server_stays_up() {
         b"{\"a\": Infinity}",
     );
     assert_eq!(parse.json()["error"]["code"], -32700);
+    assert_eq!(parse.json()["id"], Value::Null);
+    // JSON that is not a JSON-RPC request: 400 with -32600, the id when it can be read.
+    let invalid: [(&[u8], Value); 9] = [
+        (b"[]", Value::Null),
+        (b"\"a string\"", Value::Null),
+        (b"5", Value::Null),
+        (
+            br#"{"jsonrpc":"1.0","id":3,"method":"tools/list"}"#,
+            json!(3),
+        ),
+        (br#"{"jsonrpc":"2.0","id":4}"#, json!(4)),
+        (br#"{"jsonrpc":"2.0","id":"n","method":7}"#, json!("n")),
+        (
+            br#"{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}"#,
+            Value::Null,
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":null,"method":"tools/list"}"#,
+            Value::Null,
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":9,"method":"tools/list","params":[1]}"#,
+            json!(9),
+        ),
+    ];
+    for (body, id) in invalid {
+        let reply = request(&s.addr, "POST", &[JSON, ACCEPT, legacy], body);
+        let shown = String::from_utf8_lossy(body);
+        assert_eq!(reply.status, 400, "{shown}: {}", reply.body);
+        assert_eq!(reply.json()["error"]["code"], -32600, "{shown}");
+        assert_eq!(reply.json()["id"], id, "{shown}");
+    }
     // A flood of 200 requests, then the server still answers.
     for _ in 0..200 {
         let _ = request(&s.addr, "POST", &[JSON, ACCEPT, legacy], b"[");

@@ -439,12 +439,23 @@ async fn strict_body(request: Request<Body>) -> Result<Request<Body>, Response<B
                 "request body over 64 KiB",
             )
         })?;
-    if serde_json::from_slice::<Value>(&bytes).is_err() {
+    let Ok(value) = serde_json::from_slice::<Value>(&bytes) else {
         return Err(json_rpc_error(
             StatusCode::BAD_REQUEST,
             -32700,
             "parse error: the body is not strict JSON",
         ));
+    };
+    // JSON that is not a JSON-RPC message is a 400 with -32600, as stdio answers it.
+    if let Some((id, message)) = crate::not_a_message(&value) {
+        let body =
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": message}});
+        return Err((
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response());
     }
     Ok(Request::from_parts(parts, Body::from(bytes)))
 }

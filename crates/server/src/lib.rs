@@ -119,7 +119,7 @@ pub async fn serve_stdio(
 /// `None` for a line the session may read; otherwise the JSON-RPC error answering it.
 fn check_line(line: &[u8]) -> Option<String> {
     use serde_json::{Value, json};
-    let answer = |id: Value, code: i64, message: &str| {
+    let answer = |id: Value, code: i64, message: String| {
         Some(
             json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
                 .to_string(),
@@ -131,12 +131,21 @@ fn check_line(line: &[u8]) -> Option<String> {
             return answer(
                 Value::Null,
                 -32700,
-                &format!("parse error: the line is not valid JSON ({e})"),
+                format!("parse error: the line is not valid JSON ({e})"),
             );
         }
     };
-    let invalid = |id: Value, why: &str| answer(id, -32600, &format!("invalid request: {why}"));
-    let object = match &value {
+    let (id, message) = not_a_message(&value)?;
+    answer(id, -32600, message)
+}
+
+/// Why a JSON value is not a JSON-RPC 2.0 message (with the id to answer with: the
+/// message's own when it is a string or a number, else null), or `None` when it is one.
+/// A non-empty array (a batch) is left to the session.
+pub(crate) fn not_a_message(value: &serde_json::Value) -> Option<(serde_json::Value, String)> {
+    use serde_json::Value;
+    let invalid = |id: Value, why: &str| Some((id, format!("invalid request: {why}")));
+    let object = match value {
         Value::Object(o) => o,
         Value::Array(items) if !items.is_empty() => return None,
         Value::Array(_) => return invalid(Value::Null, "an empty batch"),
