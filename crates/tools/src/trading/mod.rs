@@ -112,9 +112,11 @@ impl Trading {
         self.now().with_timezone(&Local).date_naive().to_string()
     }
 
-    /// Whether the kill switch is on; a file that cannot be checked counts as on.
+    /// Whether the kill switch is on: any entry at its path (a file, a folder, a symlink,
+    /// even one whose target is gone) is on, and a path that cannot be checked counts as
+    /// on; only a path that is certainly absent is off.
     pub fn kill_switch_on(&self) -> bool {
-        self.settings.kill_switch_file.try_exists().unwrap_or(true)
+        kill_switch_at(&self.settings.kill_switch_file)
     }
 
     fn key(&self) -> &TokenKey {
@@ -208,5 +210,36 @@ impl From<Error> for ErrorWrap {
 impl From<ErrorWrap> for Error {
     fn from(e: ErrorWrap) -> Self {
         e.0
+    }
+}
+
+/// Whether anything stands at `path` (not following a symlink), failing safe.
+fn kill_switch_at(path: &std::path::Path) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => true,
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+    }
+}
+
+#[cfg(test)]
+mod kill_switch_tests {
+    #![allow(clippy::unwrap_used)]
+
+    #[test]
+    fn any_entry_at_the_path_stops_trading() {
+        let dir = tempfile::tempdir().unwrap();
+        let kill = dir.path().join("KILL");
+        assert!(!super::kill_switch_at(&kill), "absent: off");
+        std::fs::write(&kill, "").unwrap();
+        assert!(super::kill_switch_at(&kill), "a file: on");
+        std::fs::remove_file(&kill).unwrap();
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(dir.path().join("gone"), &kill).unwrap();
+            assert!(super::kill_switch_at(&kill), "a dangling symlink: on");
+            std::fs::remove_file(&kill).unwrap();
+        }
+        std::fs::create_dir(&kill).unwrap();
+        assert!(super::kill_switch_at(&kill), "a folder: on");
     }
 }
