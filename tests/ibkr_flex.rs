@@ -300,3 +300,63 @@ fn the_flex_token_never_appears_in_an_answer() {
     assert!(text.contains("\"down\""), "{text}");
     assert!(!text.contains("supersecret"), "{text}");
 }
+
+/// The published statements (`../shared/realworld/ibkr-flex/`, real IBKR output and the
+/// same edited to shapes IBKR writes): each imports, and its positions reconcile with
+/// its fills where the statement has Open Positions for the whole history.
+#[test]
+fn published_statements_import() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realworld/ibkr-flex");
+    if !root.is_dir() {
+        println!(
+            "skipped: {} is not here (a clone without ../shared)",
+            root.display()
+        );
+        return;
+    }
+    let real = [
+        "samples/porez-base-20260306.xml",
+        "samples/gabbersepp-TestForCoding.xml",
+        "samples/ppbuchen-IBActivityStatement.xml",
+        "samples/ppbuchen-IBActivityStatementWithAccountDetails.xml",
+        "samples/tfiala-ibkr_flex_single_trade.xml",
+        "derived/capgains-real-rows.xml",
+        "derived/capgains-real-rows-no-fracshare.xml",
+        "derived/porez-base-advisor-fees.xml",
+        "derived/porez-base-two-overlapping-statements.xml",
+        "derived/porez-base-two-statements-with-openpositions.xml",
+        "derived/porez-base-without-conid-listingExchange.xml",
+    ];
+    for name in real {
+        let xml = std::fs::read_to_string(root.join(name)).unwrap();
+        let imported = tradedesk_brokers::flex::flex_to_book(
+            &xml,
+            &tradedesk_brokers::flex::FlexOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let book = tradedesk_brokers::parse_book(name, &imported.book.to_string())
+            .unwrap_or_else(|e| panic!("{name}: the converted book: {e}"));
+        assert!(!book.fills.is_empty(), "{name}: no fills");
+    }
+    // Two statements with Open Positions: the latest statement's, which the fills explain.
+    let xml = std::fs::read_to_string(
+        root.join("derived/porez-base-two-statements-with-openpositions.xml"),
+    )
+    .unwrap();
+    let imported = tradedesk_brokers::flex::flex_to_book(
+        &xml,
+        &tradedesk_brokers::flex::FlexOptions::default(),
+    )
+    .unwrap();
+    let book = tradedesk_brokers::parse_book("two", &imported.book.to_string()).unwrap();
+    let ledger = tradedesk_core::ledger::replay(&book, |_, _| {}).unwrap();
+    for r in &book.reported_positions {
+        let implied = ledger
+            .fifo
+            .open_positions()
+            .find(|(a, i, _)| *a == r.account && *i == r.instrument)
+            .map(|(_, _, q)| q.signed_quantity())
+            .unwrap_or_default();
+        assert_eq!(implied, r.quantity, "{}", book.instrument(r.instrument).key);
+    }
+}

@@ -517,6 +517,38 @@ pub(crate) fn us_eastern_daylight(local: NaiveDateTime) -> bool {
     }
 }
 
+/// A date-time and the offset of the zone abbreviation that ends it, if one does
+/// (`EDT`, `EST`, `CET`, ...); an unknown abbreviation is left on (and refused).
+fn split_zone(text: &str) -> (&str, Option<FixedOffset>) {
+    const ZONES: [(&str, i32); 18] = [
+        ("EST", -5),
+        ("EDT", -4),
+        ("CST", -6),
+        ("CDT", -5),
+        ("MST", -7),
+        ("MDT", -6),
+        ("PST", -8),
+        ("PDT", -7),
+        ("GMT", 0),
+        ("UTC", 0),
+        ("BST", 1),
+        ("CET", 1),
+        ("CEST", 2),
+        ("HKT", 8),
+        ("SGT", 8),
+        ("MYT", 8),
+        ("JST", 9),
+        ("AEST", 10),
+    ];
+    let Some((head, zone)) = text.trim_end().rsplit_once(' ') else {
+        return (text, None);
+    };
+    match ZONES.iter().find(|(name, _)| *name == zone) {
+        Some((_, hours)) => (head, FixedOffset::east_opt(hours * 3600)),
+        None => (text, None),
+    }
+}
+
 fn rfc3339(local: NaiveDateTime, zone: FlexTimeZone) -> Option<String> {
     let offset = zone.offset_at(local)?;
     let time = offset.from_local_datetime(&local).single()?;
@@ -664,8 +696,18 @@ impl Row {
                 DATE_HINT,
             )
         };
-        let local = parse_flex_datetime(text).ok_or_else(bad)?;
-        let time = rfc3339(local, zone).ok_or_else(bad)?;
+        // A zone abbreviation after the time (`2025-04-25;10:19:55 EDT`, as some Flex
+        // settings write it) states the offset itself.
+        let (bare, stated) = split_zone(text);
+        let local = parse_flex_datetime(bare).ok_or_else(bad)?;
+        let time = match stated {
+            Some(offset) => offset
+                .from_local_datetime(&local)
+                .single()
+                .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, false)),
+            None => rfc3339(local, zone),
+        }
+        .ok_or_else(bad)?;
         Ok((time, local.date()))
     }
 }
@@ -1059,6 +1101,7 @@ fn cash_category(kind: &str) -> Option<CashCategory> {
         | "other fees"
         | "broker interest paid"
         | "commission adjustments"
+        | "advisor fees"
         | "broker fees" => CashCategory::Fee,
         "broker interest received" | "bond interest received" | "bond interest paid" => {
             CashCategory::Interest
@@ -1067,7 +1110,7 @@ fn cash_category(kind: &str) -> Option<CashCategory> {
     })
 }
 
-const CASH_HINT: &str = "supported types: Deposits/Withdrawals, Dividends, Payment In Lieu Of Dividends, Withholding Tax, Broker Interest Received, Broker Interest Paid, Bond Interest Received/Paid, Other Fees, Broker Fees, Commission Adjustments";
+const CASH_HINT: &str = "supported types: Deposits/Withdrawals, Dividends, Payment In Lieu Of Dividends, Withholding Tax, Broker Interest Received, Broker Interest Paid, Bond Interest Received/Paid, Other Fees, Broker Fees, Advisor Fees, Commission Adjustments";
 
 #[derive(Debug, Clone)]
 struct AccountDraft {
@@ -1139,6 +1182,9 @@ struct Builder<'o> {
     marks: Vec<Value>,
     mark_index: HashMap<(String, String, NaiveDate), Dec>,
     positions: Vec<Value>,
+    /// Per account: the date of the statement its positions were taken from (several
+    /// statements of one account: the latest one's positions stand).
+    positions_as_of: HashMap<usize, Option<NaiveDate>>,
     fx: Vec<Value>,
     fx_index: HashMap<(String, String, NaiveDate), Dec>,
     /// `fxRateToBase` of trade, cash and position rows: (account, currency, date, rate).
@@ -1169,6 +1215,7 @@ impl<'o> Builder<'o> {
             marks: Vec::new(),
             mark_index: HashMap::new(),
             positions: Vec::new(),
+            positions_as_of: HashMap::new(),
             fx: Vec::new(),
             fx_index: HashMap::new(),
             base_rates: Vec::new(),
@@ -1582,17 +1629,19 @@ impl<'o> Builder<'o> {
                 "negative-price trades (some spreads and futures) cannot be held in a book",
             ));
         }
+        // FracShare rows have neither ibExecID nor tradeID; their transactionID is set.
         let id = row
             .get("ibExecID")
             .or_else(|| row.get("tradeID"))
+            .or_else(|| row.get("transactionID"))
             .or_else(|| order_level.then(|| row.get("ibOrderID")).flatten())
             .ok_or_else(|| {
                 row.error(
                     "ibExecID",
                     if order_level {
-                        "is missing, and so are tradeID and ibOrderID: the fill has no id"
+                        "is missing, and so are tradeID, transactionID and ibOrderID: the fill has no id"
                     } else {
-                        "is missing, and so is tradeID: the fill has no id"
+                        "is missing, and so are tradeID and transactionID: the fill has no id"
                     },
                     "include IB Execution ID (or Trade ID) in the Flex Query's Trades section",
                 )
@@ -2061,7 +2110,34 @@ impl<'o> Builder<'o> {
                 }
             }
         }
+        // Several statements of one account (one a day, or years merged): the positions of
+        // the latest statement are what the account holds; an older one's are set aside.
+        let mut accounts: Vec<usize> = sums.iter().map(|((a, _, _), _, _)| *a).collect();
+        accounts.dedup();
+        let mut stale = Vec::new();
+        for account in accounts {
+            match self.positions_as_of.get(&account) {
+                Some(seen) if *seen > statement_date => {
+                    stale.push(account);
+                    self.skip(format!(
+                        "account {}: <OpenPosition> rows of an older statement (the latest statement's positions were used)",
+                        cut(statement.account())
+                    ));
+                }
+                Some(_) => {
+                    let id = Value::from(self.account_id(account));
+                    self.positions.retain(|p| p.get("account") != Some(&id));
+                    self.positions_as_of.insert(account, statement_date);
+                }
+                None => {
+                    self.positions_as_of.insert(account, statement_date);
+                }
+            }
+        }
         for ((account, exchange, symbol), quantity, _) in sums {
+            if stale.contains(&account) {
+                continue;
+            }
             let mut json = Map::new();
             json.insert("account".into(), self.account_id(account).into());
             json.insert("exchange".into(), exchange.into());
@@ -2513,6 +2589,40 @@ mod tests {
         assert_eq!(rates.len(), 2, "{rates:?}");
         assert!(rates.contains(&serde_json::json!({"base": "EUR", "quote": "USD", "rate": "1.1000", "date": "2025-06-20"})));
         assert!(rates.contains(&serde_json::json!({"base": "EUR", "quote": "USD", "rate": "1.0843", "date": "2025-03-14"})));
+    }
+
+    #[test]
+    fn rows_as_ibkr_writes_them_import() {
+        // A zone abbreviation after the time; a FracShare row with only a transactionID.
+        let rows = r#"<Trade accountId="U1" currency="USD" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" tradeID="1" ibExecID="E1" dateTime="2025-04-25;10:19:55 EDT" quantity="10" tradePrice="100" ibCommission="-1" buySell="BUY" levelOfDetail="EXECUTION"/>
+<Trade accountId="U1" currency="USD" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" transactionID="T77" dateTime="2025-12-01;10:00:00 EST" quantity="0.25" tradePrice="110" ibCommission="0" buySell="BUY" levelOfDetail="EXECUTION"/>"#;
+        let imported = import(&with_trades(rows));
+        let fills = section(&imported.book, "fills");
+        assert_eq!(s(&fills[0], "time"), "2025-04-25T10:19:55-04:00");
+        assert_eq!(s(&fills[1], "time"), "2025-12-01T10:00:00-05:00");
+        assert!(s(&fills[1], "id").contains("T77"), "{:?}", fills[1]);
+    }
+
+    #[test]
+    fn several_statements_of_one_account_take_the_latest_positions() {
+        let statement = |from: &str, to: &str, quantity: &str| {
+            format!(
+                r#"<FlexStatement accountId="U1" fromDate="{from}" toDate="{to}">
+<AccountInformation accountId="U1" currency="USD"/>
+<OpenPositions><OpenPosition accountId="U1" currency="USD" assetCategory="STK" symbol="AAPL" listingExchange="NASDAQ" position="{quantity}" markPrice="100" levelOfDetail="SUMMARY"/></OpenPositions>
+</FlexStatement>"#
+            )
+        };
+        // The later statement first in the file: its positions still stand.
+        let xml = format!(
+            r#"<FlexQueryResponse type="AF"><FlexStatements count="2">{}{}</FlexStatements></FlexQueryResponse>"#,
+            statement("20250701", "20251231", "30"),
+            statement("20250101", "20250630", "10")
+        );
+        let imported = import(&xml);
+        let positions = section(&imported.book, "reported_positions");
+        assert_eq!(positions.len(), 1, "{positions:?}");
+        assert_eq!(s(&positions[0], "quantity"), "30");
     }
 
     #[test]
@@ -3180,6 +3290,7 @@ mod tests {
             ),
             ("Broker Interest Paid", "-9.99", Some(("fee", "-9.99"))),
             ("Other Fees", "-10", Some(("fee", "-10"))),
+            ("Advisor Fees", "-25", Some(("fee", "-25"))),
             ("Other Fees", "10", Some(("interest", "10"))),
             ("Commission Adjustments", "-0.35", Some(("fee", "-0.35"))),
             ("Commission Adjustments", "0.35", Some(("interest", "0.35"))),
@@ -3248,7 +3359,10 @@ mod tests {
         assert_eq!(s(&section(&by_order_id.book, "fills")[0], "id"), "555");
         let no_id = refuse(&with_trades(&bare.replace(r#"ibOrderID="555" "#, "")));
         assert_eq!(no_id.attribute(), Some("ibExecID"));
-        assert!(no_id.problem().contains("tradeID and ibOrderID"), "{no_id}");
+        assert!(
+            no_id.problem().contains("transactionID and ibOrderID"),
+            "{no_id}"
+        );
     }
 
     #[test]
@@ -3319,7 +3433,7 @@ mod tests {
     fn errors_table() {
         let long = "X".repeat(100);
         let table: Vec<(String, &str, Option<&str>, &str)> = vec![
-            (replaced("ibExecID", None).replace(r#"tradeID="1" "#, ""), "1st <Trade> of account U1", Some("ibExecID"), "and so is tradeID"),
+            (replaced("ibExecID", None).replace(r#"tradeID="1" "#, ""), "1st <Trade> of account U1", Some("ibExecID"), "and so are tradeID and transactionID"),
             (replaced("assetCategory", Some("WAR")), "1st <Trade> of account U1", Some("assetCategory"), "'WAR' is not a supported asset category"),
             (replaced("assetCategory", None), "<Trade>", Some("assetCategory"), "missing"),
             (replaced("tradePrice", Some("1,234.5")), "1st <Trade> of account U1", Some("tradePrice"), "'1,234.5' is not a plain decimal"),
