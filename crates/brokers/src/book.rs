@@ -18,7 +18,7 @@ use tradedesk_core::instrument::gics_sector;
 use tradedesk_core::{
     Account, AccountIdx, ActionKind, AssetClass, Book, BookParts, CashEntry, CashKind,
     CorporateAction, Currency, Fill, FillKind, FillRef, FxQuote, Instrument, InstrumentIdx,
-    InstrumentKey, Mode, ReportedPosition, Side, UnknownSpec,
+    InstrumentKey, MadeFill, Mode, ReportedPosition, Side, UnknownSpec,
 };
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
@@ -912,28 +912,29 @@ impl Validator {
                 .and_time(chrono::NaiveTime::MIN)
                 .and_utc()
                 .fixed_offset();
-            out.push(Fill {
-                id: format!(
-                    "opening:{}:{}",
-                    refs.account_ids[account as usize], inst.key
-                ),
-                account,
-                instrument,
-                side: if quantity.is_sign_positive() {
-                    Side::Buy
-                } else {
-                    Side::Sell
-                },
-                quantity: quantity.abs(),
-                price,
-                commission: Decimal::ZERO,
-                commission_currency: inst.currency,
-                commission_known: known,
-                time,
-                trade_date: date,
-                seq: 0,
-                kind: FillKind::Opening,
-            });
+            out.push(
+                MadeFill {
+                    id: format!(
+                        "opening:{}:{}",
+                        refs.account_ids[account as usize], inst.key
+                    ),
+                    account,
+                    instrument,
+                    side: if quantity.is_sign_positive() {
+                        Side::Buy
+                    } else {
+                        Side::Sell
+                    },
+                    quantity: quantity.abs(),
+                    price,
+                    currency: inst.currency,
+                    time,
+                    kind: FillKind::Opening,
+                    commission_known: known,
+                    seq: 0,
+                }
+                .into(),
+            );
         }
         out
     }

@@ -258,25 +258,26 @@ pub(crate) fn open_unexplained(
         let instrument = &parts.instruments[r.instrument as usize];
         opened.push(instrument.key.qualified());
         let seq = u32::try_from(parts.fills.len()).unwrap_or(u32::MAX);
-        parts.fills.push(tradedesk_core::Fill {
-            id: format!("opening-{}", instrument.key.qualified()),
-            account: r.account,
-            instrument: r.instrument,
-            side: if diff.is_sign_positive() {
-                Side::Buy
-            } else {
-                Side::Sell
-            },
-            quantity: diff.abs(),
-            price,
-            commission: Decimal::ZERO,
-            commission_currency: instrument.currency,
-            commission_known: false,
-            time: at,
-            trade_date: at.date_naive(),
-            seq,
-            kind: tradedesk_core::FillKind::Opening,
-        });
+        parts.fills.push(
+            tradedesk_core::MadeFill {
+                id: format!("opening-{}", instrument.key.qualified()),
+                account: r.account,
+                instrument: r.instrument,
+                side: if diff.is_sign_positive() {
+                    Side::Buy
+                } else {
+                    Side::Sell
+                },
+                quantity: diff.abs(),
+                price,
+                currency: instrument.currency,
+                time: at,
+                kind: tradedesk_core::FillKind::Opening,
+                commission_known: false,
+                seq,
+            }
+            .into(),
+        );
     }
     opened
 }

@@ -121,6 +121,45 @@ pub struct Fill {
     pub kind: FillKind,
 }
 
+/// What a fill tradedesk makes itself is made of (a position held when the history
+/// starts, the settlement of a corporate action): no commission, dated by its time.
+#[derive(Debug, Clone)]
+pub struct MadeFill {
+    pub id: String,
+    pub account: AccountIdx,
+    pub instrument: InstrumentIdx,
+    pub side: Side,
+    pub quantity: Decimal,
+    pub price: Decimal,
+    /// The instrument's currency (the commission is zero in it).
+    pub currency: Currency,
+    pub time: DateTime<FixedOffset>,
+    pub kind: FillKind,
+    /// False where the price is not the broker's cost (fees unknown).
+    pub commission_known: bool,
+    pub seq: u32,
+}
+
+impl From<MadeFill> for Fill {
+    fn from(m: MadeFill) -> Self {
+        Self {
+            id: m.id,
+            account: m.account,
+            instrument: m.instrument,
+            side: m.side,
+            quantity: m.quantity,
+            price: m.price,
+            commission: Decimal::ZERO,
+            commission_currency: m.currency,
+            commission_known: m.commission_known,
+            trade_date: m.time.date_naive(),
+            time: m.time,
+            seq: m.seq,
+            kind: m.kind,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CashKind {

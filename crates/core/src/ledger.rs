@@ -14,7 +14,7 @@ use chrono::{NaiveDate, NaiveTime};
 use rust_decimal::Decimal;
 
 use crate::actions::ActionKind;
-use crate::book::{AccountIdx, Book, CashEntry, Fill, FillKind, Side};
+use crate::book::{AccountIdx, Book, CashEntry, Fill, FillKind, MadeFill, Side};
 use crate::currency::Currency;
 use crate::error::{Error, ErrorCode, Result};
 use crate::fifo::{ClosedLot, Fifo, notional};
@@ -404,7 +404,7 @@ impl<'b> Replayer<'b> {
             return Ok(());
         }
         let time = a.date.and_time(NaiveTime::MIN).and_utc().fixed_offset();
-        let fill = Fill {
+        let fill: Fill = MadeFill {
             id: a.fill_id(),
             account: a.account,
             instrument: a.instrument,
@@ -415,14 +415,13 @@ impl<'b> Replayer<'b> {
             },
             quantity,
             price,
-            commission: Decimal::ZERO,
-            commission_currency: inst.currency,
-            commission_known: true,
+            currency: inst.currency,
             time,
-            trade_date: a.date,
-            seq: u32::MAX - u32::try_from(k).unwrap_or(0),
             kind: FillKind::Action,
-        };
+            commission_known: true,
+            seq: u32::MAX - u32::try_from(k).unwrap_or(0),
+        }
+        .into();
         self.fifo
             .apply(u32::MAX, &fill, inst.multiplier, Fixed::ZERO, |_| {})?;
         if let Some(made) = self.settling.as_mut() {

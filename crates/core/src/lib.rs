@@ -19,7 +19,7 @@ pub mod order;
 pub use actions::{ActionKind, CorporateAction, FillRef};
 pub use book::{
     Account, AccountIdx, Book, BookParts, CashEntry, CashKind, Fill, FillKind, InstrumentIdx,
-    Marks, Mode, ReportedPosition, Side, UnknownSpec,
+    MadeFill, Marks, Mode, ReportedPosition, Side, UnknownSpec,
 };
 pub use currency::Currency;
 pub use dates::{DateRange, parse_date};
