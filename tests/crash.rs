@@ -55,10 +55,16 @@ fn base_args(s: &Setup) -> Vec<String> {
 
 /// Starts `serve` over stdio and sends a whole order request, without reading the answer.
 fn serve_and_order(s: &Setup, failpoint: &str, order: &Value) -> Child {
+    serve_and_order_paused(s, failpoint, 30_000, order)
+}
+
+/// As [`serve_and_order`], with the failpoint holding the server `pause_ms`.
+fn serve_and_order_paused(s: &Setup, failpoint: &str, pause_ms: u64, order: &Value) -> Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tradedesk"))
         .args(base_args(s))
         .arg("serve")
         .env("TRADEDESK_FAILPOINT", failpoint)
+        .env("TRADEDESK_FAILPOINT_PAUSE_MS", pause_ms.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -131,7 +137,7 @@ fn killed_after_reserving_the_order_never_reached_the_broker() {
     let mut child = serve_and_order(&s, "after_reserve", &order("crash-1"));
     wait_for(
         &s.state,
-        "SELECT COUNT(*) FROM idempotency WHERE client_order_id = 'crash-1' AND state = 'submitted'",
+        "SELECT COUNT(*) FROM idempotency WHERE client_order_id = 'crash-1' AND state = 'reserved'",
     );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
@@ -141,9 +147,8 @@ fn killed_after_reserving_the_order_never_reached_the_broker() {
     assert_eq!(query(&s.state, "SELECT COUNT(*) FROM sim_fills"), 0);
     assert_eq!(audit_intact(&s.state), 1);
 
-    // The retry resolves it by lookup. Reserved longer ago than a broker call may take
-    // and unknown to the broker: never placed, so it says so and places nothing.
-    std::thread::sleep(Duration::from_millis(300));
+    // The retry resolves it at once: its owner is gone (its lease is free) and it was
+    // never marked as being sent, so it provably never reached the broker.
     let (code, v, text) = cli(&s, &["call", "place_order", &order("crash-1").to_string()]);
     assert_eq!(code, 1, "{text}");
     assert_eq!(v["error"]["code"], "broker_rejected", "{v:#}");
@@ -167,6 +172,75 @@ fn killed_after_reserving_the_order_never_reached_the_broker() {
     assert_eq!((code, v["outcome"].as_str()), (0, Some("filled")));
     let (code, _, text) = cli(&s, &["audit", "verify"]);
     assert_eq!(code, 0, "{text}");
+}
+
+#[test]
+fn a_stalled_order_is_uncertain_to_a_retry_until_its_own_process_settles_it() {
+    let s = setup();
+    // Held 4 s between the reservation and the broker call: far more than twice the
+    // broker timeout (100 ms), which is what a timer-based guess would wait.
+    let mut stalled = serve_and_order_paused(&s, "after_reserve", 4_000, &order("stall-1"));
+    wait_for(
+        &s.state,
+        "SELECT COUNT(*) FROM idempotency WHERE client_order_id = 'stall-1' AND state = 'reserved'",
+    );
+    let (code, v, text) = cli(&s, &["call", "place_order", &order("stall-1").to_string()]);
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(v["error"]["code"], "uncertain", "{v:#}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("still placing"),
+        "{v:#}"
+    );
+    assert_eq!(query(&s.state, "SELECT COUNT(*) FROM sim_orders"), 0);
+    // The stalled process goes on and fills it; then the retry replays that fill.
+    wait_for(
+        &s.state,
+        "SELECT COUNT(*) FROM idempotency WHERE client_order_id = 'stall-1' AND state = 'acknowledged'",
+    );
+    let (code, v, text) = cli(&s, &["call", "place_order", &order("stall-1").to_string()]);
+    assert_eq!(code, 0, "{text}");
+    assert_eq!((v["outcome"].as_str(), v["replayed"].as_bool()), (Some("filled"), Some(true)));
+    assert_eq!(query(&s.state, "SELECT COUNT(*) FROM sim_orders"), 1);
+    stalled.kill().unwrap();
+    stalled.wait().unwrap();
+    let (code, _, text) = cli(&s, &["audit", "verify"]);
+    assert_eq!(code, 0, "{text}");
+}
+
+#[test]
+fn killed_while_sending_is_never_called_not_placed() {
+    let s = setup();
+    // Killed after the key was marked as being sent and the broker answered, before the
+    // outcome was recorded; then the sim's order is removed, as if the request had been
+    // lost on the way: the retry must not say it was never placed.
+    let mut child = serve_and_order(&s, "after_broker", &order("lost-1"));
+    wait_for(
+        &s.state,
+        "SELECT COUNT(*) FROM sim_orders WHERE client_order_id = 'lost-1'",
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let store = Store::open(&s.state).unwrap();
+    store
+        .read(|c| {
+            c.execute_batch("DELETE FROM sim_fills; DELETE FROM sim_orders;")
+                .map_err(tradedesk_store::sql)
+        })
+        .unwrap();
+    drop(store);
+    let (code, v, text) = cli(&s, &["call", "place_order", &order("lost-1").to_string()]);
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(v["error"]["code"], "uncertain", "{v:#}");
+    assert_eq!(
+        query(
+            &s.state,
+            "SELECT COUNT(*) FROM idempotency WHERE state = 'submitted'"
+        ),
+        1
+    );
 }
 
 #[test]

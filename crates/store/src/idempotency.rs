@@ -1,8 +1,9 @@
 //! The idempotency store: one row per (account, client order id), with the fingerprint
 //! of the order it was first used for and where that order stands.
 //!
-//! States: `submitted` (reserved and handed to the broker; written before the broker
-//! is called), `acknowledged` (the broker took it; `outcome` holds the stored result),
+//! States: `reserved` (written with the guards' transaction; no send has started, which
+//! the owner's lease makes provable once the owner is gone), `submitted` (written just
+//! before the broker is called: a send may have started), `acknowledged` (the broker took it; `outcome` holds the stored result),
 //! `rejected` (the broker refused it, or it never reached the broker), `uncertain` (the
 //! broker call failed in a way that leaves the outcome unknown). A retry with the same
 //! id and order returns the stored outcome; an unresolved one is looked up at the broker.
@@ -13,6 +14,7 @@ use crate::{StoreError, sql};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
+    Reserved,
     Submitted,
     Acknowledged,
     Rejected,
@@ -22,6 +24,7 @@ pub enum State {
 impl State {
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Reserved => "reserved",
             Self::Submitted => "submitted",
             Self::Acknowledged => "acknowledged",
             Self::Rejected => "rejected",
@@ -31,6 +34,7 @@ impl State {
 
     fn parse(text: &str) -> Result<Self, StoreError> {
         match text {
+            "reserved" => Ok(Self::Reserved),
             "submitted" => Ok(Self::Submitted),
             "acknowledged" => Ok(Self::Acknowledged),
             "rejected" => Ok(Self::Rejected),
@@ -57,6 +61,22 @@ pub struct Record {
     pub outcome: Option<String>,
     /// When it was reserved: RFC 3339, wall time.
     pub created: String,
+    /// The lease of the process that reserved it (`None`: written before leases).
+    pub owner: Option<String>,
+    /// The instrument (`EXCHANGE:SYMBOL`) and the signed base-currency exposure the
+    /// order adds (a buy positive), for limits that count orders in flight.
+    pub instrument: Option<String>,
+    pub exposure: Option<String>,
+}
+
+impl Record {
+    /// Whether the outcome is still open (nothing settled it yet).
+    pub fn unsettled(&self) -> bool {
+        matches!(
+            self.state,
+            State::Reserved | State::Submitted | State::Uncertain
+        )
+    }
 }
 
 /// Looks a key up.
@@ -70,25 +90,36 @@ pub fn get(
 ) -> Result<Option<Record>, StoreError> {
     let row = tx
         .query_row(
-            "SELECT fingerprint, state, order_id, day, notional_base, outcome, created
+            "SELECT fingerprint, state, order_id, day, notional_base, outcome, created, owner,
+                 instrument, exposure
              FROM idempotency WHERE account = ?1 AND client_order_id = ?2",
             params![account, client_order_id],
             |r| {
                 Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, Option<String>>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, Option<String>>(5)?,
-                    r.get::<_, String>(6)?,
+                    (
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                    ),
+                    (
+                        r.get::<_, Option<String>>(5)?,
+                        r.get::<_, String>(6)?,
+                        r.get::<_, Option<String>>(7)?,
+                        r.get::<_, Option<String>>(8)?,
+                        r.get::<_, Option<String>>(9)?,
+                    ),
                 ))
             },
         )
         .optional()
         .map_err(sql)?;
     row.map(
-        |(fingerprint, state, order_id, day, notional_base, outcome, created)| {
+        |(
+            (fingerprint, state, order_id, day, notional_base),
+            (outcome, created, owner, instrument, exposure),
+        )| {
             Ok(Record {
                 account: account.to_owned(),
                 client_order_id: client_order_id.to_owned(),
@@ -99,14 +130,17 @@ pub fn get(
                 notional_base,
                 outcome,
                 created,
+                owner,
+                instrument,
+                exposure,
             })
         },
     )
     .transpose()
 }
 
-/// Reserves a new key in state `submitted`, at `record.created`. The caller has checked
-/// it is absent.
+/// Reserves a new key in state `reserved`, at `record.created`, owned by `record.owner`.
+/// The caller has checked, in the same transaction, that it is absent.
 ///
 /// # Errors
 /// SQLite failures (a duplicate key included).
@@ -114,19 +148,84 @@ pub fn reserve(tx: &Transaction<'_>, record: &Record) -> Result<(), StoreError> 
     let now = &record.created;
     tx.execute(
         "INSERT INTO idempotency (account, client_order_id, fingerprint, state, order_id, day,
-             notional_base, outcome, created, updated)
-         VALUES (?1, ?2, ?3, 'submitted', NULL, ?4, ?5, NULL, ?6, ?6)",
+             notional_base, outcome, created, updated, owner, instrument, exposure)
+         VALUES (?1, ?2, ?3, 'reserved', NULL, ?4, ?5, NULL, ?6, ?6, ?7, ?8, ?9)",
         params![
             record.account,
             record.client_order_id,
             record.fingerprint,
             record.day,
             record.notional_base,
-            now
+            now,
+            record.owner,
+            record.instrument,
+            record.exposure,
         ],
     )
     .map_err(sql)?;
     Ok(())
+}
+
+/// Moves a reserved key to `submitted`: from here on a send may have started. Answers
+/// whether the key was still reserved (it always is for its owner).
+///
+/// # Errors
+/// SQLite failures.
+pub fn mark_sending(
+    tx: &Transaction<'_>,
+    account: &str,
+    client_order_id: &str,
+    now: &str,
+) -> Result<bool, StoreError> {
+    let changed = tx
+        .execute(
+            "UPDATE idempotency SET state = 'submitted', updated = ?3
+             WHERE account = ?1 AND client_order_id = ?2 AND state = 'reserved'",
+            params![account, client_order_id, now],
+        )
+        .map_err(sql)?;
+    Ok(changed == 1)
+}
+
+/// The highest settle sequence so far: read before the portfolio and the working orders
+/// are, it tells which outcomes that reading may not reflect yet.
+///
+/// # Errors
+/// SQLite failures.
+pub fn settle_mark(tx: &Transaction<'_>) -> Result<i64, StoreError> {
+    tx.query_row(
+        "SELECT COALESCE(MAX(settle_seq), 0) FROM idempotency",
+        [],
+        |r| r.get(0),
+    )
+    .map_err(sql)
+}
+
+/// The signed exposures (base currency, as written) of `day`'s orders in `instrument`
+/// that a reading of the portfolio and working orders taken at `mark` may not show:
+/// those still in flight (reserved, submitted, uncertain) and those settled as taken by
+/// the broker after `mark`.
+///
+/// # Errors
+/// SQLite failures.
+pub fn unseen_exposures(
+    tx: &Transaction<'_>,
+    day: &str,
+    instrument: &str,
+    mark: i64,
+) -> Result<Vec<String>, StoreError> {
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT exposure FROM idempotency
+             WHERE day = ?1 AND instrument = ?2 AND exposure IS NOT NULL
+               AND (state IN ('reserved', 'submitted', 'uncertain')
+                    OR (state = 'acknowledged' AND settle_seq > ?3))",
+        )
+        .map_err(sql)?;
+    let rows = stmt
+        .query_map(params![day, instrument, mark], |r| r.get::<_, String>(0))
+        .map_err(sql)?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(sql)
 }
 
 /// Moves a key to its outcome.
@@ -144,7 +243,8 @@ pub fn settle(
 ) -> Result<(), StoreError> {
     tx.execute(
         "UPDATE idempotency SET state = ?3, order_id = COALESCE(?4, order_id), outcome = ?5,
-             updated = ?6
+             updated = ?6,
+             settle_seq = (SELECT COALESCE(MAX(settle_seq), 0) + 1 FROM idempotency)
          WHERE account = ?1 AND client_order_id = ?2",
         params![
             account,
@@ -176,7 +276,7 @@ pub fn day_notionals(tx: &Transaction<'_>, day: &str) -> Result<Vec<String>, Sto
     rows.collect::<Result<Vec<_>, _>>().map_err(sql)
 }
 
-/// Every key still `submitted` or `uncertain`: outcomes to resolve at the broker.
+/// Every key still `reserved`, `submitted` or `uncertain`: outcomes to resolve.
 ///
 /// # Errors
 /// SQLite failures or a corrupt row.
@@ -185,7 +285,7 @@ pub fn unresolved(tx: &Transaction<'_>) -> Result<Vec<Record>, StoreError> {
         let mut stmt = tx
             .prepare(
                 "SELECT account, client_order_id FROM idempotency
-                 WHERE state IN ('submitted', 'uncertain') ORDER BY created",
+                 WHERE state IN ('reserved', 'submitted', 'uncertain') ORDER BY created",
             )
             .map_err(sql)?;
         let rows = stmt

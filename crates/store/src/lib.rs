@@ -14,7 +14,14 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub mod audit;
 pub mod idempotency;
+pub mod lease;
 pub mod tokens;
+
+/// How long opening waits for another process that is creating or migrating the
+/// database, and how long a transaction waits for another process's transaction.
+pub const LOCK_WAIT: Duration = Duration::from_secs(30);
+/// The lock file that serializes creating and migrating the database.
+const OPEN_LOCK: &str = "open.lock";
 
 /// The database file inside the state directory.
 pub const DB_FILE: &str = "tradedesk.sqlite3";
@@ -36,13 +43,39 @@ pub enum StoreError {
     /// A row that breaks an invariant the code relies on (hand-edited or corrupted).
     #[error("state store: {0}")]
     Corrupt(String),
+    /// Another process held the database for longer than [`LOCK_WAIT`].
+    #[error(
+        "state store {path}: another tradedesk process kept it locked for {seconds} s ({what}); gave up waiting"
+    )]
+    Busy {
+        path: String,
+        seconds: u64,
+        what: &'static str,
+    },
 }
 
-/// The open database: one connection, serialized by a mutex (each transaction is short).
+impl StoreError {
+    /// Whether this is a wait that ran out (the fix is to retry or stop the other
+    /// process), rather than a permission or disk problem.
+    pub fn is_busy(&self) -> bool {
+        match self {
+            Self::Busy { .. } => true,
+            Self::Sqlite { source, .. } => matches!(
+                source.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+            ),
+            _ => false,
+        }
+    }
+}
+
+/// The open database: one connection, serialized by a mutex (each transaction is short),
+/// and this process's [`lease::Lease`], written on the orders it reserves.
 #[derive(Debug)]
 pub struct Store {
     conn: Mutex<Connection>,
     label: String,
+    lease: lease::Lease,
 }
 
 const SCHEMA: &str = "
@@ -93,15 +126,19 @@ impl Store {
     ///
     /// # Errors
     /// The directory cannot be created or the database cannot be opened or migrated.
+    ///
+    /// Many processes may open one fresh directory at once: creating and migrating the
+    /// database is serialized by a lock file, waited on for at most [`LOCK_WAIT`].
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         create_private_dir(dir)?;
         let path = dir.join(DB_FILE);
         let label = path.display().to_string();
+        let _init = open_lock(dir, &label)?;
         let conn = Connection::open(&path).map_err(|source| StoreError::Sqlite {
             path: label.clone(),
             source,
         })?;
-        Self::init(conn, label)
+        Self::init(conn, label, lease::Lease::take(dir)?)
     }
 
     /// A private in-memory database (tests and benchmarks).
@@ -114,24 +151,37 @@ impl Store {
             path: label.clone(),
             source,
         })?;
-        Self::init(conn, label)
+        Self::init(conn, label, lease::Lease::private()?)
     }
 
-    fn init(conn: Connection, label: String) -> Result<Self, StoreError> {
+    fn init(conn: Connection, label: String, lease: lease::Lease) -> Result<Self, StoreError> {
         let wrap = |source| StoreError::Sqlite {
             path: label.clone(),
             source,
         };
-        conn.busy_timeout(Duration::from_secs(10)).map_err(wrap)?;
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
-        )
-        .map_err(wrap)?;
+        conn.busy_timeout(LOCK_WAIT).map_err(wrap)?;
+        // WAL is a property of the file: set once, by whoever creates it.
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .map_err(wrap)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            conn.execute_batch("PRAGMA journal_mode = WAL;")
+                .map_err(wrap)?;
+        }
+        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+            .map_err(wrap)?;
         conn.execute_batch(SCHEMA).map_err(wrap)?;
+        migrate(&conn).map_err(wrap)?;
         Ok(Self {
             conn: Mutex::new(conn),
             label,
+            lease,
         })
+    }
+
+    /// This process's lease (see [`lease`]).
+    pub fn lease(&self) -> &lease::Lease {
+        &self.lease
     }
 
     /// Where the database lives, for messages.
@@ -179,6 +229,69 @@ impl Store {
         StoreError::Sqlite {
             path: self.label.clone(),
             source,
+        }
+    }
+}
+
+/// Columns added after the first release, added to a database that lacks them.
+const MIGRATIONS: &[(&str, &str, &str)] = &[
+    // The lease of the process that reserved the order (see `lease`).
+    ("idempotency", "owner", "TEXT"),
+    // The instrument and the signed base-currency exposure the order adds, for the
+    // limits that depend on other orders in flight.
+    ("idempotency", "instrument", "TEXT"),
+    ("idempotency", "exposure", "TEXT"),
+    // The order in which outcomes were recorded (0 until settled).
+    ("idempotency", "settle_seq", "INTEGER NOT NULL DEFAULT 0"),
+];
+
+fn migrate(conn: &Connection) -> Result<(), rusqlite::Error> {
+    for (table, column, kind) in MIGRATIONS {
+        let present: bool = conn.query_row(
+            &format!("SELECT COUNT(*) FROM pragma_table_info('{table}') WHERE name = ?1"),
+            [column],
+            |r| r.get::<_, i64>(0).map(|n| n > 0),
+        )?;
+        if !present {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind};"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Holds the lock file that serializes creating and migrating the database, waiting for
+/// another process at most [`LOCK_WAIT`].
+fn open_lock(dir: &Path, label: &str) -> Result<std::fs::File, StoreError> {
+    let path = dir.join(OPEN_LOCK);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| StoreError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(StoreError::Busy {
+                    path: label.to_owned(),
+                    seconds: LOCK_WAIT.as_secs(),
+                    what: "creating or upgrading the database",
+                });
+            }
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(StoreError::Io {
+                    path: path.display().to_string(),
+                    source,
+                });
+            }
         }
     }
 }

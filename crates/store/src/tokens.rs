@@ -148,6 +148,26 @@ pub fn issue(
     Ok(format!("v1.{id}.{expires}.{mac}"))
 }
 
+/// The token's own id (its second field), when the token has the shape this server
+/// writes: what a retry of one confirmed order is keyed by, whatever else was edited.
+pub fn token_id(token: &str) -> Option<&str> {
+    let mut parts = token.split('.');
+    let (Some("v1"), Some(id)) = (parts.next(), parts.next()) else {
+        return None;
+    };
+    is_lower_hex(id, 32).then_some(id)
+}
+
+fn is_lower_hex(text: &str, len: usize) -> bool {
+    text.len() == len && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// An expiry written as [`issue`] writes it: decimal digits, no sign, no leading zero.
+fn canonical_expiry(text: &str) -> Option<i64> {
+    let value = text.parse::<i64>().ok()?;
+    (value.to_string() == text).then_some(value)
+}
+
 /// Why a token was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
@@ -174,9 +194,14 @@ pub fn redeem(
     let [version, id, expires, mac] = parts.as_slice() else {
         return Ok(Err(Refusal::Altered));
     };
-    let Ok(expires_at) = expires.parse::<i64>() else {
+    // Only the text this server writes: `+5`, `05` or ` 5` parse to the same number
+    // but are another token, and must not redeem (or use up) this one.
+    let Some(expires_at) = canonical_expiry(expires) else {
         return Ok(Err(Refusal::Altered));
     };
+    if !is_lower_hex(id, 32) || !is_lower_hex(mac, 64) {
+        return Ok(Err(Refusal::Altered));
+    }
     let expected = hex(&key.mac(signed_text(id, expires_at, fingerprint).as_bytes()));
     // Constant time, so a MAC is never guessed byte by byte from timings.
     if *version != "v1" || !bool::from(expected.as_bytes().ct_eq(mac.as_bytes())) {
@@ -251,6 +276,14 @@ mod tests {
         assert_eq!(try_redeem(&tampered, "order-a", 10), Err(Refusal::Altered));
         let later = token.replace(".1000.", ".99999.");
         assert_eq!(try_redeem(&later, "order-a", 10), Err(Refusal::Altered));
+        // The same number written another way is another token: refused, and it does
+        // not use the real one up.
+        for edited in [".01000.", ".+1000.", ".0001000."] {
+            let edited = token.replace(".1000.", edited);
+            assert_eq!(try_redeem(&edited, "order-a", 10), Err(Refusal::Altered), "{edited}");
+        }
+        assert_eq!(try_redeem(&token.to_uppercase(), "order-a", 10), Err(Refusal::Altered));
+        assert_eq!(token_id(&token), token.split('.').nth(1));
         assert_eq!(try_redeem(&token, "order-a", 1_000), Err(Refusal::Expired));
         assert_eq!(try_redeem(&token, "order-a", 999), Ok(()));
         assert_eq!(

@@ -400,10 +400,15 @@ impl State {
     /// `internal` naming the directory when it cannot be created or opened.
     pub fn open(dir: &Path) -> Result<Self> {
         let store = Store::open(dir).map_err(|e| {
+            let hint = if e.is_busy() {
+                "another tradedesk process is holding it; retry when it has finished, or stop it (its state directory is shared on purpose: orders and limits are counted across processes)"
+            } else {
+                "pass --state-dir with a writable folder, or fix the permissions"
+            };
             Error::new(
                 ErrorCode::Internal,
                 format!("cannot open the state directory: {e}"),
-                "pass --state-dir with a writable folder, or fix the permissions",
+                hint,
             )
         })?;
         Ok(Self {

@@ -324,7 +324,7 @@ impl ToolContext {
     /// As [`ToolContext::book`]; the down accounts are listed either way.
     pub async fn served(&self) -> (Result<Arc<Book>>, DownList) {
         let mut cache = self.cache.lock().await;
-        self.refresh().await;
+        self.refresh(None).await;
         let mut key = Vec::with_capacity(self.sources.len());
         let mut parts = Vec::with_capacity(self.sources.len());
         let mut down = Vec::new();
@@ -410,12 +410,69 @@ impl ToolContext {
         }
     }
 
-    /// Reads every source whose snapshot is out of date, concurrently, each bounded by
-    /// the broker timeout; starts the background retry of every source that is down.
-    async fn refresh(&self) {
+    /// One account's own source, read if out of date (bounded by the broker timeout),
+    /// without waiting for any other source: what a close or a reducing order needs, so
+    /// getting out never depends on another broker (docs/methodology/trading.md).
+    ///
+    /// # Errors
+    /// `unknown_account`, or the source's own failure.
+    pub async fn account_book(&self, account: &str) -> Result<Arc<Book>> {
+        let Some(i) = self
+            .sources
+            .iter()
+            .position(|s| s.serves(account) && s.broker.accounts().iter().any(|a| a.id == account))
+        else {
+            return Err(Error::new(
+                ErrorCode::UnknownAccount,
+                format!(
+                    "no configured account is called {}",
+                    tradedesk_core::error::quote(account)
+                ),
+                "call get_accounts for the ids this server serves",
+            ));
+        };
+        self.refresh(Some(i)).await;
+        let st = self.sources[i].state();
+        match (&st.good, &st.failure) {
+            (Some((_, book)), _) => Ok(Arc::clone(book)),
+            (None, Some(failure)) => Err(failure.error.clone()),
+            (None, None) => Err(Error::internal(format!(
+                "account {account} has not been read yet"
+            ))),
+        }
+    }
+
+    /// The report currency: `base_currency` from the config, else `book`'s.
+    pub fn base_currency_or(&self, book: &Book) -> Currency {
+        self.base_currency.unwrap_or(book.base_currency)
+    }
+
+    /// The served accounts whose sources are down now (as last read; nothing is read).
+    pub fn down_accounts(&self) -> Vec<String> {
+        self.sources
+            .iter()
+            .filter(|s| s.state().failure.is_some())
+            .flat_map(|s| {
+                s.broker
+                    .accounts()
+                    .into_iter()
+                    .filter(|a| s.serves(&a.id))
+                    .map(|a| a.id)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Reads every source whose snapshot is out of date (or only source `only`),
+    /// concurrently, each bounded by the broker timeout; starts the background retry of
+    /// every source that is down.
+    async fn refresh(&self, only: Option<usize>) {
         let mut reads = tokio::task::JoinSet::new();
         let mut ids = std::collections::HashMap::new();
         for (i, source) in self.sources.iter().enumerate() {
+            if only.is_some_and(|o| o != i) {
+                continue;
+            }
             let generation = source.broker.generation();
             let stale = {
                 let mut st = source.state();

@@ -76,6 +76,8 @@ pub struct Trading {
     key: TokenKey,
     pub clock: Arc<dyn Clock>,
     failpoint: Option<Failpoint>,
+    /// How long a failpoint holds (`TRADEDESK_FAILPOINT_PAUSE_MS`, default 30 s).
+    failpoint_pause: std::time::Duration,
     /// One lock per (account, client order id): concurrent calls with one id wait for
     /// the first and then get its stored outcome.
     inflight: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -93,12 +95,17 @@ impl Trading {
             Ok("after_broker") => Some(Failpoint::AfterBroker),
             _ => None,
         };
+        let failpoint_pause = std::env::var("TRADEDESK_FAILPOINT_PAUSE_MS")
+            .ok()
+            .and_then(|ms| ms.parse::<u64>().ok())
+            .map_or(std::time::Duration::from_secs(30), std::time::Duration::from_millis);
         Self {
             settings,
             store,
             key,
             clock,
             failpoint,
+            failpoint_pause,
             inflight: std::sync::Mutex::new(HashMap::new()),
         }
     }
@@ -125,7 +132,7 @@ impl Trading {
 
     async fn pause_at(&self, point: Failpoint) {
         if self.failpoint == Some(point) {
-            tracing_pause().await;
+            tokio::time::sleep(self.failpoint_pause).await;
         }
     }
 
@@ -171,11 +178,6 @@ impl Trading {
             })
             .map_err(Error::from)
     }
-}
-
-/// Sleeps long enough for a test to kill the process (a failpoint, never in normal runs).
-async fn tracing_pause() {
-    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
 }
 
 pub(crate) fn rfc3339(t: DateTime<Utc>) -> String {

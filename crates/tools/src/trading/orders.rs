@@ -14,6 +14,7 @@ use tradedesk_core::{
     Result, Side, TimeInForce, TradableInstrument,
 };
 use tradedesk_store::idempotency::{self, Record, State};
+use tradedesk_store::lease::Owner;
 use tradedesk_store::tokens::{self, Refusal};
 use tradedesk_store::{audit, sha256_hex};
 
@@ -675,6 +676,80 @@ struct Plan {
     base: Currency,
     checks: Vec<Check>,
     notes: Vec<String>,
+    /// What the position-weight limit is decided on again inside the reservation
+    /// (absent for an order that only reduces, or one that could not be valued).
+    weight: Option<Weight>,
+}
+
+/// The position-weight limit's inputs, so the reservation's transaction can decide it
+/// again with the orders other calls and processes reserved meanwhile
+/// (docs/methodology/trading.md, "Decided inside the reservation").
+#[derive(Debug, Clone)]
+struct Weight {
+    /// `EXCHANGE:SYMBOL`, as reservations record it.
+    instrument: String,
+    /// The position and the working orders the evaluation saw, signed, base currency.
+    seen: Decimal,
+    /// This order's signed exposure, base currency (a buy positive).
+    signed: Decimal,
+    /// The portfolio's value.
+    total: Decimal,
+    /// The settle mark read before the position and the working orders were.
+    mark: i64,
+    limit: Decimal,
+}
+
+impl Weight {
+    /// The exposures of orders in flight (or settled after the evaluation read the
+    /// portfolio) that go the same way as this one: what the reading cannot show yet.
+    /// Orders the other way are left out until they fill: they might not.
+    fn unseen(&self, tx: &tradedesk_store::rusqlite::Transaction<'_>, day: &str) -> Result<(Decimal, usize)> {
+        let rows = idempotency::unseen_exposures(tx, day, &self.instrument, self.mark)
+            .map_err(|e| super::store_error(&e))?;
+        let same_way: Vec<Decimal> = rows
+            .iter()
+            .filter_map(|r| r.parse::<Decimal>().ok())
+            .filter(|e| e.is_sign_positive() == self.signed.is_sign_positive() && !e.is_zero())
+            .collect();
+        Ok((same_way.iter().copied().sum(), same_way.len()))
+    }
+
+    /// The position's weight in percent after this order, with `unseen` in flight.
+    fn after(&self, unseen: Decimal) -> Option<Decimal> {
+        if self.total <= Decimal::ZERO {
+            return None;
+        }
+        let after = self
+            .seen
+            .checked_add(unseen)?
+            .checked_add(self.signed)?
+            .abs();
+        after
+            .checked_div(self.total)?
+            .checked_mul(Decimal::ONE_HUNDRED)
+    }
+
+    /// The verdict and its detail, as the check and the reservation word it.
+    fn verdict(&self, key: &InstrumentKey, base: Currency, unseen: (Decimal, usize)) -> (bool, String) {
+        let weight = self.after(unseen.0);
+        let in_flight = match unseen.1 {
+            0 => String::new(),
+            1 => " counting 1 order in flight".to_owned(),
+            n => format!(" counting {n} orders in flight"),
+        };
+        (
+            weight.is_some_and(|w| w <= self.limit),
+            match weight.map(|w| w.round_dp(2)) {
+                Some(w) => format!(
+                    "{key} would be {w}% of the portfolio ({} {b}){in_flight}; limit {}%",
+                    base.round(self.total),
+                    self.limit,
+                    b = base.code()
+                ),
+                None => "the portfolio's total value is not positive".to_owned(),
+            },
+        )
+    }
 }
 
 impl Plan {
@@ -795,10 +870,12 @@ fn symbol_listed(list: &[String], key: &InstrumentKey) -> bool {
 async fn rate_to_base(
     ctx: &ToolContext,
     book: &tradedesk_core::Book,
+    base: Currency,
+    own: &Arc<dyn Broker>,
+    own_account: &str,
     from: Currency,
     today: chrono::NaiveDate,
 ) -> Option<Decimal> {
-    let base = book.base_currency;
     if from == base {
         return Some(Decimal::ONE);
     }
@@ -808,12 +885,23 @@ async fn rate_to_base(
     {
         return Some(rate.rate);
     }
-    for (account, broker) in ctx.served_accounts() {
+    // The order's own broker first, then the others that answer, each bounded.
+    let down = ctx.down_accounts();
+    let mut askable = vec![(own_account.to_owned(), Arc::clone(own))];
+    askable.extend(
+        ctx.served_accounts()
+            .into_iter()
+            .filter(|(a, _)| a.id != own_account && !down.contains(&a.id))
+            .map(|(a, b)| (a.id, b)),
+    );
+    for (account, broker) in askable {
         for (pair, invert) in [
             (format!("{}{}", from.code(), base.code()), false),
             (format!("{}{}", base.code(), from.code()), true),
         ] {
-            if let Ok(q) = broker.quote(&account.id, &pair).await {
+            if let Ok(Ok(q)) =
+                tokio::time::timeout(ctx.broker_timeout, broker.quote(&account, &pair)).await
+            {
                 let mid = (q.bid + q.ask) / Decimal::TWO;
                 if mid <= Decimal::ZERO {
                     continue;
@@ -845,17 +933,34 @@ fn position_in(
 
 /// The signed base-currency value of every working order in an instrument, at the
 /// highest price written on each (or the current price), across the accounts that
-/// report orders.
+/// report orders; and the accounts whose orders could not be read (down, or no answer
+/// within the broker timeout). An account that cannot list orders is not one of them.
 async fn working_notional(
     ctx: &ToolContext,
     inst: &TradableInstrument,
     price_now: Option<Decimal>,
     rate: Option<Decimal>,
-) -> Decimal {
+) -> (Decimal, Vec<String>) {
     let mut total = Decimal::ZERO;
+    let down = ctx.down_accounts();
+    let mut unread = Vec::new();
     for (account, broker) in ctx.served_accounts() {
-        let Ok(orders) = broker.orders(Some(&account.id), OrderFilter::Open).await else {
+        if down.contains(&account.id) {
+            unread.push(account.id);
             continue;
+        }
+        let orders = match tokio::time::timeout(
+            ctx.broker_timeout,
+            broker.orders(Some(&account.id), OrderFilter::Open),
+        )
+        .await
+        {
+            Ok(Ok(orders)) => orders,
+            Ok(Err(BrokerError::Unsupported { .. })) => continue,
+            Ok(Err(_)) | Err(_) => {
+                unread.push(account.id);
+                continue;
+            }
         };
         for o in orders.iter().filter(|o| o.key == inst.key) {
             let price = [o.limit_price, o.stop_price, price_now]
@@ -875,7 +980,7 @@ async fn working_notional(
             total += if o.side == Side::Buy { value } else { -value };
         }
     }
-    total
+    (total, unread)
 }
 
 /// Today's counted orders: (their summed valuations, how many).
@@ -897,19 +1002,18 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         .await
         .map_err(broker_error)?;
     let key = inst.key.clone();
-    let (served, down) = ctx.served_ledger().await;
-    let (book, ledger) = served?;
-    let base = book.base_currency;
+    // Read before the portfolio and the working orders: an outcome settled after this
+    // may be missing from them, and is counted from the store instead.
+    let mark = trading
+        .store
+        .tx::<_, ErrorWrap>(|tx| Ok(idempotency::settle_mark(tx)?))
+        .map_err(Error::from)?;
+    // The account's own position, read from its own broker alone: whether the order
+    // only reduces it must never wait for another broker.
+    let own = ctx.account_book(&order.account).await?;
+    let own_ledger = Arc::new(tradedesk_core::ledger::replay(&own, |_, _| {})?);
     let mut checks = Vec::new();
     let mut notes = Vec::new();
-    if !down.is_empty() {
-        let ids: Vec<&str> = down.iter().map(|d| d.row.account.as_str()).collect();
-        notes.push(format!(
-            "{} did not answer: the portfolio this order is weighed against (max_position_weight) leaves {} out, so the weight shown is of the accounts that answered",
-            ids.join(", "),
-            if ids.len() == 1 { "it" } else { "them" }
-        ));
-    }
     let mut check = |rule: &'static str, passed: bool, detail: String| {
         checks.push(Check {
             rule,
@@ -1115,13 +1219,28 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
     // An order that only takes risk off (a market order against this account's own
     // position, no bigger than it) passes the kill switch, the lists and the limits:
     // the owner must always be able to get out. The broker is told to clamp it.
-    let held_here = position_in(&book, &ledger, &order.account, &key);
+    let held_here = position_in(&own, &own_ledger, &order.account, &key);
     let reduces = order.reduce_only
         || (order.order_type == OrderType::Market
             && quantity.is_some_and(|q| q > Decimal::ZERO && q <= held_here.abs())
             && (held_here.is_sign_positive() != buy)
             && !held_here.is_zero());
     let exempt = reduces;
+    // The whole portfolio only for an order that adds risk: the weight limit needs it.
+    // A reducing order is valued with its own account's book and rates alone.
+    let (book, ledger, down) = if exempt {
+        (own, own_ledger, Vec::new())
+    } else {
+        let (served, down) = ctx.served_ledger().await;
+        let (book, ledger) = served?;
+        let ids: Vec<String> = down.iter().map(|d| d.row.account.clone()).collect();
+        (book, ledger, ids)
+    };
+    let base = if exempt {
+        ctx.base_currency_or(&book)
+    } else {
+        book.base_currency
+    };
 
     // The policy.
     let s = &trading.settings;
@@ -1156,7 +1275,7 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         },
     );
     let today = trading.now().date_naive();
-    let rate = rate_to_base(ctx, &book, inst.currency, today).await;
+    let rate = rate_to_base(ctx, &book, base, &broker, &order.account, inst.currency, today).await;
     let notional = match (order.notional, quantity, price) {
         (Some(n), _, _) => Some(n),
         (None, Some(q), Some(p)) => q
@@ -1183,6 +1302,7 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         },
     );
     let (day_sum, day_count) = day_totals(trading)?;
+    let mut weight = None;
     if too_large {
         check(
             "max_order_notional",
@@ -1228,30 +1348,48 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
             .filter(|p| book.instrument(p.instrument).key == key)
             .filter_map(|p| p.marked.as_ref().and_then(|m| m.notional_converted))
             .sum();
-        // Working orders in the same instrument count as if they had filled.
-        let working = working_notional(ctx, &inst, touch, rate).await;
-        let signed = if buy { exact } else { -exact };
-        let after = (held + working + signed).abs();
-        let weight = if total > Decimal::ZERO {
-            after
-                .checked_div(total)
-                .and_then(|w| w.checked_mul(Decimal::ONE_HUNDRED))
-        } else {
-            None
+        // Working orders in the same instrument count as if they had filled, and so do
+        // the orders reserved but not yet visible at the broker.
+        let (working, unread) = working_notional(ctx, &inst, touch, rate).await;
+        let mut unknown = down.clone();
+        unknown.extend(unread.into_iter().filter(|a| !down.contains(a)));
+        let w = Weight {
+            instrument: key.qualified(),
+            seen: held + working,
+            signed: if buy { exact } else { -exact },
+            total,
+            mark,
+            limit: s.max_position_weight_pct,
         };
-        check(
-            "max_position_weight",
-            exempt || weight.is_some_and(|w| w <= s.max_position_weight_pct),
-            match weight.map(|w| w.round_dp(2)) {
-                Some(w) => format!(
-                    "{key} would be {w}% of the portfolio ({} {b}); limit {}%",
-                    base.round(total),
-                    s.max_position_weight_pct,
-                    b = base.code()
+        let day = trading.today();
+        let unseen = trading
+            .store
+            .tx::<_, ErrorWrap>(|tx| Ok(w.unseen(tx, &day)?))
+            .map_err(Error::from)?;
+        let (passed, detail) = w.verdict(&key, base, unseen);
+        if unknown.is_empty() || exempt {
+            check("max_position_weight", exempt || passed, detail);
+        } else {
+            // What an account that does not answer holds (of this instrument, or in
+            // all) could put the position over the limit: an order that adds risk
+            // waits for it; closes and reductions never do.
+            check(
+                "max_position_weight",
+                false,
+                format!(
+                    "cannot be decided: {} did not answer, and what {} could change the verdict ({detail})",
+                    unknown.join(", "),
+                    if unknown.len() == 1 {
+                        "it holds"
+                    } else {
+                        "they hold"
+                    }
                 ),
-                None => "the portfolio's total value is not positive".to_owned(),
-            },
-        );
+            );
+        }
+        if !exempt {
+            weight = Some(w);
+        }
     }
     check(
         "max_orders_per_day",
@@ -1277,6 +1415,7 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         base,
         checks,
         notes,
+        weight,
     })
 }
 
@@ -1438,15 +1577,40 @@ fn uncertain_error(client_order_id: &str, order_id: Option<String>, detail: &str
 /// Resolves a stored key whose outcome is not known by looking the order up at the
 /// broker (never by sending it again).
 async fn resolve(
-    ctx_timeout: std::time::Duration,
     trading: &Trading,
     broker: &Arc<dyn Broker>,
     record: &Record,
 ) -> Result<PlaceResult> {
+    let owner = trading.store.lease().owner(record.owner.as_deref());
+    if owner == Owner::Alive {
+        // Another running process holds it and has not finished: neither its outcome
+        // nor its absence at the broker can be known yet.
+        return Err(uncertain_error(
+            &record.client_order_id,
+            record.order_id.clone(),
+            "another running tradedesk process is still placing it",
+        ));
+    }
+    let now = rfc3339(trading.now());
+    if record.state == State::Reserved {
+        // Its owner has ended (or is this process, which holds the key now) without
+        // starting the send: provably never placed.
+        let error = Error::new(
+            ErrorCode::BrokerRejected,
+            "the order never reached the broker (the server stopped before submitting it)",
+            "nothing was placed; place it again with a new client_order_id",
+        )
+        .with_order(Some(record.client_order_id.clone()), None);
+        let text = serde_json::to_string(&Stored::Failed {
+            error: json!(error),
+        })
+        .map_err(|e| Error::internal(e.to_string()))?;
+        settle(trading, record, State::Rejected, None, &text, "recovered", &now)?;
+        return Err(error);
+    }
     let found = broker
         .find_order(&record.account, &record.client_order_id)
         .await;
-    let now = rfc3339(trading.now());
     let store = |state: State, order_id: Option<&str>, stored: &Stored| -> Result<()> {
         let text = serde_json::to_string(stored).map_err(|e| Error::internal(e.to_string()))?;
         settle(trading, record, state, order_id, &text, "recovered", &now)
@@ -1500,30 +1664,11 @@ async fn resolve(
             )?;
             Ok(result)
         }
-        Ok(None)
-            if record.state == State::Submitted && older_than(record, trading, ctx_timeout * 2) =>
-        {
-            // Reserved longer ago than any broker call may take, and unknown to the
-            // broker: the process stopped before submitting it.
-            let error = Error::new(
-                ErrorCode::BrokerRejected,
-                "the order never reached the broker (the server stopped before submitting it)",
-                "nothing was placed; place it again with a new client_order_id",
-            )
-            .with_order(Some(record.client_order_id.clone()), None);
-            store(
-                State::Rejected,
-                None,
-                &Stored::Failed {
-                    error: json!(error),
-                },
-            )?;
-            Err(error)
-        }
+        // A send may have started: unknown to the broker is not proof it never will be.
         Ok(None) => Err(uncertain_error(
             &record.client_order_id,
             record.order_id.clone(),
-            "the broker does not know it yet (it may still be on its way)",
+            "its send started, and the broker does not know it (yet); if the broker still has no such order later, it never arrived",
         )),
         Err(e) => Err(uncertain_error(
             &record.client_order_id,
@@ -1533,15 +1678,33 @@ async fn resolve(
     }
 }
 
-/// Whether a key was reserved more than `age` ago.
-fn older_than(record: &Record, trading: &Trading, age: std::time::Duration) -> bool {
-    let _ = trading;
-    let Ok(created) = chrono::DateTime::parse_from_rfc3339(&record.created) else {
-        return true;
-    };
-    // Wall time, whatever the sim's clock says: this is about processes, not markets.
-    let age = chrono::Duration::from_std(age).unwrap_or(chrono::Duration::MAX);
-    chrono::Utc::now().signed_duration_since(created.with_timezone(&chrono::Utc)) > age
+/// Polls a key another running process owns until it settles, its owner ends, or the
+/// wait runs out; answers the key as last read.
+async fn wait_for_owner(
+    timeout: std::time::Duration,
+    trading: &Trading,
+    record: &Record,
+) -> Result<Record> {
+    let deadline =
+        tokio::time::Instant::now() + timeout * 2 + std::time::Duration::from_secs(1);
+    let mut current = record.clone();
+    while current.unsettled()
+        && trading.store.lease().owner(current.owner.as_deref()) == Owner::Alive
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let read = trading
+            .store
+            .tx::<_, ErrorWrap>(|tx| {
+                Ok(idempotency::get(tx, &record.account, &record.client_order_id)?)
+            })
+            .map_err(Error::from)?;
+        match read {
+            Some(r) => current = r,
+            None => break,
+        }
+    }
+    Ok(current)
 }
 
 fn settle(
@@ -1572,13 +1735,24 @@ fn settle(
         .map_err(Error::from)
 }
 
-/// Replays a stored key: its outcome, or a lookup when it is unresolved.
+/// Replays a stored key: its outcome, or a lookup when it is unresolved. A key another
+/// running process is still placing is waited for (at most twice the broker timeout
+/// and a second), then replayed.
 async fn replay(
     timeout: std::time::Duration,
     trading: &Trading,
     broker: &Arc<dyn Broker>,
     record: &Record,
 ) -> Result<PlaceResult> {
+    let waited;
+    let record = if record.unsettled()
+        && trading.store.lease().owner(record.owner.as_deref()) == Owner::Alive
+    {
+        waited = wait_for_owner(timeout, trading, record).await?;
+        &waited
+    } else {
+        record
+    };
     match (&record.state, record.outcome.as_deref()) {
         (State::Acknowledged | State::Rejected, Some(text)) => {
             match serde_json::from_str::<Stored>(text) {
@@ -1590,7 +1764,7 @@ async fn replay(
                 Err(_) => Err(Error::internal("a stored outcome could not be read")),
             }
         }
-        _ => resolve(timeout, trading, broker, record).await,
+        _ => resolve(trading, broker, record).await,
     }
 }
 
@@ -1686,8 +1860,12 @@ async fn submit(
     };
     let client_order_id = match (&plan.order.client_order_id, &token) {
         (Some(id), _) => id.clone(),
-        // Derived from the token, so a retry with the same token finds the same key.
-        (None, Some(t)) => format!("td-{}", &sha256_hex(&[t.as_bytes()])[..24]),
+        // Derived from the token's id, so a retry with the same token finds the same key
+        // (and an edited copy of it, refused at redemption, cannot take another).
+        (None, Some(t)) => {
+            let id = tokens::token_id(t).unwrap_or(t);
+            format!("td-{}", &sha256_hex(&[id.as_bytes()])[..24])
+        }
         (None, None) => random_id("td-"),
     };
     let lock = trading.key_lock(&account, &client_order_id);
@@ -1715,13 +1893,16 @@ async fn submit(
     let record = Record {
         account: account.clone(),
         client_order_id: client_order_id.clone(),
-        fingerprint,
-        state: State::Submitted,
+        fingerprint: fingerprint.clone(),
+        state: State::Reserved,
         order_id: None,
         day: day.clone(),
         notional_base: value.to_string(),
         outcome: None,
         created: rfc3339(chrono::Utc::now()),
+        owner: Some(trading.store.lease().id().to_owned()),
+        instrument: Some(key.qualified()),
+        exposure: Some(if plan.order.side == Side::Buy { value } else { -value }.to_string()),
     };
     let confirmed_by = if plan.order.client_order_id.is_none()
         && token.is_some()
@@ -1734,6 +1915,11 @@ async fn submit(
         "not required"
     };
     let reserved = trading.store.tx::<_, ErrorWrap>(|tx| {
+        // Another process took this id since it was looked up: its outcome is the
+        // answer, never a second order.
+        if let Some(existing) = idempotency::get(tx, &account, &client_order_id)? {
+            return Ok(Some(existing));
+        }
         if !plan.reduces && trading.kill_switch_on() {
             return Err(rule_error("kill_switch", "the kill switch was switched on").into());
         }
@@ -1764,6 +1950,14 @@ async fn submit(
                 ),
             )
             .into());
+        }
+        // Decided here, with every order reserved meanwhile counted, as the daily cap is.
+        if let Some(w) = &plan.weight {
+            let unseen = w.unseen(tx, &day)?;
+            let (passed, detail) = w.verdict(&key, plan.base, unseen);
+            if !passed {
+                return Err(rule_error("max_position_weight", &detail).into());
+            }
         }
         if let Some(token) = &token
             && let Err(refusal) = tokens::redeem(
@@ -1796,14 +1990,54 @@ async fn submit(
                 .to_string(),
             },
         )?;
-        Ok(())
+        Ok(None)
     });
-    if let Err(ErrorWrap(e)) = reserved {
-        let e = e.with_order(Some(client_order_id.clone()), None);
-        refuse(trading, &account, &client_order_id, &e);
-        return Err(e);
+    match reserved {
+        Err(ErrorWrap(e)) => {
+            let e = e.with_order(Some(client_order_id.clone()), None);
+            refuse(trading, &account, &client_order_id, &e);
+            return Err(e);
+        }
+        Ok(Some(existing)) => {
+            return if existing.fingerprint == fingerprint {
+                replay(ctx.broker_timeout, trading, &plan.broker, &existing).await
+            } else {
+                Err(reused_error(trading, &account, &client_order_id, &existing))
+            };
+        }
+        Ok(None) => {}
     }
     trading.pause_at(Failpoint::AfterReserve).await;
+    // From here a send may start: a retry that finds the key `submitted` can no longer
+    // say it was never placed.
+    let sending = trading
+        .store
+        .tx::<_, ErrorWrap>(|tx| {
+            Ok(idempotency::mark_sending(
+                tx,
+                &account,
+                &client_order_id,
+                &rfc3339(trading.now()),
+            )?)
+        })
+        .map_err(Error::from);
+    match sending {
+        Ok(true) => {}
+        Ok(false) => {
+            // Settled by someone else meanwhile (a resolver that found this process
+            // gone cannot: it is running). Never send on a key that is not ours.
+            return Err(uncertain_error(
+                &client_order_id,
+                None,
+                "its reservation changed before it was sent; nothing was sent by this call",
+            ));
+        }
+        Err(e) => {
+            // Nothing was sent: the key stays reserved, which a retry resolves as
+            // "never reached the broker".
+            return Err(e.with_order(Some(client_order_id.clone()), None));
+        }
+    }
 
     let request = OrderRequest {
         account: account.clone(),
@@ -1921,15 +2155,25 @@ async fn seen_before(
         return Ok(None);
     };
     if record.fingerprint != fingerprint {
-        let e = rule_error(
-            "client_order_id_reused",
-            &format!("{} was used for a different order", quoted(client_order_id)),
-        )
-        .with_order(Some(client_order_id.to_owned()), record.order_id.clone());
-        refuse(trading, &plan.order.account, client_order_id, &e);
-        return Ok(Some(Err(e)));
+        return Ok(Some(Err(reused_error(
+            trading,
+            &plan.order.account,
+            client_order_id,
+            &record,
+        ))));
     }
     Ok(Some(replay(timeout, trading, &plan.broker, &record).await))
+}
+
+/// A client order id already used for another order: refused and audited.
+fn reused_error(trading: &Trading, account: &str, client_order_id: &str, record: &Record) -> Error {
+    let e = rule_error(
+        "client_order_id_reused",
+        &format!("{} was used for a different order", quoted(client_order_id)),
+    )
+    .with_order(Some(client_order_id.to_owned()), record.order_id.clone());
+    refuse(trading, account, client_order_id, &e);
+    e
 }
 
 /// Gets the human's confirmation: an answer carried by a retry (the 2026-07-28 flow),
@@ -2044,9 +2288,11 @@ fn confirm_prompt(plan: &Plan, quantity: Decimal, notional_base: Decimal) -> Str
     text
 }
 
-/// The open position of an account in an instrument (signed), from the merged book.
+/// The open position of an account in an instrument (signed), from that account's own
+/// broker alone: closing never waits for another broker.
 async fn open_position(ctx: &ToolContext, account: &str, key: &InstrumentKey) -> Result<Decimal> {
-    let (book, ledger) = ctx.ledger().await?;
+    let book = ctx.account_book(account).await?;
+    let ledger = tradedesk_core::ledger::replay(&book, |_, _| {})?;
     Ok(position_in(&book, &ledger, account, key))
 }
 
@@ -2304,8 +2550,10 @@ pub async fn get_orders(ctx: &ToolContext, args: OrdersArgs) -> Result<OrdersRes
     })
 }
 
-/// Resolves every key left `submitted` or `uncertain` (a server stopped mid-order) by
-/// looking the order up at its broker; answers how many were resolved.
+/// Resolves every key left unsettled by a process that has ended (a server stopped
+/// mid-order): never sent is settled as such, anything else by looking the order up at
+/// its broker; answers how many were settled. Keys of running processes are left to
+/// them.
 ///
 /// # Errors
 /// A store failure.
@@ -2319,13 +2567,17 @@ pub async fn recover(ctx: &ToolContext) -> Result<usize> {
         .map_err(Error::from)?;
     let mut resolved = 0;
     for record in pending {
+        // Another running process's order is its own to settle.
+        if trading.store.lease().owner(record.owner.as_deref()) == Owner::Alive {
+            continue;
+        }
         if let Some(broker) = ctx.broker_for(&record.account) {
-            let _lock = trading.key_lock(&record.account, &record.client_order_id);
-            let _guard = _lock.lock().await;
-            if resolve(ctx.broker_timeout, trading, &broker, &record)
-                .await
-                .is_ok()
-                || record.state == State::Submitted
+            let lock = trading.key_lock(&record.account, &record.client_order_id);
+            let _guard = lock.lock().await;
+            // Settled either way (placed, rejected, never sent) unless still uncertain.
+            let outcome = resolve(trading, &broker, &record).await;
+            if outcome.as_ref().is_ok()
+                || outcome.as_ref().is_err_and(|e| e.code != ErrorCode::Uncertain)
             {
                 resolved += 1;
             }
