@@ -202,7 +202,10 @@ fn a_stalled_order_is_uncertain_to_a_retry_until_its_own_process_settles_it() {
     );
     let (code, v, text) = cli(&s, &["call", "place_order", &order("stall-1").to_string()]);
     assert_eq!(code, 0, "{text}");
-    assert_eq!((v["outcome"].as_str(), v["replayed"].as_bool()), (Some("filled"), Some(true)));
+    assert_eq!(
+        (v["outcome"].as_str(), v["replayed"].as_bool()),
+        (Some("filled"), Some(true))
+    );
     assert_eq!(query(&s.state, "SELECT COUNT(*) FROM sim_orders"), 1);
     stalled.kill().unwrap();
     stalled.wait().unwrap();

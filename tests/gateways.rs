@@ -690,3 +690,113 @@ async fn an_unknown_symbol_while_an_account_is_down_says_it_may_be_that_accounts
         "{hint}"
     );
 }
+
+/// A paper account and an Alpaca account whose gateway is `port`, both timeouts
+/// `timeout_ms`.
+fn trading_config(dir: &Path, name: &str, alpaca_port: Option<u16>, timeout_ms: u64) -> PathBuf {
+    let path = dir.join(name);
+    let mut text = format!(
+        r#"base_currency = "USD"
+broker_timeout_ms = {timeout_ms}
+
+[[accounts]]
+id = "SIM"
+broker = "sim"
+clock = "2026-11-30T15:00:00Z"
+"#
+    );
+    if let Some(port) = alpaca_port {
+        text.push_str(&format!(
+            r#"
+[[accounts]]
+id = "ALPACA"
+broker = "alpaca"
+base_url = "http://127.0.0.1:{port}"
+data_url = "http://127.0.0.1:{port}"
+timeout_ms = {timeout_ms}
+"#
+        ));
+    }
+    text.push_str(
+        "\n[trading]\nenabled = true\nmax_order_notional = 5000\nmax_daily_notional = 50000\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// One `tradedesk call`, answered within [`GENEROUS`] or it fails.
+async fn call_cli(config: &Path, state: &Path, tool: &str, args: &Value) -> Value {
+    let out = tokio::time::timeout(
+        GENEROUS,
+        Command::new(env!("CARGO_BIN_EXE_tradedesk"))
+            .args(["--config", config.to_str().unwrap()])
+            .args(["--state-dir", state.to_str().unwrap()])
+            .args(["call", tool, &args.to_string()])
+            .env("APCA_API_KEY_ID", KEY)
+            .env("APCA_API_SECRET_KEY", SECRET)
+            .output(),
+    )
+    .await
+    .expect("a call hung")
+    .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        panic!(
+            "not a tool answer: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn getting_out_on_one_broker_never_waits_for_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let alone = trading_config(dir.path(), "alone.toml", None, 2_000);
+    let buy = json!({"account": "SIM", "symbol": "AAPL", "side": "buy", "quantity": 10});
+    let bought = call_cli(&alone, &state, "place_order", &buy).await;
+    assert_eq!(bought["outcome"], "filled", "{bought:#}");
+
+    // A silent gateway that would hold every read of it for two minutes: closing and
+    // reducing on the paper account must not read it at all.
+    let (port, gateway) = silent_gateway().await;
+    let silent = trading_config(dir.path(), "silent.toml", Some(port), 120_000);
+    let sell = json!({"account": "SIM", "symbol": "AAPL", "side": "sell", "quantity": 4});
+    let reduced = call_cli(&silent, &state, "place_order", &sell).await;
+    assert_eq!(reduced["outcome"], "filled", "{reduced:#}");
+    // Behind the kill switch too.
+    std::fs::write(state.join("KILL"), "").unwrap();
+    let closed = call_cli(
+        &silent,
+        &state,
+        "close_position",
+        &json!({"account": "SIM", "symbol": "AAPL", "quantity": 3}),
+    )
+    .await;
+    assert_eq!(closed["outcome"], "filled", "{closed:#}");
+    std::fs::remove_file(state.join("KILL")).unwrap();
+    gateway.abort();
+
+    // A gateway that refuses: an order that adds risk cannot have its weight decided
+    // without that account, and says so by name; the close still goes through.
+    let down = trading_config(dir.path(), "down.toml", Some(closed_port()), 2_000);
+    let refused = call_cli(&down, &state, "place_order", &buy).await;
+    assert_eq!(
+        refused["error"]["rule"], "max_position_weight",
+        "{refused:#}"
+    );
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("ALPACA did not answer"), "{message}");
+    let rest = call_cli(
+        &down,
+        &state,
+        "close_position",
+        &json!({"account": "SIM", "symbol": "AAPL"}),
+    )
+    .await;
+    assert_eq!(
+        (rest["outcome"].as_str(), rest["filled_quantity"].as_f64()),
+        (Some("filled"), Some(3.0)),
+        "{rest:#}"
+    );
+}

@@ -136,7 +136,11 @@ fn check_answers(answers: &[Value]) -> usize {
 
 fn assert_under_the_limit(state: &Path, filled: usize) {
     let (shares, value) = bought(state);
-    assert_eq!(shares, Decimal::from(36 * filled), "fills and answers agree");
+    assert_eq!(
+        shares,
+        Decimal::from(36 * filled),
+        "fills and answers agree"
+    );
     // Held against about 100,000 of portfolio: 25% at most, whatever raced.
     assert!(
         value <= Decimal::from(25_000),
@@ -160,7 +164,11 @@ fn parallel_processes_on_a_fresh_state_directory_hold_the_weight_limit() {
             .args(["audit", "verify"])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
     }
 }
 
@@ -179,7 +187,10 @@ fn parallel_processes_with_one_client_order_id_make_one_order_and_replay_it() {
         }
     }
     assert_eq!(originals, 1, "{answers:#?}");
-    assert_eq!(query(&d.state, "SELECT CAST(COUNT(*) AS TEXT) FROM sim_orders"), "1");
+    assert_eq!(
+        query(&d.state, "SELECT CAST(COUNT(*) AS TEXT) FROM sim_orders"),
+        "1"
+    );
 }
 
 #[test]
@@ -270,8 +281,8 @@ fn http_call(addr: &str, tool: &str, arguments: &Value) -> Value {
     let mut raw = String::new();
     stream.read_to_string(&mut raw).unwrap();
     let (_, payload) = raw.split_once("\r\n\r\n").unwrap();
-    let reply: Value = serde_json::from_str(payload)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {raw}"));
+    let reply: Value =
+        serde_json::from_str(payload).unwrap_or_else(|e| panic!("not JSON ({e}): {raw}"));
     reply["result"]["structuredContent"].clone()
 }
 

@@ -152,9 +152,7 @@ fn new_id() -> Result<String, StoreError> {
 fn valid_id(name: &str) -> bool {
     name.len() <= 64
         && name.starts_with('p')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
 #[cfg(test)]

@@ -280,9 +280,16 @@ mod tests {
         // not use the real one up.
         for edited in [".01000.", ".+1000.", ".0001000."] {
             let edited = token.replace(".1000.", edited);
-            assert_eq!(try_redeem(&edited, "order-a", 10), Err(Refusal::Altered), "{edited}");
+            assert_eq!(
+                try_redeem(&edited, "order-a", 10),
+                Err(Refusal::Altered),
+                "{edited}"
+            );
         }
-        assert_eq!(try_redeem(&token.to_uppercase(), "order-a", 10), Err(Refusal::Altered));
+        assert_eq!(
+            try_redeem(&token.to_uppercase(), "order-a", 10),
+            Err(Refusal::Altered)
+        );
         assert_eq!(token_id(&token), token.split('.').nth(1));
         assert_eq!(try_redeem(&token, "order-a", 1_000), Err(Refusal::Expired));
         assert_eq!(try_redeem(&token, "order-a", 999), Ok(()));

@@ -98,7 +98,10 @@ impl Trading {
         let failpoint_pause = std::env::var("TRADEDESK_FAILPOINT_PAUSE_MS")
             .ok()
             .and_then(|ms| ms.parse::<u64>().ok())
-            .map_or(std::time::Duration::from_secs(30), std::time::Duration::from_millis);
+            .map_or(
+                std::time::Duration::from_secs(30),
+                std::time::Duration::from_millis,
+            );
         Self {
             settings,
             store,

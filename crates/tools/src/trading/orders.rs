@@ -703,7 +703,11 @@ impl Weight {
     /// The exposures of orders in flight (or settled after the evaluation read the
     /// portfolio) that go the same way as this one: what the reading cannot show yet.
     /// Orders the other way are left out until they fill: they might not.
-    fn unseen(&self, tx: &tradedesk_store::rusqlite::Transaction<'_>, day: &str) -> Result<(Decimal, usize)> {
+    fn unseen(
+        &self,
+        tx: &tradedesk_store::rusqlite::Transaction<'_>,
+        day: &str,
+    ) -> Result<(Decimal, usize)> {
         let rows = idempotency::unseen_exposures(tx, day, &self.instrument, self.mark)
             .map_err(|e| super::store_error(&e))?;
         let same_way: Vec<Decimal> = rows
@@ -730,7 +734,12 @@ impl Weight {
     }
 
     /// The verdict and its detail, as the check and the reservation word it.
-    fn verdict(&self, key: &InstrumentKey, base: Currency, unseen: (Decimal, usize)) -> (bool, String) {
+    fn verdict(
+        &self,
+        key: &InstrumentKey,
+        base: Currency,
+        unseen: (Decimal, usize),
+    ) -> (bool, String) {
         let weight = self.after(unseen.0);
         let in_flight = match unseen.1 {
             0 => String::new(),
@@ -1275,7 +1284,16 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         },
     );
     let today = trading.now().date_naive();
-    let rate = rate_to_base(ctx, &book, base, &broker, &order.account, inst.currency, today).await;
+    let rate = rate_to_base(
+        ctx,
+        &book,
+        base,
+        &broker,
+        &order.account,
+        inst.currency,
+        today,
+    )
+    .await;
     let notional = match (order.notional, quantity, price) {
         (Some(n), _, _) => Some(n),
         (None, Some(q), Some(p)) => q
@@ -1334,60 +1352,67 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
                 b = base.code()
             ),
         );
-        // Weight of the position after the fill, in the whole portfolio.
-        let valuation = value_ledger(&book, &ledger, base, Scope::ACCOUNTS)?;
-        let total: Decimal = valuation
-            .positions
-            .iter()
-            .filter_map(|p| p.marked.as_ref().and_then(|m| m.market_value_converted))
-            .chain(valuation.cash.iter().filter_map(|c| c.converted))
-            .sum();
-        let held: Decimal = valuation
-            .positions
-            .iter()
-            .filter(|p| book.instrument(p.instrument).key == key)
-            .filter_map(|p| p.marked.as_ref().and_then(|m| m.notional_converted))
-            .sum();
-        // Working orders in the same instrument count as if they had filled, and so do
-        // the orders reserved but not yet visible at the broker.
-        let (working, unread) = working_notional(ctx, &inst, touch, rate).await;
-        let mut unknown = down.clone();
-        unknown.extend(unread.into_iter().filter(|a| !down.contains(a)));
-        let w = Weight {
-            instrument: key.qualified(),
-            seen: held + working,
-            signed: if buy { exact } else { -exact },
-            total,
-            mark,
-            limit: s.max_position_weight_pct,
-        };
-        let day = trading.today();
-        let unseen = trading
-            .store
-            .tx::<_, ErrorWrap>(|tx| Ok(w.unseen(tx, &day)?))
-            .map_err(Error::from)?;
-        let (passed, detail) = w.verdict(&key, base, unseen);
-        if unknown.is_empty() || exempt {
-            check("max_position_weight", exempt || passed, detail);
-        } else {
-            // What an account that does not answer holds (of this instrument, or in
-            // all) could put the position over the limit: an order that adds risk
-            // waits for it; closes and reductions never do.
+        // Weight of the position after the fill, in the whole portfolio: only for an
+        // order that adds risk, which alone needs the other brokers.
+        if exempt {
             check(
                 "max_position_weight",
-                false,
-                format!(
-                    "cannot be decided: {} did not answer, and what {} could change the verdict ({detail})",
-                    unknown.join(", "),
-                    if unknown.len() == 1 {
-                        "it holds"
-                    } else {
-                        "they hold"
-                    }
-                ),
+                true,
+                "this order only reduces a position: exempt".to_owned(),
             );
-        }
-        if !exempt {
+        } else {
+            let valuation = value_ledger(&book, &ledger, base, Scope::ACCOUNTS)?;
+            let total: Decimal = valuation
+                .positions
+                .iter()
+                .filter_map(|p| p.marked.as_ref().and_then(|m| m.market_value_converted))
+                .chain(valuation.cash.iter().filter_map(|c| c.converted))
+                .sum();
+            let held: Decimal = valuation
+                .positions
+                .iter()
+                .filter(|p| book.instrument(p.instrument).key == key)
+                .filter_map(|p| p.marked.as_ref().and_then(|m| m.notional_converted))
+                .sum();
+            // Working orders in the same instrument count as if they had filled, and so do
+            // the orders reserved but not yet visible at the broker.
+            let (working, unread) = working_notional(ctx, &inst, touch, rate).await;
+            let mut unknown = down.clone();
+            unknown.extend(unread.into_iter().filter(|a| !down.contains(a)));
+            let w = Weight {
+                instrument: key.qualified(),
+                seen: held + working,
+                signed: if buy { exact } else { -exact },
+                total,
+                mark,
+                limit: s.max_position_weight_pct,
+            };
+            let day = trading.today();
+            let unseen = trading
+                .store
+                .tx::<_, ErrorWrap>(|tx| Ok(w.unseen(tx, &day)?))
+                .map_err(Error::from)?;
+            let (passed, detail) = w.verdict(&key, base, unseen);
+            if unknown.is_empty() {
+                check("max_position_weight", passed, detail);
+            } else {
+                // What an account that does not answer holds (of this instrument, or in
+                // all) could put the position over the limit: an order that adds risk
+                // waits for it; closes and reductions never do.
+                check(
+                    "max_position_weight",
+                    false,
+                    format!(
+                        "cannot be decided: {} did not answer, and what {} could change the verdict ({detail})",
+                        unknown.join(", "),
+                        if unknown.len() == 1 {
+                            "it holds"
+                        } else {
+                            "they hold"
+                        }
+                    ),
+                );
+            }
             weight = Some(w);
         }
     }
@@ -1605,7 +1630,15 @@ async fn resolve(
             error: json!(error),
         })
         .map_err(|e| Error::internal(e.to_string()))?;
-        settle(trading, record, State::Rejected, None, &text, "recovered", &now)?;
+        settle(
+            trading,
+            record,
+            State::Rejected,
+            None,
+            &text,
+            "recovered",
+            &now,
+        )?;
         return Err(error);
     }
     let found = broker
@@ -1685,8 +1718,7 @@ async fn wait_for_owner(
     trading: &Trading,
     record: &Record,
 ) -> Result<Record> {
-    let deadline =
-        tokio::time::Instant::now() + timeout * 2 + std::time::Duration::from_secs(1);
+    let deadline = tokio::time::Instant::now() + timeout * 2 + std::time::Duration::from_secs(1);
     let mut current = record.clone();
     while current.unsettled()
         && trading.store.lease().owner(current.owner.as_deref()) == Owner::Alive
@@ -1696,7 +1728,11 @@ async fn wait_for_owner(
         let read = trading
             .store
             .tx::<_, ErrorWrap>(|tx| {
-                Ok(idempotency::get(tx, &record.account, &record.client_order_id)?)
+                Ok(idempotency::get(
+                    tx,
+                    &record.account,
+                    &record.client_order_id,
+                )?)
             })
             .map_err(Error::from)?;
         match read {
@@ -1902,7 +1938,14 @@ async fn submit(
         created: rfc3339(chrono::Utc::now()),
         owner: Some(trading.store.lease().id().to_owned()),
         instrument: Some(key.qualified()),
-        exposure: Some(if plan.order.side == Side::Buy { value } else { -value }.to_string()),
+        exposure: Some(
+            if plan.order.side == Side::Buy {
+                value
+            } else {
+                -value
+            }
+            .to_string(),
+        ),
     };
     let confirmed_by = if plan.order.client_order_id.is_none()
         && token.is_some()
@@ -2577,7 +2620,9 @@ pub async fn recover(ctx: &ToolContext) -> Result<usize> {
             // Settled either way (placed, rejected, never sent) unless still uncertain.
             let outcome = resolve(trading, &broker, &record).await;
             if outcome.as_ref().is_ok()
-                || outcome.as_ref().is_err_and(|e| e.code != ErrorCode::Uncertain)
+                || outcome
+                    .as_ref()
+                    .is_err_and(|e| e.code != ErrorCode::Uncertain)
             {
                 resolved += 1;
             }
