@@ -555,6 +555,24 @@ fn a_client_that_never_finishes_its_headers_is_disconnected() {
     assert_eq!(ok.status, 200);
 }
 
+#[test]
+fn a_client_that_never_sends_a_byte_is_disconnected() {
+    let s = start(&[], "127.0.0.1:0").unwrap();
+    let mut silent = TcpStream::connect(&s.addr).unwrap();
+    // The head timeout (10 s) runs from accept; 40 s is the generous bound that proves a
+    // silent connection cannot be held open forever.
+    silent
+        .set_read_timeout(Some(Duration::from_secs(40)))
+        .unwrap();
+    let mut buf = Vec::new();
+    let closed = match silent.read_to_end(&mut buf) {
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    assert!(closed, "the silent connection was never closed");
+    assert!(buf.is_empty(), "{}", String::from_utf8_lossy(&buf));
+}
+
 const TRADING_CONFIG: &str = r#"
 base_currency = "USD"
 data_dirs = ["data"]

@@ -4,6 +4,13 @@
 //! `Retry-After` and JSON-RPC -32029), body cap (413), strict JSON (400, -32700). A plain
 //! `GET /mcp` describes the server. The MCP exchange itself is rmcp's, for both protocol
 //! eras: 2026-07-28 stateless requests and legacy 2025-11-25 .. 2024-11-05 clients.
+//!
+//! Connections are held to the bounds in docs/http.md: a first request head within
+//! [`HEAD_TIMEOUT`] of accept, keep-alive connections closed after [`IDLE_TIMEOUT`] with
+//! no request, and at most [`MAX_CONNECTIONS`] open, idle ones giving way to newcomers
+//! (see `connections`).
+
+mod connections;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -33,10 +40,15 @@ const LOCKOUT: Duration = Duration::from_secs(300);
 const FAILURE_WINDOW: Duration = Duration::from_secs(600);
 /// A request body must arrive within this.
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
-/// A request's head (line and headers) must arrive within this.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Open connections at most; more are closed as they arrive.
-const MAX_CONNECTIONS: usize = 512;
+/// A connection's first request head (line and headers) must be complete within this of
+/// its accept.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// A keep-alive connection with no request in flight for this long is closed; its next
+/// request head must be complete by then.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Open connections at most. At the cap a newcomer takes the slot of the connection idle
+/// longest; when every one has a request in flight, the newcomer is answered 503.
+pub const MAX_CONNECTIONS: usize = 512;
 /// After a shutdown signal, requests in flight get this long to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Shortest bearer token accepted.
@@ -55,6 +67,12 @@ pub struct HttpOptions {
     pub cors_origins: Vec<String>,
     /// Requests per minute per client IP; 0 = unlimited.
     pub rate_limit_per_minute: u32,
+    /// Open connections at most ([`MAX_CONNECTIONS`]).
+    pub max_connections: usize,
+    /// From accept to a complete first request head ([`HEAD_TIMEOUT`]).
+    pub head_timeout: Duration,
+    /// A keep-alive connection with no request in flight ([`IDLE_TIMEOUT`]).
+    pub idle_timeout: Duration,
 }
 
 impl HttpOptions {
@@ -71,6 +89,9 @@ impl HttpOptions {
             ],
             cors_origins: Vec::new(),
             rate_limit_per_minute: 60,
+            max_connections: MAX_CONNECTIONS,
+            head_timeout: HEAD_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
         }
     }
 
@@ -115,12 +136,16 @@ struct Guard {
     description: Value,
 }
 
+/// A JSON-RPC error with `"id": null`, as every guard answers.
+fn error_body(code: i64, message: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}).to_string()
+}
+
 fn json_rpc_error(status: StatusCode, code: i64, message: &str) -> Response<Body> {
-    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
+        error_body(code, message),
     )
         .into_response()
 }
@@ -536,17 +561,23 @@ pub async fn serve_http_with<H: rmcp::ServerHandler + Clone>(
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     on_bound(bound);
+    let limits = connections::Limits {
+        max_connections: options.max_connections,
+        head_timeout: options.head_timeout,
+        idle_timeout: options.idle_timeout,
+    };
     let app = router_with(server, options, sessions);
-    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let slots = connections::Slots::new(limits.max_connections);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut builder =
         hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-    // A client gets HEADER_TIMEOUT to send its request head: a slow trickle cannot hold
-    // a connection (and, with MAX_CONNECTIONS, the server) forever.
+    // The serving task bounds every head, from accept or from the end of the last
+    // response. hyper's own head timer is off: it starts only once the protocol sniffing
+    // has seen a first byte, and it would cut keep-alive connections at the head timeout.
     builder
         .http1()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT);
+        .header_read_timeout(None);
     let shutdown = shutdown;
     tokio::pin!(shutdown);
     loop {
@@ -561,27 +592,52 @@ pub async fn serve_http_with<H: rmcp::ServerHandler + Clone>(
                 }
             },
         };
-        // Over the connection cap, the newcomer is closed at once; the others go on.
-        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            drop(stream);
+        let Some(slot) = slots.admit(Instant::now()) else {
+            slots.refuse(stream);
             continue;
         };
         let app = app.clone();
+        let connection = Arc::clone(&slot.connection);
         let service = tower::service_fn(move |request: Request<hyper::body::Incoming>| {
+            let in_flight = connection.begin();
             let mut request = request.map(Body::new);
             request.extensions_mut().insert(ConnectInfo(peer));
-            tower::ServiceExt::oneshot(app.clone(), request)
+            let response = tower::ServiceExt::oneshot(app.clone(), request);
+            async move {
+                let response = response.await?;
+                Ok::<_, std::convert::Infallible>(
+                    response.map(|body| connections::Tracked::body(body, in_flight)),
+                )
+            }
         });
-        let connection = builder
+        let serving = builder
             .serve_connection_with_upgrades(
                 hyper_util::rt::TokioIo::new(stream),
                 hyper_util::service::TowerToHyperService::new(service),
             )
             .into_owned();
-        let connection = graceful.watch(connection);
+        let serving = graceful.watch(serving);
         tokio::spawn(async move {
-            let _ = connection.await;
-            drop(permit);
+            tokio::pin!(serving);
+            loop {
+                let deadline = match slot.connection.next(&limits, Instant::now()) {
+                    // Dropping the connection closes it; nothing is in flight.
+                    connections::Next::Close => break,
+                    connections::Next::Serve(deadline) => deadline,
+                };
+                let until = async {
+                    match deadline {
+                        Some(at) => tokio::time::sleep_until(at.into()).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    _ = &mut serving => break,
+                    () = slot.connection.changed() => {},
+                    () = until => {},
+                }
+            }
+            drop(slot);
         });
     }
     // Requests in flight may finish; a connection that never does must not keep the
