@@ -837,6 +837,18 @@ async fn confirmation_tokens_bind_one_order_and_expire() {
         "confirmation_invalid"
     );
 
+    // The same expiry written another way (a sign, a leading zero) is another token:
+    // refused, and it leaves the real one unused.
+    let expiry = token.split('.').nth(2).unwrap().to_owned();
+    for edited in [format!("+{expiry}"), format!("0{expiry}")] {
+        let mut edited_args = args.clone();
+        edited_args["confirmation_token"] =
+            json!(token.replace(&format!(".{expiry}."), &format!(".{edited}.")));
+        let (code, _, v) = d.refused("place_order", edited_args).await;
+        assert_eq!(code, "confirmation_invalid", "{v:#}");
+    }
+    assert!(d.orders().await.is_empty());
+
     let mut good = args.clone();
     good["confirmation_token"] = json!(token);
     let placed = d.ok("place_order", good.clone()).await;
