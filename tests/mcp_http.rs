@@ -809,3 +809,27 @@ fn a_silent_gateway_holds_neither_the_http_start_nor_the_answering_accounts() {
     assert_eq!(result["unavailable_accounts"][0]["account"], "ALPACA");
     assert_eq!(result["unavailable_accounts"][0]["code"], "broker_timeout");
 }
+
+#[test]
+fn methods_removed_in_2026_07_28_are_unknown_methods() {
+    let s = start(&[], "127.0.0.1:0").unwrap();
+    for method in ["resources/subscribe", "resources/unsubscribe"] {
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": method,
+            "params": {"uri": "tradedesk://docs/tools", "_meta": meta()}});
+        // With and without the Mcp-Name header a 2026-07-28 request would carry.
+        for name in [None, Some("tradedesk://docs/tools")] {
+            let mut headers = vec![
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", method),
+            ];
+            if let Some(n) = name {
+                headers.push(("Mcp-Name", n));
+            }
+            let reply = post(&s.addr, &headers, &body);
+            assert_eq!(reply.status, 404, "{method} {name:?}: {}", reply.body);
+            let v = reply.json();
+            assert_eq!(v["error"]["code"], -32601, "{v:#}");
+            assert_eq!(v["id"], 9, "{v:#}");
+        }
+    }
+}

@@ -482,7 +482,44 @@ async fn strict_body(request: Request<Body>) -> Result<Request<Body>, Response<B
         )
             .into_response());
     }
+    if let Some(response) = removed_method(&parts.headers, &value) {
+        return Err(response);
+    }
     Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// Methods the 2026-07-28 revision removed: on that protocol they are unknown methods
+/// (404, -32601) whatever headers came with them, never a header error.
+const REMOVED_IN_2026: &[&str] = &["resources/subscribe", "resources/unsubscribe"];
+
+fn removed_method(headers: &HeaderMap, value: &Value) -> Option<Response<Body>> {
+    let method = value.get("method")?.as_str()?;
+    if !REMOVED_IN_2026.contains(&method) {
+        return None;
+    }
+    let by_header = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v == "2026-07-28");
+    let by_meta = value
+        .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| v == "2026-07-28");
+    if !(by_header || by_meta) {
+        return None;
+    }
+    let body = json!({"jsonrpc": "2.0", "id": value.get("id").cloned().unwrap_or(Value::Null),
+        "error": {"code": -32601, "message": format!(
+            "unknown method '{method}': protocol 2026-07-28 has no resource subscriptions; read the resource again when you need it"
+        )}});
+    Some(
+        (
+            StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response(),
+    )
 }
 
 /// `/mcp` behind the guards for any handler. `sessions` keeps legacy (pre-2026) clients
