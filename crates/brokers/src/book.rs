@@ -1182,7 +1182,7 @@ impl Validator {
                     self.issue(
                         format!("{path}.kind"),
                         format!(
-                            "'{k}' must be one of deposit, withdrawal, dividend, interest, fee"
+                            "'{k}' must be one of deposit, withdrawal, dividend, interest, fee, tax"
                         ),
                     );
                 }
@@ -1448,6 +1448,7 @@ pub fn write_book(book: &Book) -> String {
                 CashKind::Dividend => "dividend",
                 CashKind::Interest => "interest",
                 CashKind::Fee => "fee",
+                CashKind::Tax => "tax",
             };
             json!({"account": account_id(c.account), "kind": kind, "amount": text(&c.amount),
                    "currency": c.currency.code(), "time": c.time.to_rfc3339()})

@@ -1052,23 +1052,39 @@ fn check_root(element: &BytesStart<'_>, name: &str, line: usize) -> Result<(), F
 /// The book's asset class for an IBKR `assetCategory` (and `subCategory`):
 /// `STK` → `equity` (`etf` when `subCategory` is `ETF`), `OPT` and `FOP` (options on
 /// futures) → `option`, `FUT` → `future`, `CASH` → `fx`, `CFD` → `cfd`, `BOND` and
-/// `BILL` → `bond`, `FUND` → `fund`, `CRYPTO` → `crypto`. Anything else is refused.
+/// `BILL` → `bond`, `FUND` → `fund`, `CRYPTO` → `crypto`; and, modelled on the nearest
+/// class (each with a note, see [`modelled_as`]): `WAR` (warrants), `IOPT` (structured
+/// products), `FSFOP` and `FSOPT` → `option`, `FXCFD` → `cfd`, `CMDTY` (spot metals) →
+/// `equity`. Anything else is left out, row by row, with a note.
 fn asset_class(category: &str, sub_category: Option<&str>) -> Option<&'static str> {
     Some(match category.to_ascii_uppercase().as_str() {
         "STK" if sub_category.is_some_and(|s| s.eq_ignore_ascii_case("ETF")) => "etf",
         "STK" => "equity",
-        "OPT" | "FOP" => "option",
+        "OPT" | "FOP" | "WAR" | "IOPT" | "FSFOP" | "FSOPT" => "option",
         "FUT" => "future",
         "CASH" => "fx",
-        "CFD" => "cfd",
+        "CFD" | "FXCFD" => "cfd",
         "BOND" | "BILL" => "bond",
         "FUND" => "fund",
         "CRYPTO" => "crypto",
+        "CMDTY" => "equity",
         _ => return None,
     })
 }
 
-const ASSET_HINT: &str = "supported asset categories: STK, OPT, FOP, FUT, CASH, CFD, BOND, BILL, FUND, CRYPTO; leave other categories out of the Flex Query";
+/// How a category the book has no class of its own for is modelled, for the note.
+fn modelled_as(category: &str) -> Option<&'static str> {
+    Some(match category.to_ascii_uppercase().as_str() {
+        "WAR" => "warrants (WAR) are modelled as options: priced per unit times their multiplier, closed at expiry",
+        "IOPT" => "structured products (IOPT) are modelled as options: priced per unit times their multiplier",
+        "FSFOP" | "FSOPT" => "futures-style options (FSFOP, FSOPT) are modelled as options",
+        "FXCFD" => "forex CFDs (FXCFD) are modelled as CFDs: margin-settled, no cash moves on a trade",
+        "CMDTY" => "spot commodities (CMDTY) are modelled as holdings bought and sold for cash, like shares",
+        _ => return None,
+    })
+}
+
+const ASSET_HINT: &str = "supported asset categories: STK, OPT, FOP, FSFOP, FSOPT, WAR, IOPT, FUT, CASH, CFD, FXCFD, BOND, BILL, FUND, CRYPTO, CMDTY";
 
 /// What a `<CashTransaction type>` is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1077,11 +1093,18 @@ enum CashCategory {
     Transfer,
     /// `Dividends`, `Payment In Lieu Of Dividends`.
     Dividend,
-    /// `Withholding Tax`, `Other Fees`, `Broker Interest Paid`, `Commission
-    /// Adjustments`, `Broker Fees`.
+    /// `Other Fees`, `Broker Fees`, `Advisor Fees`, `Broker Interest Paid`,
+    /// `Commission Adjustments`: a fee when negative, a refund of one when positive.
     Fee,
-    /// `Broker Interest Received`, `Bond Interest Received`, `Bond Interest Paid`.
+    /// `Broker Interest Received`, `Bond Interest Received`, `Bond Interest Paid`,
+    /// `Bond Interest`: interest either way (accrued interest paid on a bond bought is
+    /// negative).
     Interest,
+    /// `Withholding Tax`, `871(m) Withholding`, `Withholding @ 20%` ...: tax withheld when
+    /// negative, refunded when positive.
+    Tax,
+    /// `Price Adjustments`: a correction of a trade's price, cash either way.
+    Adjustment,
 }
 
 /// The category of a cash transaction type (case and spacing around `/` and `&` are
@@ -1095,22 +1118,27 @@ fn cash_category(kind: &str) -> Option<CashCategory> {
         .join(" ")
         .replace(" / ", "/");
     Some(match key.as_str() {
-        "deposits/withdrawals" | "deposits" | "withdrawals" => CashCategory::Transfer,
+        "deposits/withdrawals" | "deposits" | "withdrawals" | "electronic fund transfers" => {
+            CashCategory::Transfer
+        }
         "dividends" | "payment in lieu of dividends" => CashCategory::Dividend,
-        "withholding tax"
-        | "other fees"
+        "other fees"
+        | "fees"
         | "broker interest paid"
         | "commission adjustments"
         | "advisor fees"
         | "broker fees" => CashCategory::Fee,
-        "broker interest received" | "bond interest received" | "bond interest paid" => {
-            CashCategory::Interest
-        }
+        "broker interest received"
+        | "bond interest received"
+        | "bond interest paid"
+        | "bond interest" => CashCategory::Interest,
+        "price adjustments" => CashCategory::Adjustment,
+        k if k.contains("withholding") => CashCategory::Tax,
         _ => return None,
     })
 }
 
-const CASH_HINT: &str = "supported types: Deposits/Withdrawals, Dividends, Payment In Lieu Of Dividends, Withholding Tax, Broker Interest Received, Broker Interest Paid, Bond Interest Received/Paid, Other Fees, Broker Fees, Advisor Fees, Commission Adjustments";
+const CASH_HINT: &str = "known types: Deposits/Withdrawals, Dividends, Payment In Lieu Of Dividends, Withholding Tax (and other withholding), Broker Interest Received, Broker Interest Paid, Bond Interest Received/Paid, Other Fees, Broker Fees, Advisor Fees, Commission Adjustments, Price Adjustments";
 
 #[derive(Debug, Clone)]
 struct AccountDraft {
@@ -1422,8 +1450,37 @@ impl<'o> Builder<'o> {
 
     /// The instrument of a trade or position row, registered (or checked against the
     /// one already registered under the same key). Returns its key.
+    /// Whether the row's `assetCategory` is one the book cannot model: the row is then
+    /// left out, counted and named in a note, never a refusal of the statement.
+    fn unknown_category(&mut self, row: &Row, element: &str) -> bool {
+        let Some(category) = row.get("assetCategory") else {
+            return false;
+        };
+        if asset_class(category, row.get("subCategory")).is_some() {
+            return false;
+        }
+        let note = format!(
+            "{element} rows of asset category {} were left out: tradedesk has no model for it, so the positions and cash of those instruments are not in the book ({ASSET_HINT})",
+            shown(category)
+        );
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+        self.skip(format!(
+            "{element} rows of asset category {}",
+            cut(category)
+        ));
+        true
+    }
+
     fn instrument(&mut self, row: &Row) -> Result<(String, String), FlexError> {
         let spec = self.instrument_spec(row)?;
+        if let Some(note) = row.get("assetCategory").and_then(modelled_as) {
+            let note = note.to_owned();
+            if !self.notes.contains(&note) {
+                self.notes.push(note);
+            }
+        }
         let key = (spec.exchange.clone(), spec.symbol.clone());
         if let Some(&i) = self.instrument_index.get(&key) {
             let Some(known) = self.instruments.get_mut(i) else {
@@ -1604,6 +1661,9 @@ impl<'o> Builder<'o> {
         order_level: bool,
     ) -> Result<(), FlexError> {
         let account = self.account_of(row, statement)?;
+        if self.unknown_category(row, "<Trade>") {
+            return Ok(());
+        }
         let buy_sell = row.get("buySell").map(str::to_ascii_uppercase);
         if buy_sell.as_deref().is_some_and(|b| b.contains("(CA")) {
             self.cancellation(row, account);
@@ -1966,17 +2026,22 @@ impl<'o> Builder<'o> {
         }
         let account = self.account_of(row, statement)?;
         let kind_text = row.required("type", CASH_HINT)?;
-        let category = cash_category(kind_text).ok_or_else(|| {
-            row.error(
-                "type",
-                format!(
-                    "{} is not a supported cash transaction type",
-                    shown(kind_text)
-                ),
-                CASH_HINT,
-            )
-        })?;
         let amount = row.required_decimal("amount")?;
+        let Some(category) = cash_category(kind_text) else {
+            // Never a whole-statement refusal: the row is left out, loudly, with what it
+            // moved, so the cash it misses can be reconciled by hand.
+            self.notes.push(format!(
+                "{}: cash transaction type {} is not one tradedesk knows; the row ({} {}) was left out of the cash, so the account's cash differs from IBKR's by that amount ({CASH_HINT})",
+                row.location(),
+                shown(kind_text),
+                amount,
+                row.get("currency").map(cut).unwrap_or_default()
+            ));
+            self.skip(format!(
+                "account {statement_account}: cash transactions of a type tradedesk does not know"
+            ));
+            return Ok(());
+        };
         let currency = row
             .currency("currency")?
             .ok_or_else(|| {
@@ -2029,6 +2094,10 @@ impl<'o> Builder<'o> {
                 "interest"
             }
             (CashCategory::Interest, _) => "interest",
+            // Withholding and its refunds are tax either way, never interest.
+            (CashCategory::Tax, _) => "tax",
+            (CashCategory::Adjustment, true) => "fee",
+            (CashCategory::Adjustment, false) => "interest",
         };
         self.has_timed_rows = true;
         Self::later(&mut self.latest_activity, date);
@@ -2068,6 +2137,9 @@ impl<'o> Builder<'o> {
                 continue;
             }
             let account = self.account_of(row, statement)?;
+            if self.unknown_category(row, "<OpenPosition>") {
+                continue;
+            }
             let key = self.instrument(row)?;
             let position = row.required_decimal("position")?;
             let date = match row.date("reportDate")? {
@@ -2978,7 +3050,7 @@ mod tests {
             ),
             (
                 "IBKR-U1111111",
-                "fee",
+                "tax",
                 "-3.75",
                 "USD",
                 "2025-05-15T20:20:00-04:00",
@@ -3020,7 +3092,7 @@ mod tests {
             ),
             (
                 "IBKR-U1111111",
-                "interest",
+                "tax",
                 "1.00",
                 "USD",
                 "2025-08-16T00:00:00-04:00",
@@ -3043,7 +3115,6 @@ mod tests {
         assert_eq!(got, expected);
         for phrase in [
             "rebate",
-            "recorded as interest",
             "recorded as a fee",
             "amount 0",
             "transactionID",
@@ -3276,8 +3347,15 @@ mod tests {
                 "1.10",
                 Some(("dividend", "1.10")),
             ),
-            ("Withholding Tax", "-0.48", Some(("fee", "-0.48"))),
-            ("Withholding Tax", "0.48", Some(("interest", "0.48"))),
+            // Withholding and its refunds are tax, never interest.
+            ("Withholding Tax", "-0.48", Some(("tax", "-0.48"))),
+            ("Withholding Tax", "0.48", Some(("tax", "0.48"))),
+            ("871(m) Withholding", "-1.10", Some(("tax", "-1.10"))),
+            ("Bond Interest", "-4.20", Some(("interest", "-4.20"))),
+            ("Price Adjustments", "-0.02", Some(("fee", "-0.02"))),
+            ("Price Adjustments", "0.02", Some(("interest", "0.02"))),
+            // A type nobody knows is left out with a note, never a refusal.
+            ("Cash Receipts From Mars", "5.00", None),
             (
                 "Broker Interest Received",
                 "2.01",
@@ -3427,6 +3505,36 @@ mod tests {
         );
     }
 
+    #[test]
+    fn every_asset_category_is_modelled_or_left_out_with_a_note() {
+        for (category, class, note) in [
+            ("WAR", Some("option"), "warrants (WAR) are modelled as options"),
+            ("IOPT", Some("option"), "structured products (IOPT)"),
+            ("FXCFD", Some("cfd"), "forex CFDs (FXCFD)"),
+            ("CMDTY", Some("equity"), "spot commodities (CMDTY)"),
+            ("FSFOP", Some("option"), "futures-style options"),
+            ("ZZZ", None, "asset category 'ZZZ' were left out"),
+        ] {
+            let import = import(&replaced("assetCategory", Some(category)));
+            let instruments = section(&import.book, "instruments");
+            match class {
+                Some(class) => {
+                    assert_eq!(s(&instruments[0], "asset_class"), class, "{category}");
+                    assert_eq!(import.fills, 1, "{category}");
+                }
+                None => {
+                    assert!(instruments.is_empty(), "{category}");
+                    assert_eq!((import.fills, import.skipped), (0, 1), "{category}");
+                }
+            }
+            assert!(
+                import.notes.iter().any(|n| n.contains(note)),
+                "{category}: {:#?}",
+                import.notes
+            );
+        }
+    }
+
     /// Every malformed input: (document, words the location must hold, attribute,
     /// words the problem must hold).
     #[test]
@@ -3434,7 +3542,6 @@ mod tests {
         let long = "X".repeat(100);
         let table: Vec<(String, &str, Option<&str>, &str)> = vec![
             (replaced("ibExecID", None).replace(r#"tradeID="1" "#, ""), "1st <Trade> of account U1", Some("ibExecID"), "and so are tradeID and transactionID"),
-            (replaced("assetCategory", Some("WAR")), "1st <Trade> of account U1", Some("assetCategory"), "'WAR' is not a supported asset category"),
             (replaced("assetCategory", None), "<Trade>", Some("assetCategory"), "missing"),
             (replaced("tradePrice", Some("1,234.5")), "1st <Trade> of account U1", Some("tradePrice"), "'1,234.5' is not a plain decimal"),
             (replaced("quantity", Some("1e3")), "<Trade>", Some("quantity"), "'1e3'"),
@@ -3451,7 +3558,6 @@ mod tests {
             (replaced("listingExchange", Some("NYSE:ARCA")), "<Trade>", Some("listingExchange"), "':'"),
             (replaced("multiplier", Some("-100")), "<Trade>", Some("multiplier"), "must be > 0"),
             (replaced("description", Some("&evil;")), "<Trade> at line 5", Some("description"), "cannot be read"),
-            (replaced("assetCategory", Some(&long)), "<Trade>", Some("assetCategory"), "XXXX…'"),
             (
                 with_trades(&format!("<Trade {GOOD_TRADE}/>\n<Trade {}/>", GOOD_TRADE.replace(r#"tradePrice="100""#, r#"tradePrice="101""#))),
                 "2nd <Trade> of account U1 (line 6)",
@@ -3463,12 +3569,6 @@ mod tests {
                 "2nd <Trade>",
                 Some("currency"),
                 "instrument NASDAQ:AAPL",
-            ),
-            (
-                with_section(r#"<CashTransactions><CashTransaction accountId="U1" currency="USD" type="Price Adjustments" dateTime="20250314" amount="1"/></CashTransactions>"#),
-                "1st <CashTransaction> of account U1",
-                Some("type"),
-                "'Price Adjustments' is not a supported cash transaction type",
             ),
             (
                 with_section(r#"<CashTransactions><CashTransaction accountId="U1" currency="USD" type="Dividends" dateTime="20250314" amount="1.2.3"/></CashTransactions>"#),

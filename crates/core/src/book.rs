@@ -168,6 +168,9 @@ pub enum CashKind {
     Dividend,
     Interest,
     Fee,
+    /// Tax withheld (negative) or refunded (positive): withholding on dividends and
+    /// interest, and its reclaims.
+    Tax,
 }
 
 impl CashKind {
@@ -178,6 +181,7 @@ impl CashKind {
             "dividend" => Some(Self::Dividend),
             "interest" => Some(Self::Interest),
             "fee" => Some(Self::Fee),
+            "tax" => Some(Self::Tax),
             _ => None,
         }
     }
