@@ -20,11 +20,13 @@
 //!   without it, the most common currency of the account's trades (a note says so);
 //!   without trades either, an error. The name is `<AccountInformation name>`, else
 //!   `acctAlias`, else absent.
-//! * **Instruments** are keyed by (exchange, symbol): the exchange is `listingExchange`,
-//!   else the `listingExchange` of another row with the same `conid` (else the exchange
-//!   already chosen for that `conid`, so that one contract is one instrument whatever
-//!   venue each execution was routed to), else `exchange`, else `IBKR`; the symbol is
-//!   kept as given (trimmed; option and future symbols keep their inner spaces). The
+//! * **Instruments** are keyed by (exchange, symbol), one per `conid`: the exchange is
+//!   `listingExchange`, else the `listingExchange` of another row with the same `conid`,
+//!   else `IBKR` (never the venue an execution was routed to, nor a BookTrade's `--`),
+//!   with a note; the symbol is the latest one IBKR gave the `conid` (a contract renamed
+//!   `GCM.OLD` by a split is one instrument under that name), else the row's own
+//!   (trimmed; option and future symbols keep their inner spaces); rows without a
+//!   `conid` get a loud note. The
 //!   asset class follows `assetCategory`: `STK` is `equity`
 //!   (`etf` when `subCategory` is `ETF`), `OPT` and `FOP` `option`, `FUT` `future`,
 //!   `CASH` `fx`, `CFD` `cfd`, `BOND` and `BILL` `bond`, `FUND` `fund`, `CRYPTO`
@@ -45,12 +47,16 @@
 //!   ([`FlexOptions::drop_cancelled_originals`]).
 //! * **Cash** comes from `<CashTransactions>` (`DETAIL` rows): `Deposits/Withdrawals`
 //!   is a `deposit` or a `withdrawal` by its sign; `Dividends` and `Payment In Lieu Of
-//!   Dividends` are `dividend`; `Withholding Tax`, `Other Fees`, `Broker Fees`, `Broker
+//!   Dividends` are `dividend`; `Other Fees`, `Broker Fees`, `Advisor Fees`, `Broker
 //!   Interest Paid` and `Commission Adjustments` are `fee`; `Broker Interest Received`
-//!   and bond interest are `interest`. Amounts keep their sign as seen by the account.
+//!   and bond interest are `interest`; withholding of every kind is `tax` (withheld
+//!   negative, refunded positive); a type tradedesk does not know is left out with a
+//!   note. Amounts keep their sign as seen by the account.
 //!   Since the book requires dividends > 0 and fees < 0, a negative dividend (a
 //!   reversal) is recorded as a `fee` and a positive fee-type row (a refund) as
-//!   `interest`, each with a note. Any other type is an error naming the row.
+//!   `interest`, each with a note.
+//! * **Corporate actions** come from `<CorporateActions>`: see
+//!   [`Builder::corporate_actions`] for how IBKR's rows become the book's actions.
 //! * **Marks and reported positions** come from `<OpenPositions>` (`markPrice` at
 //!   `reportDate`; `position` signed as IBKR reports it).
 //! * **FX rates** come from `<ConversionRates>` (`1 fromCurrency = rate toCurrency` on
@@ -429,6 +435,34 @@ impl fmt::Display for Dec {
     }
 }
 
+/// A row's date for ordering names: `tradeDate`, else `reportDate`, else the date of
+/// `dateTime`.
+fn row_date(row: &Row) -> Option<NaiveDate> {
+    ["tradeDate", "reportDate", "dateTime"]
+        .iter()
+        .find_map(|a| {
+            let text = row.get(a)?;
+            parse_flex_date(text)
+                .or_else(|| text.get(..8).and_then(parse_flex_date))
+                .or_else(|| text.get(..10).and_then(parse_flex_date))
+        })
+}
+
+/// The `n FOR m` of a description such as `GCM(CA38501D2041) SPLIT 1 FOR 25 (...)`:
+/// (new units, old units), both positive whole numbers.
+fn split_ratio(upper: &str) -> Option<(u64, u64)> {
+    let rest = upper.split("SPLIT ").nth(1)?;
+    let mut words = rest.split_whitespace();
+    let new = words.next()?.parse::<u64>().ok()?;
+    (words.next()? == "FOR").then_some(())?;
+    let old = words
+        .next()?
+        .trim_end_matches(|c: char| !c.is_ascii_digit())
+        .parse::<u64>()
+        .ok()?;
+    (new > 0 && old > 0).then_some((new, old))
+}
+
 /// `YYYYMMDD` or `YYYY-MM-DD`.
 fn parse_flex_date(text: &str) -> Option<NaiveDate> {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
@@ -721,6 +755,7 @@ struct Statement {
     cash: Vec<Row>,
     positions: Vec<Row>,
     rates: Vec<Row>,
+    actions: Vec<Row>,
     counts: HashMap<String, usize>,
 }
 
@@ -971,6 +1006,7 @@ fn open_element(
             cash: Vec::new(),
             positions: Vec::new(),
             rates: Vec::new(),
+            actions: Vec::new(),
             counts: HashMap::new(),
         });
         *current = Some(doc.statements.len() - 1);
@@ -985,6 +1021,7 @@ fn open_element(
         ("CashTransactions", "CashTransaction") => Section::Cash,
         ("OpenPositions", "OpenPosition") => Section::Positions,
         ("ConversionRates", "ConversionRate") => Section::Rates,
+        ("CorporateActions", "CorporateAction") => Section::Actions,
         _ => return Ok(name),
     };
     let count = statement.counts.entry(name.clone()).or_insert(0);
@@ -1002,6 +1039,7 @@ fn open_element(
         Section::Cash => statement.cash.push(row),
         Section::Positions => statement.positions.push(row),
         Section::Rates => statement.rates.push(row),
+        Section::Actions => statement.actions.push(row),
     }
     Ok(name)
 }
@@ -1013,6 +1051,7 @@ enum Section {
     Cash,
     Positions,
     Rates,
+    Actions,
 }
 
 fn check_root(element: &BytesStart<'_>, name: &str, line: usize) -> Result<(), FlexError> {
@@ -1075,11 +1114,19 @@ fn asset_class(category: &str, sub_category: Option<&str>) -> Option<&'static st
 /// How a category the book has no class of its own for is modelled, for the note.
 fn modelled_as(category: &str) -> Option<&'static str> {
     Some(match category.to_ascii_uppercase().as_str() {
-        "WAR" => "warrants (WAR) are modelled as options: priced per unit times their multiplier, closed at expiry",
-        "IOPT" => "structured products (IOPT) are modelled as options: priced per unit times their multiplier",
+        "WAR" => {
+            "warrants (WAR) are modelled as options: priced per unit times their multiplier, closed at expiry"
+        }
+        "IOPT" => {
+            "structured products (IOPT) are modelled as options: priced per unit times their multiplier"
+        }
         "FSFOP" | "FSOPT" => "futures-style options (FSFOP, FSOPT) are modelled as options",
-        "FXCFD" => "forex CFDs (FXCFD) are modelled as CFDs: margin-settled, no cash moves on a trade",
-        "CMDTY" => "spot commodities (CMDTY) are modelled as holdings bought and sold for cash, like shares",
+        "FXCFD" => {
+            "forex CFDs (FXCFD) are modelled as CFDs: margin-settled, no cash moves on a trade"
+        }
+        "CMDTY" => {
+            "spot commodities (CMDTY) are modelled as holdings bought and sold for cash, like shares"
+        }
         _ => return None,
     })
 }
@@ -1202,6 +1249,14 @@ struct Builder<'o> {
     instruments: Vec<InstrumentDraft>,
     instrument_index: HashMap<(String, String), usize>,
     conid_exchange: HashMap<String, String>,
+    /// Per `conid`: the symbol IBKR gave it last (by date), which names its instrument
+    /// whatever it was called on each row (`GCM` before a split renamed it `GCM.OLD`).
+    conid_symbol: HashMap<String, (NaiveDate, String)>,
+    /// Rows that carried no `conid`, and none for which a listing exchange was found.
+    rows_without_conid: usize,
+    rows_without_listing: usize,
+    actions: Vec<Value>,
+    action_keys: std::collections::HashSet<String>,
     fills: Vec<FillDraft>,
     fill_ids: HashMap<String, usize>,
     cancellations: Vec<Cancellation>,
@@ -1235,6 +1290,11 @@ impl<'o> Builder<'o> {
             instruments: Vec::new(),
             instrument_index: HashMap::new(),
             conid_exchange: HashMap::new(),
+            conid_symbol: HashMap::new(),
+            rows_without_conid: 0,
+            rows_without_listing: 0,
+            actions: Vec::new(),
+            action_keys: std::collections::HashSet::new(),
             fills: Vec::new(),
             fill_ids: HashMap::new(),
             cancellations: Vec::new(),
@@ -1273,13 +1333,34 @@ impl<'o> Builder<'o> {
 
     fn run(&mut self, doc: &Document) -> Result<(), FlexError> {
         for statement in &doc.statements {
-            for row in statement.trades.iter().chain(&statement.positions) {
+            for row in statement
+                .trades
+                .iter()
+                .chain(&statement.positions)
+                .chain(&statement.actions)
+            {
                 if let (Some(conid), Some(exchange)) =
                     (row.get("conid"), row.get("listingExchange"))
                 {
                     self.conid_exchange
                         .entry(conid.to_owned())
                         .or_insert_with(|| exchange.to_owned());
+                }
+                if let (Some(conid), Some(symbol), Some(date)) =
+                    (row.get("conid"), row.get("symbol"), row_date(row))
+                {
+                    let symbol = symbol.trim();
+                    match self.conid_symbol.get_mut(conid) {
+                        Some((seen, name)) if date >= *seen => {
+                            *seen = date;
+                            symbol.clone_into(name);
+                        }
+                        Some(_) => {}
+                        None => {
+                            self.conid_symbol
+                                .insert(conid.to_owned(), (date, symbol.to_owned()));
+                        }
+                    }
                 }
             }
         }
@@ -1290,6 +1371,9 @@ impl<'o> Builder<'o> {
             self.trades(statement)?;
         }
         self.resolve_cancellations();
+        for statement in &doc.statements {
+            self.corporate_actions(statement)?;
+        }
         for statement in &doc.statements {
             for row in &statement.cash {
                 self.cash_row(row, statement)?;
@@ -1474,6 +1558,16 @@ impl<'o> Builder<'o> {
     }
 
     fn instrument(&mut self, row: &Row) -> Result<(String, String), FlexError> {
+        if row.get("conid").is_none() {
+            self.rows_without_conid += 1;
+        }
+        if row.get("listingExchange").is_none()
+            && row
+                .get("conid")
+                .is_none_or(|c| !self.conid_exchange.contains_key(c))
+        {
+            self.rows_without_listing += 1;
+        }
         let spec = self.instrument_spec(row)?;
         if let Some(note) = row.get("assetCategory").and_then(modelled_as) {
             let note = note.to_owned();
@@ -1549,12 +1643,17 @@ impl<'o> Builder<'o> {
             )
         })?;
         let symbol = row.required("symbol", "include Symbol in the Flex Query")?;
+        // One contract, one instrument: named by its conid's latest symbol.
+        let symbol = row
+            .get("conid")
+            .and_then(|c| self.conid_symbol.get(c))
+            .map_or(symbol, |(_, s)| s.as_str());
+        // Never the execution venue (`exchange`, `--` on a BookTrade): that would make
+        // one stock an instrument per venue it was routed to.
         let (exchange, attribute) = if let Some(e) = row.get("listingExchange") {
             (e.to_owned(), "listingExchange")
         } else if let Some(e) = row.get("conid").and_then(|c| self.conid_exchange.get(c)) {
             (e.clone(), "listingExchange")
-        } else if let Some(e) = row.get("exchange") {
-            (e.to_owned(), "exchange")
         } else {
             ("IBKR".to_owned(), "listingExchange")
         };
@@ -2007,6 +2106,188 @@ impl<'o> Builder<'o> {
     /// negative; a negative dividend (a reversal) is recorded as a `fee`, and a
     /// positive fee-type row (a refund or credit) as `interest` (the only kind whose
     /// sign is free), each with a note.
+    /// `<CorporateActions>`: IBKR writes each action as the rows it changes, one per
+    /// instrument: what left the account (a negative `quantity`), what came in (a
+    /// positive one) and the cash paid (`proceeds`). The rows of one action share its
+    /// `actionID`, else its time and the part of the `description` before the last
+    /// ` (` (which names each row's own instrument). An action becomes, in the book's
+    /// model (docs/methodology/corporate-actions.md):
+    ///
+    /// * one instrument out and another in (a reverse split into a new contract, a
+    ///   tender into a temporary line, a merger for shares, a renaming): a
+    ///   `stock_merger` at the units IBKR states (new / old), the cost carried over;
+    /// * one instrument out for cash (`proceeds`), or for nothing when IBKR says it
+    ///   was delisted worthless: a `cash_merger` at proceeds / units;
+    /// * units added to the same instrument with "SPLIT n FOR m" in the description: a
+    ///   `split` n for m.
+    ///
+    /// Any other shape (a spin-off, rights, a stock dividend, stock and cash at once) is
+    /// left out with a note naming the rows: the positions it changes will differ from
+    /// IBKR's until the book states it by hand.
+    fn corporate_actions(&mut self, statement: &Statement) -> Result<(), FlexError> {
+        let mut groups: Vec<(String, Vec<&Row>)> = Vec::new();
+        for row in &statement.actions {
+            if let Some(level) = row.get("levelOfDetail")
+                && !level.eq_ignore_ascii_case("DETAIL")
+            {
+                self.skip(format!(
+                    "account {}: <CorporateAction> rows with levelOfDetail {} (only DETAIL rows are actions)",
+                    cut(statement.account()),
+                    cut(&level.to_ascii_uppercase())
+                ));
+                continue;
+            }
+            if self.unknown_category(row, "<CorporateAction>") {
+                continue;
+            }
+            let account = row.get("accountId").unwrap_or(statement.account());
+            let key = match row.get("actionID") {
+                Some(id) => format!("{account}\u{1f}id\u{1f}{id}"),
+                None => {
+                    let description = row.get("description").unwrap_or("");
+                    let head = description
+                        .rfind(" (")
+                        .map_or(description, |i| description.get(..i).unwrap_or(description));
+                    format!(
+                        "{account}\u{1f}{}\u{1f}{}",
+                        row.get("dateTime").or(row.get("reportDate")).unwrap_or(""),
+                        head.trim()
+                    )
+                }
+            };
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, rows)) => rows.push(row),
+                None => groups.push((key, vec![row])),
+            }
+        }
+        for (key, rows) in groups {
+            // The same action in two overlapping statements is one action.
+            if !self.action_keys.insert(key) {
+                self.skip(format!(
+                    "account {}: corporate actions repeated by an overlapping statement",
+                    cut(statement.account())
+                ));
+                continue;
+            }
+            self.corporate_action(&rows, statement)?;
+        }
+        Ok(())
+    }
+
+    fn corporate_action(&mut self, rows: &[&Row], statement: &Statement) -> Result<(), FlexError> {
+        let Some(first) = rows.first() else {
+            return Ok(());
+        };
+        let account = self.account_of(first, statement)?;
+        let mut outs = Vec::new();
+        let mut ins = Vec::new();
+        let mut proceeds = Dec::ZERO;
+        for row in rows {
+            let quantity = row.required_decimal("quantity")?;
+            let key = self.instrument(row)?;
+            if let Some(p) = row.decimal("proceeds")? {
+                proceeds = proceeds.checked_add(p).ok_or_else(|| {
+                    row.error(
+                        "proceeds",
+                        "the action's proceeds add up past 1e12",
+                        DECIMAL_HINT,
+                    )
+                })?;
+            }
+            if quantity.is_negative() {
+                outs.push((key, quantity.abs(), *row));
+            } else if !quantity.is_zero() {
+                ins.push((key, quantity, *row));
+            }
+        }
+        let (time, date) = first.time(&["dateTime", "reportDate"], self.options.time_zone)?;
+        self.has_timed_rows = true;
+        Self::later(&mut self.latest_activity, date);
+        let description = first.get("description").unwrap_or("").to_owned();
+        let upper = description.to_ascii_uppercase();
+        let id = first
+            .get("actionID")
+            .or(first.get("transactionID"))
+            .map_or_else(
+                || {
+                    format!(
+                        "ca-{}-{}-{}",
+                        cut(statement.account()),
+                        first.line,
+                        self.actions.len() + 1
+                    )
+                },
+                |id| format!("ca-{id}"),
+            );
+        let mut action = Map::new();
+        action.insert("id".into(), id.into());
+        action.insert("account".into(), self.account_id(account).into());
+        action.insert("date".into(), date.to_string().into());
+        let left_out = |why: &str| {
+            format!(
+                "{}: corporate action {} ({} row(s)) was left out: {why}; the positions it changes will differ from IBKR's (state it in the book's corporate_actions to fix them)",
+                first.location(),
+                shown(&description),
+                rows.len()
+            )
+        };
+        let _ = time;
+        match (outs.as_slice(), ins.as_slice()) {
+            ([(from, old, _)], [(to, new, _)]) if from != to && proceeds.is_zero() => {
+                action.insert("exchange".into(), from.0.clone().into());
+                action.insert("symbol".into(), from.1.clone().into());
+                action.insert("kind".into(), "stock_merger".into());
+                action.insert("target_exchange".into(), to.0.clone().into());
+                action.insert("target_symbol".into(), to.1.clone().into());
+                action.insert("new_units".into(), new.to_string().into());
+                action.insert("old_units".into(), old.to_string().into());
+            }
+            ([(from, old, _)], []) if !proceeds.is_negative() => {
+                let worthless = upper.contains("WORTHLESS")
+                    || upper.contains("DELIST")
+                    || first
+                        .get("type")
+                        .is_some_and(|t| t.eq_ignore_ascii_case("DW"));
+                if proceeds.is_zero() && !worthless {
+                    self.notes.push(left_out(
+                        "it takes the units out for nothing and the statement has no row of what they became",
+                    ));
+                    self.skip("corporate actions of a shape tradedesk cannot model".to_owned());
+                    return Ok(());
+                }
+                let per_unit = proceeds
+                    .0
+                    .checked_div(old.0)
+                    .map(|d| d.round_dp(MAX_PLACES).normalize())
+                    .unwrap_or_default();
+                action.insert("exchange".into(), from.0.clone().into());
+                action.insert("symbol".into(), from.1.clone().into());
+                action.insert("kind".into(), "cash_merger".into());
+                action.insert("cash_per_unit".into(), per_unit.to_string().into());
+                action.insert("quantity".into(), old.to_string().into());
+            }
+            ([], [(to, _, _)]) if split_ratio(&upper).is_some() => {
+                let Some((new, old)) = split_ratio(&upper) else {
+                    return Ok(());
+                };
+                action.insert("exchange".into(), to.0.clone().into());
+                action.insert("symbol".into(), to.1.clone().into());
+                action.insert("kind".into(), "split".into());
+                action.insert("new_units".into(), new.to_string().into());
+                action.insert("old_units".into(), old.to_string().into());
+            }
+            _ => {
+                self.notes.push(left_out(
+                    "its rows are not one instrument exchanged for another, for cash, or a split stated as n FOR m",
+                ));
+                self.skip("corporate actions of a shape tradedesk cannot model".to_owned());
+                return Ok(());
+            }
+        }
+        self.actions.push(Value::Object(action));
+        Ok(())
+    }
+
     fn cash_row(&mut self, row: &Row, statement: &Statement) -> Result<(), FlexError> {
         let statement_account = cut(statement.account());
         if let Some(level) = row.get("levelOfDetail")
@@ -2428,6 +2709,18 @@ impl<'o> Builder<'o> {
                 unstated.join(", ")
             ));
         }
+        if self.rows_without_conid > 0 {
+            self.notes.push(format!(
+                "IMPORTANT: {} row(s) carry no conid, so instruments are told apart by symbol and listing exchange alone: a contract IBKR renames (a split into a new contract, a merger, a tender) is then two instruments, and two listings of one symbol may be one; add Conid (and Listing Exchange) to every section of the Flex Query",
+                self.rows_without_conid
+            ));
+        }
+        if self.rows_without_listing > 0 {
+            self.notes.push(format!(
+                "{} row(s) have no listing exchange (neither listingExchange nor another row of the same conid): their instruments are keyed under exchange IBKR, never under the venue each execution was routed to; add Listing Exchange to the Flex Query",
+                self.rows_without_listing
+            ));
+        }
         for (reason, count) in std::mem::take(&mut self.skips) {
             self.notes.push(format!("skipped {count}: {reason}"));
         }
@@ -2450,6 +2743,9 @@ impl<'o> Builder<'o> {
         book.insert("marks".into(), Value::Array(self.marks));
         book.insert("fx_rates".into(), Value::Array(self.fx));
         book.insert("reported_positions".into(), Value::Array(self.positions));
+        if !self.actions.is_empty() {
+            book.insert("corporate_actions".into(), Value::Array(self.actions));
+        }
         Ok(FlexImport {
             book: Value::Object(book),
             notes: self.notes,
@@ -2868,7 +3164,7 @@ mod tests {
             (
                 "0001.C",
                 "IBKR-U1111111",
-                "CBOE",
+                "IBKR",
                 "AAPL  251219C00200000",
                 "buy",
                 "2",
@@ -2877,11 +3173,11 @@ mod tests {
                 "USD",
                 "2025-10-31T15:30:00-04:00",
             ),
-            // same conid: same instrument although the execution venue differs
+            // no listing exchange anywhere for this conid: IBKR, never the venue (CBOE, BOX)
             (
                 "0001.D",
                 "IBKR-U1111111",
-                "CBOE",
+                "IBKR",
                 "AAPL  251219C00200000",
                 "sell",
                 "2",
@@ -2977,7 +3273,7 @@ mod tests {
             ("AAPL", "NASDAQ", "USD", "equity", None, "APPLE INC"),
             (
                 "AAPL  251219C00200000",
-                "CBOE",
+                "IBKR",
                 "USD",
                 "option",
                 Some("100"),
@@ -3505,10 +3801,162 @@ mod tests {
         );
     }
 
+    /// IBKR's shapes of a corporate action (the project's own rows, written as IBKR
+    /// writes them: no `type` on older statements, one row per instrument changed):
+    /// each becomes the book's action and leaves the positions IBKR's rows add up to.
+    #[test]
+    fn corporate_actions_leave_the_positions_ibkr_states() {
+        let trade = |id: &str,
+                     conid: &str,
+                     symbol: &str,
+                     date: &str,
+                     quantity: &str,
+                     price: &str| {
+            format!(
+                r#"<Trade accountId="U1" currency="USD" assetCategory="STK" symbol="{symbol}" conid="{conid}" listingExchange="NYSE" tradeID="{id}" dateTime="{date};100000" quantity="{quantity}" tradePrice="{price}" ibCommission="-1" buySell="{}" levelOfDetail="EXECUTION"/>"#,
+                if quantity.starts_with('-') {
+                    "SELL"
+                } else {
+                    "BUY"
+                }
+            )
+        };
+        let action = |conid: &str,
+                      symbol: &str,
+                      date: &str,
+                      description: &str,
+                      quantity: &str,
+                      proceeds: &str| {
+            format!(
+                r#"<CorporateAction accountId="U1" currency="USD" assetCategory="STK" symbol="{symbol}" conid="{conid}" description="{description}" dateTime="{date};202500" reportDate="{date}" quantity="{quantity}" proceeds="{proceeds}" value="0" amount="0" levelOfDetail="DETAIL"/>"#
+            )
+        };
+        let xml = with_section(&format!(
+            "<Trades>{}{}{}{}{}</Trades><CorporateActions>{}{}{}{}{}{}{}{}</CorporateActions>",
+            trade("1", "100", "OLDCO", "20250102", "1000", "2"),
+            trade("2", "200", "TENDR", "20250102", "300", "10"),
+            trade("3", "300", "SPLT", "20250102", "50", "40"),
+            trade("4", "400", "GONE", "20250102", "20", "5"),
+            trade("5", "500", "PARENT", "20250102", "10", "100"),
+            // A reverse split into a new contract: the old one renamed OLDCO.OLD.
+            action(
+                "100",
+                "OLDCO.OLD",
+                "20250301",
+                "OLDCO(US0000000001) SPLIT 1 FOR 25 (OLDCO.OLD, OLD CO, US0000000001)",
+                "-1000",
+                "0"
+            ),
+            action(
+                "101",
+                "OLDCO",
+                "20250301",
+                "OLDCO(US0000000001) SPLIT 1 FOR 25 (OLDCO, OLD CO, US0000000002)",
+                "40",
+                "0"
+            ),
+            // A tender into a temporary line, then that line merged for cash.
+            action(
+                "200",
+                "TENDR",
+                "20250401",
+                "TENDR(US0000000003) TENDERED TO US0000000004 1 FOR 1 (TENDR, T CO, US0000000003)",
+                "-300",
+                "0"
+            ),
+            action(
+                "201",
+                "TENDR.TEN",
+                "20250401",
+                "TENDR(US0000000003) TENDERED TO US0000000004 1 FOR 1 (TENDR.TEN, T CO - TENDER, US0000000004)",
+                "300",
+                "0"
+            ),
+            action(
+                "201",
+                "TENDR.TEN",
+                "20250601",
+                "TENDR.TEN(US0000000004) MERGED(Voluntary Offer Allocation) FOR USD 12.50 PER SHARE (TENDR.TEN, T CO - TENDER, US0000000004)",
+                "-300",
+                "3750"
+            ),
+            // A forward split on the same contract: only the new units are written.
+            action(
+                "300",
+                "SPLT",
+                "20250501",
+                "SPLT(US0000000005) SPLIT 2 FOR 1 (SPLT, S CO, US0000000005)",
+                "50",
+                "0"
+            ),
+            // Delisted worthless.
+            action(
+                "400",
+                "GONE",
+                "20250701",
+                "GONE(US0000000006) DELISTED WORTHLESS (GONE, G CO, US0000000006)",
+                "-20",
+                "0"
+            ),
+            // A spin-off: new shares from nothing the rows tie to the parent; not modelled.
+            action(
+                "600",
+                "CHILD",
+                "20250801",
+                "PARENT(US0000000007) SPINOFF 1 FOR 10 (CHILD, C CO, US0000000008)",
+                "1",
+                "0"
+            ),
+        ));
+        let import = import(&xml);
+        let book = crate::parse_book("ca", &import.book.to_string())
+            .unwrap_or_else(|e| panic!("{e}: {:#}", import.book));
+        let ledger = tradedesk_core::ledger::replay(&book, |_, _| {}).unwrap();
+        let held: HashMap<String, Decimal> = ledger
+            .fifo
+            .open_positions()
+            .map(|(_, i, lots)| {
+                (
+                    book.instrument(i).key.symbol.clone(),
+                    lots.signed_quantity(),
+                )
+            })
+            .filter(|(_, q)| !q.is_zero())
+            .collect();
+        let d = |v: i64| Decimal::from(v);
+        assert_eq!(held.get("OLDCO"), Some(&d(40)), "{held:?}");
+        assert_eq!(held.get("SPLT"), Some(&d(100)), "{held:?}");
+        assert_eq!(held.get("PARENT"), Some(&d(10)), "{held:?}");
+        for gone in ["OLDCO.OLD", "TENDR", "TENDR.TEN", "GONE"] {
+            assert!(!held.contains_key(gone), "{gone}: {held:?}");
+        }
+        // The contract renamed by the split is one instrument under its latest name.
+        let named = |symbol: &str| {
+            section(&import.book, "instruments")
+                .iter()
+                .filter(|i| s(i, "symbol") == symbol)
+                .count()
+        };
+        assert_eq!((named("OLDCO.OLD"), named("OLDCO")), (1, 1));
+        assert_eq!(section(&import.book, "corporate_actions").len(), 5);
+        assert!(
+            import
+                .notes
+                .iter()
+                .any(|n| n.contains("SPINOFF") && n.contains("left out")),
+            "{:#?}",
+            import.notes
+        );
+    }
+
     #[test]
     fn every_asset_category_is_modelled_or_left_out_with_a_note() {
         for (category, class, note) in [
-            ("WAR", Some("option"), "warrants (WAR) are modelled as options"),
+            (
+                "WAR",
+                Some("option"),
+                "warrants (WAR) are modelled as options",
+            ),
             ("IOPT", Some("option"), "structured products (IOPT)"),
             ("FXCFD", Some("cfd"), "forex CFDs (FXCFD)"),
             ("CMDTY", Some("equity"), "spot commodities (CMDTY)"),

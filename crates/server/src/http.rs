@@ -509,9 +509,9 @@ fn removed_method(headers: &HeaderMap, value: &Value) -> Option<Response<Body>> 
         return None;
     }
     let body = json!({"jsonrpc": "2.0", "id": value.get("id").cloned().unwrap_or(Value::Null),
-        "error": {"code": -32601, "message": format!(
-            "unknown method '{method}': protocol 2026-07-28 has no resource subscriptions; read the resource again when you need it"
-        )}});
+    "error": {"code": -32601, "message": format!(
+        "unknown method '{method}': protocol 2026-07-28 has no resource subscriptions; read the resource again when you need it"
+    )}});
     Some(
         (
             StatusCode::NOT_FOUND,
