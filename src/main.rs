@@ -17,7 +17,7 @@ use tradedesk_server::{TradedeskServer, claim_stdout, serve_stdio};
 use tradedesk_tools::config::{
     Config, State, book_context, config_context, default_context, docs_context,
 };
-use tradedesk_tools::{CallError, ToolContext, call, tools};
+use tradedesk_tools::{CallError, ToolContext, Toolsets, call, tools};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -38,6 +38,11 @@ struct Cli {
     /// telemetry); default $XDG_STATE_HOME/tradedesk or ~/.local/state/tradedesk.
     #[arg(long, global = true, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// List and serve only these toolsets, comma-separated: portfolio, market, research,
+    /// options, perps, trading (get_server_health is always served). Beats [tools]
+    /// enabled in the config; default: all.
+    #[arg(long, global = true, value_name = "LIST", value_parser = parse_toolsets)]
+    tools: Option<Toolsets>,
     #[command(subcommand)]
     command: Command,
 }
@@ -114,6 +119,21 @@ enum AuditAction {
     Verify,
 }
 
+fn parse_toolsets(list: &str) -> Result<Toolsets, String> {
+    Toolsets::from_list(list, "--tools").map_err(|e| format!("{}; {}", e.message, e.hint))
+}
+
+/// The toolsets served: `--tools`, else the config's `[tools] enabled`, else all.
+fn toolsets(cli: &Cli, config: Option<&Config>) -> Result<Toolsets, String> {
+    match (cli.tools, config) {
+        (Some(t), _) => Ok(t),
+        (None, Some(c)) => c
+            .toolsets()
+            .map_err(|e| format!("{}\nhint: {}", e.message, e.hint)),
+        (None, None) => Ok(Toolsets::ALL),
+    }
+}
+
 fn load_config(cli: &Cli) -> Result<Option<Config>, String> {
     match (&cli.book, &cli.config) {
         (None, Some(path)) => Config::load(path)
@@ -140,7 +160,8 @@ fn context(cli: &Cli, config: Option<&Config>) -> Result<ToolContext, String> {
         }
         (None, None) => open_state().and_then(|state| default_context(VERSION, &state)),
     };
-    result.map_err(|e| format!("{}\nhint: {}", e.message, e.hint))
+    let ctx = result.map_err(|e| format!("{}\nhint: {}", e.message, e.hint))?;
+    Ok(ctx.with_toolsets(toolsets(cli, config)?))
 }
 
 fn state_dir(explicit: Option<&PathBuf>) -> Option<PathBuf> {
@@ -549,13 +570,25 @@ fn main() -> ExitCode {
             }
         }
         Command::Tools { json, .. } => {
+            let served = match load_config(&cli).and_then(|c| toolsets(&cli, c.as_ref())) {
+                Ok(t) => t,
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    return ExitCode::from(1);
+                }
+            };
             // Written line by line, stopping quietly when the reader goes away
             // (`tradedesk tools | head -1`): println! would panic on the closed pipe.
             let mut out = std::io::stdout().lock();
-            for t in tools() {
+            let listed = tools()
+                .iter()
+                .filter(|t| t.toolset.is_none_or(|set| served.contains(set)));
+            for t in listed {
+                let toolset = t.toolset.map_or("always served", |set| set.name());
                 let written = if *json {
                     let spec = serde_json::json!({
                         "name": t.name, "title": t.title, "description": t.description,
+                        "toolset": t.toolset.map(|set| set.name()),
                         "annotations": {
                             "readOnlyHint": t.annotations().read_only,
                             "destructiveHint": t.annotations().destructive,
@@ -566,11 +599,11 @@ fn main() -> ExitCode {
                     });
                     writeln!(out, "{spec}")
                 } else if t.annotations().read_only {
-                    writeln!(out, "{}\n    {}\n", t.name, t.description)
+                    writeln!(out, "{} [{toolset}]\n    {}\n", t.name, t.description)
                 } else {
                     writeln!(
                         out,
-                        "{} (an order tool: served only while trading is on, [trading] enabled = true)\n    {}\n",
+                        "{} [{toolset}] (an order tool: served only while trading is on, [trading] enabled = true)\n    {}\n",
                         t.name, t.description
                     )
                 };

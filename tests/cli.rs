@@ -213,6 +213,11 @@ fn a_bad_config_is_refused_with_the_key_named() {
             "base_currency = \"usd\"\n[[accounts]]\nid = \"x\"\nbroker = \"book\"\npath = \"b.json\"\n",
             "base_currency",
         ),
+        (
+            "[tools]\nenabled = [\"portfolio\", \"quotes\"]\n",
+            "tools.enabled: unknown toolset 'quotes'",
+        ),
+        ("[tools]\nenable = [\"portfolio\"]\n", "enable"),
     ] {
         let config = write_config(dir.path(), text);
         let out = tradedesk(&[
@@ -271,6 +276,43 @@ fn tools_lists_every_tool() {
     }
     let json = tradedesk(&["tools", "--json"]);
     assert_eq!(String::from_utf8_lossy(&json.stdout).lines().count(), 27);
+}
+
+#[test]
+fn tools_flag_lists_and_serves_only_its_toolsets() {
+    let json = tradedesk(&["--tools", "portfolio", "tools", "--json"]);
+    let specs: Vec<Value> = String::from_utf8_lossy(&json.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(specs.len(), 9, "{specs:?}");
+    for spec in &specs {
+        let health = spec["name"] == "get_server_health";
+        assert_eq!(
+            spec["toolset"],
+            if health {
+                Value::Null
+            } else {
+                "portfolio".into()
+            }
+        );
+    }
+    let text = tradedesk(&["--tools", "options", "tools"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("option_price [options]"));
+    // A tool outside them answers an error result naming its toolset (exit 1).
+    let out = tradedesk(&["--tools", "portfolio", "call", "option_price", "{}"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v = stdout_json(&out);
+    assert_eq!(v["error"]["code"], "tool_not_enabled", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the options toolset"),
+        "{v}"
+    );
+    call_ok(&["--tools", "portfolio"], "get_accounts", "{}");
+    call_ok(&["--tools", "portfolio"], "get_server_health", "{}");
 }
 
 #[test]

@@ -34,6 +34,7 @@ pub enum ErrorCode {
     UnknownOrder,
     BrokerRejected,
     Uncertain,
+    ToolNotEnabled,
 }
 
 impl ErrorCode {
@@ -65,6 +66,7 @@ impl ErrorCode {
             Self::UnknownOrder => "unknown_order",
             Self::BrokerRejected => "broker_rejected",
             Self::Uncertain => "uncertain",
+            Self::ToolNotEnabled => "tool_not_enabled",
         }
     }
 }

@@ -55,7 +55,7 @@ pub struct FactorStats {
 pub struct QuantileRow {
     /// 1 = lowest factor values.
     pub quantile: usize,
-    /// Mean pooled forward return, in percent; `None` without observations.
+    /// Mean pooled forward return, in percent; null without observations.
     pub mean_forward_return_pct: Option<f64>,
     pub observations: usize,
 }

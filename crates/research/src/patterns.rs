@@ -27,7 +27,7 @@ pub const STAR_MIDDLE_BODY_MAX_RATIO: f64 = 0.3;
 /// Three white soldiers / black crows: each body is at least this fraction of its range.
 pub const SOLDIER_BODY_MIN_RATIO: f64 = 0.5;
 
-/// A detectable pattern. Serialized in snake_case (same text as [`Pattern::name`]).
+/// A detectable pattern, by its snake_case name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Pattern {
@@ -182,26 +182,26 @@ pub struct Hit {
     pub pattern: Pattern,
     /// The bar on which the pattern completes (for swings: the swing bar itself).
     pub index: usize,
-    /// `time[index]`.
+    /// The bar's time.
     pub time: String,
     /// Close of the completing bar; the high for a swing high, the low for a swing low.
     pub price: f64,
-    /// Same text as [`Pattern::rule`].
+    /// The rule it matched.
     pub rule: &'static str,
 }
 
 /// A support or resistance level built from clustered swing points.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Level {
-    /// `"support"` (from swing lows) or `"resistance"` (from swing highs).
+    /// support (from swing lows) or resistance (from swing highs).
     pub kind: &'static str,
-    /// Mean price of the swing points in the cluster.
+    /// Mean price of its swing points.
     pub price: f64,
-    /// Number of swing points in the cluster.
+    /// Swing points in it.
     pub touches: usize,
-    /// Time of the earliest swing point in the cluster.
+    /// Its earliest swing point's time.
     pub first_time: String,
-    /// Time of the latest swing point in the cluster.
+    /// Its latest swing point's time.
     pub last_time: String,
 }
 

@@ -17,7 +17,9 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::Value;
 use tradedesk_tools::trading::orders::{Confirmation, Confirmer};
-use tradedesk_tools::{CallError, ToolContext, ToolSpec, call_with_progress, listed, tools};
+use tradedesk_tools::{
+    CallError, ToolContext, ToolSpec, Toolset, call_with_progress, listed, tools,
+};
 
 use crate::content;
 use crate::telemetry::{CallRecord, Telemetry};
@@ -41,7 +43,11 @@ impl TradedeskServer {
         Self {
             telemetry,
             listed: Arc::new(listed(&ctx).map(Self::tool).collect()),
-            instructions: Arc::new(instructions(base_currency, ctx.trading_enabled())),
+            instructions: Arc::new(instructions(
+                base_currency,
+                ctx.trading_enabled() && ctx.toolsets.contains(Toolset::Trading),
+                ctx.toolsets.contains(Toolset::Portfolio),
+            )),
             ctx,
         }
     }
@@ -61,12 +67,18 @@ impl TradedeskServer {
     }
 }
 
-/// What the model reads before it calls anything.
-fn instructions(base_currency: Option<&str>, trading: bool) -> String {
+/// What the model reads before it calls anything; it names only tools that are listed.
+fn instructions(base_currency: Option<&str>, trading: bool, portfolio: bool) -> String {
     // Known without asking a broker (configured, or a book file's); else the first
     // answer names it.
     let base_currency = base_currency.map_or_else(
-        || "the base currency (get_accounts names it)".to_owned(),
+        || {
+            if portfolio {
+                "the base currency (get_accounts names it)".to_owned()
+            } else {
+                "the base currency".to_owned()
+            }
+        },
         |code| format!("{code} (the base currency)"),
     );
     let trading = if trading {
@@ -77,13 +89,18 @@ fn instructions(base_currency: Option<&str>, trading: bool) -> String {
     } else {
         "Trading is off: no tool here places, changes or cancels an order. "
     };
+    let start = if portfolio {
+        "Start with get_accounts or get_portfolio_summary; get_realized_pnl answers profit \
+         questions (FIFO, net of commissions); "
+    } else {
+        ""
+    };
     format!(
         "tradedesk reads brokerage accounts and answers from their fills in one currency. \
          {trading}\
          Dates are always absolute YYYY-MM-DD and inclusive at both ends: resolve 'last quarter' or \
          'this year' to calendar dates yourself before calling. Money is reported in {base_currency} \
-         unless you pass `currency`. Start with get_accounts or \
-         get_portfolio_summary; get_realized_pnl answers profit questions (FIFO, net of commissions); \
+         unless you pass `currency`. {start}\
          get_server_health explains a broker_unavailable error. A result carrying \
          `unavailable_accounts` is partial: tell the user which accounts it leaves out. Repeat every entry of a result's \
          `notes` to the user: they carry caveats such as P&L gross of fees or positions left out \

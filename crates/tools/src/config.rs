@@ -18,6 +18,7 @@ use tradedesk_store::Store;
 use tradedesk_store::tokens::TokenKey;
 
 use crate::context::ToolContext;
+use crate::toolset::Toolsets;
 use crate::trading::{Trading, TradingSettings, store_error};
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -39,6 +40,28 @@ pub struct Config {
     pub trading: Option<TradingConfig>,
     /// Folders CSV bar files may be read from over HTTP.
     pub data_dirs: Option<Vec<PathBuf>>,
+    pub tools: Option<ToolsConfig>,
+}
+
+/// `[tools]`: which toolsets are listed and served (docs/tools.md, "Toolsets").
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// Toolset names; absent: all of them.
+    pub enabled: Option<Vec<String>>,
+}
+
+impl Config {
+    /// The toolsets `[tools] enabled` names (all when absent).
+    ///
+    /// # Errors
+    /// `invalid_argument` naming an unknown toolset and the valid ones.
+    pub fn toolsets(&self) -> Result<Toolsets> {
+        match self.tools.as_ref().and_then(|t| t.enabled.as_ref()) {
+            None => Ok(Toolsets::ALL),
+            Some(names) => Toolsets::from_names(names.iter().map(String::as_str), "tools.enabled"),
+        }
+    }
 }
 
 /// A number in the config: an integer, a float or a decimal string, read as a decimal.
@@ -320,6 +343,9 @@ impl Config {
         {
             resolve(path);
         }
+        config
+            .toolsets()
+            .map_err(|e| config_error(format!("{}: {}", path.display(), e.message), &e.hint))?;
         for account in &mut config.accounts {
             account.path.as_mut().map(resolve);
             if let Some(path) = account.flex.as_mut().and_then(|f| f.path.as_mut()) {
@@ -1007,5 +1033,7 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
         ctx.configured_data_dirs.clone_from(dirs);
     }
     let trading = trading_for(config.trading.as_ref(), live_accounts, state, clock)?;
-    Ok(ctx.with_trading(Arc::new(trading)))
+    Ok(ctx
+        .with_trading(Arc::new(trading))
+        .with_toolsets(config.toolsets()?))
 }

@@ -18,6 +18,7 @@ use tradedesk_core::ledger::{self, Ledger};
 use tradedesk_core::{Book, Currency, Error, ErrorCode, FxQuote, Result, SectorMap};
 
 use crate::merge::merge_books;
+use crate::toolset::Toolsets;
 use crate::trading::Trading;
 use crate::unavailable::{Down, UnavailableAccount};
 
@@ -193,6 +194,8 @@ pub struct ToolContext {
     pub configured_data_dirs: Vec<PathBuf>,
     /// Backtests still running (or done and not yet fetched).
     pub runs: Arc<crate::research::RunRegistry>,
+    /// The toolsets listed and served (`[tools] enabled`, `--tools`); default all.
+    pub toolsets: Toolsets,
 }
 
 #[derive(Debug)]
@@ -222,12 +225,20 @@ impl ToolContext {
             data_dirs: None,
             configured_data_dirs: Vec::new(),
             runs: Arc::default(),
+            toolsets: Toolsets::ALL,
         }
     }
 
     #[must_use]
     pub fn with_trading(mut self, trading: Arc<Trading>) -> Self {
         self.trading = Some(trading);
+        self
+    }
+
+    /// Serves only these toolsets (get_server_health is always served).
+    #[must_use]
+    pub fn with_toolsets(mut self, toolsets: Toolsets) -> Self {
+        self.toolsets = toolsets;
         self
     }
 

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::context::ToolContext;
 use crate::registry::{call, tools};
+use crate::toolset::Toolset;
 
 /// Example arguments per tool, run against the demo.
 fn example(name: &str) -> Value {
@@ -78,7 +79,20 @@ fn type_of(schema: &Value) -> String {
             .and_then(Value::as_array)
             .map(|alts| {
                 alts.iter()
-                    .map(type_of)
+                    .map(
+                        |alt| match alt.get("properties").and_then(Value::as_object) {
+                            // An object alternative by its keys: `{csv}`, `{symbol, account, ...}`.
+                            Some(props) => format!(
+                                "{{{}}}",
+                                props
+                                    .keys()
+                                    .map(String::as_str)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                            None => type_of(alt),
+                        },
+                    )
                     .filter(|t| !t.is_empty() && t != "null")
                     .collect::<Vec<_>>()
                     .join(" \\| ")
@@ -155,6 +169,33 @@ account, or whose `broker` matches only down accounts, answers that account's er
 account answers, every one of these tools answers the first one's error. A down account is retried in the \
 background and served again once it answers, without a restart; `get_server_health` lists its state.\n";
 
+/// The toolsets and the tools in each.
+fn toolsets(out: &mut String) {
+    out.push_str(
+        "\n## Toolsets\n\nA client that needs only some tools can be served only those, so its model \
+         reads a shorter tool list (docs/benchmarks.md has each toolset's size): \
+         `[tools] enabled = [\"portfolio\", \"research\"]` in tradedesk.toml, or \
+         `--tools portfolio,research` on the command line (the flag beats the config). Default: all. \
+         A tool outside them is not listed, and a call to it answers `tool_not_enabled` naming \
+         its toolset; an unknown name is a config error naming the valid ones. \
+         `get_server_health` belongs to none and is always served.\n\n\
+         | toolset | tools | for |\n| --- | --- | --- |\n",
+    );
+    for set in Toolset::ALL {
+        let names: Vec<String> = tools()
+            .iter()
+            .filter(|t| t.toolset == Some(set))
+            .map(|t| format!("`{}`", t.name))
+            .collect();
+        let _ = writeln!(
+            out,
+            "| `{set}` | {} | {} |",
+            names.join(", "),
+            set.summary()
+        );
+    }
+}
+
 /// The whole document. Examples run on the context given (the demo, in the docs test).
 pub async fn tools_markdown(ctx: &ToolContext) -> String {
     let mut out = String::from(
@@ -163,12 +204,21 @@ pub async fn tools_markdown(ctx: &ToolContext) -> String {
          `error.message` and `error.hint`. Examples run on the embedded demo book, with trading switched on \
          and the sim's clock at 2026-11-30T15:00:00Z. The write tools are listed only while `[trading] enabled = true`.\n",
     );
+    toolsets(&mut out);
     out.push_str(UNAVAILABLE);
     for spec in tools() {
         let _ = write!(
             out,
             "\n## `{}`: {}\n\n{}\n\n",
             spec.name, spec.title, spec.description
+        );
+        let _ = writeln!(
+            out,
+            "Toolset: {}.\n",
+            spec.toolset.map_or_else(
+                || "none (always served)".to_owned(),
+                |set| format!("`{set}`")
+            )
         );
         let a = spec.annotations();
         let _ = writeln!(

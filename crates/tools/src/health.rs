@@ -48,12 +48,10 @@ pub struct FxPair {
 pub struct FxHealth {
     pub as_of: String,
     pub pairs: Vec<FxPair>,
-    /// Pairs (BASE/QUOTE) whose latest rate is more than 7 days older than as_of.
+    /// Pairs (BASE/QUOTE) whose latest rate is over 7 days older than as_of.
     pub stale: Vec<String>,
-    /// Pairs (FROM/TO) with no rate, directly or crossed, where one was needed: a holding
-    /// or a cash balance at as_of (into the base currency or its account's), a commission
-    /// on its trade date, a closed lot on its closing date (into the base currency). The
-    /// rows in them are left out of the totals.
+    /// Pairs (FROM/TO) with no rate, direct or crossed, where a holding, cash balance,
+    /// commission or closed lot needed one; those rows are left out of the totals.
     pub missing: Vec<String>,
 }
 
@@ -96,7 +94,7 @@ pub struct HealthResult {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unexplained_closes: Vec<UnexplainedClose>,
     pub fx: Option<FxHealth>,
-    /// Instruments whose contract size or profit currency is assumed (absent when none).
+    /// Instruments with an assumed contract size or profit currency (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unknown_specs: Vec<UnknownSpecOut>,
     /// The trading switch and guards, where any account can trade.

@@ -27,9 +27,8 @@ pub struct FillOut {
     /// Calendar date of `time` in its own offset.
     pub trade_date: String,
     pub instrument_currency: String,
-    /// Set when the fill is not an execution: `opening` (a position held when the history
-    /// starts, at the broker's cost; it moved no cash) or `action` (made for a corporate
-    /// action or option event: a cash merger, tender, cash in lieu or expiry).
+    /// Absent for an execution; `opening`: a position held when the history starts (at
+    /// the broker's cost, no cash moved); `action`: a corporate action or option event.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     /// quantity x price x multiplier (instrument currency).

@@ -22,6 +22,7 @@ pub mod realized;
 pub mod registry;
 pub mod research;
 pub mod select;
+pub mod toolset;
 pub mod trading;
 pub mod unavailable;
 pub mod valuation;
@@ -30,3 +31,4 @@ pub use context::ToolContext;
 pub use registry::{
     CallError, ToolOutput, ToolSpec, call, call_with, call_with_progress, listed, tools,
 };
+pub use toolset::{Toolset, Toolsets};

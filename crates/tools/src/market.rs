@@ -34,7 +34,7 @@ pub struct QuoteResult {
     pub spread_pips: Option<Num>,
     pub currency: String,
     pub time: String,
-    /// Trading rules: the lot step, minimum, tick and what a unit of quantity is.
+    /// Quantity increment.
     pub lot_step: Num,
     pub min_quantity: Num,
     pub tick: Num,
@@ -142,7 +142,7 @@ impl<'de> Deserialize<'de> for BarSource {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CsvSource {
-    /// A CSV file with date or time, open, high, low, close and optional volume columns.
+    /// A CSV file: date or time, open, high, low, close and optional volume columns.
     pub csv: String,
 }
 
@@ -150,22 +150,22 @@ pub struct CsvSource {
 #[serde(deny_unknown_fields)]
 pub struct BrokerSource {
     pub symbol: String,
-    /// An account whose broker serves bars (the sim's: SIM-PAPER in the demo).
+    /// An account whose broker serves bars (SIM-PAPER in the demo).
     pub account: String,
     /// 1m, 5m, 15m, 1h or 1d (default 1d).
     pub interval: Option<String>,
-    /// YYYY-MM-DD or RFC 3339; default: 250 intervals before end (for 1d, 250 days).
+    /// YYYY-MM-DD or RFC 3339 (default: 250 intervals before end).
     pub start: Option<String>,
-    /// YYYY-MM-DD (the whole day) or RFC 3339; default: now.
+    /// YYYY-MM-DD (the whole day) or RFC 3339 (default: now).
     pub end: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BarsArgs {
-    /// {"csv": "PATH"} or {"symbol", "account", "interval", "start", "end"}.
+    /// A CSV file, or a symbol's bars at an account.
     pub source: BarSource,
-    /// Default 250; 0 means all; otherwise at least 2 (rows are thinned evenly, first and last kept).
+    /// Default 250; 0 means all; else at least 2.
     pub max_rows: Option<usize>,
 }
 

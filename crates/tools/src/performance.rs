@@ -37,7 +37,7 @@ pub struct PerformanceArgs {
     pub account: Option<String>,
     /// Report currency (upper-case ISO 4217 code). Default: the base currency.
     pub currency: Option<String>,
-    /// Bars to compare with: {"csv": "PATH"} or {"symbol", "account", "interval", "start", "end"}.
+    /// Bars to compare with: a CSV file, or a symbol's bars at an account.
     pub benchmark: Option<BarSource>,
 }
 
@@ -58,10 +58,10 @@ pub struct PerformanceResult {
     pub twr_pct: Option<f64>,
     /// Money-weighted return (XIRR, actual/365), annualized, in percent.
     pub mwr_pct: Option<f64>,
-    /// The money-weighted rate over the range's length, not annualized, in percent.
+    /// mwr_pct over the range's length, not annualized.
     pub mwr_period_pct: Option<f64>,
     pub benchmark_symbol: Option<String>,
-    /// From the benchmark's last close before start to its last close on or before end.
+    /// Last close before start to last close on or before end.
     pub benchmark_return_pct: Option<f64>,
     /// twr_pct minus benchmark_return_pct.
     pub excess_return_pct: Option<f64>,

@@ -23,14 +23,14 @@ pub enum SideArg {
     Short,
 }
 
-/// What every perps quote shares.
+// What every perps quote shares (flattened into each one's arguments).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PerpCommon {
     /// The mark price; or leave it out and name a `market`.
     pub mark_price: Option<f64>,
-    /// A perpetual (such as BTC or PERP:BTC-PERP) whose live mark and maximum leverage
-    /// are taken from `account` (default: the first Hyperliquid account, else the sim).
+    /// A perp (BTC, PERP:BTC-PERP) whose live mark and maximum leverage come from
+    /// `account` (default: the first Hyperliquid account, else the sim).
     pub market: Option<String>,
     /// The account whose market to read (with `market`).
     pub account: Option<String>,
@@ -132,7 +132,7 @@ pub struct CloseResult {
     pub bust_price: f64,
     /// Price P&L before fees.
     pub raw_pnl: f64,
-    /// Opening fee (fee_rate x notional) plus closing fee (fee_rate x size x exit).
+    /// fee_rate x notional to open plus fee_rate x size x exit to close.
     pub fees: f64,
     /// raw_pnl - fees, never below -margin; -margin when liquidated.
     pub net_pnl: f64,

@@ -39,8 +39,8 @@ pub struct PositionOut {
     /// quantity x mark x multiplier, signed (instrument currency).
     pub notional: Option<Num>,
     pub notional_converted: Option<Num>,
-    /// What the position adds to the account's value: the notional (cash-settled) or the
-    /// gross unrealized P&L (margin-settled), instrument currency.
+    /// What it adds to the account's value: the notional (cash-settled) or the gross
+    /// unrealized P&L (margin-settled), instrument currency.
     pub market_value: Option<Num>,
     pub market_value_converted: Option<Num>,
     pub unrealized_pnl: Option<Num>,
@@ -53,7 +53,7 @@ pub struct PositionOut {
 pub struct PositionsResult {
     pub currency: String,
     pub as_of: String,
-    /// Signed sum of market_value_converted (the summary's positions_value when unfiltered).
+    /// Signed sum of market_value_converted.
     pub total_market_value: Num,
     pub positions: Vec<PositionOut>,
     pub notes: Vec<String>,

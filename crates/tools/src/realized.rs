@@ -76,8 +76,8 @@ pub struct RealizedPnlResult {
     pub biggest_loss: Option<Extreme>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lots: Option<Vec<LotOut>>,
-    /// Pass as `cursor` (same start, end, filters and currency) for the next page of lots;
-    /// absent on the last page.
+    /// Pass as `cursor` with the same other arguments for the next page; absent on the
+    /// last page.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
     pub notes: Vec<String>,

@@ -19,6 +19,7 @@ use crate::market::{BarsArgs, BarsResult, QuoteArgs, QuoteResult, get_bars, get_
 use crate::positions::{ExposureResult, PositionsResult, get_exposure, get_positions};
 use crate::realized::{self, RealizedPnlResult, RealizedQuery, get_realized_pnl};
 use crate::select::select;
+use crate::toolset::Toolset;
 use crate::trading::orders::{
     CancelArgs, CancelResult, CloseArgs, Confirmer, ModifyArgs, ModifyResult, OrdersArgs,
     OrdersResult, PlaceArgs, PlaceResult, PreviewArgs, PreviewResult, cancel_order, close_position,
@@ -37,6 +38,9 @@ pub struct ToolSpec {
     pub read_only: bool,
     /// Listed and served only while trading is enabled.
     pub needs_trading: bool,
+    /// The toolset that lists and serves it; `None` for the one tool always served
+    /// (get_server_health).
+    pub toolset: Option<Toolset>,
     pub input_schema: Value,
     pub output_schema: Value,
 }
@@ -127,10 +131,7 @@ fn strip_nonstandard_formats(value: &mut Value) {
 
 fn input_schema<T: JsonSchema>() -> Value {
     let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_else(|_| json!({}));
-    strip_nonstandard_formats(&mut schema);
     if let Some(obj) = schema.as_object_mut() {
-        obj.remove("$schema");
-        obj.remove("title");
         obj.insert("type".into(), json!("object"));
         obj.insert("additionalProperties".into(), json!(false));
         obj.entry("properties").or_insert_with(|| json!({}));
@@ -140,10 +141,7 @@ fn input_schema<T: JsonSchema>() -> Value {
 
 fn output_schema<T: JsonSchema>() -> Value {
     let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_else(|_| json!({}));
-    strip_nonstandard_formats(&mut schema);
     if let Some(obj) = schema.as_object_mut() {
-        obj.remove("$schema");
-        obj.remove("title");
         obj.remove("required");
         // The same object carries either the result (status ok) or an error.
         if let Some(props) = obj.get_mut("properties").and_then(Value::as_object_mut) {
@@ -166,11 +164,169 @@ fn output_schema<T: JsonSchema>() -> Value {
     schema
 }
 
+/// A schema as clients receive it (docs/benchmarks.md, "The tool list"): schemars'
+/// output with every property, type, enum, required list and bound kept, and nothing
+/// else. Integer-width formats go (not JSON Schema formats: validators such as ajv warn
+/// on each), and so do the root's `$schema`, `title` and description (the tool's own
+/// description says what it is for). A `$defs` entry is written in place wherever that
+/// is no longer than referring to it, so an input schema has no `$ref` left; a property's
+/// own description beats its type's, and a described list's does its entries'; `anyOf
+/// [T, null]` becomes `"type": [T, "null"]`; doc-comment line breaks become spaces.
+fn compact(schema: &mut Value, inline_all: bool) {
+    strip_nonstandard_formats(schema);
+    let Some(root) = schema.as_object_mut() else {
+        return;
+    };
+    for key in ["$schema", "title", "description"] {
+        root.remove(key);
+    }
+    let defs = match root.remove("$defs") {
+        Some(Value::Object(defs)) => defs,
+        _ => serde_json::Map::new(),
+    };
+    let mut uses = std::collections::BTreeMap::<String, usize>::new();
+    count_refs(schema, &mut uses);
+    defs.values().for_each(|d| count_refs(d, &mut uses));
+    let inline: std::collections::BTreeSet<String> = defs
+        .iter()
+        .filter(|(name, body)| {
+            let n = uses.get(name.as_str()).copied().unwrap_or(0);
+            let body_len = body.to_string().len();
+            let self_referencing = body.to_string().contains(&format!("\"#/$defs/{name}\""));
+            // In place n times, against n references plus the entry itself.
+            let kept =
+                n * ("{\"$ref\":\"#/$defs/\"}".len() + name.len()) + name.len() + 3 + body_len;
+            !self_referencing && (inline_all || n * body_len <= kept)
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    expand(schema, &defs, &inline);
+    let mut kept = serde_json::Map::new();
+    for (name, mut body) in defs.clone() {
+        if !inline.contains(&name) {
+            expand(&mut body, &defs, &inline);
+            kept.insert(name, body);
+        }
+    }
+    if let (Some(root), false) = (schema.as_object_mut(), kept.is_empty()) {
+        root.insert("$defs".into(), Value::Object(kept));
+    }
+}
+
+fn count_refs(value: &Value, uses: &mut std::collections::BTreeMap<String, usize>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(name) = def_name(map) {
+                *uses.entry(name.to_owned()).or_default() += 1;
+            }
+            map.values().for_each(|v| count_refs(v, uses));
+        }
+        Value::Array(items) => items.iter().for_each(|v| count_refs(v, uses)),
+        _ => {}
+    }
+}
+
+fn def_name(map: &serde_json::Map<String, Value>) -> Option<&str> {
+    map.get("$ref")?.as_str()?.strip_prefix("#/$defs/")
+}
+
+/// Writes the `inline` definitions in place, then tidies each schema object.
+fn expand(
+    value: &mut Value,
+    defs: &serde_json::Map<String, Value>,
+    inline: &std::collections::BTreeSet<String>,
+) {
+    match value {
+        Value::Object(map) => {
+            map.values_mut().for_each(|v| expand(v, defs, inline));
+            if let Some(name) = def_name(map)
+                .filter(|n| inline.contains(*n))
+                .map(str::to_owned)
+                && let Some(mut body) = defs.get(&name).cloned()
+            {
+                expand(&mut body, defs, inline);
+                map.remove("$ref");
+                if let Value::Object(body) = body {
+                    for (key, v) in body {
+                        map.entry(key).or_insert(v);
+                    }
+                }
+            }
+            merge_nullable(map);
+            if let Some(Value::String(text)) = map.get_mut("description") {
+                *text = text.replace('\n', " ");
+                // A described list says what its entries are.
+                if let Some(Value::Object(item)) = map.get_mut("items") {
+                    item.remove("description");
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| expand(v, defs, inline)),
+        _ => {}
+    }
+}
+
+/// `{"anyOf": [S, {"type": "null"}]}` as one schema: S's type with `"null"` beside it (and
+/// `null` among its enum values), or S's alternatives with null among them.
+fn merge_nullable(map: &mut serde_json::Map<String, Value>) {
+    let null = json!({"type": "null"});
+    let Some(Value::Array(alts)) = map.get("anyOf") else {
+        return;
+    };
+    let [a, b] = alts.as_slice() else {
+        return;
+    };
+    let other = match (a == &null, b == &null) {
+        (true, false) => b,
+        (false, true) => a,
+        _ => return,
+    };
+    let Some(other) = other.as_object().cloned() else {
+        return;
+    };
+    if other.contains_key("$ref") || other.contains_key("const") {
+        return;
+    }
+    match other.get("type").cloned() {
+        Some(Value::String(t)) => {
+            map.remove("anyOf");
+            for (key, mut v) in other {
+                if key == "type" {
+                    v = json!([t, "null"]);
+                } else if key == "enum"
+                    && let Value::Array(values) = &mut v
+                {
+                    values.push(Value::Null);
+                }
+                map.entry(key).or_insert(v);
+            }
+        }
+        None if other.keys().all(|k| k == "anyOf" || k == "description") => {
+            let Some(Value::Array(mut inner)) = other.get("anyOf").cloned() else {
+                return;
+            };
+            inner.push(null);
+            map.insert("anyOf".into(), Value::Array(inner));
+            if let Some(d) = other.get("description") {
+                map.entry("description").or_insert_with(|| d.clone());
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Every tool, in the order clients list them. Built once, on first use: generating the
 /// schemas is far costlier than most tool calls.
 pub fn tools() -> &'static [ToolSpec] {
     static SPECS: std::sync::OnceLock<Vec<ToolSpec>> = std::sync::OnceLock::new();
-    SPECS.get_or_init(build_specs)
+    SPECS.get_or_init(|| {
+        let mut specs = build_specs();
+        for spec in &mut specs {
+            compact(&mut spec.input_schema, true);
+            compact(&mut spec.output_schema, false);
+        }
+        specs
+    })
 }
 
 fn build_specs() -> Vec<ToolSpec> {
@@ -178,246 +334,256 @@ fn build_specs() -> Vec<ToolSpec> {
         ToolSpec {
             name: "get_accounts",
             title: "Accounts",
-            description: "List every configured brokerage account with its broker, mode (book, paper, live), \
-                cash, positions value and total value in the account's own currency, and the total converted \
-                into the report currency. Use it first to learn account ids and brokers. An account whose gateway does not \
-                answer is listed in unavailable_accounts with its error and left out of the totals.",
+            description: "Every configured account: broker, mode (book, paper, live), cash, \
+                positions value and total value in its own currency, and the total in the report \
+                currency. Call it first to learn the account ids.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Portfolio),
             input_schema: input_schema::<CurrencyArgs>(),
             output_schema: unavailable::with_field(output_schema::<AccountsResult>()),
         },
         ToolSpec {
             name: "get_positions",
             title: "Open positions",
-            description: "Open positions from the FIFO lots of the fills: quantity (negative for shorts), average \
-                cost, cost basis, mark, notional, market value, unrealized P&L and weight, in the instrument \
-                currency and converted into the report currency at as_of. Filter by account, broker or symbol \
-                (bare AAPL / 1155 or qualified BURSA:1155). A position without a mark is listed with null values \
-                and left out of totals.",
+            description: "Open positions from the FIFO lots of the fills: quantity, cost, mark, \
+                market value, unrealized P&L and weight, in the instrument currency and the \
+                report currency. A position without a mark has null values and is left out of \
+                totals.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Portfolio),
             input_schema: input_schema::<PositionsArgs>(),
             output_schema: unavailable::with_field(output_schema::<PositionsResult>()),
         },
         ToolSpec {
             name: "get_trade_history",
             title: "Trade history",
-            description: "Fills between start and end (absolute YYYY-MM-DD dates, inclusive, by the fill's trade date \
-                in its own time zone), newest first, filtered by account, broker, symbol or side. limit 1..1000 \
-                (default 100); total_count and truncated tell when more matched. Resolve relative periods such as \
-                'last quarter' to dates yourself.",
+            description: "Fills between two trade dates (each fill's in its own time zone), \
+                newest first, filtered by account, broker, symbol or side; total_count and \
+                truncated tell when more matched.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Portfolio),
             input_schema: input_schema::<TradeHistoryArgs>(),
             output_schema: unavailable::with_field(output_schema::<TradeHistoryResult>()),
         },
         ToolSpec {
             name: "get_realized_pnl",
             title: "Realized P&L (FIFO)",
-            description: "Realized profit and loss of lots closed between start and end (absolute YYYY-MM-DD, inclusive, \
-                by closing trade date), from a FIFO replay of the full history, net of prorated commissions, \
-                converted at each closing date's rate. Grouped by symbol (default), account, broker, month or none; \
-                biggest_gain / biggest_loss name the closing fills with the largest total; include_lots lists the \
-                closed lots, lots_limit (max 1000) a page; pass next_cursor as cursor for the next page. \
-                Dividends and interest are not P&L. A period with no closed lots is a true zero.",
+            description: "Realized P&L of the lots closed between two dates: a FIFO replay of the \
+                full history, net of prorated commissions, each lot converted at its closing \
+                date's rate, grouped as asked; biggest_gain / biggest_loss name the closing \
+                fills; the lots can be listed a page at a time. Dividends and interest are not \
+                P&L; no closed lots is a true zero.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Portfolio),
             input_schema: input_schema::<RealizedPnlArgs>(),
             output_schema: unavailable::with_field(output_schema::<RealizedPnlResult>()),
         },
         ToolSpec {
             name: "get_portfolio_summary",
             title: "Portfolio summary",
-            description: "The whole portfolio in one currency at as_of: total value (positions plus cash), positions value, \
-                cash, unrealized P&L, holdings by currency held and by broker with percentages of the total, and \
-                each account. Answers 'how much of my portfolio is in ringgit?'.",
+            description: "The whole portfolio in the report currency: total value, positions, \
+                cash, unrealized P&L, holdings by currency and by broker with their share of the \
+                total, and each account. Answers 'how much of my portfolio is in ringgit?'.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Portfolio),
             input_schema: input_schema::<CurrencyArgs>(),
             output_schema: unavailable::with_field(output_schema::<SummaryResult>()),
         },
         ToolSpec {
             name: "get_exposure",
             title: "Exposure breakdown",
-            description: "Exposure of open positions (notional, cash excluded) bucketed by sector, currency, broker, account, \
-                asset_class, country or symbol; basis gross (absolute, default) or net (signed). Bucket pct is of \
-                the gross total. Positions without a sector are in an explicit Unclassified bucket.",
+            description: "Notional exposure of the open positions (cash excluded) in buckets of \
+                one dimension, gross or net; pct is of the gross total; positions without a \
+                sector are in Unclassified.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Portfolio),
             input_schema: input_schema::<ExposureArgs>(),
             output_schema: unavailable::with_field(output_schema::<ExposureResult>()),
         },
         ToolSpec {
             name: "get_server_health",
             title: "Server health",
-            description: "State of every broker connection (status, latency, a hint when down), reconciliation of the \
-                positions brokers report against what the fills imply, and the FX rates in use with stale ones \
-                flagged. Call it when another tool says a broker is unavailable.",
+            description: "Each broker connection's state (a hint when down), the positions \
+                brokers report reconciled against the fills, and the FX rates in use, stale ones \
+                flagged. Call it when a tool says a broker is unavailable.",
             read_only: true,
             needs_trading: false,
+            toolset: None,
             input_schema: input_schema::<NoArgs>(),
             output_schema: unavailable::with_field(output_schema::<HealthResult>()),
         },
         ToolSpec {
             name: "get_quote",
             title: "Quote",
-            description: "Current bid, ask, mid and spread of a symbol at an account that quotes (the demo's \
-                SIM-PAPER quotes its US and Bursa stocks, EURUSD, GBPUSD, USDJPY, USDMYR, XAUUSD and BTC-PERP), \
-                spread_pips for FX and metals, and the trading rules (lot step, minimum, tick, unit).",
+            description: "Bid, ask, mid and spread (in pips for FX and metals) of a symbol at an \
+                account that quotes, with its trading rules: lot step, minimum, tick, unit. The \
+                demo's SIM-PAPER quotes its stocks, FX pairs, XAUUSD and BTC-PERP.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Market),
             input_schema: input_schema::<QuoteArgs>(),
             output_schema: output_schema::<QuoteResult>(),
         },
         ToolSpec {
             name: "get_bars",
             title: "Price bars",
-            description: "OHLCV bars from an account's broker or the sim ({symbol, account, interval 1m|5m|15m|1h|1d, \
-                start, end}) or from a CSV file ({csv: PATH}). Long series are thinned evenly to max_rows (default \
-                250, 0 = all), always keeping the first and last bar; total, stride and truncated say how.",
+            description: "OHLCV bars from an account's broker or a CSV file. Long series are \
+                thinned evenly to max_rows, keeping the first and last bar; total, stride and \
+                truncated say how.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Market),
             input_schema: input_schema::<BarsArgs>(),
             output_schema: output_schema::<BarsResult>(),
         },
         ToolSpec {
             name: "backtest",
             title: "Backtest a strategy",
-            description: "Would this have worked? Runs entry/exit signals written in a small expression language over \
-                bars (a CSV file or an account's broker): signals are evaluated on each bar's close and fill at the \
-                next bar's open, so a signal can never use the bar it trades on. Language: numbers; open, high, low, \
-                close, volume; sma(x,n), ema(x,n), rsi(x,n), atr(n), bb_upper(x,n,k), bb_lower(x,n,k), highest(x,n), \
-                lowest(x,n), ret(x,n), shift(x,n), cross_above(a,b), cross_below(a,b); < <= > >= == !=; + - * /; and, \
-                or, not; parentheses. Example entry: cross_above(sma(close, 10), sma(close, 30)). A bar where any \
-                indicator in a condition has no value yet (its warm-up) never signals, whatever and, or and not join it \
-                to. Fees and slippage in \
-                basis points, long or short, whole or fractional units. Returns the metrics (return, CAGR, volatility, \
-                Sharpe, Sortino, max drawdown, win rate, profit factor, exposure), the trades, any open position, and \
-                the equity curve as an image. A run longer than wait_seconds answers a run_id for get_run_result.",
+            description: "Would this have worked? Tests entry/exit signals over bars: a signal is \
+                evaluated on a bar's close and fills at the next bar's open, so it never trades \
+                on the bar it saw. Signal language: numbers; open, high, low, close, volume; \
+                sma(x,n), ema(x,n), rsi(x,n), atr(n), bb_upper(x,n,k), bb_lower(x,n,k), \
+                highest(x,n), lowest(x,n), ret(x,n), shift(x,n), cross_above(a,b), \
+                cross_below(a,b); < <= > >= == !=; + - * /; and, or, not; parentheses. A \
+                condition with an indicator still in its warm-up never signals. Returns the \
+                metrics (return, CAGR, volatility, Sharpe, Sortino, max drawdown, win rate, \
+                profit factor, exposure), the trades, any open position and the equity curve as \
+                an image; a run longer than wait_seconds answers a run_id for get_run_result.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Research),
             input_schema: input_schema::<crate::research::BacktestArgs>(),
             output_schema: output_schema::<crate::research::BacktestResult>(),
         },
         ToolSpec {
             name: "factor_analysis",
             title: "Factor analysis",
-            description: "Does a factor predict returns across a universe? Evaluates a factor written in the backtest's \
-                signal language (a series, e.g. ret(close, 20) or -rsi(close, 14)) over 3 or more bar sources on their \
-                common dates, then reports the information coefficient (Pearson) and rank IC (Spearman) against \
-                forward returns of `horizon` bars per cross-section, their mean, standard deviation and t-stat, the \
-                hit rate (share of periods with IC > 0), and the mean forward return by factor quantile (5 by \
-                default). The definitions are stated in the result.",
+            description: "Does a factor predict returns across a universe? Evaluates a factor (a \
+                series in backtest's signal language) over 3 or more bar sources on their common \
+                dates: information coefficient (Pearson) and rank IC (Spearman) against forward \
+                returns per cross-section, their mean, deviation and t-stat, hit rate, and mean \
+                forward return by quantile. The result states the definitions.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Research),
             input_schema: input_schema::<crate::research::FactorArgs>(),
             output_schema: output_schema::<crate::research::FactorResult>(),
         },
         ToolSpec {
             name: "detect_patterns",
             title: "Candlestick and swing patterns",
-            description: "Scans bars for candlestick patterns and swings: bullish/bearish engulfing (a body that \
-                engulfs the previous opposite body), hammer / shooting star (a shadow at least twice the body, the \
-                other shadow at most the body, after a 10-bar decline / rise), doji (body at most 10% of the range), \
-                morning/evening star (a long body, a small one at most 30% of it, then a close beyond the first \
-                body's midpoint), three white soldiers / black crows (three long bodies, each closing further and \
-                opening inside the previous body), swing highs/lows (a high/low beyond the swing_window bars on \
-                each side, confirmed that many bars later), and support/resistance levels where swings cluster \
-                within level_tolerance_pct. Each hit comes with its bar time and the exact rule it matched.",
+            description: "Scans bars for candlestick patterns (engulfing, hammer, shooting star, \
+                doji, morning/evening star, three white soldiers/black crows), swing highs and \
+                lows, and support/resistance levels where swings cluster. Each hit has its bar \
+                time; the result states each pattern's exact rule.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Research),
             input_schema: input_schema::<crate::research::PatternsArgs>(),
             output_schema: output_schema::<crate::research::PatternsResult>(),
         },
         ToolSpec {
             name: "get_run_result",
             title: "A long run's result",
-            description: "The result of a backtest that answered state running and a run_id: the full result once done \
-                (as often as asked: kept for an hour after the run ends, the newest 32), else its progress.",
+            description: "The result of a backtest that answered a run_id: the full result once \
+                done (kept an hour after the run ends, the newest 32), else its progress.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Research),
             input_schema: input_schema::<crate::research::RunResultArgs>(),
             output_schema: output_schema::<crate::research::BacktestResult>(),
         },
         ToolSpec {
             name: "option_price",
             title: "Option price and greeks",
-            description: "Price a European call or put with Black-Scholes-Merton (continuous dividend yield): price, \
-                delta, gamma, vega (per 1 volatility point), theta (per calendar day), rho (per 1 rate point), d1, d2. \
-                volatility, rate and dividend_yield are fractions (0.2 means 20%); time_years > 0.",
+            description: "Price and greeks of a European call or put by Black-Scholes-Merton with \
+                a continuous dividend yield: vega and rho per 1 point, theta per calendar day, \
+                d1, d2.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Options),
             input_schema: input_schema::<crate::options::OptionPriceArgs>(),
             output_schema: output_schema::<crate::options::OptionPriceResult>(),
         },
         ToolSpec {
             name: "implied_volatility",
             title: "Implied volatility",
-            description: "The Black-Scholes-Merton volatility that reprices a European option's price to within 1e-10 \
-                relative, from a bracketed solver that converges deep in and out of the money. A price on or outside \
-                the discounted no-arbitrage bounds is refused with the bound it broke.",
+            description: "The Black-Scholes-Merton volatility that reprices a European option to \
+                1e-10 relative, deep in or out of the money. A price on or outside the discounted \
+                no-arbitrage bounds is refused with the bound it broke.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Options),
             input_schema: input_schema::<crate::options::ImpliedVolArgs>(),
             output_schema: output_schema::<crate::options::ImpliedVolResult>(),
         },
         ToolSpec {
             name: "option_strategy",
             title: "Option strategy payoff",
-            description: "What does this spread pay, and where do I break even? Multi-leg option strategies (calls, puts \
-                and stock; signed quantities per share; premiums default to the model price): net premium, P&L at the \
-                earliest expiry and now across a price range, breakevens solved as roots, max profit and max loss \
-                (null when unbounded), probability of profit under the lognormal model, summed greeks, and the payoff \
-                chart as an image.",
+            description: "What does this spread pay, and where does it break even? Multi-leg \
+                payoff of calls, puts and stock: net premium, P&L at the earliest expiry and now \
+                across a price range, breakevens, max profit and loss (null when unbounded), \
+                probability of profit (lognormal), summed greeks, and the payoff chart as an \
+                image.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Options),
             input_schema: input_schema::<crate::options::StrategyArgs>(),
             output_schema: output_schema::<crate::options::StrategyResult>(),
         },
         ToolSpec {
             name: "quote_open_position",
             title: "Quote a leveraged perp position",
-            description: "How far can this perp move before I am liquidated? For an isolated-margin perpetual position \
-                (margin x whole-number leverage at mark_price, or a market's live mark from Hyperliquid or the sim): \
-                notional, size, bust price and its distance, validity, and net P&L after fees at price moves of \
-                -10, -5, -1, +1, +5 and +10 percent.",
+            description: "How far can this perp move before I am liquidated? For an \
+                isolated-margin perpetual position (margin x leverage at a mark price, or a \
+                market's live mark): notional, size, bust price and its distance, validity, and \
+                net P&L after fees at moves of -10, -5, -1, +1, +5 and +10%.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Perps),
             input_schema: input_schema::<crate::perps::OpenArgs>(),
             output_schema: output_schema::<crate::perps::OpenResult>(),
         },
         ToolSpec {
             name: "quote_leverage_ladder",
             title: "Leverage ladder",
-            description: "Bust price and its distance for one isolated-margin perp position at leverage 1, 2, 3, 5, 10, \
-                25, 50, 100, 250, 500 and 1000 below the maximum, plus the maximum, from mark_price or a market's live \
-                mark and maximum leverage.",
+            description: "Bust price and its distance for one isolated-margin perp position at \
+                leverage 1, 2, 3, 5, 10, 25, 50, 100, 250, 500 and 1000 below the maximum, and at \
+                the maximum.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Perps),
             input_schema: input_schema::<crate::perps::LadderArgs>(),
             output_schema: output_schema::<crate::perps::LadderResult>(),
         },
         ToolSpec {
             name: "quote_close_position",
             title: "Quote closing a perp position",
-            description: "Raw P&L, fees (open and close) and net P&L of closing an isolated-margin perp position opened \
-                at entry_price, at exit_price (default: the mark), and whether it was liquidated on the way (net P&L \
-                is then -margin, never below).",
+            description: "Closing an isolated-margin perp position opened at entry_price: raw \
+                P&L, fees (open and close), net P&L, and whether it was liquidated on the way \
+                (net P&L is then -margin, never below).",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Perps),
             input_schema: input_schema::<crate::perps::CloseArgs>(),
             output_schema: output_schema::<crate::perps::CloseResult>(),
         },
         ToolSpec {
             name: "get_performance",
             title: "Performance against a benchmark",
-            description: "Did I beat the index? Time-weighted and money-weighted (XIRR) return of an account or the whole \
-                book from start to end (YYYY-MM-DD, end not after as_of), from daily valuations with that day's marks \
-                and FX and the deposits and withdrawals between, against an optional benchmark bar source; the method \
-                is stated in the result.",
+            description: "Did I beat the index? Time-weighted and money-weighted (XIRR) return of \
+                an account or the whole book, from daily valuations at that day's marks and FX \
+                and the deposits and withdrawals between, against an optional benchmark; the \
+                result states the method.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Portfolio),
             input_schema: input_schema::<crate::performance::PerformanceArgs>(),
             output_schema: unavailable::with_field(output_schema::<
                 crate::performance::PerformanceResult,
@@ -426,89 +592,102 @@ fn build_specs() -> Vec<ToolSpec> {
         ToolSpec {
             name: "analyze_trades",
             title: "Trading habits",
-            description: "What are my habits? Journal analytics over the trades (closing fills) that closed FIFO lots \
-                between start and end: win rate, average win and loss, payoff ratio, profit factor, expectancy, \
-                largest win and loss, holding days of winners and losers (losers held longer is the disposition \
-                effect), streaks, and P&L by weekday and by holding period. Totals agree with get_realized_pnl.",
+            description: "What are my habits? Journal analytics of the trades that closed FIFO \
+                lots between two dates: win rate, average win and loss, payoff ratio, profit \
+                factor, expectancy, extremes, holding days of winners and losers (losers held \
+                longer is the disposition effect), streaks, and P&L by weekday and holding \
+                period. Totals agree with get_realized_pnl.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Portfolio),
             input_schema: input_schema::<crate::journal::JournalArgs>(),
             output_schema: unavailable::with_field(output_schema::<crate::journal::JournalResult>()),
         },
         ToolSpec {
             name: "get_orders",
             title: "Orders",
-            description: "Orders at the brokers, newest first: open (working, the default), closed (filled, cancelled, \
-                expired, rejected) or all, with fills, prices, stop-loss / take-profit, status and mode. Use it to look \
-                an order up by client_order_id after an uncertain outcome.",
+            description: "Orders at the brokers, newest first (working by default, closed, or \
+                all) with fills, prices, stop-loss / take-profit, status and mode. Look an order \
+                up here by client_order_id after an uncertain outcome.",
             read_only: true,
             needs_trading: false,
+            toolset: Some(Toolset::Trading),
             input_schema: input_schema::<OrdersArgs>(),
             output_schema: output_schema::<OrdersResult>(),
         },
         ToolSpec {
             name: "preview_order",
             title: "Preview an order",
-            description: "Checks an order without sending it: the normalized order, its valuation (the highest of its \
-                limit, its stop and the current quote, converted to the base currency), commission and margin, \
-                and every validation and policy rule with passed/detail. When allowed it returns a single-use \
-                confirmation_token (bound to these exact arguments) for place_order. Show the user the plan first.",
+            description: "Checks an order without sending it: the normalized order, its valuation \
+                (the highest of its limit, its stop and the current quote, in the base currency), \
+                commission, margin, and every validation and policy rule with passed/detail. When \
+                allowed, a single-use confirmation_token bound to these exact arguments, for \
+                place_order. Show the user the plan first.",
             read_only: true,
             needs_trading: true,
+            toolset: Some(Toolset::Trading),
             input_schema: input_schema::<PreviewArgs>(),
             output_schema: output_schema::<PreviewResult>(),
         },
         ToolSpec {
             name: "place_order",
             title: "Place an order",
-            description: "Sends an order (paper unless mode is live and the account allows it) after every server-side \
-                guard. Pass the confirmation_token from preview_order with the same arguments when confirmation \
-                is on. A retry with the same client_order_id returns the first outcome (replayed: true) and never \
-                sends a second order. On an uncertain outcome, look the order up with get_orders; do not resend.",
+            description: "Sends an order (paper unless mode is live and the account allows it) \
+                after every server-side guard, with preview_order's confirmation_token for the \
+                same arguments when confirmation is on. A retry with the same client_order_id \
+                returns the first outcome (replayed: true), never a second order. On an uncertain \
+                outcome look the order up with get_orders; do not resend.",
             read_only: false,
             needs_trading: true,
+            toolset: Some(Toolset::Trading),
             input_schema: input_schema::<PlaceArgs>(),
             output_schema: output_schema::<PlaceResult>(),
         },
         ToolSpec {
             name: "close_position",
             title: "Close a position",
-            description: "Closes all (default) or part of an open position with a market order on the opposite side. \
-                Allowed while the kill switch is on. Its confirmation_token comes from preview_order of the \
-                equivalent market order (the opposite side, that quantity).",
+            description: "Closes all (default) or part of an open position with a market order on \
+                the opposite side; allowed while the kill switch is on. Its confirmation_token \
+                comes from preview_order of that market order.",
             read_only: false,
             needs_trading: true,
+            toolset: Some(Toolset::Trading),
             input_schema: input_schema::<CloseArgs>(),
             output_schema: output_schema::<PlaceResult>(),
         },
         ToolSpec {
             name: "modify_position",
             title: "Modify stop-loss / take-profit",
-            description: "Sets the stop-loss and/or take-profit of an open position (at least one). For a long position \
-                the stop-loss must be below the bid and the take-profit above it; for a short, the reverse.",
+            description: "Sets the stop-loss and/or take-profit of an open position. A long's \
+                stop-loss must be below the bid and take-profit above it; a short's, the reverse.",
             read_only: false,
             needs_trading: true,
+            toolset: Some(Toolset::Trading),
             input_schema: input_schema::<ModifyArgs>(),
             output_schema: output_schema::<ModifyResult>(),
         },
         ToolSpec {
             name: "cancel_order",
             title: "Cancel an order",
-            description: "Cancels a working order by order_id or client_order_id (exactly one). Answers cancelled, or \
-                not_cancellable when it already filled, expired or was cancelled. Allowed while the kill switch is on.",
+            description: "Cancels a working order by order_id or client_order_id: cancelled, or \
+                not_cancellable when it already filled, expired or was cancelled. Allowed while \
+                the kill switch is on.",
             read_only: false,
             needs_trading: true,
+            toolset: Some(Toolset::Trading),
             input_schema: input_schema::<CancelArgs>(),
             output_schema: output_schema::<CancelResult>(),
         },
     ]
 }
 
-/// The tools a context serves: the write tools only while trading is enabled.
+/// The tools a context lists and serves: those of its toolsets (get_server_health
+/// always), the write tools only while trading is enabled.
 pub fn listed(ctx: &ToolContext) -> impl Iterator<Item = &'static ToolSpec> + '_ {
-    tools()
-        .iter()
-        .filter(move |t| !t.needs_trading || ctx.trading_enabled())
+    tools().iter().filter(move |t| {
+        (!t.needs_trading || ctx.trading_enabled())
+            && t.toolset.is_none_or(|set| ctx.toolsets.contains(set))
+    })
 }
 
 /// Wraps a result: `{"status": "ok", ...}` or `{"status": "error", "error": {...}}`.
@@ -972,7 +1151,22 @@ async fn dispatch(
     if name == "get_server_health" {
         return health(ctx, arguments).await;
     }
-    let needs_trading = tools().iter().any(|t| t.name == name && t.needs_trading);
+    let spec = tools().iter().find(|t| t.name == name);
+    if let Some(set) = spec.and_then(|t| t.toolset)
+        && !ctx.toolsets.contains(set)
+    {
+        return error_output(&Error::new(
+            tradedesk_core::ErrorCode::ToolNotEnabled,
+            format!(
+                "{name} is in the {set} toolset, which this server does not serve (it serves {})",
+                ctx.toolsets.names().join(", ")
+            ),
+            format!(
+                "the owner can add \"{set}\" to [tools] enabled in tradedesk.toml or to --tools; until then use the tools listed"
+            ),
+        ));
+    }
+    let needs_trading = spec.is_some_and(|t| t.needs_trading);
     if needs_trading && !ctx.trading_enabled() {
         return error_output(&Error::new(
             tradedesk_core::ErrorCode::TradingDisabled,
@@ -1333,4 +1527,267 @@ async fn health(ctx: &ToolContext, arguments: Value) -> ToolOutput {
     });
     let left_out: Vec<&Down> = down.iter().collect();
     partial(out, &left_out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::*;
+
+    /// What a client can tell about one place in a schema, descriptions aside: its JSON
+    /// types, enum values, whether it is required, and every bound and format.
+    type Inventory = BTreeMap<String, BTreeMap<&'static str, String>>;
+
+    const FACTS: [&str; 8] = [
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minItems",
+        "maxItems",
+        "format",
+        "additionalProperties",
+    ];
+
+    fn resolve<'a>(root: &'a Value, mut schema: &'a Value) -> &'a Value {
+        while let Some(name) = schema.as_object().and_then(def_name) {
+            schema = root.pointer(&format!("/$defs/{name}")).unwrap_or_else(|| {
+                panic!("dangling $ref to {name}");
+            });
+        }
+        schema
+    }
+
+    /// The alternatives of a schema with nested `anyOf`s, `$ref`s and `null` unfolded:
+    /// (the non-null alternatives, whether null is allowed).
+    fn alternatives<'a>(root: &'a Value, schema: &'a Value) -> (Vec<&'a Value>, bool) {
+        let schema = resolve(root, schema);
+        match schema.get("anyOf").and_then(Value::as_array) {
+            None if schema == &json!({"type": "null"}) => (Vec::new(), true),
+            None => (vec![schema], false),
+            Some(alts) => {
+                let mut out = Vec::new();
+                let mut nullable = false;
+                for alt in alts {
+                    let (more, null) = alternatives(root, alt);
+                    out.extend(more);
+                    nullable |= null;
+                }
+                (out, nullable)
+            }
+        }
+    }
+
+    fn walk(root: &Value, schema: &Value, path: &str, required: bool, out: &mut Inventory) {
+        let (alts, nullable) = alternatives(root, schema);
+        let many = alts.len() > 1;
+        for (i, alt) in alts.into_iter().enumerate() {
+            let at = if many {
+                format!("{path}|{i}")
+            } else {
+                path.to_owned()
+            };
+            let mut facts = BTreeMap::new();
+            let mut types: BTreeSet<String> = match alt.get("type") {
+                Some(Value::String(t)) => [t.clone()].into(),
+                Some(Value::Array(ts)) => ts
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect(),
+                _ => BTreeSet::new(),
+            };
+            // What the place accepts: an enum value only when its type is allowed too.
+            let own_types = types.clone();
+            if nullable {
+                types.insert("null".into());
+            }
+            if let Some(values) = alt.get("enum").and_then(Value::as_array) {
+                let json_type = |v: &Value| match v {
+                    Value::Null => "null",
+                    Value::String(_) => "string",
+                    Value::Bool(_) => "boolean",
+                    Value::Number(_) => "number",
+                    Value::Array(_) => "array",
+                    Value::Object(_) => "object",
+                };
+                let mut set: BTreeSet<String> = values
+                    .iter()
+                    .filter(|v| own_types.is_empty() || own_types.contains(json_type(v)))
+                    .map(Value::to_string)
+                    .collect();
+                if nullable {
+                    set.insert("null".into());
+                }
+                types = values
+                    .iter()
+                    .filter(|v| set.contains(&v.to_string()))
+                    .map(|v| json_type(v).to_owned())
+                    .collect();
+                if nullable {
+                    types.insert("null".into());
+                }
+                facts.insert("enum", format!("{set:?}"));
+            }
+            facts.insert("type", format!("{types:?}"));
+            facts.insert("required", required.to_string());
+            for key in FACTS {
+                if let Some(v) = alt.get(key) {
+                    facts.insert(key, v.to_string());
+                }
+            }
+            let req: BTreeSet<&str> = alt
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            if let Some(props) = alt.get("properties").and_then(Value::as_object) {
+                facts.insert(
+                    "properties",
+                    format!("{:?}", props.keys().collect::<Vec<_>>()),
+                );
+                for (name, sub) in props {
+                    walk(
+                        root,
+                        sub,
+                        &format!("{at}.{name}"),
+                        req.contains(name.as_str()),
+                        out,
+                    );
+                }
+            }
+            if let Some(items) = alt.get("items") {
+                walk(root, items, &format!("{at}[]"), true, out);
+            }
+            out.insert(at, facts);
+        }
+    }
+
+    fn inventory(schema: &Value) -> Inventory {
+        let mut out = Inventory::new();
+        walk(schema, schema, "", true, &mut out);
+        out
+    }
+
+    fn refs(value: &Value, found: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(r) = map.get("$ref").and_then(Value::as_str) {
+                    found.push(r.to_owned());
+                }
+                map.values().for_each(|v| refs(v, found));
+            }
+            Value::Array(items) => items.iter().for_each(|v| refs(v, found)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn compacting_a_schema_keeps_every_field_type_enum_bound_and_required_list() {
+        let raw = build_specs();
+        assert_eq!(raw.len(), tools().len());
+        for (raw, served) in raw.iter().zip(tools()) {
+            assert_eq!(raw.name, served.name);
+            for (before, after, side) in [
+                (&raw.input_schema, &served.input_schema, "input"),
+                (&raw.output_schema, &served.output_schema, "output"),
+            ] {
+                let mut before = before.clone();
+                strip_nonstandard_formats(&mut before);
+                let (b, a) = (inventory(&before), inventory(after));
+                assert!(!b.is_empty(), "{} {side}: nothing inventoried", raw.name);
+                for (path, facts) in &b {
+                    assert_eq!(
+                        Some(facts),
+                        a.get(path),
+                        "{} {side} schema at `{path}` changed",
+                        raw.name
+                    );
+                }
+                assert_eq!(b.len(), a.len(), "{} {side}: places added", raw.name);
+            }
+        }
+    }
+
+    #[test]
+    fn served_schemas_carry_no_noise_and_inputs_no_refs() {
+        for spec in tools() {
+            for (schema, side) in [
+                (&spec.input_schema, "input"),
+                (&spec.output_schema, "output"),
+            ] {
+                let text = schema.to_string();
+                for noise in [
+                    "\"$schema\"",
+                    "\"title\"",
+                    "\"format\":\"uint",
+                    "\"format\":\"int",
+                    "\"format\":\"double",
+                    "\\n",
+                ] {
+                    assert!(
+                        !text.contains(noise),
+                        "{} {side} schema has {noise}",
+                        spec.name
+                    );
+                }
+                let mut found = Vec::new();
+                refs(schema, &mut found);
+                if side == "input" {
+                    assert!(
+                        found.is_empty(),
+                        "{} input schema refers: {found:?}",
+                        spec.name
+                    );
+                }
+                for r in found {
+                    let name = r.strip_prefix("#/$defs/").unwrap();
+                    assert!(
+                        schema.pointer(&format!("/$defs/{name}")).is_some(),
+                        "{} {side}: dangling {r}",
+                        spec.name
+                    );
+                }
+                assert_eq!(schema["type"], "object", "{} {side}", spec.name);
+            }
+            assert_eq!(spec.input_schema["additionalProperties"], false);
+        }
+    }
+
+    #[test]
+    fn a_nullable_enum_reference_becomes_one_schema_with_null_among_its_values() {
+        let mut schema = json!({
+            "$defs": {"Side": {"type": "string", "enum": ["buy", "sell"]}},
+            "type": "object",
+            "properties": {"side": {"description": "Only\nbuys or sells.", "anyOf": [{"$ref": "#/$defs/Side"}, {"type": "null"}]}}
+        });
+        compact(&mut schema, true);
+        assert_eq!(
+            schema,
+            json!({"type": "object", "properties": {"side": {"description": "Only buys or sells.", "type": ["string", "null"], "enum": ["buy", "sell", null]}}})
+        );
+    }
+
+    #[test]
+    fn every_tool_but_health_has_a_toolset_and_write_tools_are_in_trading() {
+        for spec in tools() {
+            match spec.toolset {
+                None => assert_eq!(spec.name, "get_server_health"),
+                Some(set) => {
+                    if spec.needs_trading {
+                        assert_eq!(set, Toolset::Trading, "{}", spec.name);
+                    }
+                }
+            }
+        }
+        for set in Toolset::ALL {
+            assert!(
+                tools().iter().any(|t| t.toolset == Some(set)),
+                "{set} is empty"
+            );
+        }
+    }
 }

@@ -29,7 +29,7 @@ pub enum DirectionArg {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BacktestArgs {
-    /// Bars: {"csv": "PATH"} or {"symbol", "account", "interval", "start", "end"}.
+    /// The bars: a CSV file, or a symbol's bars at an account.
     pub source: BarSource,
     /// When to enter, evaluated on each bar's close, for example
     /// "cross_above(sma(close, 10), sma(close, 30))".
@@ -40,9 +40,9 @@ pub struct BacktestArgs {
     pub direction: Option<DirectionArg>,
     /// Default 10000.
     pub initial_cash: Option<f64>,
-    /// Fee in basis points of traded notional, on entry and on exit (default 0).
+    /// Basis points of traded notional, on entry and exit (default 0).
     pub fee_bps: Option<f64>,
-    /// Slippage in basis points, against the trader on every fill (default 0).
+    /// Basis points against the trader on every fill (default 0).
     pub slippage_bps: Option<f64>,
     /// Fraction of equity committed at entry, in (0, 1] (default 1).
     pub size: Option<f64>,
@@ -50,7 +50,7 @@ pub struct BacktestArgs {
     pub fractional: Option<bool>,
     /// Trades listed (default 100; the first in time order).
     pub max_trades: Option<usize>,
-    /// Seconds to wait before answering a run_id instead (default 30).
+    /// Seconds before answering a run_id instead (default 30).
     pub wait_seconds: Option<f64>,
     /// Default: 252 for daily bars, else a year over the median spacing.
     pub bars_per_year: Option<f64>,
@@ -58,7 +58,7 @@ pub struct BacktestArgs {
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct BacktestResult {
-    /// "done", or "running" (then fetch it with get_run_result).
+    /// done, or running (then call get_run_result).
     pub state: String,
     pub run_id: Option<String>,
     /// Share done, 0 to 1 (while running).
@@ -592,7 +592,7 @@ pub async fn get_run_result(ctx: &ToolContext, args: RunResultArgs) -> Result<Fi
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FactorArgs {
-    /// The universe: at least 3 bar sources ({"csv": "PATH"} or {"symbol", "account", ...}).
+    /// At least 3 bar sources, one per asset.
     pub universe: Vec<BarSource>,
     /// The factor, a series in the signal language: for example "ret(close, 20)" or
     /// "-rsi(close, 14)". Higher values are expected to lead to higher returns.
@@ -737,7 +737,7 @@ pub async fn factor_analysis(ctx: &ToolContext, args: FactorArgs) -> Result<Fact
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatternsArgs {
-    /// Bars: {"csv": "PATH"} or {"symbol", "account", "interval", "start", "end"}.
+    /// The bars: a CSV file, or a symbol's bars at an account.
     pub source: BarSource,
     /// Which patterns (default all): bullish_engulfing, bearish_engulfing, hammer,
     /// shooting_star, doji, morning_star, evening_star, three_white_soldiers,

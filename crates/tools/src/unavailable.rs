@@ -19,11 +19,11 @@ pub struct UnavailableAccount {
     pub broker: String,
     /// book | paper | live
     pub mode: String,
-    /// The error the account answers: broker_unavailable, broker_timeout, ...
+    /// Its error: broker_unavailable, broker_timeout, ...
     pub code: String,
     pub message: String,
     pub hint: String,
-    /// When it stopped answering (RFC 3339, UTC); it is retried in the background.
+    /// When it stopped answering (RFC 3339, UTC).
     pub since: String,
 }
 
@@ -43,15 +43,17 @@ pub(crate) fn with_field(mut schema: Value) -> Value {
     let mut item = serde_json::to_value(schemars::schema_for!(UnavailableAccount))
         .unwrap_or_else(|_| json!({}));
     if let Some(obj) = item.as_object_mut() {
-        obj.remove("$schema");
-        obj.remove("title");
+        // The field says what an entry is.
+        for key in ["$schema", "title", "description"] {
+            obj.remove(key);
+        }
     }
     if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
         props.insert(
             FIELD.into(),
             json!({
                 "type": "array",
-                "description": "Accounts left out of this answer because their source did not answer (omitted when every account answered); each is retried in the background.",
+                "description": "Accounts left out because their source did not answer, each retried in the background (absent when all answered).",
                 "items": item,
             }),
         );

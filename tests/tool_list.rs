@@ -1,0 +1,326 @@
+//! The tool list's size: the exact bytes of the `tools/list` result a client receives
+//! over stdio, for each toolset and for all of them, trading off and on, against the
+//! budgets in docs/benchmarks.md ("The tool list"). `--tools` and `[tools] enabled`
+//! select what is listed and served.
+//!
+//! `cargo test --test tool_list -- --nocapture` prints every tool's size.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const TRADING_ON: &str = "base_currency = \"USD\"\n[[accounts]]\nid = \"SIM\"\nbroker = \"sim\"\nclock = \"2026-11-30T15:00:00Z\"\n[trading]\nenabled = true\n";
+
+const TOOLSETS: [&str; 6] = [
+    "portfolio",
+    "market",
+    "research",
+    "options",
+    "perps",
+    "trading",
+];
+
+/// One stdio session: `lines` sent, the answers to the requests with the `want` ids
+/// read back as raw lines.
+fn session(args: &[&str], config: Option<&str>, lines: &[Value], want: &[i64]) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tradedesk"));
+    if let Some(text) = config {
+        let path = dir.path().join("tradedesk.toml");
+        std::fs::write(&path, text).unwrap();
+        cmd.arg("--config").arg(path);
+    }
+    cmd.args(args)
+        .args(["serve", "--no-telemetry", "--state-dir"])
+        .arg(dir.path().join("state"));
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut answers = vec![String::new(); want.len()];
+    while answers.iter().any(String::is_empty) {
+        // Generous: only proves the session cannot hang.
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("no answer within 60 s");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if let Some(i) = want.iter().position(|id| v["id"] == *id) {
+            answers[i] = line;
+        }
+    }
+    drop(stdin);
+    child.wait().unwrap();
+    answers
+}
+
+fn initialize(protocol: &str) -> [Value; 2] {
+    [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": protocol, "capabilities": {}, "clientInfo": {"name": "tool-list-size", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ]
+}
+
+/// The `result` of a JSON-RPC answer exactly as its bytes arrived.
+fn raw_result(line: &str) -> (usize, Value) {
+    let at = line.find("\"result\":").expect("a result") + "\"result\":".len();
+    let raw = line[at..]
+        .strip_suffix('}')
+        .expect("the result ends the answer");
+    let parsed: Value = serde_json::from_str(raw).unwrap();
+    let whole: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(
+        parsed, whole["result"],
+        "the result is not where it was looked for"
+    );
+    (raw.len(), parsed)
+}
+
+/// The `tools/list` result served with `args` (and a config): its size in bytes and the
+/// tools.
+fn tool_list(args: &[&str], config: Option<&str>, protocol: &str) -> (usize, Vec<Value>) {
+    let lines: Vec<Value> = if protocol == "2026-07-28" {
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": protocol, "io.modelcontextprotocol/clientCapabilities": {}});
+        vec![json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}})]
+    } else {
+        let mut l = initialize(protocol).to_vec();
+        l.push(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+        l
+    };
+    let answers = session(args, config, &lines, &[2]);
+    let (bytes, result) = raw_result(&answers[0]);
+    (bytes, result["tools"].as_array().unwrap().clone())
+}
+
+fn names(tools: &[Value]) -> Vec<&str> {
+    tools.iter().map(|t| t["name"].as_str().unwrap()).collect()
+}
+
+/// The budgets: docs/benchmarks.md's table between the budget markers, keyed by
+/// (tools listed, trading, protocol).
+fn budgets() -> Vec<((String, String, String), usize)> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    let begin = text
+        .find("<!-- tool-list budget: begin -->")
+        .expect("docs/benchmarks.md has no tool-list budget table");
+    let end = text.find("<!-- tool-list budget: end -->").unwrap();
+    text[begin..end]
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|row| {
+            let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+            let clean = |c: &str| c.trim_matches('`').to_owned();
+            let budget = cells.last().unwrap().replace(',', "").parse().unwrap();
+            ((clean(cells[0]), clean(cells[1]), clean(cells[2])), budget)
+        })
+        .collect()
+}
+
+#[test]
+fn the_tool_list_of_every_toolset_stays_within_its_budget() {
+    let budgets = budgets();
+    let mut measured: Vec<(String, &str, &str, usize, Vec<Value>)> = Vec::new();
+    for set in TOOLSETS {
+        let (bytes, tools) = tool_list(&["--tools", set], None, "2025-11-25");
+        measured.push((set.to_owned(), "off", "2025-11-25", bytes, tools));
+    }
+    let (bytes, tools) = tool_list(&["--tools", "trading"], Some(TRADING_ON), "2025-11-25");
+    measured.push(("trading".to_owned(), "on", "2025-11-25", bytes, tools));
+    for protocol in ["2025-11-25", "2026-07-28"] {
+        let (bytes, tools) = tool_list(&[], None, protocol);
+        measured.push(("all".to_owned(), "off", protocol, bytes, tools));
+        let (bytes, tools) = tool_list(&[], Some(TRADING_ON), protocol);
+        measured.push(("all".to_owned(), "on", protocol, bytes, tools));
+    }
+
+    // Every tool once, from the whole list with trading on.
+    let all_on = &measured.last().unwrap().4;
+    println!(
+        "{:<24} {:>6} {:>6} {:>7}",
+        "tool", "bytes", "input", "output"
+    );
+    for t in all_on {
+        println!(
+            "{:<24} {:>6} {:>6} {:>7}",
+            t["name"].as_str().unwrap(),
+            t.to_string().len(),
+            t["inputSchema"].to_string().len(),
+            t["outputSchema"].to_string().len()
+        );
+    }
+    let mut over = Vec::new();
+    for (set, trading, protocol, bytes, tools) in &measured {
+        // What Claude Code and opencode show the model: name, description, input schema.
+        let model: usize = tools
+            .iter()
+            .map(|t| {
+                json!({"name": t["name"], "description": t["description"], "input_schema": t["inputSchema"]})
+                    .to_string()
+                    .len()
+            })
+            .sum();
+        println!(
+            "{set:<10} trading {trading:<3} {protocol}: {:>2} tools, {bytes:>6} bytes (~{} tokens); name + description + input schema {model} bytes",
+            tools.len(),
+            bytes / 4
+        );
+        let key = (set.clone(), (*trading).to_owned(), (*protocol).to_owned());
+        let Some(budget) = budgets.iter().find(|(k, _)| *k == key).map(|(_, b)| *b) else {
+            panic!(
+                "docs/benchmarks.md has no budget row for `{set}` | `{trading}` | `{protocol}`: add one a little above today's {bytes} bytes"
+            );
+        };
+        if *bytes > budget {
+            over.push(format!(
+                "tools/list for `{set}`, trading {trading}, {protocol}, is {bytes} bytes, over its budget of {budget} in docs/benchmarks.md: tighten the descriptions or schemas that grew (`cargo test --test tool_list -- --nocapture` prints each tool's size), or raise the budget there deliberately, with the new measurement"
+            ));
+        }
+    }
+    assert!(over.is_empty(), "{}", over.join("\n"));
+}
+
+#[test]
+fn a_toolset_lists_its_tools_and_health_and_refuses_the_others_by_name() {
+    let (_, portfolio) = tool_list(&["--tools", "portfolio"], None, "2025-11-25");
+    assert_eq!(
+        names(&portfolio),
+        [
+            "get_accounts",
+            "get_positions",
+            "get_trade_history",
+            "get_realized_pnl",
+            "get_portfolio_summary",
+            "get_exposure",
+            "get_server_health",
+            "get_performance",
+            "analyze_trades",
+        ]
+    );
+    let (_, two) = tool_list(&["--tools", "market,options"], None, "2025-11-25");
+    assert_eq!(
+        names(&two),
+        [
+            "get_server_health",
+            "get_quote",
+            "get_bars",
+            "option_price",
+            "implied_volatility",
+            "option_strategy",
+        ]
+    );
+    // The order tools need trading on as well as the toolset.
+    let (_, off) = tool_list(&["--tools", "trading"], None, "2025-11-25");
+    assert_eq!(names(&off), ["get_server_health", "get_orders"]);
+    let (_, on) = tool_list(&["--tools", "trading"], Some(TRADING_ON), "2025-11-25");
+    assert_eq!(on.len(), 7, "{:?}", names(&on));
+
+    // The flag beats the config; a tool outside the toolsets is refused naming its own.
+    let config = format!("{TRADING_ON}[tools]\nenabled = [\"portfolio\"]\n");
+    let (_, flagged) = tool_list(&["--tools", "research"], Some(&config), "2025-11-25");
+    assert!(
+        names(&flagged).contains(&"backtest"),
+        "{:?}",
+        names(&flagged)
+    );
+    assert!(!names(&flagged).contains(&"get_accounts"));
+    let mut lines = initialize("2025-11-25").to_vec();
+    lines.extend([
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_bars", "arguments": {"source": {"csv": "x.csv"}}}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "place_order", "arguments": {}}}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "get_server_health", "arguments": {}}}),
+        json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "get_accounts", "arguments": {}}}),
+    ]);
+    let answers = session(&[], Some(&config), &lines, &[1, 2, 3, 4, 5, 6]);
+    let v: Vec<Value> = answers
+        .iter()
+        .map(|a| serde_json::from_str(a).unwrap())
+        .collect();
+    let instructions = v[0]["result"]["instructions"].as_str().unwrap();
+    assert!(
+        instructions.contains("Trading is off"),
+        "the order tools are not listed: {instructions}"
+    );
+    let listed = names(v[1]["result"]["tools"].as_array().unwrap());
+    assert_eq!(listed.len(), 9, "{listed:?}");
+    for (answer, tool, set) in [
+        (&v[2], "get_bars", "market"),
+        (&v[3], "place_order", "trading"),
+    ] {
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+        let error = &answer["result"]["structuredContent"]["error"];
+        assert_eq!(error["code"], "tool_not_enabled", "{answer}");
+        let message = error["message"].as_str().unwrap();
+        assert!(
+            message.contains(tool) && message.contains(&format!("the {set} toolset")),
+            "{message}"
+        );
+        let hint = error["hint"].as_str().unwrap();
+        assert!(
+            hint.contains(&format!("\"{set}\"")) && hint.contains("[tools] enabled"),
+            "{hint}"
+        );
+    }
+    assert_eq!(v[4]["result"]["structuredContent"]["status"], "ok");
+    assert_eq!(v[5]["result"]["structuredContent"]["status"], "ok");
+}
+
+#[test]
+fn an_unknown_toolset_is_refused_naming_the_valid_ones() {
+    let run = |args: &[&str], config: Option<&str>| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tradedesk"));
+        if let Some(text) = config {
+            let path = dir.path().join("tradedesk.toml");
+            std::fs::write(&path, text).unwrap();
+            cmd.arg("--config").arg(path);
+        }
+        cmd.args(args)
+            .arg("--state-dir")
+            .arg(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let valid = "portfolio, market, research, options, perps, trading";
+    let flag = run(&["--tools", "portfolio,quotes", "serve"], None);
+    assert_eq!(flag.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&flag.stderr);
+    assert!(
+        stderr.contains("'quotes'") && stderr.contains(valid),
+        "{stderr}"
+    );
+    assert!(flag.stdout.is_empty());
+    let config = run(
+        &["serve"],
+        Some("[tools]\nenabled = [\"portfolio\", \"Research\"]\n"),
+    );
+    assert_eq!(config.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&config.stderr);
+    assert!(
+        stderr.contains("tools.enabled") && stderr.contains("'Research'") && stderr.contains(valid),
+        "{stderr}"
+    );
+    assert!(config.stdout.is_empty());
+}
