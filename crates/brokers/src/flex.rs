@@ -57,6 +57,9 @@
 //!   `interest`, each with a note.
 //! * **Corporate actions** come from `<CorporateActions>`: see
 //!   [`Builder::corporate_actions`] for how IBKR's rows become the book's actions.
+//!   An option's exercise, assignment or expiry (a price-0 trade row coded `Ex`, `A`
+//!   or `Ep`) is the book's action of that kind, linked to the delivered stock trade
+//!   ([`Builder::option_event`]), never a fill.
 //! * **Marks and reported positions** come from `<OpenPositions>` (`markPrice` at
 //!   `reportDate`; `position` signed as IBKR reports it).
 //! * **FX rates** come from `<ConversionRates>` (`1 fromCurrency = rate toCurrency` on
@@ -432,6 +435,48 @@ impl Dec {
 impl fmt::Display for Dec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// The option event a trade row records, by its codes (`notes`, `code`: `;`-separated)
+/// at a price of 0: `Ex` (and `AEx`, an automatic exercise) an exercise, `A` an
+/// assignment, `Ep` an expiry.
+fn option_event(row: &Row) -> Option<&'static str> {
+    let option = row
+        .get("assetCategory")
+        .is_some_and(|c| asset_class(c, row.get("subCategory")) == Some("option"));
+    let at_zero = row
+        .get("tradePrice")
+        .and_then(|p| Dec::parse(p).ok())
+        .is_some_and(Dec::is_zero);
+    if !option || !at_zero {
+        return None;
+    }
+    match event_code(row) {
+        Some("Ex") => Some("exercise"),
+        Some("A") => Some("assignment"),
+        Some("Ep") => Some("expiry"),
+        _ => None,
+    }
+}
+
+/// The option-event code among a row's `notes` and `code`, if any.
+fn event_code(row: &Row) -> Option<&'static str> {
+    let codes = [row.get("notes"), row.get("code")];
+    let has = |wanted: &[&str]| {
+        codes
+            .iter()
+            .flatten()
+            .any(|text| text.split(';').map(str::trim).any(|c| wanted.contains(&c)))
+    };
+    if has(&["Ex", "AEx"]) {
+        Some("Ex")
+    } else if has(&["A"]) {
+        Some("A")
+    } else if has(&["Ep"]) {
+        Some("Ep")
+    } else {
+        None
     }
 }
 
@@ -1763,6 +1808,12 @@ impl<'o> Builder<'o> {
         if self.unknown_category(row, "<Trade>") {
             return Ok(());
         }
+        if let Some(kind) = option_event(row) {
+            let buy_sell = row.get("buySell").map(str::to_ascii_uppercase);
+            if !buy_sell.as_deref().is_some_and(|b| b.contains("(CA")) {
+                return self.option_event(row, statement, account, kind);
+            }
+        }
         let buy_sell = row.get("buySell").map(str::to_ascii_uppercase);
         if buy_sell.as_deref().is_some_and(|b| b.contains("(CA")) {
             self.cancellation(row, account);
@@ -2106,6 +2157,88 @@ impl<'o> Builder<'o> {
     /// negative; a negative dividend (a reversal) is recorded as a `fee`, and a
     /// positive fee-type row (a refund or credit) as `interest` (the only kind whose
     /// sign is free), each with a note.
+    /// An option's exercise, assignment or expiry, written by IBKR as a trade at price 0
+    /// (`notes` or `code` `Ex`, `A`, `Ep`): the book's `exercise`, `assignment` or
+    /// `expiry` action, not a fill, so the premium goes where IBKR puts it (into the
+    /// delivered stock's cost for an exercise or assignment, realized at expiry). The
+    /// delivered stock is the trade of the same account and time in the underlying
+    /// (`underlyingConid`, else `underlyingSymbol`) carrying the same code, whose units
+    /// are the contracts times the multiplier; without one the action has no `fill` and
+    /// a note says so.
+    fn option_event(
+        &mut self,
+        row: &Row,
+        statement: &Statement,
+        account: usize,
+        kind: &'static str,
+    ) -> Result<(), FlexError> {
+        let quantity = row.required_decimal("quantity")?.abs();
+        let key = self.instrument(row)?;
+        let (_, date) = self.fill_time(row)?;
+        let date = row.date("tradeDate")?.unwrap_or(date);
+        let id = row
+            .get("tradeID")
+            .or_else(|| row.get("transactionID"))
+            .or_else(|| row.get("ibExecID"))
+            .map_or_else(
+                || format!("{kind}-{}-{}", cut(statement.account()), row.line),
+                |id| format!("{kind}-{id}"),
+            );
+        if !self.action_keys.insert(format!("option\u{1f}{}", id)) {
+            self.skip("option events repeated by an overlapping statement".to_owned());
+            return Ok(());
+        }
+        let mut action = Map::new();
+        action.insert("id".into(), id.into());
+        action.insert("account".into(), self.account_id(account).into());
+        action.insert("exchange".into(), key.0.into());
+        action.insert("symbol".into(), key.1.into());
+        action.insert("kind".into(), kind.into());
+        action.insert("date".into(), date.to_string().into());
+        action.insert("quantity".into(), quantity.to_string().into());
+        if kind != "expiry" {
+            let multiplier = row.decimal("multiplier")?.unwrap_or(Dec::ONE);
+            let units = quantity.0.checked_mul(multiplier.0);
+            let code = event_code(row);
+            let same_account = row.get("accountId").unwrap_or(statement.account());
+            let delivered = statement.trades.iter().find(|t| {
+                t.get("assetCategory")
+                    .is_some_and(|c| !matches!(asset_class(c, None), Some("option")))
+                    && t.get("accountId").unwrap_or(statement.account()) == same_account
+                    && match (row.get("underlyingConid"), t.get("conid")) {
+                        (Some(u), Some(c)) => u == c,
+                        _ => {
+                            row.get("underlyingSymbol").map(str::trim)
+                                == t.get("symbol").map(str::trim)
+                        }
+                    }
+                    && (t.get("dateTime") == row.get("dateTime") && row.get("dateTime").is_some()
+                        || t.get("tradeDate").is_some()
+                            && t.get("tradeDate") == row.get("tradeDate"))
+                    && event_code(t) == code
+                    && t.get("quantity")
+                        .and_then(|q| Dec::parse(q).ok())
+                        .zip(units)
+                        .is_some_and(|(q, u)| q.abs().0 == u)
+            });
+            match delivered.and_then(|t| {
+                t.get("ibExecID")
+                    .or_else(|| t.get("tradeID"))
+                    .or_else(|| t.get("transactionID"))
+            }) {
+                Some(fill) => {
+                    action.insert("fill".into(), fill.into());
+                }
+                None => self.notes.push(format!(
+                    "{}: the {kind} of {quantity} contract(s) names no delivered stock trade in the statement; the premium is left on the option (realized as if at 0)",
+                    row.location()
+                )),
+            }
+        }
+        self.actions.push(Value::Object(action));
+        Ok(())
+    }
+
     /// `<CorporateActions>`: IBKR writes each action as the rows it changes, one per
     /// instrument: what left the account (a negative `quantity`), what came in (a
     /// positive one) and the cash paid (`proceeds`). The rows of one action share its
@@ -3799,6 +3932,116 @@ mod tests {
                 .iter()
                 .any(|n| n.contains("repeating an earlier execution id"))
         );
+    }
+
+    /// Exercise, assignment and expiry, as IBKR writes them in the Trades section (a
+    /// price-0 option row with the code, and the delivered stock at the strike): the
+    /// book's actions, linked to the stock trade, so the option leaves no position and
+    /// realizes what IBKR says (0 on an exercise or assignment, the premium at expiry).
+    #[test]
+    fn option_events_from_the_trades_section_are_actions() {
+        let row = |id: &str,
+                   category: &str,
+                   symbol: &str,
+                   date: &str,
+                   quantity: &str,
+                   price: &str,
+                   notes: &str| {
+            let option = category == "OPT";
+            format!(
+                r#"<Trade accountId="U1" currency="USD" assetCategory="{category}" symbol="{symbol}" conid="c-{symbol}" listingExchange="CBOE" underlyingSymbol="{}" multiplier="{}" strike="50" tradeID="{id}" tradeDate="{date}" dateTime="{date};162000" quantity="{quantity}" tradePrice="{price}" ibCommission="{}" buySell="{}" notes="{notes}" levelOfDetail="EXECUTION"/>"#,
+                if option { "ORCL" } else { "" },
+                if option { "100" } else { "1" },
+                if price == "0" { "0" } else { "-1" },
+                if quantity.starts_with('-') {
+                    "SELL"
+                } else {
+                    "BUY"
+                }
+            )
+        };
+        let xml = with_section(&format!(
+            "<Trades>{}{}{}{}{}{}</Trades>",
+            // A put sold for 0.50, assigned: 100 ORCL bought at 50.
+            row(
+                "1",
+                "OPT",
+                "ORCL  250620P00050000",
+                "20250102",
+                "-1",
+                "0.50",
+                ""
+            ),
+            row(
+                "2",
+                "OPT",
+                "ORCL  250620P00050000",
+                "20250620",
+                "1",
+                "0",
+                "A"
+            ),
+            row("3", "STK", "ORCL", "20250620", "100", "50", "A"),
+            // A call bought for 1.20, expired worthless.
+            row(
+                "4",
+                "OPT",
+                "ORCL  250620C00060000",
+                "20250102",
+                "1",
+                "1.20",
+                ""
+            ),
+            row(
+                "5",
+                "OPT",
+                "ORCL  250620C00060000",
+                "20250620",
+                "-1",
+                "0",
+                "Ep"
+            ),
+            // A price-0 option row without a code stays a trade.
+            row(
+                "6",
+                "OPT",
+                "ORCL  250620C00070000",
+                "20250103",
+                "1",
+                "0",
+                ""
+            ),
+        ));
+        let import = import(&xml);
+        let actions = section(&import.book, "corporate_actions");
+        let kinds: Vec<(&str, &str)> = actions
+            .iter()
+            .map(|a| {
+                (
+                    s(a, "kind"),
+                    a.get("fill").and_then(Value::as_str).unwrap_or("-"),
+                )
+            })
+            .collect();
+        assert_eq!(kinds, [("assignment", "3"), ("expiry", "-")]);
+        assert_eq!(import.fills, 4, "the two event rows are not fills");
+        let book = crate::parse_book("events", &import.book.to_string()).unwrap();
+        let ledger = tradedesk_core::ledger::replay(&book, |_, _| {}).unwrap();
+        let held: HashMap<String, Decimal> = ledger
+            .fifo
+            .open_positions()
+            .map(|(_, i, lots)| {
+                (
+                    book.instrument(i).key.symbol.clone(),
+                    lots.signed_quantity(),
+                )
+            })
+            .filter(|(_, q)| !q.is_zero())
+            .collect();
+        assert_eq!(held.get("ORCL"), Some(&Decimal::from(100)), "{held:?}");
+        assert!(!held.contains_key("ORCL  250620P00050000"), "{held:?}");
+        assert!(!held.contains_key("ORCL  250620C00060000"), "{held:?}");
+        assert_eq!(held.get("ORCL  250620C00070000"), Some(&Decimal::ONE));
     }
 
     /// IBKR's shapes of a corporate action (the project's own rows, written as IBKR
