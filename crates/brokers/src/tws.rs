@@ -376,7 +376,7 @@ impl TwsBroker {
             ibapi::Error::Timeout => self.timeout(),
             ibapi::Error::ConnectionRejected(_) => self.unavailable(
                 format!("{} closed the connection while {doing}", self.address()),
-                "TWS / IB Gateway refuses this host: add 127.0.0.1 to API > Settings > Trusted IPs, or allow connections from localhost (a TWS / IB Gateway older than 10.40 may also close it: tradedesk needs 10.40 or later)",
+                "TWS / IB Gateway refuses this host: add 127.0.0.1 to API > Settings > Trusted IPs, or allow connections from localhost",
             ),
             ibapi::Error::ClientIdInUse { client_id } => self.unavailable(
                 format!("client id {client_id} is in use by another API connection"),
