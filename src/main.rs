@@ -104,8 +104,16 @@ enum ImportSource {
         /// Where to write the book (refused if it exists, unless --force).
         #[arg(long, value_name = "BOOK.json")]
         out: PathBuf,
-        /// The statement's time zone: America/New_York (default), UTC or ±HH:MM.
-        #[arg(long, default_value = "America/New_York")]
+        /// The statement's time zone (the Flex Query's setting): America/New_York
+        /// (default), UTC, an offset such as -04:00 or +08:00, or an IANA zone without
+        /// daylight saving such as Asia/Kuala_Lumpur.
+        // A leading `-` is an offset here, not a flag (`--time-zone -04:00`).
+        #[arg(
+            long,
+            default_value = "America/New_York",
+            value_name = "ZONE",
+            allow_hyphen_values = true
+        )]
         time_zone: String,
         /// Replace an existing output file.
         #[arg(long)]
@@ -200,17 +208,44 @@ fn audit_verify(cli: &Cli) -> ExitCode {
     }
 }
 
+/// The zone `--time-zone` names: what the Flex reader knows (America/New_York with its
+/// daylight saving, UTC, a fixed offset), or an IANA zone that keeps one offset.
+fn flex_time_zone(text: &str) -> Result<tradedesk_brokers::flex::FlexTimeZone, (String, String)> {
+    use tradedesk_brokers::SteadyOffset;
+    use tradedesk_brokers::flex::FlexTimeZone;
+    if let Ok(zone) = FlexTimeZone::parse(text) {
+        return Ok(zone);
+    }
+    let name = text.trim();
+    let usual = "give America/New_York, UTC, an offset such as -04:00 or +08:00, or an IANA zone without daylight saving such as Asia/Kuala_Lumpur";
+    match tradedesk_brokers::steady_offset(name) {
+        SteadyOffset::Fixed(offset) => Ok(FlexTimeZone::Fixed(offset)),
+        SteadyOffset::Changes => Err((
+            format!(
+                "--time-zone: {name} changes its offset (daylight saving), and the Flex reader applies daylight saving only for America/New_York"
+            ),
+            "set the Flex Query's time zone to America/New_York or UTC and export it again, or give the one offset every time in the statement uses, such as +01:00".to_owned(),
+        )),
+        SteadyOffset::Unknown if name.starts_with("--") => Err((
+            format!("--time-zone needs a zone, and '{name}' is a flag"),
+            usual.to_owned(),
+        )),
+        SteadyOffset::Unknown => Err((
+            format!("--time-zone: '{name}' is neither a time zone nor an offset (±HH:MM)"),
+            usual.to_owned(),
+        )),
+    }
+}
+
 fn import_flex(file: &Path, out: &Path, time_zone: &str, force: bool) -> ExitCode {
-    use tradedesk_brokers::flex::{FlexOptions, FlexTimeZone, MAX_FLEX_BYTES, flex_to_book};
+    use tradedesk_brokers::flex::{FlexOptions, MAX_FLEX_BYTES, flex_to_book};
     let fail = |message: String, hint: &str| {
         eprintln!("error: {message}\nhint: {hint}");
         ExitCode::from(1)
     };
-    let Ok(zone) = FlexTimeZone::parse(time_zone) else {
-        return fail(
-            format!("--time-zone: '{time_zone}' is not a zone this build knows"),
-            "use America/New_York, UTC or an offset such as -05:00",
-        );
+    let zone = match flex_time_zone(time_zone) {
+        Ok(z) => z,
+        Err((message, hint)) => return fail(message, &hint),
     };
     if out.exists() && !force {
         return fail(

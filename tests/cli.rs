@@ -424,3 +424,61 @@ fn a_flex_statement_becomes_a_book_that_every_tool_reads() {
     assert_eq!(refused.status.code(), Some(1));
     assert!(!dir.path().join("bad.json").exists());
 }
+
+#[test]
+fn import_flex_takes_an_offset_or_a_zone_for_the_statements_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let xml = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/flex/ibkr-flex-two-accounts.xml");
+    let xml = xml.to_str().unwrap();
+    let out = dir.path().join("ibkr.json");
+    let out_s = out.to_str().unwrap();
+    // The fixture's first fill: 2025-02-03 10:02:11 in the statement's zone.
+    let import = |zone: &[&str]| {
+        let mut argv = vec!["import", "flex", xml, "--out", out_s, "--force"];
+        argv.extend(zone);
+        tradedesk(&argv)
+    };
+    for (zone, written) in [
+        (&["--time-zone", "-04:00"][..], "2025-02-03T10:02:11-04:00"),
+        (&["--time-zone=-04:00"][..], "2025-02-03T10:02:11-04:00"),
+        (&["--time-zone", "+08:00"][..], "2025-02-03T10:02:11+08:00"),
+        (
+            &["--time-zone", "Asia/Kuala_Lumpur"][..],
+            "2025-02-03T10:02:11+08:00",
+        ),
+        (
+            &["--time-zone", "America/New_York"][..],
+            "2025-02-03T10:02:11-05:00",
+        ),
+        (&[][..], "2025-02-03T10:02:11-05:00"),
+    ] {
+        let run = import(zone);
+        assert_eq!(
+            run.status.code(),
+            Some(0),
+            "{zone:?}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let book = std::fs::read_to_string(&out).unwrap();
+        assert!(
+            book.contains(written),
+            "{zone:?}: {written} not in the book"
+        );
+    }
+    // Refused, naming what was wrong and what to give instead.
+    for (zone, says) in [
+        ("Europe/London", "daylight saving"),
+        (
+            "Mars/Base",
+            "'Mars/Base' is neither a time zone nor an offset",
+        ),
+        ("-4:00", "'-4:00' is neither"),
+        ("--force", "is a flag"),
+    ] {
+        let run = import(&["--time-zone", zone]);
+        assert_eq!(run.status.code(), Some(1), "{zone}");
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(err.contains(says) && err.contains("hint:"), "{zone}: {err}");
+    }
+}

@@ -80,6 +80,7 @@ fn ibkr() -> TwsState {
                 shares: shares.into(),
                 price,
                 commission: Some((1.0, "USD".into())),
+                client_id: None,
             }
         };
     let value = |key: &str, value: &str| TwsAccountValue {

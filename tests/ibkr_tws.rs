@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::tws_fake::{
-    FakeTws, ORDER_FRAME_IDS, TwsAccountValue, TwsBar, TwsBehaviour, TwsContract, TwsExecution,
-    TwsPortfolioItem, TwsQuote, TwsState,
+    CommissionTiming, FakeTws, ORDER_FRAME_IDS, TwsAccountValue, TwsBar, TwsBehaviour, TwsContract,
+    TwsExecution, TwsPortfolioItem, TwsQuote, TwsState,
 };
 use serde_json::{Value, json};
 use tradedesk_brokers::Broker;
@@ -85,6 +85,7 @@ fn execution(
         shares: shares.into(),
         price,
         commission: commission.map(|c| (c, "USD".to_owned())),
+        client_id: None,
     }
 }
 
@@ -838,4 +839,244 @@ async fn doctor_checks_the_gateway_and_says_what_to_fix() {
         text.contains("FAILED") && text.contains("fix:") && text.contains("7497"),
         "{text}"
     );
+}
+
+// ------------------------------------------------------------------------------------------
+// TWS as it really behaves (issue 17 point 4): the fake's unkind modes.
+// ------------------------------------------------------------------------------------------
+
+/// A fill in the book, by execution id.
+fn fill<'a>(book: &'a tradedesk_core::Book, id: &str) -> &'a tradedesk_core::Fill {
+    book.fills
+        .iter()
+        .find(|f| f.id == id)
+        .unwrap_or_else(|| panic!("no fill {id}: {:?}", book.fills))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executions_without_an_end_marker_are_served_with_what_came_and_say_so() {
+    let mut state = scenario();
+    state.execution_end = false;
+    let fake = FakeTws::start(state).await.unwrap();
+    let ctx = desk(TwsBroker::new(
+        tws_config(fake.port(), Some(ACCOUNT), Duration::from_secs(5)),
+        None,
+    ));
+    let started = Instant::now();
+    let positions = tool(&ctx, "get_positions", json!({})).await;
+    // Generous: the read stops within the account's timeout, not the caller's.
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(positions["status"], "ok", "{positions:#}");
+    let aapl = positions["positions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["symbol"] == "AAPL")
+        .unwrap();
+    assert_eq!(aapl["quantity"], 50.0, "{positions:#}");
+    let notes = positions["notes"].to_string();
+    assert!(
+        notes.contains("no end to its list of executions") && notes.contains("ExecutionDetailsEnd"),
+        "{notes}"
+    );
+    // The week's P&L is still there: the executions that came are used.
+    let pnl = tool(
+        &ctx,
+        "get_realized_pnl",
+        json!({"start": "2026-01-01", "end": "2026-12-31"}),
+    )
+    .await;
+    assert_eq!(pnl["gross_pnl"], 2515.0, "{pnl:#}");
+    // Health does not say ok while the last read had no end.
+    let health = tool(&ctx, "get_server_health", json!({})).await;
+    let row = &health["brokers"][0];
+    assert_eq!(row["status"], "degraded", "{health:#}");
+    assert!(
+        row["detail"]
+            .as_str()
+            .unwrap()
+            .contains("ExecutionDetailsEnd"),
+        "{health:#}"
+    );
+    assert!(
+        row["hint"].as_str().unwrap().contains("restart"),
+        "{health:#}"
+    );
+
+    // Once TWS ends its list again, health is ok again.
+    fake.state.lock().unwrap().execution_end = true;
+    let broker = TwsBroker::new(
+        tws_config(fake.port(), Some(ACCOUNT), Duration::from_secs(5)),
+        None,
+    );
+    broker.snapshot().await.unwrap();
+    assert_eq!(
+        broker.health().await[0].status,
+        tradedesk_brokers::HealthStatus::Ok
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commission_reports_after_the_end_marker_still_join_their_executions() {
+    // Frames later (an unrelated frame first), and some time later.
+    for delay in [Duration::ZERO, Duration::from_millis(300)] {
+        let mut state = scenario();
+        state.commissions = CommissionTiming::AfterEnd { delay };
+        let fake = FakeTws::start(state).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = desk(with_statement(
+            dir.path(),
+            tws_config(fake.port(), Some(ACCOUNT), Duration::from_secs(5)),
+        ));
+        let pnl = tool(
+            &ctx,
+            "get_realized_pnl",
+            json!({"start": "2026-01-01", "end": "2026-12-31"}),
+        )
+        .await;
+        assert_eq!(pnl["gross_pnl"], 2515.0, "{delay:?}: {pnl:#}");
+        // Less the commission reports' 1.05 + 1.00: none was lost.
+        assert_eq!(pnl["net_pnl"], 2512.95, "{delay:?}: {pnl:#}");
+        let positions = tool(&ctx, "get_positions", json!({})).await;
+        assert!(
+            !positions["notes"]
+                .to_string()
+                .contains("no commission report"),
+            "{delay:?}: {positions:#}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commission_report_later_than_the_grace_is_unknown_then_joined_by_a_later_read() {
+    let mut state = scenario();
+    // Well past the grace a read waits for it.
+    let delay = tradedesk_brokers::tws::COMMISSION_GRACE + Duration::from_millis(2_500);
+    state.commissions = CommissionTiming::AfterEnd { delay };
+    let fake = FakeTws::start(state).await.unwrap();
+    let broker = TwsBroker::new(
+        tws_config(fake.port(), Some(ACCOUNT), Duration::from_secs(10)),
+        None,
+    );
+    let first = broker.snapshot().await.unwrap();
+    let sold = fill(&first, "0000b2.6701.01.01");
+    // Not yet known: marked so, never a silent 0 taken as the fee.
+    assert!(!sold.commission_known, "{sold:?}");
+    let notes = first.notes.join("\n");
+    assert!(
+        notes.contains("no commission report") && notes.contains("commission_known false"),
+        "{notes}"
+    );
+    // The report comes later; a later read joins it (bounded: it cannot hang).
+    let mut joined = None;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let book = broker.snapshot().await.unwrap();
+        let f = fill(&book, "0000b2.6701.01.01");
+        if f.commission_known {
+            joined = Some(f.commission);
+            break;
+        }
+    }
+    assert_eq!(joined, Some(rust_decimal::Decimal::new(105, 2)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_clients_executions_are_read_not_only_tradedesks() {
+    let mut state = scenario();
+    let aapl = stock(265_598, "AAPL", "NASDAQ");
+    // Bought by hand in TWS (client 0) and by another API program (client 12); the
+    // statement ends on 25 November, so both are TWS's alone.
+    let mut manual = execution(
+        ACCOUNT,
+        aapl.clone(),
+        "0000d4.6901.01.01",
+        "20261127 13:00:00 US/Eastern",
+        "BOT",
+        "5",
+        252.0,
+        Some(1.0),
+    );
+    manual.client_id = Some(0);
+    let mut other = execution(
+        ACCOUNT,
+        aapl,
+        "0000d4.6902.01.01",
+        "20261127 14:00:00 US/Eastern",
+        "BOT",
+        "5",
+        253.0,
+        Some(1.0),
+    );
+    other.client_id = Some(12);
+    state.executions.extend([manual, other]);
+    state.portfolio[0].position = "60".into();
+    let fake = FakeTws::start(state).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let broker = with_statement(
+        dir.path(),
+        tws_config(fake.port(), Some(ACCOUNT), Duration::from_secs(5)),
+    );
+    let book = broker.snapshot().await.unwrap();
+    fill(&book, "0000d4.6901.01.01");
+    fill(&book, "0000d4.6902.01.01");
+    // What TWS holds (60) is what the fills imply: nothing unexplained.
+    let ctx = desk(broker);
+    let health = tool(&ctx, "get_server_health", json!({})).await;
+    assert_eq!(
+        health["reconciliation"].as_array().map(Vec::len),
+        Some(0),
+        "{health:#}"
+    );
+    // The filter named client 0 (every client) explicitly.
+    let asked = fake.snapshot().execution_filter_clients;
+    assert!(
+        !asked.is_empty() && asked.iter().all(|c| *c == Some(0)),
+        "{asked:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_too_old_for_the_protobuf_api_names_the_release_to_install() {
+    let mut state = scenario();
+    // What IB Gateway 10.37 speaks.
+    state.server_version = 203;
+    let fake = FakeTws::start(state).await.unwrap();
+    let broker = TwsBroker::new(
+        tws_config(fake.port(), Some(ACCOUNT), Duration::from_secs(5)),
+        None,
+    );
+    let started = Instant::now();
+    match broker.snapshot().await {
+        Err(tradedesk_brokers::BrokerError::Unavailable { detail, hint, .. }) => {
+            assert!(detail.contains("203") && detail.contains("213"), "{detail}");
+            assert!(hint.contains("TWS or IB Gateway 10.40 or later"), "{hint}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Refused at the handshake, not left to time out (generous bound).
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    let ctx = desk(broker);
+    let text = tool_error(&ctx, "get_positions", json!({})).await;
+    assert!(
+        text.contains("broker_unavailable") && text.contains("10.40"),
+        "{text}"
+    );
+    let health = tool(&ctx, "get_server_health", json!({})).await;
+    let row = &health["brokers"][0];
+    assert_eq!(row["status"], "down", "{health:#}");
+    assert!(
+        row["hint"].as_str().unwrap().contains("10.40"),
+        "{health:#}"
+    );
+    // ibapi sends nothing after refusing the version: no StartApi reached the fake.
+    assert!(fake.snapshot().client_ids.is_empty());
 }

@@ -611,6 +611,7 @@ fn ib_fill(
         shares: qty.into(),
         price,
         commission: Some((0.0, "USD".to_owned())),
+        client_id: None,
     }
 }
 

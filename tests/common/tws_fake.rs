@@ -32,10 +32,30 @@
 //! | AccountDataRequest 206         | subscribe=true: AccountValue 206 ×n, PortfolioValue 207 ×n, AccountUpdateTime 208, AccountDataEnd 254; subscribe=false (the cancel): nothing |
 //! | AccountSummaryRequest 262      | AccountSummary 263 ×n (account values whose key is a requested tag), AccountSummaryEnd 264 |
 //! | PositionsRequest 261           | Position 261 ×n (every portfolio item, all accounts), PositionEnd 262      |
-//! | ExecutionRequest 207           | per matching execution: ExecutionDetails 211 then (if any) CommissionAndFeesReport 259; then ExecutionDetailsEnd 255 |
+//! | ExecutionRequest 207           | per matching execution: ExecutionDetails 211 then (if any) CommissionAndFeesReport 259; then ExecutionDetailsEnd 255 (see *Executions* below for the unkind modes) |
 //! | MarketDataRequest 201          | known symbol: TickReqParams 281, MarketDataType 258 (1), TickPrice 201 bid (1, with size), ask (2, with size), last (4), TickSnapshotEnd 257 (snapshot only); unknown: ErrorMessage 204 code 200 with the req id |
 //! | HistoricalDataRequest 220      | known symbol: HistoricalData 217 (all bars), HistoricalDataEnd 308; unknown: ErrorMessage 204 code 200 |
 //! | anything else (cancels, 259 MarketDataTypeRequest, orders, …) | nothing (recorded only) |
+//!
+//! # Executions, as TWS really sends them
+//!
+//! By default the fake is kinder than TWS: each commission report follows its execution
+//! and the end marker comes last. [`TwsState`] can make it behave as TWS does:
+//!
+//! * [`TwsState::execution_end`] `= false`: no `ExecutionDetailsEnd` at all.
+//! * [`TwsState::commissions`] `= CommissionTiming::AfterEnd { delay }`: every commission
+//!   report comes after the end marker, a farm-status notice (an unrelated frame) first,
+//!   and, with a non-zero `delay`, that long after the executions.
+//! * The filter's client id is honoured: `clientId` 0 returns every client's
+//!   executions (IBKR's reference client always sends the field, 0 by default); another
+//!   value returns only that client's. IBKR does not say what an absent field means, so
+//!   the fake takes the narrowest reading, the requesting connection's own executions,
+//!   and a client that leaves the field out sees what a wrong filter would show.
+//!   [`TwsExecution::client_id`] names the client that placed each order (`None`: the
+//!   requesting connection).
+//! * [`TwsState::server_version`] below 213 (e.g. 203, what IB Gateway 10.37 speaks)
+//!   answers the handshake with that version, as an old TWS does: `ibapi` then refuses
+//!   the connection.
 //!
 //! Quotes and bars are looked up by the request contract's symbol, then its local symbol,
 //! then `SYMBOL.CURRENCY` (handy for forex: key `"EUR.USD"`).
@@ -239,6 +259,20 @@ pub struct TwsExecution {
     pub price: f64,
     /// (amount, currency); `None` sends no commission report.
     pub commission: Option<(f64, String)>,
+    /// The API client that placed the order (0: TWS itself, a manual order); `None`
+    /// is the client id of the connection that asks.
+    pub client_id: Option<i32>,
+}
+
+/// When the fake sends commission reports in answer to an `ExecutionRequest`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CommissionTiming {
+    /// Right after each execution, before the end marker (kinder than TWS).
+    #[default]
+    WithExecution,
+    /// After the end marker (and an unrelated frame), `delay` after the executions:
+    /// what TWS does.
+    AfterEnd { delay: Duration },
 }
 
 /// One historical bar.
@@ -284,8 +318,9 @@ pub enum TwsBehaviour {
 /// Everything the fake serves and records. Shared by all connections.
 #[derive(Debug, Clone)]
 pub struct TwsState {
-    /// Server version offered; the ack carries `min(this, client's max)`. Default 221
-    /// (≥ 219, so `Client::config` works).
+    /// Server version offered; the ack carries `min(this, client's max)`, even when
+    /// that is below the client's min (an old TWS answers with what it speaks). Default
+    /// 221 (≥ 219, so `Client::config` works).
     pub server_version: i32,
     /// Time-zone name in the version ack and `HistoricalDataEnd`. Default "US/Eastern".
     pub time_zone: String,
@@ -308,6 +343,12 @@ pub struct TwsState {
     pub received: Vec<i32>,
     /// (acctCode, lastNDays) of each `ExecutionRequest`; absent fields read as "" and 0.
     pub execution_filters: Vec<(String, i32)>,
+    /// The filter's clientId of each `ExecutionRequest` (`None`: left out).
+    pub execution_filter_clients: Vec<Option<i32>>,
+    /// Whether `ExecutionDetailsEnd` ends an answer to `ExecutionRequest`. Default true.
+    pub execution_end: bool,
+    /// When commission reports are sent. Default [`CommissionTiming::WithExecution`].
+    pub commissions: CommissionTiming,
     /// Version acks sent (connections that got past the greeting).
     pub handshakes: usize,
     /// Client ids sent in `StartApi`, in order.
@@ -333,6 +374,9 @@ impl Default for TwsState {
             behaviour: TwsBehaviour::Normal,
             received: Vec::new(),
             execution_filters: Vec::new(),
+            execution_filter_clients: Vec::new(),
+            execution_end: true,
+            commissions: CommissionTiming::WithExecution,
             handshakes: 0,
             client_ids: Vec::new(),
             current_time: 1_796_050_800,
@@ -451,7 +495,7 @@ async fn serve_connection(mut socket: TcpStream, state: Arc<Mutex<TwsState>>) {
         }
         TwsBehaviour::SilentAfterAccept => drain(&mut socket).await,
         TwsBehaviour::Normal | TwsBehaviour::SilentAfterHandshake => {
-            let _ = run_session(&mut socket, &state).await;
+            let _ = run_session(socket, &state).await;
         }
     }
 }
@@ -465,7 +509,7 @@ async fn drain(socket: &mut TcpStream) {
     }
 }
 
-async fn read_frame(socket: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+async fn read_frame(socket: &mut (impl AsyncReadExt + Unpin)) -> std::io::Result<Vec<u8>> {
     let mut len = [0_u8; 4];
     socket.read_exact(&mut len).await?;
     let len = usize::try_from(u32::from_be_bytes(len)).map_err(std::io::Error::other)?;
@@ -489,13 +533,21 @@ fn parse_version_range(text: &str) -> Option<(i32, i32)> {
     }
 }
 
-async fn run_session(socket: &mut TcpStream, state: &Mutex<TwsState>) -> std::io::Result<()> {
+/// What one connection knows about itself.
+#[derive(Debug, Default)]
+struct Connection {
+    /// The client id its `StartApi` named.
+    client_id: Option<i32>,
+}
+
+async fn run_session(socket: TcpStream, state: &Mutex<TwsState>) -> std::io::Result<()> {
+    let (mut reader, mut writer) = socket.into_split();
     let mut magic = [0_u8; 4];
-    socket.read_exact(&mut magic).await?;
+    reader.read_exact(&mut magic).await?;
     if &magic != b"API\0" {
         return Ok(());
     }
-    let greeting = read_frame(socket).await?;
+    let greeting = read_frame(&mut reader).await?;
     let Some((_min, max)) = std::str::from_utf8(&greeting)
         .ok()
         .and_then(parse_version_range)
@@ -514,10 +566,23 @@ async fn run_session(socket: &mut TcpStream, state: &Mutex<TwsState>) -> std::io
         let text = format!("{version}\0{date} {time} {}\0", st.time_zone);
         length_prefixed(text.as_bytes())?
     };
-    socket.write_all(&ack).await?;
+    writer.write_all(&ack).await?;
 
-    loop {
-        let body = read_frame(socket).await?;
+    // One writer for the connection, so frames sent later (after a delay) keep whole.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let writing = tokio::spawn(async move {
+        while let Some(bytes) = rx.recv().await {
+            if writer.write_all(&bytes).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut connection = Connection::default();
+    let result = loop {
+        let body = match read_frame(&mut reader).await {
+            Ok(b) => b,
+            Err(e) => break Err(e),
+        };
         let Some((id_bytes, payload)) = body.split_first_chunk::<4>() else {
             continue;
         };
@@ -525,21 +590,41 @@ async fn run_session(socket: &mut TcpStream, state: &Mutex<TwsState>) -> std::io
         let reply = {
             let mut st = lock(state);
             st.received.push(id);
-            respond(&mut st, id, payload)?
+            match respond(&mut st, &mut connection, id, payload) {
+                Ok(r) => r,
+                Err(e) => break Err(e),
+            }
         };
-        if !reply.is_empty() {
-            socket.write_all(&reply).await?;
+        if !reply.bytes.is_empty() && tx.send(reply.bytes).is_err() {
+            break Ok(());
         }
-    }
+        for (delay, bytes) in reply.later {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let _ = tx.send(bytes);
+            });
+        }
+    };
+    drop(tx);
+    writing.abort();
+    result
 }
 
 /// The frames to send for one inbound frame (empty when silent or nothing to say).
-fn respond(st: &mut TwsState, id: i32, payload: &[u8]) -> std::io::Result<Vec<u8>> {
+fn respond(
+    st: &mut TwsState,
+    connection: &mut Connection,
+    id: i32,
+    payload: &[u8],
+) -> std::io::Result<Out> {
     let mut out = Out::default();
     match (st.behaviour, id) {
         (TwsBehaviour::Normal | TwsBehaviour::SilentAfterHandshake, ids::START_API) => {
             let req = pb::StartApiRequest::decode(payload).unwrap_or_default();
-            st.client_ids.push(req.client_id.unwrap_or_default());
+            let client_id = req.client_id.unwrap_or_default();
+            st.client_ids.push(client_id);
+            connection.client_id = Some(client_id);
             out.push(ids::NEXT_VALID_ID, &pb::NextValidId { order_id: Some(1) })?;
             out.push(ids::MANAGED_ACCOUNTS, &managed_accounts(st))?;
             if st.behaviour == TwsBehaviour::Normal {
@@ -549,13 +634,19 @@ fn respond(st: &mut TwsState, id: i32, payload: &[u8]) -> std::io::Result<Vec<u8
                 )?;
             }
         }
-        (TwsBehaviour::Normal, _) => serve_request(st, id, payload, &mut out)?,
+        (TwsBehaviour::Normal, _) => serve_request(st, connection, id, payload, &mut out)?,
         _ => {}
     }
-    Ok(out.bytes)
+    Ok(out)
 }
 
-fn serve_request(st: &mut TwsState, id: i32, payload: &[u8], out: &mut Out) -> std::io::Result<()> {
+fn serve_request(
+    st: &mut TwsState,
+    connection: &Connection,
+    id: i32,
+    payload: &[u8],
+    out: &mut Out,
+) -> std::io::Result<()> {
     match id {
         ids::REQ_MANAGED_ACCOUNTS => out.push(ids::MANAGED_ACCOUNTS, &managed_accounts(st))?,
         ids::REQ_CURRENT_TIME => out.push(
@@ -611,7 +702,7 @@ fn serve_request(st: &mut TwsState, id: i32, payload: &[u8], out: &mut Out) -> s
         }
         ids::REQ_EXECUTIONS => {
             let req = pb::ExecutionRequest::decode(payload).unwrap_or_default();
-            executions(st, &req, out)?;
+            executions(st, connection, &req, out)?;
         }
         ids::REQ_MARKET_DATA => {
             let req = pb::MarketDataRequest::decode(payload).unwrap_or_default();
@@ -717,17 +808,31 @@ fn account_summary(
     )
 }
 
-fn executions(st: &mut TwsState, req: &pb::ExecutionRequest, out: &mut Out) -> std::io::Result<()> {
+fn executions(
+    st: &mut TwsState,
+    connection: &Connection,
+    req: &pb::ExecutionRequest,
+    out: &mut Out,
+) -> std::io::Result<()> {
     let filter = req.execution_filter.clone().unwrap_or_default();
     let acct = filter.acct_code.unwrap_or_default();
     st.execution_filters
         .push((acct.clone(), filter.last_n_days.unwrap_or_default()));
-    let client_id = st.client_ids.last().copied();
+    st.execution_filter_clients.push(filter.client_id);
+    let asking = connection.client_id.unwrap_or_default();
+    // 0 names every client; an absent field, only the asking connection's (see the
+    // module docs).
+    let wanted = filter.client_id.unwrap_or(asking);
+    let mut reports = Vec::new();
     for e in st
         .executions
         .iter()
         .filter(|e| acct.is_empty() || e.account == acct)
     {
+        let placed_by = e.client_id.unwrap_or(asking);
+        if wanted != 0 && placed_by != wanted {
+            continue;
+        }
         out.push(
             ids::EXECUTION_DETAILS,
             &pb::ExecutionDetails {
@@ -743,7 +848,7 @@ fn executions(st: &mut TwsState, req: &pb::ExecutionRequest, out: &mut Out) -> s
                     shares: Some(e.shares.clone()),
                     price: Some(e.price),
                     perm_id: Some(e.perm_id),
-                    client_id,
+                    client_id: Some(placed_by),
                     is_liquidation: None,
                     cum_qty: Some(e.shares.clone()),
                     avg_price: Some(e.price),
@@ -751,24 +856,44 @@ fn executions(st: &mut TwsState, req: &pb::ExecutionRequest, out: &mut Out) -> s
             },
         )?;
         if let Some((amount, currency)) = &e.commission {
-            out.push(
-                ids::COMMISSION_REPORT,
-                &pb::CommissionAndFeesReport {
-                    exec_id: Some(e.exec_id.clone()),
-                    commission_and_fees: Some(*amount),
-                    currency: Some(currency.clone()),
-                    // TWS's "no value" sentinel.
-                    realized_pnl: Some(f64::MAX),
-                    bond_yield: Some(f64::MAX),
-                    yield_redemption_date: None,
-                },
-            )?;
+            let report = pb::CommissionAndFeesReport {
+                exec_id: Some(e.exec_id.clone()),
+                commission_and_fees: Some(*amount),
+                currency: Some(currency.clone()),
+                // TWS's "no value" sentinel.
+                realized_pnl: Some(f64::MAX),
+                bond_yield: Some(f64::MAX),
+                yield_redemption_date: None,
+            };
+            match st.commissions {
+                CommissionTiming::WithExecution => out.push(ids::COMMISSION_REPORT, &report)?,
+                CommissionTiming::AfterEnd { .. } => reports.push(report),
+            }
         }
     }
-    out.push(
-        ids::EXECUTION_DETAILS_END,
-        &pb::ReqIdOnly { req_id: req.req_id },
-    )
+    if st.execution_end {
+        out.push(
+            ids::EXECUTION_DETAILS_END,
+            &pb::ReqIdOnly { req_id: req.req_id },
+        )?;
+    }
+    if let CommissionTiming::AfterEnd { delay } = st.commissions {
+        let mut later = Out::default();
+        // Frames later: something unrelated comes first.
+        later.push(
+            ids::ERROR,
+            &error_message(st, -1, 2106, "HMDS data farm connection is OK:ushmds"),
+        )?;
+        for report in &reports {
+            later.push(ids::COMMISSION_REPORT, report)?;
+        }
+        if delay.is_zero() {
+            out.bytes.extend(later.bytes);
+        } else {
+            out.later.push((delay, later.bytes));
+        }
+    }
+    Ok(())
 }
 
 /// Finds the scenario key for a request contract: symbol, local symbol, "SYMBOL.CURRENCY".
@@ -896,10 +1021,11 @@ fn historical_data(
 // Encoding helpers
 // ------------------------------------------------------------------------------------------
 
-/// Outbound frames, concatenated.
+/// Outbound frames, concatenated, and frames to send after a delay.
 #[derive(Debug, Default)]
 struct Out {
     bytes: Vec<u8>,
+    later: Vec<(Duration, Vec<u8>)>,
 }
 
 impl Out {
@@ -1359,7 +1485,112 @@ mod pb {
 
 #[cfg(test)]
 mod unit_tests {
-    use super::{civil_from_days, duration_secs, parse_version_range, wall_clock};
+    use super::{
+        CommissionTiming, Connection, Out, TwsExecution, TwsState, civil_from_days, duration_secs,
+        executions, ids, parse_version_range, pb, wall_clock,
+    };
+
+    /// The wire ids of the frames in `bytes`, in order.
+    fn frame_ids(bytes: &[u8]) -> Vec<i32> {
+        let mut rest = bytes;
+        let mut out = Vec::new();
+        while let Some((len, tail)) = rest.split_first_chunk::<4>() {
+            let len = u32::from_be_bytes(*len) as usize;
+            let (frame, next) = tail.split_at(len);
+            out.push(i32::from_be_bytes(
+                *frame.split_first_chunk::<4>().unwrap().0,
+            ));
+            rest = next;
+        }
+        out
+    }
+
+    fn placed_by(client_id: Option<i32>) -> TwsExecution {
+        TwsExecution {
+            account: "DU1".into(),
+            contract: super::TwsContract::default(),
+            exec_id: format!("{client_id:?}"),
+            order_id: 0,
+            perm_id: 1,
+            time: "20261127 10:30:00 US/Eastern".into(),
+            exchange: String::new(),
+            side: "BOT".into(),
+            shares: "1".into(),
+            price: 1.0,
+            commission: Some((1.0, "USD".into())),
+            client_id,
+        }
+    }
+
+    /// How many executions the fake answers a filter with, and the frames it sends now.
+    fn answer(st: &mut TwsState, filter_client: Option<i32>) -> (usize, Vec<i32>, Out) {
+        let req = pb::ExecutionRequest {
+            req_id: Some(1_500_000_000),
+            execution_filter: Some(pb::ExecutionFilter {
+                client_id: filter_client,
+                ..Default::default()
+            }),
+        };
+        let connection = Connection { client_id: Some(7) };
+        let mut out = Out::default();
+        executions(st, &connection, &req, &mut out).unwrap();
+        let frames = frame_ids(&out.bytes);
+        let n = frames
+            .iter()
+            .filter(|id| **id == ids::EXECUTION_DETAILS)
+            .count();
+        (n, frames, out)
+    }
+
+    #[test]
+    fn the_execution_filter_client_id_is_honoured() {
+        let mut st = TwsState {
+            executions: vec![placed_by(None), placed_by(Some(0)), placed_by(Some(12))],
+            ..TwsState::default()
+        };
+        // 0: every client's; 12: that client's; absent: the asking connection's (7).
+        assert_eq!(answer(&mut st, Some(0)).0, 3);
+        assert_eq!(answer(&mut st, Some(12)).0, 1);
+        assert_eq!(answer(&mut st, None).0, 1);
+        assert_eq!(st.execution_filter_clients, [Some(0), Some(12), None]);
+    }
+
+    #[test]
+    fn unkind_modes_shape_the_answer() {
+        let mut st = TwsState {
+            executions: vec![placed_by(None)],
+            ..TwsState::default()
+        };
+        let (_, kind, _) = answer(&mut st, Some(0));
+        assert_eq!(
+            kind,
+            [
+                ids::EXECUTION_DETAILS,
+                ids::COMMISSION_REPORT,
+                ids::EXECUTION_DETAILS_END
+            ]
+        );
+        st.execution_end = false;
+        st.commissions = CommissionTiming::AfterEnd {
+            delay: std::time::Duration::ZERO,
+        };
+        let (_, frames, _) = answer(&mut st, Some(0));
+        assert_eq!(
+            frames,
+            [ids::EXECUTION_DETAILS, ids::ERROR, ids::COMMISSION_REPORT]
+        );
+        st.execution_end = true;
+        st.commissions = CommissionTiming::AfterEnd {
+            delay: std::time::Duration::from_secs(1),
+        };
+        let (_, frames, out) = answer(&mut st, Some(0));
+        assert_eq!(frames, [ids::EXECUTION_DETAILS, ids::EXECUTION_DETAILS_END]);
+        assert_eq!(out.later.len(), 1);
+        assert_eq!(
+            frame_ids(&out.later[0].1),
+            [ids::ERROR, ids::COMMISSION_REPORT]
+        );
+    }
 
     #[test]
     fn dates() {

@@ -28,6 +28,7 @@ pub mod occ;
 pub mod sim;
 pub mod tws;
 mod zones;
+pub use zones::{SteadyOffset, steady_offset};
 
 pub use book::{
     BookBroker, BookError, BookIssue, load_book, parse_book, parse_fx_file, write_book,

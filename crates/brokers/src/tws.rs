@@ -10,6 +10,17 @@
 //! * **Reads:** the portfolio (positions with TWS's market prices), cash balances and
 //!   exchange rates by currency (`reqAccountUpdates`), executions joined with their
 //!   commission reports by execution id (TWS keeps only days of them), quotes, bars.
+//! * **Executions as TWS really sends them** (docs/dev/ibkr-tws-facts.md): every API
+//!   client's (the filter's client id is 0), gathered until the end marker or until
+//!   [`EXECUTIONS_QUIET`] passes without a frame (TWS sometimes never sends the end: the
+//!   book is served with what arrived, its notes and health say so). Commission reports
+//!   come frames after their executions, often after the end marker: a feed open for the
+//!   whole connection keeps every one by execution id, the read waits up to
+//!   [`COMMISSION_GRACE`] for those still missing, and a fill whose report has not come
+//!   is marked commission unknown (never a silent 0) until a later read finds it.
+//! * **Too old a TWS:** a server version below what `ibapi` needs (213, the protobuf
+//!   API) is refused at connect with a hint naming the TWS / IB Gateway release to
+//!   install.
 //! * **History:** with a `flex` source, the Flex statement's full history is the base and
 //!   recent TWS executions are merged into it by execution id, so a fill is never counted
 //!   twice (a correction, an execution id that differs only after its last period,
@@ -30,7 +41,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use ibapi::prelude::{
     AccountId, AccountUpdate, Contract, ExecutionFilter, HistoricalBarSize, HistoricalWhatToShow,
-    SecurityType, StreamExt, SubscriptionItem, TickTypes, TradingHours,
+    OrderUpdate, SecurityType, StreamExt, SubscriptionItem, TickTypes, TradingHours,
 };
 use rust_decimal::Decimal;
 use tokio::sync::Mutex;
@@ -52,6 +63,96 @@ const PRECHECK: Duration = Duration::from_millis(450);
 
 /// TWS keeps executions for this many days (the API's `lastNDays` maximum).
 const EXECUTION_DAYS: i32 = 7;
+
+/// How long executions are gathered with no frame from TWS before its end marker
+/// (`ExecutionDetailsEnd`) is given up on; TWS sometimes never sends it. Never past the
+/// read's own share of the account's timeout (see `build_book`).
+pub const EXECUTIONS_QUIET: Duration = Duration::from_secs(2);
+
+/// How long a read waits, after the executions, for commission reports still missing:
+/// TWS sends them frames later, often after the end marker. A report later than this is
+/// kept by the connection's feed and used by the next read.
+pub const COMMISSION_GRACE: Duration = Duration::from_millis(1500);
+
+/// The execution filter's client id that asks for every API client's executions (and
+/// TWS's own, manual ones): IBKR's reference client sends 0 by default.
+const EVERY_CLIENT: i32 = 0;
+
+/// The TWS / IB Gateway release that first speaks a server version, for hints. From
+/// IBKR's API releases (the highest server version each speaks): 10.37 speaks 203,
+/// 10.40 215, 10.41 217, 10.42 218, 10.43 219, 10.44 222, 10.46 225 (see
+/// docs/dev/ibkr-tws-facts.md).
+fn tws_release_for(server_version: i32) -> &'static str {
+    match server_version {
+        ..=215 => "10.40",
+        216..=217 => "10.41",
+        218 => "10.42",
+        219 => "10.43",
+        220..=222 => "10.44",
+        223 => "10.45",
+        224..=225 => "10.46",
+        _ => "the latest",
+    }
+}
+
+/// Commission reports seen on one connection, by execution id.
+#[derive(Debug, Default)]
+struct CommissionBook {
+    reports: std::sync::Mutex<BTreeMap<String, (Decimal, Currency)>>,
+    /// Woken on every report.
+    arrived: tokio::sync::Notify,
+}
+
+impl CommissionBook {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, (Decimal, Currency)>> {
+        self.reports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn record(&self, report: &ibapi::orders::CommissionReport) {
+        if let (Some(amount), Ok(currency)) = (
+            decimal(report.commission),
+            Currency::new_checked(&report.currency),
+        ) {
+            self.lock()
+                .insert(report.execution_id.clone(), (amount, currency));
+            self.arrived.notify_waiters();
+        }
+    }
+
+    fn get(&self, execution_id: &str) -> Option<(Decimal, Currency)> {
+        self.lock().get(execution_id).copied()
+    }
+
+    /// Waits until every id has its report, or `until`.
+    async fn wait_for(&self, ids: &[String], until: tokio::time::Instant) {
+        loop {
+            // Registered before the check, so a report between the two still wakes it.
+            let woken = self.arrived.notified();
+            if ids.iter().all(|id| self.get(id).is_some()) {
+                return;
+            }
+            if tokio::time::timeout_at(until, woken).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Forgets reports for executions TWS no longer lists (TWS sends them again with
+    /// their executions).
+    fn keep_only(&self, ids: &BTreeSet<String>) {
+        self.lock().retain(|id, _| ids.contains(id));
+    }
+}
+
+/// What one executions request brought.
+struct ExecutionsRead {
+    items: Vec<ibapi::orders::Executions>,
+    /// False when TWS's end marker had not come within the bounded wait.
+    ended: bool,
+    waited: Duration,
+}
 
 /// An IBKR account read through TWS / IB Gateway.
 #[derive(Debug, Clone)]
@@ -76,6 +177,18 @@ struct Session {
     managed: Vec<String>,
     /// The "Read-Only API" setting, where the server reports it.
     read_only: Option<bool>,
+    /// Every commission report this connection has seen, whenever it came.
+    commissions: Arc<CommissionBook>,
+    /// The task that fills `commissions` from the client's order-update stream.
+    feed: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(feed) = &self.feed {
+            feed.abort();
+        }
+    }
 }
 
 impl std::fmt::Debug for Session {
@@ -99,6 +212,8 @@ pub struct TwsBroker {
     reading: Mutex<()>,
     /// Contracts seen in the portfolio and executions, for quotes and bars by symbol.
     contracts: std::sync::Mutex<BTreeMap<String, Contract>>,
+    /// What the last read could not get from TWS (no end marker), for health.
+    last_read: std::sync::Mutex<Option<String>>,
 }
 
 fn decimal(v: f64) -> Option<Decimal> {
@@ -221,6 +336,7 @@ impl TwsBroker {
             session: Mutex::new(None),
             reading: Mutex::new(()),
             contracts: std::sync::Mutex::new(BTreeMap::new()),
+            last_read: std::sync::Mutex::new(None),
         }
     }
 
@@ -267,8 +383,14 @@ impl TwsBroker {
                 "give this account another client_id in the config",
             ),
             ibapi::Error::ServerVersion(need, got, _) => self.unavailable(
-                format!("the gateway speaks API version {got}; {doing} needs {need}"),
-                "update TWS / IB Gateway to 10.30 or later",
+                format!(
+                    "TWS / IB Gateway at {} speaks API server version {got}; {doing} needs {need} or later",
+                    self.address()
+                ),
+                &format!(
+                    "install TWS or IB Gateway {} or later from IBKR's download page (the one running speaks server version {got}, which is too old), then start it and log in again",
+                    tws_release_for(*need)
+                ),
             ),
             ibapi::Error::Notice(n) if n.code == 200 => BrokerError::InvalidRequest {
                 account: self.config.id.clone(),
@@ -393,12 +515,75 @@ impl TwsBroker {
                 .and_then(|s| s.read_only_api),
             _ => None,
         };
+        // Commission reports come frames after their executions, often after the end
+        // marker that closes an executions request: this feed keeps every one the
+        // connection sees. Nothing is sent to TWS for it.
+        let commissions = Arc::new(CommissionBook::default());
+        let feed = match client.order_update_stream().await {
+            Ok(mut stream) => {
+                let book = Arc::clone(&commissions);
+                Some(tokio::spawn(async move {
+                    while let Some(item) = stream.next().await {
+                        match item {
+                            Ok(SubscriptionItem::Data(OrderUpdate::CommissionReport(c))) => {
+                                book.record(&c);
+                            }
+                            Ok(_) => {}
+                            Err(_) => break,
+                        }
+                    }
+                }))
+            }
+            // Without it, only reports that come before the end marker are seen.
+            Err(_) => None,
+        };
         Ok(Session {
             client,
             account,
             managed,
             read_only,
+            commissions,
+            feed,
         })
+    }
+
+    /// Reads an executions request until TWS's end marker, or until `quiet` passes with
+    /// no frame, or `cap`: TWS sometimes never sends the end, and that must not make
+    /// every read time out.
+    async fn read_executions<S>(
+        &self,
+        stream: &mut S,
+        quiet: Duration,
+        cap: tokio::time::Instant,
+    ) -> Result<ExecutionsRead, BrokerError>
+    where
+        S: StreamExt<Item = Result<SubscriptionItem<ibapi::orders::Executions>, ibapi::Error>>
+            + Unpin,
+    {
+        let started = tokio::time::Instant::now();
+        let mut items = Vec::new();
+        loop {
+            let until = (tokio::time::Instant::now() + quiet).min(cap);
+            match tokio::time::timeout_at(until, stream.next()).await {
+                Err(_) => {
+                    return Ok(ExecutionsRead {
+                        items,
+                        ended: false,
+                        waited: started.elapsed(),
+                    });
+                }
+                Ok(None) => {
+                    return Ok(ExecutionsRead {
+                        items,
+                        ended: true,
+                        waited: started.elapsed(),
+                    });
+                }
+                Ok(Some(Err(e))) => return Err(self.failure(&e, "reading executions")),
+                Ok(Some(Ok(SubscriptionItem::Notice(_)))) => {}
+                Ok(Some(Ok(SubscriptionItem::Data(item)))) => items.push(item),
+            }
+        }
     }
 
     /// Reads a subscription until `done` says its last item ends it, or the stream ends.
@@ -504,8 +689,15 @@ impl TwsBroker {
             Some(flex) => Some(flex.snapshot().await?),
             None => None,
         };
+        // With a statement to fall back on, TWS gets most of the timeout, all told, so a
+        // silent gateway leaves time for the statement to answer within the caller's bound.
+        let budget = match &history {
+            Some(_) => self.config.timeout * 4 / 5,
+            None => self.config.timeout,
+        };
         let session_read = self.with_session(|s| async move {
-            let deadline = tokio::time::Instant::now() + self.config.timeout;
+            let started = tokio::time::Instant::now();
+            let deadline = started + budget;
             let mut sub = s
                 .client
                 .account_updates(&AccountId(s.account.clone()))
@@ -522,6 +714,9 @@ impl TwsBroker {
             // One account-updates stream per client: ended before the next read.
             sub.cancel().await;
             let filter = ExecutionFilter {
+                // Every API client's executions and TWS's own (manual orders), not only
+                // those this client placed.
+                client_id: Some(EVERY_CLIENT),
                 account_code: s.account.clone(),
                 last_n_days: EXECUTION_DAYS,
                 ..ExecutionFilter::default()
@@ -531,31 +726,61 @@ impl TwsBroker {
                 .executions(filter)
                 .await
                 .map_err(|e| self.failure(&e, "requesting executions"))?;
-            let executions = self
-                .read(&mut sub, deadline, |_| false, "reading executions")
+            // The executions get until a quarter of the budget is left, their commission
+            // reports until a tenth is: the book is then assembled within the budget.
+            let read = self
+                .read_executions(&mut sub, EXECUTIONS_QUIET, deadline - budget / 4)
                 .await?;
-            Ok((updates, executions, s))
-        });
-        // With a statement to fall back on, TWS gets most of the timeout, all told, so a
-        // silent gateway leaves time for the statement to answer within the caller's bound.
-        let read = match &history {
-            Some(_) => {
-                match tokio::time::timeout(self.config.timeout * 4 / 5, session_read).await {
-                    Ok(read) => read,
-                    Err(_) => {
-                        self.drop_session().await;
-                        Err(self.timeout())
-                    }
+            drop(sub);
+            if !s.client.is_connected() {
+                return Err(self.unavailable(
+                    format!(
+                        "the connection to {} was lost while reading executions",
+                        self.address()
+                    ),
+                    &self.start_hint(),
+                ));
+            }
+            for item in &read.items {
+                if let ibapi::orders::Executions::CommissionReport(c) = item {
+                    s.commissions.record(c);
                 }
             }
+            let ids: Vec<String> = read
+                .items
+                .iter()
+                .filter_map(|e| match e {
+                    ibapi::orders::Executions::ExecutionData(d) => {
+                        Some(d.execution.execution_id.clone())
+                    }
+                    ibapi::orders::Executions::CommissionReport(_) => None,
+                })
+                .collect();
+            let grace =
+                (tokio::time::Instant::now() + COMMISSION_GRACE).min(deadline - budget / 10);
+            s.commissions.wait_for(&ids, grace).await;
+            s.commissions.keep_only(&ids.iter().cloned().collect());
+            Ok((updates, read, s))
+        });
+        let read = match &history {
+            Some(_) => match tokio::time::timeout(budget, session_read).await {
+                Ok(read) => read,
+                Err(_) => {
+                    self.drop_session().await;
+                    Err(self.timeout())
+                }
+            },
             None => session_read.await,
         };
-        let (updates, executions, session) = match (read, &history) {
+        let (updates, executions_read, session) = match (read, &history) {
             (Ok(read), _) => read,
             // TWS down, the statement on hand: the statement answers alone, and says so.
             (Err(e), Some(h)) => return Ok(self.statement_alone(h, &e)),
             (Err(e), None) => return Err(e),
         };
+        let ended = executions_read.ended;
+        let waited = executions_read.waited;
+        let executions = executions_read.items;
         let today = Utc::now().date_naive();
         let mut values: Vec<ibapi::accounts::AccountValue> = Vec::new();
         let mut portfolio: Vec<ibapi::accounts::AccountPortfolioValue> = Vec::new();
@@ -668,16 +893,9 @@ impl TwsBroker {
             Ok(u32::try_from(parts.instruments.len() - 1).unwrap_or(u32::MAX))
         };
 
-        // Executions joined with their commission reports by execution id.
-        let mut commissions: BTreeMap<String, (Decimal, Currency)> = BTreeMap::new();
-        for e in &executions {
-            if let ibapi::orders::Executions::CommissionReport(c) = e
-                && let (Some(amount), Ok(currency)) =
-                    (decimal(c.commission), Currency::new_checked(&c.currency))
-            {
-                commissions.insert(c.execution_id.clone(), (amount, currency));
-            }
-        }
+        // Executions joined with their commission reports by execution id: those that
+        // came with the executions, after the end marker, or since an earlier read.
+        let commissions = &session.commissions;
         // The statement's fills by execution id (and by the id a correction replaces).
         let seen: BTreeSet<String> = parts.fills.iter().map(|f| f.id.clone()).collect();
         let seen_base: BTreeSet<&str> = seen.iter().map(|id| execution_base(id)).collect();
@@ -691,6 +909,10 @@ impl TwsBroker {
                 }
             }
         }
+        let latest_count = executions
+            .iter()
+            .filter(|e| matches!(e, ibapi::orders::Executions::ExecutionData(_)))
+            .count();
         let zone = session.client.time_zone();
         let mut merged = 0usize;
         let mut without_commission = Vec::new();
@@ -726,7 +948,7 @@ impl TwsBroker {
             let instrument = index(&d.contract, &mut parts)?;
             let currency = parts.instruments[instrument as usize].currency;
             let (commission, commission_currency, known) = match commissions.get(&x.execution_id) {
-                Some((amount, c)) => (*amount, *c, true),
+                Some((amount, c)) => (amount, c, true),
                 None => {
                     without_commission.push(x.execution_id.clone());
                     (Decimal::ZERO, currency, false)
@@ -755,12 +977,30 @@ impl TwsBroker {
         }
         if !without_commission.is_empty() {
             notes.push(format!(
-                "{}: TWS sent no commission report for {} execution(s) ({}): their P&L is gross of fees",
+                "{}: TWS had sent no commission report for {} execution(s) ({}) within {} ms of the executions: their fees are unknown (commission_known false) and their P&L is gross of fees until a later read finds the reports; TWS sends other API clients' commission reports only to its Master API client ID (Configure > API > Settings), so give tradedesk that client_id if they never come",
                 self.config.id,
                 without_commission.len(),
-                without_commission.join(", ")
+                without_commission.join(", "),
+                COMMISSION_GRACE.as_millis()
             ));
         }
+        let unfinished = (!ended).then(|| {
+            format!(
+                "TWS sent no end to its list of executions (ExecutionDetailsEnd) within {} ms; the {} execution(s) that came are used, and any TWS had not sent yet are missing",
+                waited.as_millis(),
+                latest_count
+            )
+        });
+        if let Some(text) = &unfinished {
+            notes.push(format!(
+                "{}: {text}; get_server_health shows the account degraded until a read gets the end",
+                self.config.id
+            ));
+        }
+        *self
+            .last_read
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = unfinished;
 
         // The portfolio: TWS's positions (for reconciliation), its market prices and its
         // average costs (per unit: TWS quotes them per contract).
@@ -934,19 +1174,35 @@ impl Broker for TwsBroker {
                     Some(false) => "Read-Only API OFF",
                     None => "Read-Only API setting not reported (TWS before 10.43)",
                 };
-                (
-                    HealthStatus::Ok,
-                    format!(
-                        "TWS / IB Gateway at {} (API version {}), account {} of {}; {read_only}",
-                        self.address(),
-                        s.client.server_version(),
-                        s.account,
-                        s.managed.join(", ")
+                let detail = format!(
+                    "TWS / IB Gateway at {} (API version {}), account {} of {}; {read_only}",
+                    self.address(),
+                    s.client.server_version(),
+                    s.account,
+                    s.managed.join(", ")
+                );
+                let unfinished = self
+                    .last_read
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone();
+                match unfinished {
+                    // Answering, but its last list of executions may be short.
+                    Some(text) => (
+                        HealthStatus::Degraded,
+                        format!("{detail}; the last read: {text}"),
+                        Some(
+                            "if this lasts, restart TWS / IB Gateway; until then recent executions may be missing from positions and P&L".to_owned(),
+                        ),
                     ),
-                    (s.read_only == Some(false)).then(|| {
-                        "tradedesk only reads from TWS; check Configure > API > Settings > \"Read-Only API\" to make that certain".to_owned()
-                    }),
-                )
+                    None => (
+                        HealthStatus::Ok,
+                        detail,
+                        (s.read_only == Some(false)).then(|| {
+                            "tradedesk only reads from TWS; check Configure > API > Settings > \"Read-Only API\" to make that certain".to_owned()
+                        }),
+                    ),
+                }
             }
             Err(e) => crate::down(
                 &e,

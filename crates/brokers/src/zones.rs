@@ -62,3 +62,67 @@ pub(crate) fn at(instant: DateTime<Utc>, zone: Option<&Tz>) -> DateTime<FixedOff
         .unwrap_or_else(|| Utc.fix());
     instant.with_timezone(&offset)
 }
+
+/// What an IANA zone name means for a reader that takes one fixed offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SteadyOffset {
+    /// The zone has kept this offset from 1990 to 2037 (no daylight saving).
+    Fixed(FixedOffset),
+    /// The zone's offset changes (daylight saving, or a change of law).
+    Changes,
+    /// No zone of that name.
+    Unknown,
+}
+
+/// Whether `name` (an IANA zone such as `Asia/Kuala_Lumpur`) keeps one offset, sampled
+/// twice a month from 1990 through 2037.
+pub fn steady_offset(name: &str) -> SteadyOffset {
+    let Some(zone) = named(name) else {
+        return SteadyOffset::Unknown;
+    };
+    let mut seen: Option<i32> = None;
+    for year in 1990..=2037 {
+        for month in 1..=12_u8 {
+            for day in [1_u8, 15] {
+                let Ok(month) = time::Month::try_from(month) else {
+                    return SteadyOffset::Changes;
+                };
+                let Ok(date) = time::Date::from_calendar_date(year, month, day) else {
+                    return SteadyOffset::Changes;
+                };
+                let offset = date
+                    .midnight()
+                    .assume_utc()
+                    .to_timezone(zone)
+                    .offset()
+                    .whole_seconds();
+                match seen {
+                    Some(s) if s != offset => return SteadyOffset::Changes,
+                    _ => seen = Some(offset),
+                }
+            }
+        }
+    }
+    seen.and_then(FixedOffset::east_opt)
+        .map_or(SteadyOffset::Changes, SteadyOffset::Fixed)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn steady_zones_have_one_offset_and_others_say_they_change() {
+        assert_eq!(
+            steady_offset("Asia/Kuala_Lumpur"),
+            SteadyOffset::Fixed(FixedOffset::east_opt(8 * 3600).unwrap())
+        );
+        assert_eq!(
+            steady_offset("Asia/Tokyo"),
+            SteadyOffset::Fixed(FixedOffset::east_opt(9 * 3600).unwrap())
+        );
+        assert_eq!(steady_offset("Europe/London"), SteadyOffset::Changes);
+        assert_eq!(steady_offset("Nowhere/Land"), SteadyOffset::Unknown);
+    }
+}
