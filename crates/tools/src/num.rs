@@ -18,6 +18,17 @@ impl Num {
     }
 }
 
+/// A figure held as an integer of minor units (`v` at `dp` places), as a [`Num`].
+///
+/// # Errors
+/// `invalid_book` when it passes a decimal's range: a total of a book whose values are
+/// past what the engine holds (docs/methodology/book-format.md, "Bounds").
+pub fn minor(v: i128, dp: u32) -> tradedesk_core::Result<Num> {
+    Decimal::try_from_i128_with_scale(v, dp)
+        .map(Num)
+        .map_err(|_| tradedesk_core::bounds::too_large("a total of the book"))
+}
+
 impl From<Decimal> for Num {
     fn from(d: Decimal) -> Self {
         Self(d)
