@@ -482,3 +482,104 @@ fn import_flex_takes_an_offset_or_a_zone_for_the_statements_times() {
         assert!(err.contains(says) && err.contains("hint:"), "{zone}: {err}");
     }
 }
+
+fn bounds_fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bounds-book.json")
+}
+
+#[test]
+fn validate_refuses_a_fill_the_engine_cannot_compute_naming_the_row_and_the_bound() {
+    // Issue 15: 1,000,000,000 at 1,000,000,000,000 validated, then every portfolio tool
+    // answered `internal`.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.json");
+    let mut book: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture()).unwrap()).unwrap();
+    book["fills"][0]["quantity"] = Value::from("1000000000");
+    book["fills"][0]["price"] = Value::from("1000000000000");
+    std::fs::write(&path, book.to_string()).unwrap();
+    let validate = tradedesk(&["validate", path.to_str().unwrap()]);
+    assert_eq!(validate.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&validate.stderr);
+    assert!(stderr.contains("huge.json: book refused"), "{stderr}");
+    assert!(
+        stderr.contains("fills[0]: its value quantity x price x multiplier = 1000000000 x 1000000000000 x 1 = 1000000000000000000000 is larger than the supported 1e15"),
+        "{stderr}"
+    );
+    // Served, it is refused before any tool runs: never an `internal` answer.
+    let out = tradedesk(&[
+        "--book",
+        path.to_str().unwrap(),
+        "call",
+        "get_positions",
+        "{}",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("larger than the supported 1e15"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("internal"), "{stderr}");
+}
+
+#[test]
+fn a_book_at_the_bounds_validates_and_every_portfolio_tool_answers() {
+    let path = bounds_fixture();
+    let book = path.to_str().unwrap();
+    let validate = tradedesk(&["validate", book]);
+    assert_eq!(
+        validate.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&validate.stderr)
+    );
+    let range = r#""start": "2026-01-01", "end": "2026-03-31""#;
+    for currency in ["USD", "MYR"] {
+        let calls = [
+            ("get_accounts", format!(r#"{{"currency": "{currency}"}}"#)),
+            ("get_positions", format!(r#"{{"currency": "{currency}"}}"#)),
+            (
+                "get_portfolio_summary",
+                format!(r#"{{"currency": "{currency}"}}"#),
+            ),
+            (
+                "get_exposure",
+                format!(r#"{{"by": "symbol", "currency": "{currency}"}}"#),
+            ),
+            (
+                "get_exposure",
+                format!(r#"{{"by": "currency", "basis": "net", "currency": "{currency}"}}"#),
+            ),
+            ("get_trade_history", format!("{{{range}, \"limit\": 1000}}")),
+            (
+                "get_realized_pnl",
+                format!(r#"{{{range}, "currency": "{currency}", "include_lots": true}}"#),
+            ),
+            (
+                "get_performance",
+                format!(r#"{{{range}, "currency": "{currency}"}}"#),
+            ),
+            (
+                "analyze_trades",
+                format!(r#"{{{range}, "currency": "{currency}"}}"#),
+            ),
+            ("get_server_health", "{}".to_owned()),
+        ];
+        for (tool, args) in calls {
+            let r = call_ok(&["--book", book], tool, &args);
+            assert_eq!(r["status"], "ok", "{tool} {args}: {r}");
+        }
+    }
+    // The figures are the exact ones: the odd multiplier's lot (whose digits overflowed
+    // 128 bits in the engine's product before) realizes 0.5 x 1e-18 x 1000.000000000000000001.
+    let pnl = call_ok(
+        &["--book", book],
+        "get_realized_pnl",
+        &format!(r#"{{{range}, "symbol": "ODD", "include_lots": true}}"#),
+    );
+    assert_eq!(pnl["lots"].as_array().unwrap().len(), 1, "{pnl}");
+    assert_eq!(pnl["net_pnl"].as_f64(), Some(0.0), "{pnl}");
+    let positions = call_ok(&["--book", book], "get_positions", r#"{"symbol": "MANY"}"#);
+    assert_eq!(positions["positions"][0]["quantity"].as_f64(), Some(6e11));
+}

@@ -715,6 +715,80 @@ fn a_stateless_client_confirms_an_order_through_input_required() {
 }
 
 #[test]
+fn numbers_sent_as_strings_are_refused_over_http_and_nothing_is_placed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tradedesk.toml");
+    std::fs::write(&config, TRADING_CONFIG).unwrap();
+    let s = start_with(&["--config", config.to_str().unwrap()], &[], "127.0.0.1:0").unwrap();
+    let order = json!({"account": "SIM", "symbol": "AAPL", "side": "buy"});
+    let with = |key: &str, value: Value| {
+        let mut args = order.clone();
+        args[key] = value;
+        args
+    };
+    let cases = [
+        ("place_order", with("quantity", json!("1_0")), "quantity"),
+        ("place_order", with("quantity", json!("1e0")), "quantity"),
+        ("preview_order", with("quantity", json!("10")), "quantity"),
+        (
+            "close_position",
+            json!({"account": "SIM", "symbol": "AAPL", "quantity": "1_0"}),
+            "quantity",
+        ),
+        (
+            "modify_position",
+            json!({"account": "SIM", "symbol": "AAPL", "stop_loss": "100"}),
+            "stop_loss",
+        ),
+        ("place_order", with("account", json!(7)), "account"),
+    ];
+    for (i, (tool, args, name)) in cases.into_iter().enumerate() {
+        let reply = stateless_call(&s.addr, 10 + i as u64, tool, json!({"arguments": args}));
+        let result = &reply["result"];
+        assert_eq!(result["isError"], true, "{tool}: {reply:#}");
+        let err = &result["structuredContent"]["error"];
+        assert_eq!(err["code"], "invalid_argument", "{tool}: {err}");
+        let message = err["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("{name}: expected a")),
+            "{tool}: {message}"
+        );
+    }
+    assert_eq!(
+        stateless_call(
+            &s.addr,
+            1,
+            "place_order",
+            json!({"arguments": with("quantity", json!("1_0"))})
+        )["result"]["structuredContent"]["error"]["message"],
+        "quantity: expected a number or null, got the string \"1_0\""
+    );
+
+    // `"arguments": null` is not an object; arguments left out are no arguments.
+    let null = stateless_call(&s.addr, 2, "get_orders", json!({"arguments": null}));
+    assert_eq!(null["error"]["code"], -32602, "{null:#}");
+    assert_eq!(null["id"], 2);
+    assert!(
+        null["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("arguments must be a JSON object, not null"),
+        "{null:#}"
+    );
+    let omitted = stateless_call(&s.addr, 3, "get_orders", json!({}));
+    let orders = &omitted["result"]["structuredContent"];
+    assert_eq!(orders["status"], "ok", "{omitted:#}");
+    // Nothing was placed by any refused call.
+    let all = stateless_call(
+        &s.addr,
+        4,
+        "get_orders",
+        json!({"arguments": {"status": "all"}}),
+    );
+    assert_eq!(all["result"]["structuredContent"]["count"], 0, "{all:#}");
+}
+
+#[test]
 fn over_http_bar_files_are_read_only_inside_data_dirs() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("tradedesk.toml");

@@ -15,8 +15,14 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 fn session(lines: &[String]) -> (Vec<Value>, String) {
+    session_with(&[], lines)
+}
+
+/// A session with global options (`--config PATH`) before `serve`.
+fn session_with(global: &[&str], lines: &[String]) -> (Vec<Value>, String) {
     let state = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tradedesk"))
+        .args(global)
         .args(["serve", "--state-dir", state.path().to_str().unwrap()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -246,4 +252,69 @@ fn a_whole_session_keeps_stdout_pure_json_rpc() {
     assert_eq!(calls[0]["tool"], "get_portfolio_summary");
     assert_eq!(calls[0]["client"], "stdio-test");
     assert_eq!(calls[1]["error_code"], "invalid_date");
+}
+
+const TRADING_CONFIG: &str = r#"
+base_currency = "USD"
+[[accounts]]
+id = "SIM"
+broker = "sim"
+clock = "2026-11-30T15:00:00Z"
+[trading]
+enabled = true
+confirm_paper = false
+"#;
+
+#[test]
+fn numbers_sent_as_strings_are_refused_over_stdio_and_nothing_is_placed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tradedesk.toml");
+    std::fs::write(&config, TRADING_CONFIG).unwrap();
+    let call = |id: i64, tool: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}).to_string()
+    };
+    let order = |quantity: Value| json!({"account": "SIM", "symbol": "AAPL", "side": "buy", "quantity": quantity});
+    let lines = vec![
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "stdio-test", "version": "1"}}}).to_string(),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        call(2, "place_order", order(json!("1_0"))),
+        call(3, "place_order", order(json!("1e0"))),
+        call(4, "close_position", json!({"account": "SIM", "symbol": "AAPL", "quantity": "1"})),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "get_orders", "arguments": null}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "get_orders"}}).to_string(),
+        call(7, "get_orders", json!({"status": "all"})),
+    ];
+    let (messages, _) = session_with(&["--config", config.to_str().unwrap()], &lines);
+    for (id, name, sent) in [
+        (2, "quantity", "1_0"),
+        (3, "quantity", "1e0"),
+        (4, "quantity", "1"),
+    ] {
+        let result = &by_id(&messages, id)["result"];
+        assert_eq!(result["isError"], true, "id {id}: {result:#}");
+        let err = &result["structuredContent"]["error"];
+        assert_eq!(err["code"], "invalid_argument", "id {id}: {err}");
+        assert_eq!(
+            err["message"],
+            format!("{name}: expected a number or null, got the string \"{sent}\""),
+            "id {id}"
+        );
+    }
+    let null = by_id(&messages, 5);
+    assert_eq!(null["error"]["code"], -32602, "{null}");
+    assert!(
+        null["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("arguments must be a JSON object, not null"),
+        "{null}"
+    );
+    assert_eq!(
+        by_id(&messages, 6)["result"]["structuredContent"]["status"],
+        "ok"
+    );
+    // Nothing was placed.
+    let all = &by_id(&messages, 7)["result"]["structuredContent"];
+    assert_eq!(all["status"], "ok", "{all}");
+    assert_eq!(all["count"], 0, "{all}");
 }

@@ -249,3 +249,198 @@ proptest! {
         }
     }
 }
+
+/// A decimal `mantissa x 10^exponent` as the book writes it (at most 18 places).
+fn decimal_text(mantissa: u64, exponent: i32) -> Decimal {
+    let mut d = Decimal::from(mantissa);
+    if exponent >= 0 {
+        d *= Decimal::from(10u64.pow(exponent.unsigned_abs()));
+    } else {
+        d.set_scale(exponent.unsigned_abs()).unwrap();
+    }
+    d.normalize()
+}
+
+/// Any size a book allows: 1e-18 up to 1e12, with up to 6 significant digits, the
+/// smallest and the largest often.
+fn gen_size() -> impl Strategy<Value = Decimal> {
+    (
+        1u64..1_000_000,
+        prop_oneof![Just(-18i32), Just(-12), Just(6), -18i32..=6],
+    )
+        .prop_map(|(m, e)| decimal_text(m, e))
+}
+
+const BOUND_MULTIPLIERS: [&str; 5] = [
+    "1",
+    "100",
+    "1000000000000",
+    "1000.000000000000000001",
+    "0.000001",
+];
+
+#[derive(Debug, Clone)]
+struct BoundFill {
+    instrument: usize,
+    buy: bool,
+    quantity: Decimal,
+    price: Decimal,
+    commission: Decimal,
+    day: u16,
+}
+
+fn gen_bound_fill() -> impl Strategy<Value = BoundFill> {
+    (
+        0usize..3,
+        any::<bool>(),
+        gen_size(),
+        gen_size(),
+        prop::option::of(gen_size()),
+        0u16..89,
+    )
+        .prop_map(
+            |(instrument, buy, quantity, price, commission, day)| BoundFill {
+                instrument,
+                buy,
+                quantity,
+                price,
+                commission: commission.unwrap_or_default(),
+                day,
+            },
+        )
+}
+
+/// A book whose every value is within the bounds, spread over their whole range; with
+/// `marks_at_prices`, each instrument trades and is marked at one price (so no position
+/// is worth more than the fills that opened it).
+fn gen_bound_book(marks_at_prices: bool) -> impl Strategy<Value = String> {
+    (
+        prop::collection::vec(gen_bound_fill(), 1..16),
+        prop::sample::select(BOUND_MULTIPLIERS.to_vec()),
+        (1u64..1000, -10i32..=6),
+        prop::collection::vec(gen_size(), 3),
+        prop::collection::vec((gen_size(), any::<bool>()), 0..4),
+    )
+        .prop_map(move |(mut fills, multiplier, (rm, re), marks, cash)| {
+            let max_notional = Decimal::from(10u64.pow(15));
+            let rate = decimal_text(rm, re)
+                .clamp(Decimal::new(1, 8), Decimal::from(100_000_000));
+            let instruments = [
+                ("NYSE", "AAA", "USD", "equity", "1", "US"),
+                ("CME", "FUT", "USD", "future", multiplier, "US"),
+                ("BURSA", "MMM", "MYR", "equity", "1", "MY"),
+            ];
+            fills.sort_by_key(|f| f.day);
+            if marks_at_prices {
+                for f in &mut fills {
+                    f.price = marks[f.instrument];
+                }
+            }
+            let fills: Vec<Value> = fills
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let (exchange, symbol, currency, _, m, account) = instruments[f.instrument];
+                    let m: Decimal = m.parse().unwrap();
+                    // Within the bound on a row's value: smaller quantities until it is.
+                    let mut quantity = f.quantity;
+                    while quantity
+                        .checked_mul(f.price)
+                        .and_then(|v| v.checked_mul(m))
+                        .is_none_or(|v| v > max_notional)
+                    {
+                        quantity = (quantity / Decimal::from(1000)).round_dp(18).normalize();
+                        if quantity.is_zero() {
+                            quantity = Decimal::new(1, 18);
+                        }
+                    }
+                    let offset = if currency == "MYR" { "+08:00" } else { "-05:00" };
+                    let date = start() + Duration::days(i64::from(f.day));
+                    json!({
+                        "id": format!("F{i}"), "account": account, "exchange": exchange, "symbol": symbol,
+                        "side": if f.buy { "buy" } else { "sell" },
+                        "quantity": quantity.to_string(), "price": f.price.to_string(),
+                        "commission": f.commission.to_string(),
+                        "commission_currency": if i % 2 == 0 { "USD" } else { currency },
+                        "time": format!("{date}T10:{:02}:00{offset}", i % 60),
+                    })
+                })
+                .collect();
+            let cash: Vec<Value> = cash
+                .iter()
+                .enumerate()
+                .map(|(i, (amount, us))| {
+                    let (account, currency) = if *us { ("US", "USD") } else { ("MY", "MYR") };
+                    json!({"account": account, "kind": if i % 2 == 0 { "deposit" } else { "withdrawal" },
+                        "amount": if i % 2 == 0 { amount.to_string() } else { (-*amount).to_string() },
+                        "currency": currency, "time": "2025-01-01T00:00:00Z"})
+                })
+                .collect();
+            json!({
+                "format": "tradedesk-book/1", "base_currency": "USD", "as_of": "2025-03-31",
+                "accounts": [
+                    {"id": "US", "broker": "ibkr", "currency": "USD"},
+                    {"id": "MY", "broker": "moomoo", "currency": "MYR"}
+                ],
+                "instruments": instruments.iter().map(|i| json!({
+                    "exchange": i.0, "symbol": i.1, "currency": i.2, "asset_class": i.3, "multiplier": i.4,
+                })).collect::<Vec<_>>(),
+                "fills": fills,
+                "cash": cash,
+                "marks": instruments.iter().zip(&marks).map(|(i, p)| json!({
+                    "exchange": i.0, "symbol": i.1, "price": p.to_string(), "date": "2025-03-31"
+                })).collect::<Vec<_>>(),
+                "fx_rates": [{"base": "USD", "quote": "MYR", "rate": rate.to_string(), "date": "2025-01-01"}],
+            })
+            .to_string()
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Issue 15: a book whose rows are anywhere within the bounds validates, and every
+    /// portfolio tool answers it; when its positions are worth what their fills are,
+    /// every answer is ok. Marked far from its fills' prices, a position's value converted
+    /// at an extreme rate can pass what a decimal holds: that is `invalid_book` naming
+    /// it, never `internal`.
+    #[test]
+    fn a_book_within_the_bounds_computes_in_every_portfolio_tool(
+        (marks_at_prices, text) in any::<bool>().prop_flat_map(|m| (Just(m), gen_bound_book(m))),
+    ) {
+        let (_, ctx) = context(&text);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let range = json!({"start": "2025-01-01", "end": "2025-03-31"});
+        for currency in ["USD", "MYR"] {
+            let with = |extra: Value| {
+                let mut args = range.clone();
+                for (k, v) in extra.as_object().unwrap() {
+                    args[k] = v.clone();
+                }
+                args
+            };
+            let calls = [
+                ("get_accounts", json!({"currency": currency})),
+                ("get_positions", json!({"currency": currency})),
+                ("get_portfolio_summary", json!({"currency": currency})),
+                ("get_exposure", json!({"by": "symbol", "currency": currency})),
+                ("get_trade_history", with(json!({"limit": 1000}))),
+                ("get_realized_pnl", with(json!({"currency": currency, "include_lots": true}))),
+                ("get_performance", with(json!({"currency": currency}))),
+                ("analyze_trades", with(json!({"currency": currency}))),
+                ("get_server_health", json!({})),
+            ];
+            for (name, args) in calls {
+                let out = rt.block_on(call(&ctx, name, args.clone())).unwrap().structured;
+                if marks_at_prices {
+                    prop_assert_eq!(&out["status"], "ok", "{} {}: {}", name, args, out);
+                }
+                if out["status"] != "ok" {
+                    let err = &out["error"];
+                    prop_assert_eq!(&err["code"], "invalid_book", "{} {}: {}", name, args, out);
+                    prop_assert!(err["message"].as_str().unwrap().contains("too large to compute exactly"), "{}: {}", name, out);
+                }
+            }
+        }
+    }
+}

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, FixedOffset, NaiveDate};
 use rust_decimal::Decimal;
 use serde_json_borrow::{ObjectAsVec as Map, Value};
+use tradedesk_core::bounds;
 use tradedesk_core::instrument::gics_sector;
 use tradedesk_core::{
     Account, AccountIdx, ActionKind, AssetClass, Book, BookParts, CashEntry, CashKind,
@@ -206,9 +207,7 @@ impl From<At> for String {
 }
 
 /// Decimal places any value may have (the FIFO engine is exact to 18).
-const MAX_PLACES: u32 = 18;
-/// Largest size of any value: a quantity, price, rate or amount.
-const MAX_MAGNITUDE: i64 = 1_000_000_000_000;
+const MAX_PLACES: u32 = bounds::MAX_PLACES;
 
 /// A rule on a decimal's value, and how the rule reads in an error.
 type Check = (fn(&Decimal) -> bool, &'static str);
@@ -356,8 +355,8 @@ impl Validator {
             self.issue(field, format!("'{text}' {DECIMAL_RULE}"));
             return None;
         };
-        // Bounds that keep every row and total far inside exact decimal and fixed-point
-        // arithmetic: no real price, quantity or amount comes near them.
+        // The engine's bounds (tradedesk_core::bounds): every row within them computes
+        // exactly, with room for totals; no real price, quantity or amount comes near them.
         if value.scale() > MAX_PLACES {
             self.issue(
                 field,
@@ -365,10 +364,13 @@ impl Validator {
             );
             return None;
         }
-        if value.abs() > Decimal::from(MAX_MAGNITUDE) {
+        if value.abs() > bounds::max_value() {
             self.issue(
                 field,
-                format!("'{text}' is larger than the supported 1e12 in size"),
+                format!(
+                    "'{text}' is larger than the supported 1e{} in size",
+                    bounds::VALUE_DIGITS
+                ),
             );
             return None;
         }
@@ -379,6 +381,43 @@ impl Validator {
             return None;
         }
         Some(value)
+    }
+
+    /// A row's value, `quantity x price x multiplier`, within the engine's bound on one
+    /// row's value (so its lots, its cash and its P&L compute exactly, with room for
+    /// totals); `fields` names the row's quantity and price fields.
+    fn row_value(
+        &mut self,
+        path: &At,
+        fields: (&str, &str),
+        (quantity, price, multiplier): (Decimal, Decimal, Decimal),
+    ) -> bool {
+        let value = quantity
+            .abs()
+            .checked_mul(price)
+            .and_then(|v| v.checked_mul(multiplier));
+        if value.is_some_and(|v| v <= bounds::max_notional()) {
+            return true;
+        }
+        let shown = value.map_or_else(
+            || "more than 7.9e28".to_owned(),
+            |v| v.normalize().to_string(),
+        );
+        self.issue(
+            path,
+            format!(
+                "its value {} x {} x multiplier = {} x {} x {} = {shown} is larger than the supported 1e{} \
+                 (the engine holds values exactly up to about 1.7e20, leaving room to sum {} rows at the bound)",
+                fields.0,
+                fields.1,
+                quantity.normalize(),
+                price.normalize(),
+                multiplier.normalize(),
+                bounds::NOTIONAL_DIGITS,
+                bounds::HEADROOM_ROWS
+            ),
+        );
+        false
     }
 
     fn array<'a>(&mut self, map: &'a Map<'a>, key: &str, required: bool) -> &'a [Value<'a>] {
@@ -805,6 +844,10 @@ impl Validator {
             else {
                 continue;
             };
+            let multiplier = refs.instrument_list[instrument as usize].multiplier;
+            if !self.row_value(&path, ("quantity", "price"), (quantity, price, multiplier)) {
+                continue;
+            }
             out.push(Fill {
                 id: id.to_owned(),
                 account,
@@ -908,6 +951,14 @@ impl Validator {
                     }
                 },
             };
+            let field = if known { "cost" } else { "mark" };
+            if !self.row_value(
+                &path,
+                ("quantity", field),
+                (quantity, price, inst.multiplier),
+            ) {
+                continue;
+            }
             let time = date
                 .and_time(chrono::NaiveTime::MIN)
                 .and_utc()
@@ -1277,6 +1328,17 @@ impl Validator {
             };
             if base == quote {
                 self.issue(format!("{path}.quote"), "must differ from base");
+                continue;
+            }
+            if rate < bounds::min_rate() || rate > bounds::max_rate() {
+                self.issue(
+                    format!("{path}.rate"),
+                    format!(
+                        "'{}' is outside the supported 1e-{d} to 1e{d}: a rate and its inverse (which a conversion the other way multiplies by) must each be at most 1e{d}",
+                        rate.normalize(),
+                        d = bounds::RATE_DIGITS
+                    ),
+                );
                 continue;
             }
             if let Some(first) = seen.insert((base, quote, date), i) {

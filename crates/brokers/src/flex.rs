@@ -107,9 +107,9 @@ const MAX_SHOWN: usize = 64;
 /// Deeper nesting than this is not a Flex statement.
 const MAX_DEPTH: usize = 64;
 /// The book format refuses more decimal places than this.
-const MAX_PLACES: u32 = 18;
+const MAX_PLACES: u32 = tradedesk_core::bounds::MAX_PLACES;
 /// The book format refuses magnitudes above 10^this.
-const MAX_MAGNITUDE_DIGITS: u32 = 12;
+const MAX_MAGNITUDE_DIGITS: u32 = tradedesk_core::bounds::VALUE_DIGITS;
 /// The hint given for an unreadable date or time.
 const DATE_HINT: &str = "set the Flex Query's date format to yyyyMMdd (or yyyy-MM-dd) and its time format to HHmmss (or HH:mm:ss)";
 /// The hint given for an unreadable number.

@@ -233,6 +233,40 @@ fn broken_books_are_refused_with_path_and_rule() {
             expect: "fx_rates[1]: duplicate USD/MYR rate on 2026-01-01",
         },
         TestCase {
+            name: "a fill worth more than the engine computes (issue 15)",
+            edit: |b| {
+                b["fills"][0]["quantity"] = json!("1000000000");
+                b["fills"][0]["price"] = json!("1000000000000");
+            },
+            expect: "fills[0]: its value quantity x price x multiplier = 1000000000 x 1000000000000 x 1 = 1000000000000000000000 is larger than the supported 1e15",
+        },
+        TestCase {
+            name: "the multiplier counts in a fill's value",
+            edit: |b| {
+                b["fills"][3]["quantity"] = json!("1000");
+                b["fills"][3]["price"] = json!("1000000000000");
+            },
+            expect: "fills[3]: its value quantity x price x multiplier = 1000 x 1000000000000 x 5 = 5000000000000000 is larger than the supported 1e15",
+        },
+        TestCase {
+            name: "an opening position worth more than the engine computes",
+            edit: |b| {
+                b["opening_positions"] = json!([{"account": "US-1", "exchange": "NASDAQ", "symbol": "AAPL",
+                    "quantity": "-1000000", "cost": "1000000000000", "date": "2025-12-31"}]);
+            },
+            expect: "opening_positions[0]: its value quantity x cost x multiplier = -1000000 x 1000000000000 x 1 = 1000000000000000000 is larger than the supported 1e15",
+        },
+        TestCase {
+            name: "a rate whose inverse is past the bound",
+            edit: |b| b["fx_rates"][0]["rate"] = json!("0.000000009"),
+            expect: "fx_rates[0].rate: '0.000000009' is outside the supported 1e-8 to 1e8",
+        },
+        TestCase {
+            name: "a rate past the bound",
+            edit: |b| b["fx_rates"][0]["rate"] = json!("100000000.5"),
+            expect: "fx_rates[0].rate: '100000000.5' is outside the supported 1e-8 to 1e8",
+        },
+        TestCase {
             name: "reported account",
             edit: |b| b["reported_positions"][0]["account"] = json!("X"),
             expect: "reported_positions[0].account: unknown account 'X'",
@@ -257,6 +291,22 @@ fn broken_books_are_refused_with_path_and_rule() {
             case.expect
         );
     }
+}
+
+#[test]
+fn values_at_the_bounds_load() {
+    let mut book = small();
+    // 1e15 exactly, at 18 places, and rates at both ends of the range.
+    book["fills"][0]["quantity"] = json!("1000");
+    book["fills"][0]["price"] = json!("1000000000000");
+    book["fills"][1]["quantity"] = json!("0.000000000000000001");
+    book["fills"][1]["price"] = json!("999999999999.999999");
+    book["fills"][3]["quantity"] = json!("200000000000");
+    book["fills"][3]["price"] = json!("1000");
+    book["fx_rates"][0]["rate"] = json!("0.00000001");
+    book["fx_rates"][1]["rate"] = json!("100000000");
+    let loaded = parse_book("bounds.json", &book.to_string()).unwrap();
+    assert_eq!(loaded.fills.len(), 7);
 }
 
 #[test]

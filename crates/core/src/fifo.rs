@@ -137,11 +137,13 @@ const ACTION_PRICE_PLACES: u32 = 10;
 /// `quantity x price x multiplier` as [`Fixed`].
 fn value_of(quantity: Decimal, price: Decimal, multiplier: Decimal) -> Result<Fixed> {
     let scale = quantity.scale() + price.scale() + multiplier.scale();
-    let qm = quantity
-        .mantissa()
-        .checked_mul(multiplier.mantissa())
-        .ok_or_else(overflow)?;
-    scaled_product(price.mantissa(), qm, scale)
+    fixed::product3(
+        price.mantissa(),
+        quantity.mantissa(),
+        multiplier.mantissa(),
+        scale,
+    )
+    .ok_or_else(overflow)
 }
 
 /// `value x num / den` as [`Fixed`], for a ratio given as two decimals.
@@ -351,45 +353,20 @@ pub struct Fifo {
     keys: Vec<(AccountIdx, InstrumentIdx)>,
 }
 
+/// A value of the lots past what [`Fixed`] holds: the book's values are too large
+/// (docs/methodology/book-format.md, "Bounds"), never a bug. Callers that know the fill
+/// add it (see [`crate::ledger`]).
 fn overflow() -> Error {
-    Error::internal("a value is too large for FIFO arithmetic (over 1.7e20 at 18 places)")
+    crate::bounds::too_large("a value of the FIFO lots")
 }
 
-/// `a x b` as a [`Fixed`], where the product is at `scale` places.
-#[inline]
-fn scaled_product(a: i128, b: i128, scale: u32) -> Result<Fixed> {
-    if let (Ok(a), Ok(b), true) = (i64::try_from(a), i64::try_from(b), scale <= fixed::SCALE) {
-        // Two 64-bit factors cannot overflow 128 bits; only the rescale can.
-        return (i128::from(a) * i128::from(b))
-            .checked_mul(fixed::pow10(fixed::SCALE - scale))
-            .map(Fixed)
-            .ok_or_else(overflow);
-    }
-    if scale <= fixed::SCALE {
-        return a
-            .checked_mul(b)
-            .and_then(|p| p.checked_mul(fixed::pow10(fixed::SCALE - scale)))
-            .map(Fixed)
-            .ok_or_else(overflow);
-    }
-    // Products of up to 28 + 28 + 28 places: rounded to 18, through 256 bits.
-    fixed::mul_div_pow10(a, b, scale - fixed::SCALE)
-        .map(Fixed)
-        .ok_or_else(overflow)
-}
-
-/// A fill's notional, quantity x price x multiplier, as [`Fixed`].
+/// A fill's notional, quantity x price x multiplier, as [`Fixed`]: exact for any fill
+/// within the book's bounds, whatever digits its values carry.
 ///
 /// # Errors
-/// `internal` when it overflows the fixed-point range.
+/// `invalid_book` when it passes the fixed-point range.
 pub fn notional(fill: &Fill, multiplier: Decimal) -> Result<Fixed> {
-    let scale = fill.quantity.scale() + fill.price.scale() + multiplier.scale();
-    let qm = fill
-        .quantity
-        .mantissa()
-        .checked_mul(multiplier.mantissa())
-        .ok_or_else(overflow)?;
-    scaled_product(fill.price.mantissa(), qm, scale)
+    value_of(fill.quantity, fill.price, multiplier)
 }
 
 /// `total x part / whole`, exactly `total` when `part == whole`.
@@ -461,8 +438,8 @@ impl Fifo {
     /// commission already in the instrument currency. Closed portions go to `on_close`.
     ///
     /// # Errors
-    /// `internal` when a value overflows the fixed-point range, or when the fill refers
-    /// to an account or instrument outside the sizes given to [`Fifo::new`].
+    /// `invalid_book` when a value passes the fixed-point range (`bounds::too_large`); `internal`
+    /// when the fill refers to an account or instrument outside the sizes given to [`Fifo::new`].
     pub fn apply(
         &mut self,
         fill_index: u32,
@@ -532,11 +509,8 @@ impl Fifo {
                     LotSide::Long => price - lot.price,
                     LotSide::Short => lot.price - price,
                 };
-                let mut gross = scaled_product(
-                    diff,
-                    matched.checked_mul(mult).ok_or_else(overflow)?,
-                    value_scale,
-                )?;
+                let mut gross =
+                    fixed::product3(diff, matched, mult, value_scale).ok_or_else(overflow)?;
                 let (open_adj, close_adj) =
                     if lot.adjustment.is_zero() && remaining_adjustment.is_zero() {
                         (Fixed::ZERO, Fixed::ZERO)
@@ -635,7 +609,7 @@ impl Fifo {
     /// leaves over goes to its adjustment), so nothing is realized.
     ///
     /// # Errors
-    /// `internal` on overflow or an index outside the book.
+    /// `invalid_book` on overflow; `internal` for an index outside the book.
     pub fn split(
         &mut self,
         account: AccountIdx,
@@ -658,7 +632,7 @@ impl Fifo {
     /// `multipliers` are `from`'s and `to`'s.
     ///
     /// # Errors
-    /// `invalid_argument` when `to` holds the other side already; `internal` on overflow.
+    /// `invalid_argument` when `to` holds the other side already; `invalid_book` on overflow.
     pub fn transfer(
         &mut self,
         account: AccountIdx,
@@ -758,7 +732,7 @@ impl Fifo {
     /// unconsumed commission, and the quantity taken.
     ///
     /// # Errors
-    /// `internal` on overflow or an index outside the book.
+    /// `invalid_book` on overflow; `internal` for an index outside the book.
     pub fn take_at_zero(
         &mut self,
         account: AccountIdx,

@@ -29,7 +29,7 @@ const POW10: [i128; 39] = {
 };
 
 /// `10^n`, for `n <= 38`.
-pub fn pow10(n: u32) -> i128 {
+pub const fn pow10(n: u32) -> i128 {
     POW10[n as usize]
 }
 
@@ -134,6 +134,67 @@ pub fn mul_div(a: i128, b: i128, c: i128) -> Option<i128> {
     let q = if rem >= d - rem { q.checked_add(1)? } else { q };
     let q = i128::try_from(q).ok()?;
     Some(if negative { -q } else { q })
+}
+
+/// `a x b x c`, a product at `scale` places, as [`Fixed`] (rounded half away from zero
+/// to 18 places when `scale` is more): exact whenever the result fits, however many
+/// digits the factors carry (a 256-bit intermediate when `b x c` overflows 128 bits);
+/// `None` when it does not fit.
+pub fn product3(a: i128, b: i128, c: i128, scale: u32) -> Option<Fixed> {
+    if a == 0 || b == 0 || c == 0 {
+        return Some(Fixed::ZERO);
+    }
+    if let Some(bc) = b.checked_mul(c) {
+        return product(a, bc, scale);
+    }
+    let negative = (a < 0) ^ (b < 0) ^ (c < 0);
+    let (hi, lo) = mul_u256(b.unsigned_abs(), c.unsigned_abs());
+    // (hi, lo) x |a|, which must stay within 256 bits: a result that fits is below
+    // 2^127 x 10^(scale - 18), and 10^38 < 2^127.
+    let x = a.unsigned_abs();
+    let (carry, lo) = mul_u256(lo, x);
+    let hi = hi.checked_mul(x)?.checked_add(carry)?;
+    let magnitude = if scale <= SCALE {
+        if hi != 0 {
+            return None;
+        }
+        i128::try_from(lo).ok()?.checked_mul(pow10(SCALE - scale))?
+    } else {
+        let k = scale - SCALE;
+        let q = if k <= 38 {
+            let d = pow10(k).unsigned_abs();
+            let (q, r) = div_rem_u256(hi, lo, d)?;
+            if r >= d - r { q.checked_add(1)? } else { q }
+        } else if k <= 76 {
+            // Truncate by 10^38 first, then round by 10^(k-38) (see mul_div_pow10).
+            let (q1, _) = div_rem_u256(hi, lo, pow10(38).unsigned_abs())?;
+            let d = pow10(k - 38).unsigned_abs();
+            let (q, r) = (q1 / d, q1 % d);
+            if r >= d - r { q + 1 } else { q }
+        } else {
+            return None;
+        };
+        i128::try_from(q).ok()?
+    };
+    Some(Fixed(if negative { -magnitude } else { magnitude }))
+}
+
+/// `a x b`, a product at `scale` places, as [`Fixed`]; `None` when it does not fit.
+pub fn product(a: i128, b: i128, scale: u32) -> Option<Fixed> {
+    if let (Ok(a), Ok(b), true) = (i64::try_from(a), i64::try_from(b), scale <= SCALE) {
+        // Two 64-bit factors cannot overflow 128 bits; only the rescale can.
+        return (i128::from(a) * i128::from(b))
+            .checked_mul(pow10(SCALE - scale))
+            .map(Fixed);
+    }
+    if scale <= SCALE {
+        return a
+            .checked_mul(b)
+            .and_then(|p| p.checked_mul(pow10(SCALE - scale)))
+            .map(Fixed);
+    }
+    // Products of up to 28 + 28 + 28 places: rounded to 18, through 256 bits.
+    mul_div_pow10(a, b, scale - SCALE).map(Fixed)
 }
 
 fn mul_u256(a: u128, b: u128) -> (u128, u128) {
@@ -301,6 +362,39 @@ mod tests {
         assert_eq!(mul_div_pow10(5, 1, 1), Some(1));
         assert_eq!(mul_div_pow10(15 * pow10(37), 10, 39), Some(2));
         assert_eq!(mul_div_pow10(149_999 * pow10(33), 10, 39), Some(1));
+    }
+
+    #[test]
+    fn three_factor_products_are_exact_whatever_the_digits() {
+        // 1e12 at 18 places x 1e6 at 18 places x 100: the mantissas' product (1e72) is far
+        // past 128 bits, the value (1e20) is not.
+        let q = 10i128.pow(30);
+        let m = 10i128.pow(24);
+        assert_eq!(
+            product3(100, q, m, 36),
+            Some(Fixed(10i128.pow(20) * pow10(SCALE)))
+        );
+        assert_eq!(
+            product3(-1, q, m, 36),
+            Some(Fixed(-(10i128.pow(18)) * pow10(SCALE)))
+        );
+        // Rounded once at the 18th place, half away from zero.
+        assert_eq!(product3(5, 1, 1, 19), Some(Fixed(1)));
+        assert_eq!(product3(-5, 1, 1, 19), Some(Fixed(-1)));
+        assert_eq!(product3(15, q, m, 73), Some(Fixed(2)));
+        // The same as two factors when they fit.
+        for (a, b, c, s) in [
+            (7i128, 11i128, 13i128, 2u32),
+            (123_456, 789, 10, 20),
+            (-5, 4, 3, 0),
+        ] {
+            assert_eq!(product3(a, b, c, s), product(a, b * c, s));
+        }
+        assert_eq!(product3(0, q, m, 0), Some(Fixed::ZERO));
+        // Too large for Fixed: None, never a wrapped value.
+        assert_eq!(product3(10i128.pow(3), q, m, 36), None);
+        assert_eq!(product3(i128::MAX, i128::MAX, i128::MAX, 18), None);
+        assert_eq!(product3(1, q, m, 18), None);
     }
 
     #[test]

@@ -54,22 +54,36 @@ impl FxRate {
     /// Converts at full precision: `amount x num / den`.
     ///
     /// # Errors
-    /// `internal` on decimal overflow.
+    /// `invalid_book` when the result passes a decimal's range (a conversion crossing
+    /// extreme rates: docs/methodology/book-format.md, "Bounds").
     pub fn apply(self, amount: Decimal) -> Result<Decimal> {
         amount
             .checked_mul(self.num)
             .and_then(|v| v.checked_div(self.den))
             .ok_or_else(|| {
-                Error::internal(format!("overflow converting {amount} at {}", self.rate))
+                crate::bounds::too_large(format!("{amount} converted at the rate {}", self.rate))
             })
     }
 
     /// Converts a [`Fixed`] amount and rounds it once to `dp` places (half away from
     /// zero), returning the mantissa: exact integer arithmetic whenever the factors fit.
+    /// The mantissa always fits a decimal's 96 bits.
     ///
     /// # Errors
-    /// `internal` on overflow.
+    /// `invalid_book` when the result passes a decimal's range.
     pub fn apply_rounded(self, amount: Fixed, dp: u32) -> Result<i128> {
+        let v = self.apply_rounded_wide(amount, dp)?;
+        if v.unsigned_abs() >> 96 != 0 {
+            return Err(crate::bounds::too_large(format!(
+                "{} converted at the rate {}",
+                amount.to_decimal(),
+                self.rate
+            )));
+        }
+        Ok(v)
+    }
+
+    fn apply_rounded_wide(self, amount: Fixed, dp: u32) -> Result<i128> {
         // amount/10^18 x (nm/10^sn) / (dm/10^sd) x 10^dp
         //   = amount x nm x 10^(sd + dp) / (dm x 10^(18 + sn))
         let (nm, sn, dm, sd) = (
@@ -352,7 +366,7 @@ impl FxTable {
     /// Converts `amount` of `from` into `to` at the rate of `on`, at full precision.
     ///
     /// # Errors
-    /// `no_fx_rate`, or `internal` on overflow.
+    /// `no_fx_rate`, or `invalid_book` when the result passes a decimal's range.
     pub fn convert(
         &self,
         amount: Decimal,

@@ -15,6 +15,7 @@ use rust_decimal::Decimal;
 
 use crate::actions::ActionKind;
 use crate::book::{AccountIdx, Book, CashEntry, Fill, FillKind, MadeFill, Side};
+use crate::bounds::at;
 use crate::currency::Currency;
 use crate::error::{Error, ErrorCode, Result};
 use crate::fifo::{ClosedLot, Fifo, notional};
@@ -50,7 +51,7 @@ pub struct Ledger {
 }
 
 fn overflow() -> Error {
-    Error::internal("decimal overflow while computing cash")
+    crate::bounds::too_large("the cash the fills and cash entries imply")
 }
 
 /// The fill's commission in the instrument currency, converted at the fill's trade date
@@ -99,7 +100,8 @@ fn fixed(d: Decimal) -> Result<Fixed> {
 /// `on_close`, and keeps the cash the fills imply.
 ///
 /// # Errors
-/// `internal` on overflow (a commission without a rate is noted, never an error).
+/// `invalid_book`, naming the fill or cash entry, when a figure passes what the engine
+/// holds (a commission without a rate is noted, never an error).
 pub fn replay(book: &Book, on_close: impl FnMut(&Fill, &ClosedLot)) -> Result<Ledger> {
     run(book, true, on_close)
 }
@@ -229,11 +231,21 @@ impl<'b> Replayer<'b> {
     /// Adds a cash entry (deposit, dividend, ...).
     ///
     /// # Errors
-    /// `internal` on overflow.
+    /// `invalid_book` when the cash passes what the engine holds.
     pub fn cash_entry(&mut self, entry: &CashEntry) -> Result<()> {
         if self.keep_cash {
-            self.cash
-                .add(entry.account, entry.currency, fixed(entry.amount)?)?;
+            fixed(entry.amount)
+                .and_then(|amount| self.cash.add(entry.account, entry.currency, amount))
+                .map_err(|e| {
+                    at(e, || {
+                        format!(
+                            "the {} cash of account {} after a cash entry of {}",
+                            entry.currency,
+                            self.book.account(entry.account).id,
+                            entry.amount
+                        )
+                    })
+                })?;
         }
         Ok(())
     }
@@ -244,8 +256,9 @@ impl<'b> Replayer<'b> {
     /// [`Ledger::unconverted_commissions`].
     ///
     /// # Errors
-    /// `internal` on overflow (a commission without a rate is noted in
-    /// [`Ledger::unconverted_commissions`], never an error).
+    /// `invalid_book`, naming the fill, when a figure passes what the engine holds (a
+    /// commission without a rate is noted in [`Ledger::unconverted_commissions`], never
+    /// an error).
     ///
     /// Corporate actions dated on or before the fill's trade date are applied first; a
     /// fill that settles an action was applied with it and is skipped.
@@ -262,6 +275,7 @@ impl<'b> Replayer<'b> {
         }
         let index = u32::try_from(index).map_err(|_| Error::internal("more than 2^32 fills"))?;
         self.apply_fill(index, fill, &mut on_close)
+            .map_err(|e| at(e, || format!("fill {}", fill.id)))
     }
 
     /// Applies every corporate action dated on or before `date` not yet applied, passing
@@ -269,7 +283,7 @@ impl<'b> Replayer<'b> {
     ///
     /// # Errors
     /// `invalid_argument` for an action the lots cannot take (a merger into the other side
-    /// of a position); `internal` on overflow.
+    /// of a position); `invalid_book` on overflow.
     pub fn advance_to(
         &mut self,
         date: NaiveDate,
@@ -282,7 +296,8 @@ impl<'b> Replayer<'b> {
             }
             let k = self.next_action;
             self.next_action += 1;
-            self.action(k, &mut on_close)?;
+            self.action(k, &mut on_close)
+                .map_err(|e| at(e, || format!("corporate action {}", action.id)))?;
         }
         Ok(())
     }

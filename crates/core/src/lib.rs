@@ -5,6 +5,7 @@
 
 pub mod actions;
 pub mod book;
+pub mod bounds;
 pub mod currency;
 pub mod dates;
 pub mod error;

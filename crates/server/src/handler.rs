@@ -143,7 +143,9 @@ impl ServerHandler for TradedeskServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let started = Instant::now();
         let name = params.name.to_string();
-        let arguments = params.arguments.map_or(Value::Null, Value::Object);
+        // Omitted arguments are no arguments; an explicit null never gets here (the
+        // transports refuse a tools/call whose arguments are not an object).
+        let arguments = Value::Object(params.arguments.unwrap_or_default());
         // Progress only for a tool that exists: its name is then ours, not the caller's text.
         let progress = ctx
             .meta

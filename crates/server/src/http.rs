@@ -471,12 +471,17 @@ async fn strict_body(request: Request<Body>) -> Result<Request<Body>, Response<B
             "parse error: the body is not strict JSON",
         ));
     };
-    // JSON that is not a JSON-RPC message is a 400 with -32600, as stdio answers it.
-    if let Some((id, message)) = crate::not_a_message(&value) {
-        let body =
-            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": message}});
+    // JSON that is not a JSON-RPC message is a 400 with -32600, as stdio answers it; a
+    // tools/call whose arguments are not an object, -32602 (a request's error: 200).
+    if let Some((id, code, message)) = crate::refusal(&value) {
+        let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+        let status = if code == -32600 {
+            StatusCode::BAD_REQUEST
+        } else {
+            StatusCode::OK
+        };
         return Err((
-            StatusCode::BAD_REQUEST,
+            status,
             [(header::CONTENT_TYPE, "application/json")],
             body.to_string(),
         )

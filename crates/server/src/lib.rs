@@ -135,8 +135,46 @@ fn check_line(line: &[u8]) -> Option<String> {
             );
         }
     };
-    let (id, message) = not_a_message(&value)?;
-    answer(id, -32600, message)
+    let (id, code, message) = refusal(&value)?;
+    answer(id, code, message)
+}
+
+/// Why a JSON value is refused before the session reads it, with the id and the JSON-RPC
+/// code to answer with: not a JSON-RPC message (`-32600`), or a `tools/call` whose
+/// `arguments` is there but not an object (`-32602`). The session cannot tell
+/// `"arguments": null` from arguments left out, so null is refused here, where it can.
+pub(crate) fn refusal(value: &serde_json::Value) -> Option<(serde_json::Value, i64, String)> {
+    if let Some((id, message)) = not_a_message(value) {
+        return Some((id, -32600, message));
+    }
+    let (id, message) = arguments_not_object(value)?;
+    Some((id, -32602, message))
+}
+
+/// A `tools/call` request whose `params.arguments` is present but not a JSON object (MCP:
+/// `arguments` is an optional object), with the id to answer with.
+fn arguments_not_object(value: &serde_json::Value) -> Option<(serde_json::Value, String)> {
+    use serde_json::Value;
+    let object = value.as_object()?;
+    if object.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return None;
+    }
+    let arguments = object.get("params")?.get("arguments")?;
+    let got = match arguments {
+        Value::Object(_) => return None,
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+    };
+    let id = object.get("id").cloned().unwrap_or(Value::Null);
+    Some((
+        id,
+        format!(
+            "invalid params: tools/call arguments must be a JSON object, not {got}; send {{}} or leave arguments out for a tool that takes none"
+        ),
+    ))
 }
 
 /// Why a JSON value is not a JSON-RPC 2.0 message (with the id to answer with: the

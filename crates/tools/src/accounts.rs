@@ -10,7 +10,7 @@ use tradedesk_core::fx::fix_hint;
 use tradedesk_core::{AccountIdx, Book, Currency, InstrumentIdx, Result};
 
 use crate::num::Num;
-use crate::valuation::{PositionRow, Valuation, pct};
+use crate::valuation::{PositionRow, Valuation, accumulate, pct, total};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct AccountRow {
@@ -38,7 +38,11 @@ pub struct AccountsResult {
     pub notes: Vec<String>,
 }
 
-pub(crate) fn account_rows(book: &Book, v: &Valuation, notes: &mut Vec<String>) -> Vec<AccountRow> {
+pub(crate) fn account_rows(
+    book: &Book,
+    v: &Valuation,
+    notes: &mut Vec<String>,
+) -> Result<Vec<AccountRow>> {
     let mut rows = Vec::with_capacity(book.accounts.len());
     for (i, account) in book.accounts.iter().enumerate() {
         let idx = u32::try_from(i).unwrap_or(u32::MAX);
@@ -50,14 +54,23 @@ pub(crate) fn account_rows(book: &Book, v: &Valuation, notes: &mut Vec<String>) 
         let (mut positions_value, mut positions_converted) = (Decimal::ZERO, Decimal::ZERO);
         // A row without a rate into a total's currency is left out of it (noted).
         for m in marked {
-            positions_value += m.market_value_account.unwrap_or_default();
-            positions_converted += m.market_value_converted.unwrap_or_default();
+            accumulate(
+                &mut positions_value,
+                m.market_value_account.unwrap_or_default(),
+            )?;
+            accumulate(
+                &mut positions_converted,
+                m.market_value_converted.unwrap_or_default(),
+            )?;
         }
         let cash_known = v.cash_known.get(i).copied().unwrap_or(false);
         let cash_rows = v.cash.iter().filter(|c| c.account == idx);
-        let cash: Option<Decimal> =
-            cash_known.then(|| cash_rows.clone().filter_map(|c| c.amount_account).sum());
-        let cash_converted: Decimal = cash_rows.filter_map(|c| c.converted).sum();
+        let cash: Option<Decimal> = if cash_known {
+            Some(total(cash_rows.clone().filter_map(|c| c.amount_account))?)
+        } else {
+            None
+        };
+        let cash_converted = total(cash_rows.filter_map(|c| c.converted))?;
         if !cash_known {
             notes.push(format!(
                 "{}: the book has no cash entries for this account, so its cash is unknown (null) and its total value is its positions' value alone",
@@ -72,11 +85,11 @@ pub(crate) fn account_rows(book: &Book, v: &Valuation, notes: &mut Vec<String>) 
             mode: account.mode.as_str().to_owned(),
             cash: cash.map(Num),
             positions_value: Num(positions_value),
-            total_value: Num(positions_value + cash.unwrap_or_default()),
-            total_value_converted: Num(positions_converted + cash_converted),
+            total_value: Num(total([positions_value, cash.unwrap_or_default()])?),
+            total_value_converted: Num(total([positions_converted, cash_converted])?),
         });
     }
-    rows
+    Ok(rows)
 }
 
 /// Notes for the rows left out of totals for lack of a rate (one per pair, naming the
@@ -216,11 +229,11 @@ pub(crate) fn spec_note(book: &Book, instrument: InstrumentIdx) -> Option<String
 
 pub fn get_accounts(book: &Book, v: &Valuation) -> Result<AccountsResult> {
     let mut notes = Vec::new();
-    let accounts = account_rows(book, v, &mut notes);
+    let accounts = account_rows(book, v, &mut notes)?;
     common_notes(book, v, v.positions.iter(), &mut notes);
     Ok(AccountsResult {
         currency: v.currency.code().to_owned(),
-        total_value: Num(accounts.iter().map(|a| a.total_value_converted.0).sum()),
+        total_value: Num(total(accounts.iter().map(|a| a.total_value_converted.0))?),
         accounts,
         notes,
     })
@@ -266,7 +279,7 @@ fn sorted_buckets(map: BTreeMap<String, Decimal>) -> Vec<(String, Decimal)> {
 
 pub fn get_portfolio_summary(book: &Book, v: &Valuation) -> Result<SummaryResult> {
     let mut notes = Vec::new();
-    let accounts = account_rows(book, v, &mut notes);
+    let accounts = account_rows(book, v, &mut notes)?;
     common_notes(book, v, v.positions.iter(), &mut notes);
     let mut by_currency: BTreeMap<String, Decimal> = BTreeMap::new();
     let mut by_broker: BTreeMap<String, Decimal> = BTreeMap::new();
@@ -275,13 +288,16 @@ pub fn get_portfolio_summary(book: &Book, v: &Valuation) -> Result<SummaryResult
         if let Some(m) = &p.marked
             && let (Some(value), Some(pnl)) = (m.market_value_converted, m.unrealized_pnl_converted)
         {
-            positions_value += value;
-            unrealized += pnl;
+            accumulate(&mut positions_value, value)?;
+            accumulate(&mut unrealized, pnl)?;
             let ccy: Currency = book.instrument(p.instrument).currency;
-            *by_currency.entry(ccy.code().to_owned()).or_default() += value;
-            *by_broker
-                .entry(book.account(p.account).broker.clone())
-                .or_default() += value;
+            accumulate(by_currency.entry(ccy.code().to_owned()).or_default(), value)?;
+            accumulate(
+                by_broker
+                    .entry(book.account(p.account).broker.clone())
+                    .or_default(),
+                value,
+            )?;
         }
     }
     let mut cash_value = Decimal::ZERO;
@@ -289,13 +305,19 @@ pub fn get_portfolio_summary(book: &Book, v: &Valuation) -> Result<SummaryResult
         let Some(converted) = c.converted else {
             continue;
         };
-        cash_value += converted;
-        *by_currency.entry(c.currency.code().to_owned()).or_default() += converted;
-        *by_broker
-            .entry(book.account(c.account).broker.clone())
-            .or_default() += converted;
+        accumulate(&mut cash_value, converted)?;
+        accumulate(
+            by_currency.entry(c.currency.code().to_owned()).or_default(),
+            converted,
+        )?;
+        accumulate(
+            by_broker
+                .entry(book.account(c.account).broker.clone())
+                .or_default(),
+            converted,
+        )?;
     }
-    let total = positions_value + cash_value;
+    let total = total([positions_value, cash_value])?;
     Ok(SummaryResult {
         currency: v.currency.code().to_owned(),
         as_of: v.as_of.to_string(),

@@ -7,16 +7,299 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tradedesk_core::{Currency, Error, Result};
 
-/// Parses a call's `arguments` object into `T`.
+/// Checks a call's `arguments` against the input schema the tool advertises, before
+/// anything deserializes them: a value of a type the schema refuses (a string where it
+/// says number, a number where it says string, null where null is not allowed, ...) is
+/// `invalid_argument` naming the argument's path, the type wanted and the value sent.
+/// The registry runs it on every call with the very schema `tools/list` serves, so what
+/// a tool accepts can never drift from what it advertises (docs/tools.md, "Arguments").
+/// Only types are checked here; which names are allowed or required, enum values and
+/// ranges are each tool's own rules, stated in its errors.
+///
+/// # Errors
+/// `invalid_argument` for the first value (in document order) of a refused type.
+pub fn check_types(schema: &Value, args: &Value) -> Result<()> {
+    if !args.is_object() {
+        return Err(Error::invalid_argument(
+            format!("arguments: expected an object, got {}", describe(args)),
+            "send arguments as a JSON object, {} for a tool that takes none, or leave it out",
+        ));
+    }
+    match mismatch(schema, schema, args, "", 0) {
+        None => Ok(()),
+        Some(m) => Err(m.into_error()),
+    }
+}
+
+/// A value whose type the schema refuses.
+#[derive(Debug)]
+struct Mismatch {
+    path: String,
+    /// The JSON types the schema allows there, in its order.
+    wanted: Vec<&'static str>,
+    got: String,
+    /// The value is null and the argument may simply be left out.
+    omittable_null: bool,
+    got_string: bool,
+}
+
+impl Mismatch {
+    fn into_error(self) -> Error {
+        let wanted = self
+            .wanted
+            .iter()
+            .map(|t| article(t))
+            .collect::<Vec<_>>()
+            .join(" or ");
+        let message = format!("{}: expected {wanted}, got {}", self.path, self.got);
+        let numeric = self
+            .wanted
+            .iter()
+            .any(|t| *t == "number" || *t == "integer");
+        let hint = if self.omittable_null {
+            format!(
+                "leave {} out to take its default, or send {wanted}; see the tool's input schema for every argument's type",
+                self.path
+            )
+        } else if numeric && self.got_string {
+            format!(
+                "send {} as a JSON number such as 10 or 0.5, not as a string; see the tool's input schema for every argument's type",
+                self.path
+            )
+        } else {
+            format!(
+                "send {} as {wanted}; see the tool's input schema for every argument's type",
+                self.path
+            )
+        };
+        Error::invalid_argument(message, hint)
+    }
+}
+
+fn article(json_type: &str) -> String {
+    match json_type {
+        "null" => "null".to_owned(),
+        "integer" | "object" | "array" => format!("an {json_type}"),
+        t => format!("a {t}"),
+    }
+}
+
+/// The value as an error names it: its type, and a scalar's text (cut short).
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_owned(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {}", cut(&n.to_string())),
+        Value::String(s) => format!("the string {}", Value::String(cut(s))),
+        Value::Array(_) => "an array".to_owned(),
+        Value::Object(_) => "an object".to_owned(),
+    }
+}
+
+fn cut(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(tradedesk_core::error::QUOTE_CHARS)
+        .collect();
+    if text
+        .chars()
+        .nth(tradedesk_core::error::QUOTE_CHARS)
+        .is_some()
+    {
+        out.push('…');
+    }
+    out
+}
+
+fn type_matches(json_type: &str, value: &Value) -> bool {
+    match json_type {
+        "null" => value.is_null(),
+        "boolean" => value.is_boolean(),
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "string" => value.is_string(),
+        "number" => value.is_number(),
+        // JSON Schema's integer; serde reads integers only from integer literals.
+        "integer" => value.is_i64() || value.is_u64(),
+        _ => true,
+    }
+}
+
+fn json_type(name: &str) -> Option<&'static str> {
+    [
+        "null", "boolean", "object", "array", "string", "number", "integer",
+    ]
+    .into_iter()
+    .find(|t| *t == name)
+}
+
+/// `schema` with its `$ref`s followed.
+fn resolve<'a>(root: &'a Value, schema: &'a Value, depth: usize) -> &'a Value {
+    let mut at = schema;
+    for _ in depth..MAX_SCHEMA_DEPTH {
+        match at
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/$defs/"))
+            .and_then(|name| root.get("$defs").and_then(|d| d.get(name)))
+        {
+            Some(target) => at = target,
+            None => break,
+        }
+    }
+    at
+}
+
+/// Whether an object `value` names only properties `schema` declares (or the schema
+/// allows others); true for any other value.
+fn declares_keys(schema: &Value, value: &Value) -> bool {
+    let Some(map) = value.as_object() else {
+        return true;
+    };
+    if schema.get("additionalProperties") != Some(&Value::Bool(false)) {
+        return true;
+    }
+    let props = schema.get("properties").and_then(Value::as_object);
+    map.keys().all(|k| props.is_some_and(|p| p.contains_key(k)))
+}
+
+/// Schemas nest this deep at most (refs included) before the check stops descending.
+const MAX_SCHEMA_DEPTH: usize = 32;
+
+/// The first value under `value` whose type `schema` refuses. `root` holds `$defs`.
+fn mismatch(
+    root: &Value,
+    schema: &Value,
+    value: &Value,
+    path: &str,
+    depth: usize,
+) -> Option<Mismatch> {
+    if depth > MAX_SCHEMA_DEPTH {
+        return None;
+    }
+    if let Some(target) = schema
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix("#/$defs/"))
+        .and_then(|name| root.get("$defs").and_then(|d| d.get(name)))
+        && let Some(m) = mismatch(root, target, value, path, depth + 1)
+    {
+        return Some(m);
+    }
+    let wanted: Vec<&'static str> = match schema.get("type") {
+        Some(Value::String(t)) => json_type(t).into_iter().collect(),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .filter_map(json_type)
+            .collect(),
+        _ => Vec::new(),
+    };
+    if !wanted.is_empty() && !wanted.iter().any(|t| type_matches(t, value)) {
+        return Some(Mismatch {
+            path: path.to_owned(),
+            wanted,
+            got: describe(value),
+            omittable_null: false,
+            got_string: value.is_string(),
+        });
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(branches) = schema.get(key).and_then(Value::as_array) {
+            // (whether the branch declares every key of an object value, its mismatch)
+            let results: Vec<(bool, Option<Mismatch>)> = branches
+                .iter()
+                .map(|b| {
+                    let fits = declares_keys(resolve(root, b, depth), value);
+                    (fits, mismatch(root, b, value, path, depth + 1))
+                })
+                .collect();
+            if results.iter().any(|(fits, m)| *fits && m.is_none()) {
+                continue;
+            }
+            let any_fits = results.iter().any(|(fits, _)| *fits);
+            if !any_fits && results.iter().any(|(_, m)| m.is_none()) {
+                // No branch knows every key: serde names the unknown one.
+                continue;
+            }
+            // A branch of the value's own shape that fails deeper says most; else every
+            // branch refused the value itself: name all they allow.
+            let mut found: Vec<Mismatch> = results
+                .into_iter()
+                .filter(|(fits, _)| *fits || !any_fits)
+                .filter_map(|(_, m)| m)
+                .collect();
+            if let Some(i) = found.iter().position(|m| m.path != path) {
+                return Some(found.swap_remove(i));
+            }
+            let mut wanted: Vec<&'static str> = Vec::new();
+            for t in found.iter().flat_map(|m| m.wanted.iter()) {
+                if !wanted.contains(t) {
+                    wanted.push(t);
+                }
+            }
+            if !wanted.is_empty() {
+                return Some(Mismatch {
+                    path: path.to_owned(),
+                    wanted,
+                    got: describe(value),
+                    omittable_null: false,
+                    got_string: value.is_string(),
+                });
+            }
+        }
+    }
+    if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
+        for branch in all {
+            if let Some(m) = mismatch(root, branch, value, path, depth + 1) {
+                return Some(m);
+            }
+        }
+    }
+    match value {
+        Value::Object(map) => {
+            let props = schema.get("properties").and_then(Value::as_object)?;
+            let required = schema.get("required").and_then(Value::as_array);
+            for (key, item) in map {
+                let Some(sub) = props.get(key) else {
+                    continue;
+                };
+                let at = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                if let Some(mut m) = mismatch(root, sub, item, &at, depth + 1) {
+                    let optional =
+                        !required.is_some_and(|r| r.iter().any(|k| k.as_str() == Some(key)));
+                    m.omittable_null = m.path == at && item.is_null() && optional;
+                    return Some(m);
+                }
+            }
+            None
+        }
+        Value::Array(items) => {
+            let item_schema = schema.get("items").filter(|s| s.is_object())?;
+            items.iter().enumerate().find_map(|(i, item)| {
+                mismatch(root, item_schema, item, &format!("{path}[{i}]"), depth + 1)
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Parses a call's `arguments` object into `T` (the registry has checked their types
+/// against the advertised schema with [`check_types`]).
 ///
 /// # Errors
 /// `invalid_argument` for a missing, unknown or ill-typed argument.
 pub fn parse<T: DeserializeOwned + JsonSchema>(args: Value) -> Result<T> {
-    let args = if args.is_null() {
-        Value::Object(serde_json::Map::new())
-    } else {
-        args
-    };
+    if !args.is_object() {
+        return Err(Error::invalid_argument(
+            format!("arguments: expected an object, got {}", describe(&args)),
+            "send arguments as a JSON object, {} for a tool that takes none, or leave it out",
+        ));
+    }
     serde_path_to_error::deserialize(args).map_err(|e| {
         let path = e.path().to_string();
         // serde quotes the offending value: keep the message short whatever was sent.

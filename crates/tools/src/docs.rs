@@ -196,6 +196,22 @@ fn toolsets(out: &mut String) {
     }
 }
 
+/// The rules every tool's arguments follow.
+const ARGUMENTS: &str = "\n## Arguments\n\n\
+A call's `arguments` is a JSON object: `{}` for a tool that takes none, or left out, which is the \
+same. `\"arguments\": null` or any other value that is not an object is the JSON-RPC error `-32602` \
+(invalid params), and nothing runs. Each tool's input schema is the contract, checked before the \
+tool reads anything: a value of a type its schema does not allow is the error `invalid_argument` \
+naming the argument's path, the type wanted and the value sent, e.g. \
+`quantity: expected a number or null, got the string \"1_0\"`. So a number is a JSON number, never \
+a string (`\"10\"`, `\"1_0\"` and `\"1e0\"` are refused; the number `1e0` is 1); a string is never a \
+number; null is accepted only where the schema allows it (an optional argument can always be left \
+out instead); an integer is an integer literal. A decimal arrives with the digits it is written with \
+up to 15 significant digits (a JSON number is read as the shortest digits of its nearest double, \
+never through float arithmetic). An unknown or missing argument is \
+`invalid_argument` too, with the allowed names in the hint; values are then checked against each \
+tool's own rules (ranges, dates, symbols), each error naming the argument and the rule.\n";
+
 /// The whole document. Examples run on the context given (the demo, in the docs test).
 pub async fn tools_markdown(ctx: &ToolContext) -> String {
     let mut out = String::from(
@@ -205,6 +221,7 @@ pub async fn tools_markdown(ctx: &ToolContext) -> String {
          and the sim's clock at 2026-11-30T15:00:00Z. The write tools are listed only while `[trading] enabled = true`.\n",
     );
     toolsets(&mut out);
+    out.push_str(ARGUMENTS);
     out.push_str(UNAVAILABLE);
     for spec in tools() {
         let _ = write!(

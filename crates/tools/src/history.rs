@@ -100,7 +100,9 @@ pub fn get_trade_history(
             .quantity
             .checked_mul(f.price)
             .and_then(|n| n.checked_mul(inst.multiplier))
-            .ok_or_else(|| Error::internal("overflow in notional"))?;
+            .ok_or_else(|| {
+                tradedesk_core::bounds::too_large(format!("the notional of fill {}", f.id))
+            })?;
         fills.push(FillOut {
             id: f.id.clone(),
             account: account.id.clone(),

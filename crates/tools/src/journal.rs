@@ -151,7 +151,9 @@ fn trades(
                 return;
             }
             Err(e) => {
-                failure = Some(e);
+                failure = Some(tradedesk_core::bounds::at(e, || {
+                    format!("fill {}", book.fills[lot.close_fill as usize].id)
+                }));
                 return;
             }
         };
@@ -215,7 +217,8 @@ fn mean_days(trades: &[&Trade]) -> Option<f64> {
 /// `analyze_trades`.
 ///
 /// # Errors
-/// `internal` on overflow (a lot without a rate is left out with a note).
+/// `invalid_book` when a total passes what the engine holds (a lot without a rate is
+/// left out with a note).
 pub fn analyze_trades(
     book: &Book,
     sel: &Selection,
@@ -223,13 +226,14 @@ pub fn analyze_trades(
     to: Currency,
 ) -> Result<JournalResult> {
     let dp = to.minor_units();
-    let money = |v: i128| Num(Decimal::from_i128_with_scale(v, dp));
+    let money = |v: i128| crate::num::minor(v, dp);
     // A mean of minor units, rounded once as the currency rounds.
-    let mean = |sum: i128, n: usize| {
-        (n > 0).then(|| {
-            let exact = Decimal::from_i128_with_scale(sum, dp) / Decimal::from(n);
-            Num(to.round(exact))
-        })
+    let mean = |sum: i128, n: usize| -> Result<Option<Num>> {
+        if n == 0 {
+            return Ok(None);
+        }
+        let exact = money(sum)?.0 / Decimal::from(n);
+        Ok(Some(Num(to.round(exact))))
     };
     let (trades, gross_of_fees, fx_notes) = trades(book, sel, range, to)?;
     let wins: Vec<&Trade> = trades.iter().filter(|t| t.net > 0).collect();
@@ -270,22 +274,26 @@ pub fn analyze_trades(
         .into_iter()
         // Weekends only when something closed then (crypto, say).
         .filter(|(d, count, _, _)| *count > 0 || !matches!(d, Weekday::Sat | Weekday::Sun))
-        .map(|(d, count, net, won)| WeekdayRow {
-            weekday: weekday_name(d).to_owned(),
-            trade_count: count,
-            net_pnl: money(net),
-            win_rate_pct: (count > 0).then(|| f64::from(won) / f64::from(count) * 100.0),
+        .map(|(d, count, net, won)| {
+            Ok(WeekdayRow {
+                weekday: weekday_name(d).to_owned(),
+                trade_count: count,
+                net_pnl: money(net)?,
+                win_rate_pct: (count > 0).then(|| f64::from(won) / f64::from(count) * 100.0),
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     let by_holding_period = PERIODS
         .iter()
         .zip(periods)
-        .map(|((name, _), (count, net))| HoldingRow {
-            period: (*name).to_owned(),
-            trade_count: count,
-            net_pnl: money(net),
+        .map(|((name, _), (count, net))| {
+            Ok(HoldingRow {
+                period: (*name).to_owned(),
+                trade_count: count,
+                net_pnl: money(net)?,
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     let mut notes = fx_notes;
     if n == 0 {
         notes.push(format!(
@@ -308,18 +316,18 @@ pub fn analyze_trades(
         start: range.start.to_string(),
         end: range.end.to_string(),
         trade_count: u32::try_from(n).unwrap_or(u32::MAX),
-        net_pnl: money(total),
+        net_pnl: money(total)?,
         winning_trades: u32::try_from(wins.len()).unwrap_or(u32::MAX),
         losing_trades: u32::try_from(losses.len()).unwrap_or(u32::MAX),
         breakeven_trades: u32::try_from(n - wins.len() - losses.len()).unwrap_or(u32::MAX),
         win_rate_pct: (n > 0).then(|| wins.len() as f64 / n as f64 * 100.0),
-        average_win: mean(won, wins.len()),
-        average_loss: mean(lost, losses.len()),
+        average_win: mean(won, wins.len())?,
+        average_loss: mean(lost, losses.len())?,
         payoff_ratio,
         profit_factor: ratio(won, -lost),
-        expectancy: mean(total, n),
-        largest_win: wins.iter().map(|t| t.net).max().map(money),
-        largest_loss: losses.iter().map(|t| t.net).min().map(money),
+        expectancy: mean(total, n)?,
+        largest_win: wins.iter().map(|t| t.net).max().map(money).transpose()?,
+        largest_loss: losses.iter().map(|t| t.net).min().map(money).transpose()?,
         average_holding_days_winners: mean_days(&wins),
         average_holding_days_losers: mean_days(&losses),
         longest_win_streak,

@@ -98,7 +98,7 @@ fn daily(
     let minor = |d: Decimal| {
         d.checked_mul(Decimal::from(10i64.pow(dp)))
             .and_then(|m| m.to_i128())
-            .ok_or_else(|| Error::internal("a value too large for its currency's minor units"))
+            .ok_or_else(|| tradedesk_core::bounds::too_large(format!("a daily value of {d}")))
     };
     let mut cash: Vec<usize> = (0..book.cash.len()).collect();
     cash.sort_by_key(|&i| (book.cash[i].time.date_naive(), i));
@@ -324,7 +324,7 @@ pub async fn get_performance(
     let mut notes = Vec::new();
     let days = daily(book, sel, currency, first, range.end, &mut notes)?;
     let dp = currency.minor_units();
-    let money = |v: i128| Num(Decimal::from_i128_with_scale(v, dp));
+    let money = |v: i128| crate::num::minor(v, dp);
     let as_f64 = |v: i128| v as f64;
     let start_value = days.first().map_or(0, |d| d.value);
     let end_value = days.last().map_or(0, |d| d.value);
@@ -375,9 +375,9 @@ pub async fn get_performance(
         start: range.start.to_string(),
         end: range.end.to_string(),
         account: a.account.clone(),
-        start_value: money(start_value),
-        end_value: money(end_value),
-        net_flows: money(net_flows),
+        start_value: money(start_value)?,
+        end_value: money(end_value)?,
+        net_flows: money(net_flows)?,
         twr_pct,
         mwr_pct: mwr.map(|r| r * 100.0),
         mwr_period_pct: mwr.map(|r| ((1.0 + r).powf(span as f64 / 365.0) - 1.0) * 100.0),

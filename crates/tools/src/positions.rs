@@ -12,7 +12,7 @@ use crate::accounts::common_notes;
 use crate::args::{Basis, ExposureBy};
 use crate::num::Num;
 use crate::select::Selection;
-use crate::valuation::{Valuation, pct};
+use crate::valuation::{Valuation, accumulate, pct, total};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct PositionOut {
@@ -70,19 +70,20 @@ pub fn get_positions(
         .iter()
         .filter(|p| sel.matches(p.account, p.instrument))
         .collect();
-    let gross: Decimal = listed
-        .iter()
-        .filter_map(|p| p.marked.as_ref()?.notional_converted)
-        .map(|n| n.abs())
-        .sum();
+    let gross = total(
+        listed
+            .iter()
+            .filter_map(|p| p.marked.as_ref()?.notional_converted)
+            .map(|n| n.abs()),
+    )?;
     let mut positions = Vec::with_capacity(listed.len());
-    let mut total = Decimal::ZERO;
+    let mut sum = Decimal::ZERO;
     for p in &listed {
         let inst = book.instrument(p.instrument);
         let account = book.account(p.account);
         let m = p.marked.as_ref();
         if let Some(value) = m.and_then(|m| m.market_value_converted) {
-            total += value;
+            accumulate(&mut sum, value)?;
         }
         positions.push(PositionOut {
             account: account.id.clone(),
@@ -123,7 +124,7 @@ pub fn get_positions(
     Ok(PositionsResult {
         currency: v.currency.code().to_owned(),
         as_of: v.as_of.to_string(),
-        total_market_value: Num(total),
+        total_market_value: Num(sum),
         positions,
         notes,
     })
@@ -183,10 +184,10 @@ pub fn get_exposure(
             Basis::Gross => notional_converted.abs(),
             Basis::Net => notional_converted,
         };
-        total += value;
-        gross_total += notional_converted.abs();
+        accumulate(&mut total, value)?;
+        accumulate(&mut gross_total, notional_converted.abs())?;
         let slot = buckets.entry(key).or_default();
-        slot.0 += value;
+        accumulate(&mut slot.0, value)?;
         slot.1 += 1;
     }
     let mut rows: Vec<Bucket> = buckets

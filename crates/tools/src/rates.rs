@@ -123,7 +123,7 @@ impl<'a> Rates<'a> {
     /// `amount` converted at full precision and rounded once to `to`'s minor unit.
     ///
     /// # Errors
-    /// `no_fx_rate`, or `internal` on overflow.
+    /// `no_fx_rate`, or `invalid_book` when the result passes a decimal's range.
     pub(crate) fn convert_rounded(
         &mut self,
         amount: Decimal,
@@ -140,7 +140,7 @@ impl Rates<'_> {
     /// `missing`): the row is left out of the totals in `to`.
     ///
     /// # Errors
-    /// `internal` on overflow.
+    /// `invalid_book` when the result passes a decimal's range.
     pub(crate) fn try_convert_rounded(
         &mut self,
         amount: Decimal,

@@ -272,7 +272,7 @@ impl<'b> LotValuer<'b> {
             self.gross_done = 0;
             self.net_done = 0;
         }
-        let overflow = || tradedesk_core::Error::internal("realized P&L too large to sum");
+        let overflow = || tradedesk_core::bounds::too_large("the realized P&L of a closing fill");
         self.gross = self.gross.checked_add(lot.gross_pnl).ok_or_else(overflow)?;
         self.net = self.net.checked_add(lot.net_pnl).ok_or_else(overflow)?;
         let ccy = self.book.instrument(lot.instrument).currency;
@@ -414,7 +414,7 @@ pub fn get_realized_pnl(
 ) -> Result<RealizedPnlResult> {
     let to = q.currency;
     let dp = to.minor_units();
-    let money = |v: i128| Num(Decimal::from_i128_with_scale(v, dp));
+    let money = |v: i128| crate::num::minor(v, dp);
     let mut brokers: Vec<&str> = book.accounts.iter().map(|a| a.broker.as_str()).collect();
     brokers.sort_unstable();
     brokers.dedup();
@@ -448,7 +448,9 @@ pub fn get_realized_pnl(
                 return;
             }
             Err(e) => {
-                failure = Some(e);
+                failure = Some(tradedesk_core::bounds::at(e, || {
+                    format!("fill {}", book.fills[lot.close_fill as usize].id)
+                }));
                 return;
             }
         };
@@ -484,7 +486,24 @@ pub fn get_realized_pnl(
             let account = book.account(lot.account);
             let ccy = inst.currency;
             let cdp = ccy.minor_units();
-            let in_ccy = |v: i128| Num(Decimal::from_i128_with_scale(v, cdp));
+            let in_ccy = |v: i128| crate::num::minor(v, cdp);
+            let figures = in_ccy(valued.gross_ccy).and_then(|gross| {
+                Ok((
+                    gross,
+                    in_ccy(valued.commissions_ccy)?,
+                    in_ccy(valued.net_ccy)?,
+                    money(valued.net)?,
+                ))
+            });
+            let (gross_pnl, commissions, net_pnl, net_pnl_converted) = match figures {
+                Ok(f) => f,
+                Err(e) => {
+                    failure = Some(tradedesk_core::bounds::at(e, || {
+                        format!("fill {}", book.fills[lot.close_fill as usize].id)
+                    }));
+                    return;
+                }
+            };
             lots.push(LotOut {
                 account: account.id.clone(),
                 broker: account.broker.clone(),
@@ -497,11 +516,11 @@ pub fn get_realized_pnl(
                 open_price: Num(lot.open_price),
                 close_price: Num(lot.close_price),
                 instrument_currency: ccy.code().to_owned(),
-                gross_pnl: in_ccy(valued.gross_ccy),
-                commissions: in_ccy(valued.commissions_ccy),
-                net_pnl: in_ccy(valued.net_ccy),
+                gross_pnl,
+                commissions,
+                net_pnl,
                 fx_rate: Num(valued.rate.normalize()),
-                net_pnl_converted: money(valued.net),
+                net_pnl_converted,
                 open_fill_id: fills[lot.open_fill as usize].id.clone(),
                 close_fill_id: fills[close].id.clone(),
                 commission_known: lot.commission_known,
@@ -528,19 +547,20 @@ pub fn get_realized_pnl(
     if let Some(done) = current.take() {
         finish(done, &mut best, &mut worst);
     }
-    let extreme = |t: Option<FillTotal>| {
+    let extreme = |t: Option<FillTotal>| -> Result<Option<Extreme>> {
         t.map(|t| {
             let f = &fills[t.fill];
             let inst = book.instrument(f.instrument);
-            Extreme {
+            Ok(Extreme {
                 fill_id: f.id.clone(),
                 account: book.account(f.account).id.clone(),
                 exchange: inst.key.exchange.clone(),
                 symbol: inst.key.symbol.clone(),
                 close_date: f.trade_date.to_string(),
-                net_pnl: money(t.net),
-            }
+                net_pnl: money(t.net)?,
+            })
         })
+        .transpose()
     };
 
     let mut notes = Vec::new();
@@ -605,26 +625,28 @@ pub fn get_realized_pnl(
     notes.extend(book.notes.iter().cloned());
     let mut groups: Vec<PnlGroup> = groups
         .into_groups()
-        .map(|(key, s)| PnlGroup {
-            key: group_label(book, &brokers, q.group_by, key),
-            net_pnl: money(s.net),
-            gross_pnl: money(s.gross),
-            commissions: money(s.gross - s.net),
-            lot_count: s.lots,
+        .map(|(key, s)| {
+            Ok(PnlGroup {
+                key: group_label(book, &brokers, q.group_by, key),
+                net_pnl: money(s.net)?,
+                gross_pnl: money(s.gross)?,
+                commissions: money(s.gross - s.net)?,
+                lot_count: s.lots,
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     groups.sort_by(|a, b| a.key.cmp(&b.key));
     Ok(RealizedPnlResult {
         currency: to.code().to_owned(),
         start: q.range.start.to_string(),
         end: q.range.end.to_string(),
-        net_pnl: money(total.net),
-        gross_pnl: money(total.gross),
-        commissions: money(total.gross - total.net),
+        net_pnl: money(total.net)?,
+        gross_pnl: money(total.gross)?,
+        commissions: money(total.gross - total.net)?,
         lot_count: total.lots,
         groups,
-        biggest_gain: extreme(best),
-        biggest_loss: extreme(worst),
+        biggest_gain: extreme(best)?,
+        biggest_loss: extreme(worst)?,
         lots: q.include_lots.then_some(lots),
         next_cursor,
         notes,

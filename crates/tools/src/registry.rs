@@ -739,8 +739,10 @@ fn notes_suffix(notes: &[String]) -> String {
 /// Calls a tool by name.
 ///
 /// # Errors
-/// [`CallError`] for an unknown tool or non-object arguments; every other failure is an
-/// error *result*.
+/// [`CallError`] for an unknown tool or arguments that are not a JSON object (null
+/// included: a transport passes `{}` for arguments left out); every other failure is an
+/// error *result*, an argument of a type the tool's input schema refuses included
+/// (`invalid_argument`, see [`args::check_types`]).
 pub async fn call(
     ctx: &ToolContext,
     name: &str,
@@ -777,7 +779,8 @@ pub async fn call_with_progress(
     if !tools().iter().any(|t| t.name == name) {
         return Err(CallError::UnknownTool(name.to_owned()));
     }
-    if !(arguments.is_object() || arguments.is_null()) {
+    // `arguments` is an object (a transport turns an omitted one into `{}`): null is not.
+    if !arguments.is_object() {
         return Err(CallError::ArgumentsNotObject);
     }
     Ok(dispatch(ctx, name, arguments, confirmer, progress).await)
@@ -1148,11 +1151,10 @@ async fn dispatch(
     confirmer: Option<&dyn Confirmer>,
     progress: Option<&(dyn Fn(f64) + Send + Sync)>,
 ) -> ToolOutput {
-    if name == "get_server_health" {
-        return health(ctx, arguments).await;
-    }
-    let spec = tools().iter().find(|t| t.name == name);
-    if let Some(set) = spec.and_then(|t| t.toolset)
+    let Some(spec) = tools().iter().find(|t| t.name == name) else {
+        return error_output(&Error::internal(format!("tool {name} is not listed")));
+    };
+    if let Some(set) = spec.toolset
         && !ctx.toolsets.contains(set)
     {
         return error_output(&Error::new(
@@ -1166,13 +1168,19 @@ async fn dispatch(
             ),
         ));
     }
-    let needs_trading = spec.is_some_and(|t| t.needs_trading);
-    if needs_trading && !ctx.trading_enabled() {
+    if spec.needs_trading && !ctx.trading_enabled() {
         return error_output(&Error::new(
             tradedesk_core::ErrorCode::TradingDisabled,
             format!("{name} is a write tool and trading is switched off on this server"),
             "the owner can switch it on with [trading] enabled = true in tradedesk.toml; until then only the read tools work",
         ));
+    }
+    // Every tool refuses what its advertised schema refuses, before any parsing.
+    if let Err(e) = args::check_types(&spec.input_schema, &arguments) {
+        return error_output(&e);
+    }
+    if name == "get_server_health" {
+        return health(ctx, arguments).await;
     }
     if let Some(out) = dispatch_research(ctx, name, arguments.clone(), progress).await {
         return out;

@@ -96,11 +96,43 @@ pub struct Valuation {
 }
 
 fn overflow() -> Error {
-    Error::internal("decimal overflow while valuing positions")
+    tradedesk_core::bounds::too_large("its value")
 }
 
 fn mul(a: Decimal, b: Decimal) -> Result<Decimal> {
     a.checked_mul(b).ok_or_else(overflow)
+}
+
+fn add(a: Decimal, b: Decimal) -> Result<Decimal> {
+    a.checked_add(b).ok_or_else(overflow)
+}
+
+/// Adds `v` to a total the tools report, checked: a total past a decimal's range is
+/// `invalid_book` (docs/methodology/book-format.md, "Bounds"), never a panic.
+///
+/// # Errors
+/// `invalid_book` on overflow.
+pub(crate) fn accumulate(total: &mut Decimal, v: Decimal) -> Result<()> {
+    *total = total
+        .checked_add(v)
+        .ok_or_else(|| tradedesk_core::bounds::too_large("a total"))?;
+    Ok(())
+}
+
+/// The checked sum of `values` (see [`accumulate`]).
+///
+/// # Errors
+/// `invalid_book` on overflow.
+pub(crate) fn total(values: impl IntoIterator<Item = Decimal>) -> Result<Decimal> {
+    let mut sum = Decimal::ZERO;
+    for v in values {
+        accumulate(&mut sum, v)?;
+    }
+    Ok(sum)
+}
+
+fn sub(a: Decimal, b: Decimal) -> Result<Decimal> {
+    a.checked_sub(b).ok_or_else(overflow)
 }
 
 /// What a valuation covers: only what the asking tool reports is converted, so a rate
@@ -129,7 +161,8 @@ impl Scope<'_> {
 /// Values the open positions and cash balances `scope` asks for.
 ///
 /// # Errors
-/// `internal` on overflow (a missing rate leaves rows out, never fails).
+/// `invalid_book` when a figure passes what the engine holds (a missing rate leaves
+/// rows out, never fails).
 pub fn value_book(book: &Book, currency: Currency, scope: Scope<'_>) -> Result<Valuation> {
     let ledger = if scope.accounts {
         ledger::replay(book, |_, _| {})?
@@ -142,7 +175,8 @@ pub fn value_book(book: &Book, currency: Currency, scope: Scope<'_>) -> Result<V
 /// As [`value_book`], over an already replayed ledger.
 ///
 /// # Errors
-/// `internal` on overflow (a missing rate leaves rows out, never fails).
+/// `invalid_book` when a figure passes what the engine holds (a missing rate leaves
+/// rows out, never fails).
 pub fn value_ledger(
     book: &Book,
     ledger: &Ledger,
@@ -207,7 +241,7 @@ pub type Fallback<'a> = dyn Fn(InstrumentIdx) -> Option<(NaiveDate, Decimal)> + 
 /// a rate into a total's currency is left out of it (see [`Valuation::left_out`]).
 ///
 /// # Errors
-/// `internal` on overflow.
+/// `invalid_book` when a figure passes what the engine holds.
 pub fn value_at(
     book: &Book,
     ledger: LedgerState<'_>,
@@ -242,7 +276,16 @@ pub fn value_at(
             },
             currency,
             scope.accounts,
-        )?;
+        )
+        .map_err(|e| {
+            tradedesk_core::bounds::at(e, || {
+                format!(
+                    "the position in {} of account {}",
+                    book.instrument(instrument).key,
+                    book.account(account).id
+                )
+            })
+        })?;
         if let Some(m) = &row.marked {
             let inst_ccy = book.instrument(instrument).currency;
             let leave = |to: Currency| LeftOut {
@@ -280,9 +323,20 @@ pub fn value_at(
             continue;
         }
         let account_currency = book.account(account).currency;
-        let amount_account =
-            rates.try_convert_rounded(amount, cash_currency, account_currency, on)?;
-        let converted = rates.try_convert_rounded(amount, cash_currency, currency, on)?;
+        let cash_row = |e| {
+            tradedesk_core::bounds::at(e, || {
+                format!(
+                    "the {cash_currency} cash of account {}",
+                    book.account(account).id
+                )
+            })
+        };
+        let amount_account = rates
+            .try_convert_rounded(amount, cash_currency, account_currency, on)
+            .map_err(cash_row)?;
+        let converted = rates
+            .try_convert_rounded(amount, cash_currency, currency, on)
+            .map_err(cash_row)?;
         let leave = |to: Currency| LeftOut {
             account,
             instrument: None,
@@ -350,10 +404,10 @@ fn position_row(
     let mut adjustment = Decimal::ZERO;
     let mut commission_known = true;
     for lot in queue.lots() {
-        quantity += lot.quantity;
-        open_cost += mul(lot.quantity, lot.price)?;
-        commissions += lot.commission;
-        adjustment += lot.adjustment;
+        quantity = add(quantity, lot.quantity)?;
+        open_cost = add(open_cost, mul(lot.quantity, lot.price)?)?;
+        commissions = add(commissions, lot.commission)?;
+        adjustment = add(adjustment, lot.adjustment)?;
         commission_known &= lot.commission_known;
     }
     let sign = match queue.side {
@@ -362,7 +416,7 @@ fn position_row(
     };
     // A corporate action's adjustment is part of the lots' cost (a long's cost is
     // quantity x price x multiplier - adjustment; a short's proceeds add it).
-    let open_value = mul(open_cost, inst.multiplier)? - mul(adjustment, sign)?;
+    let open_value = sub(mul(open_cost, inst.multiplier)?, mul(adjustment, sign)?)?;
     let avg_cost = if adjustment.is_zero() {
         open_cost.checked_div(quantity)
     } else {
@@ -377,8 +431,8 @@ fn position_row(
         None => None,
         Some((date, price)) => {
             let notional = mul(mul(mul(quantity, price)?, inst.multiplier)?, sign)?;
-            let gross_unrealized = notional - mul(open_value, sign)?;
-            let unrealized = gross_unrealized - commissions;
+            let gross_unrealized = sub(notional, mul(open_value, sign)?)?;
+            let unrealized = sub(gross_unrealized, commissions)?;
             let market_value = if inst.asset_class.is_margin_settled() {
                 gross_unrealized
             } else {
@@ -414,7 +468,7 @@ fn position_row(
         side: queue.side,
         quantity: quantity * sign,
         avg_cost,
-        cost_basis: ccy.round(open_value + commissions),
+        cost_basis: ccy.round(add(open_value, commissions)?),
         commission_known,
         marked,
     })

@@ -308,7 +308,7 @@ fn bad_arguments_are_error_results_that_name_the_argument() {
             tool: "get_trade_history",
             args: json!({"start": "2026-01-01", "end": "2026-01-31", "limit": "5"}),
             code: "invalid_argument",
-            message: "limit: invalid type: string \"5\"",
+            message: "limit: expected an integer or null, got the string \"5\"",
         },
         ErrorCase {
             tool: "get_exposure",
