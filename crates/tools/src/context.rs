@@ -193,6 +193,8 @@ pub struct ToolContext {
     pub configured_data_dirs: Vec<PathBuf>,
     /// Backtests still running (or done and not yet fetched).
     pub runs: Arc<crate::research::RunRegistry>,
+    /// Bar files already parsed, kept while unchanged (crate::bar_table).
+    pub bar_cache: crate::bar_table::BarCache,
 }
 
 #[derive(Debug)]
@@ -222,6 +224,7 @@ impl ToolContext {
             data_dirs: None,
             configured_data_dirs: Vec::new(),
             runs: Arc::default(),
+            bar_cache: crate::bar_table::BarCache::default(),
         }
     }
 
