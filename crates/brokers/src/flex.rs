@@ -4230,7 +4230,6 @@ mod tests {
     /// words the problem must hold).
     #[test]
     fn errors_table() {
-        let long = "X".repeat(100);
         let table: Vec<(String, &str, Option<&str>, &str)> = vec![
             (replaced("ibExecID", None).replace(r#"tradeID="1" "#, ""), "1st <Trade> of account U1", Some("ibExecID"), "and so are tradeID and transactionID"),
             (replaced("assetCategory", None), "<Trade>", Some("assetCategory"), "missing"),

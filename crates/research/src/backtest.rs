@@ -43,10 +43,42 @@ impl Default for Settings {
     }
 }
 
+/// The bars' times as a result names them: the source's own text. A report names only a
+/// few bars (its start and end, the listed trades, the drawdown's), so a source may keep
+/// its times as numbers and write the text of a bar only when it is asked for.
+pub trait Times: std::fmt::Debug {
+    /// How many bars have a time.
+    fn count(&self) -> usize;
+    /// The time of bar `i` (below [`Times::count`]), exactly as the source gives it.
+    fn time(&self, i: usize) -> String;
+}
+
+impl<S: AsRef<str> + std::fmt::Debug> Times for [S] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn time(&self, i: usize) -> String {
+        self.get(i)
+            .map(|t| t.as_ref().to_owned())
+            .unwrap_or_default()
+    }
+}
+
+impl<S: AsRef<str> + std::fmt::Debug> Times for Vec<S> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn time(&self, i: usize) -> String {
+        self.as_slice().time(i)
+    }
+}
+
 /// The bars a backtest runs over.
 #[derive(Debug, Clone, Copy)]
 pub struct Prices<'a> {
-    pub time: &'a [&'a str],
+    pub time: &'a dyn Times,
     /// Unix seconds of each bar, for spacing and CAGR.
     pub instant: &'a [i64],
     pub open: &'a [f64],
@@ -178,7 +210,7 @@ pub fn run(
         .close
         .len()
         .min(prices.open.len())
-        .min(prices.time.len())
+        .min(prices.time.count())
         .min(entry.len());
     // Slices of exactly n bars: the loop below indexes them without checks.
     let (open_col, close_col, entry) = (&prices.open[..n], &prices.close[..n], &entry[..n]);
@@ -284,7 +316,7 @@ pub fn run(
         let last = prices.close[n - 1];
         let qty = units.abs();
         OpenPosition {
-            entry_time: prices.time[entry_bar].to_owned(),
+            entry_time: prices.time.time(entry_bar),
             entry_price,
             quantity: qty,
             side: settings.direction,
@@ -329,16 +361,8 @@ pub fn run(
     progress(1.0);
     Report {
         bars: n,
-        start: prices
-            .time
-            .first()
-            .map(|t| (*t).to_owned())
-            .unwrap_or_default(),
-        end: prices
-            .time
-            .last()
-            .map(|t| (*t).to_owned())
-            .unwrap_or_default(),
+        start: prices.time.time(0),
+        end: prices.time.time(prices.time.count().saturating_sub(1)),
         final_equity,
         total_return_pct: (final_equity / settings.initial_cash - 1.0) * 100.0,
         cagr_pct: (days >= 1.0 && final_equity > 0.0)
@@ -353,8 +377,8 @@ pub fn run(
             _ => None,
         },
         max_drawdown_pct: dd,
-        max_drawdown_start: dd_start.map(|i| prices.time[i].to_owned()),
-        max_drawdown_end: dd_end.map(|i| prices.time[i].to_owned()),
+        max_drawdown_start: dd_start.map(|i| prices.time.time(i)),
+        max_drawdown_end: dd_end.map(|i| prices.time.time(i)),
         trade_count,
         win_rate_pct: (trade_count > 0).then(|| wins as f64 / trade_count as f64 * 100.0),
         profit_factor: (gross_loss > 0.0).then(|| gross_win / gross_loss),
@@ -471,7 +495,7 @@ impl Curve {
 /// The account while the engine runs, and what fills change in it.
 struct Position<'a> {
     settings: &'a Settings,
-    time: &'a [&'a str],
+    time: &'a dyn Times,
     long: bool,
     fee: f64,
     slip: f64,
@@ -550,9 +574,9 @@ impl Position<'_> {
         }
         if self.trades.len() < self.settings.max_trades {
             self.trades.push(Trade {
-                entry_time: self.time[self.entry_bar].to_owned(),
+                entry_time: self.time.time(self.entry_bar),
                 entry_price,
-                exit_time: self.time[t].to_owned(),
+                exit_time: self.time.time(t),
                 exit_price: fill,
                 quantity: qty,
                 side: self.settings.direction,

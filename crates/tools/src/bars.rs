@@ -34,21 +34,21 @@ const FIX_FILE_HINT: &str = "fix the CSV file: header date|time,open,high,low,cl
 
 /// Whether the file's times are calendar dates or RFC 3339 timestamps (never both).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TimeKind {
+pub(crate) enum TimeKind {
     Date,
     Timestamp,
 }
 
 /// Where each needed column sits in a row, and how many cells a row has.
 #[derive(Debug)]
-struct Columns {
-    time: usize,
-    open: usize,
-    high: usize,
-    low: usize,
-    close: usize,
-    volume: Option<usize>,
-    width: usize,
+pub(crate) struct Columns {
+    pub(crate) time: usize,
+    pub(crate) open: usize,
+    pub(crate) high: usize,
+    pub(crate) low: usize,
+    pub(crate) close: usize,
+    pub(crate) volume: Option<usize>,
+    pub(crate) width: usize,
 }
 
 fn line_error(name: &str, line: usize, problem: &str) -> Error {
@@ -69,7 +69,7 @@ fn no_rows(name: &str) -> Error {
 }
 
 /// Reads the header (line 1) into column positions.
-fn parse_header(name: &str, header: &str) -> Result<Columns> {
+pub(crate) fn parse_header(name: &str, header: &str) -> Result<Columns> {
     if header.contains('"') {
         return Err(line_error(name, 1, "quoted fields are not supported"));
     }
@@ -135,7 +135,7 @@ fn looks_like_date(text: &str) -> bool {
 }
 
 /// Parses a time cell into its kind and instant; `None` when it is neither form.
-fn parse_time(text: &str) -> Option<(TimeKind, DateTime<Utc>)> {
+pub(crate) fn parse_time(text: &str) -> Option<(TimeKind, DateTime<Utc>)> {
     if looks_like_date(text) {
         let date = NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
         Some((TimeKind::Date, date.and_time(NaiveTime::MIN).and_utc()))
@@ -309,13 +309,35 @@ pub fn parse_csv(name: &str, text: &str) -> Result<Vec<Bar>> {
 /// `invalid_argument` when the file is missing, bigger than [`MAX_FILE_BYTES`], not
 /// UTF-8, or malformed (see [`parse_csv`]).
 pub fn read_csv(path: &Path) -> Result<BarSeries> {
-    let name = path
-        .file_name()
+    let name = file_name(path);
+    let bars = parse_csv(&name, &decode(&name, read_file(path, &name)?)?)?;
+    Ok(BarSeries {
+        symbol: symbol_of(path, name),
+        interval: None,
+        bars,
+    })
+}
+
+/// The name a file's errors call it by: its file name.
+pub(crate) fn file_name(path: &Path) -> String {
+    path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.to_string_lossy().into_owned());
+        .unwrap_or_else(|| path.to_string_lossy().into_owned())
+}
+
+/// A CSV file's symbol: its stem (else its `name`).
+pub(crate) fn symbol_of(path: &Path, name: String) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or(name)
+}
+
+/// The bytes of a bar file, refused when missing, not a regular file or bigger than
+/// [`MAX_FILE_BYTES`]; `name` is used in error messages only.
+pub(crate) fn read_file(path: &Path, name: &str) -> Result<Vec<u8>> {
     let cannot_read = |why: &str| {
         Error::invalid_argument(
-            format!("cannot read {}: {why}", quote(&name)),
+            format!("cannot read {}: {why}", quote(name)),
             "check that the file exists and is readable",
         )
     };
@@ -323,7 +345,7 @@ pub fn read_csv(path: &Path) -> Result<BarSeries> {
         Error::invalid_argument(
             format!(
                 "{} is bigger than the {} MiB limit",
-                quote(&name),
+                quote(name),
                 MAX_FILE_BYTES / (1024 * 1024)
             ),
             "split the file or downsample it before reading",
@@ -337,26 +359,22 @@ pub fn read_csv(path: &Path) -> Result<BarSeries> {
         return Err(too_big());
     }
     let file = File::open(path).map_err(|e| cannot_read(&e.kind().to_string()))?;
-    // The file may grow between the size check and the read: never take more than the limit.
-    let mut bytes = Vec::new();
+    // The file may grow between the size check and the read: never take more than the
+    // limit. Sized at once (one byte more, to see the end), so no reallocation copies it.
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).saturating_add(1));
     file.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| cannot_read(&e.kind().to_string()))?;
     if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > MAX_FILE_BYTES {
         return Err(too_big());
     }
-    let text = String::from_utf8(bytes).map_err(|_| {
-        Error::invalid_argument(format!("{} is not UTF-8 text", quote(&name)), FIX_FILE_HINT)
-    })?;
-    let bars = parse_csv(&name, &text)?;
-    let symbol = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or(name);
-    Ok(BarSeries {
-        symbol,
-        interval: None,
-        bars,
+    Ok(bytes)
+}
+
+/// A bar file's bytes as text, refused when not UTF-8.
+pub(crate) fn decode(name: &str, bytes: Vec<u8>) -> Result<String> {
+    String::from_utf8(bytes).map_err(|_| {
+        Error::invalid_argument(format!("{} is not UTF-8 text", quote(name)), FIX_FILE_HINT)
     })
 }
 

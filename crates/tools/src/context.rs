@@ -196,6 +196,8 @@ pub struct ToolContext {
     pub runs: Arc<crate::research::RunRegistry>,
     /// The toolsets listed and served (`[tools] enabled`, `--tools`); default all.
     pub toolsets: Toolsets,
+    /// Bar files already parsed, kept while unchanged (crate::bar_table).
+    pub bar_cache: crate::bar_table::BarCache,
 }
 
 #[derive(Debug)]
@@ -226,6 +228,7 @@ impl ToolContext {
             configured_data_dirs: Vec::new(),
             runs: Arc::default(),
             toolsets: Toolsets::ALL,
+            bar_cache: crate::bar_table::BarCache::default(),
         }
     }
 

@@ -3,6 +3,7 @@
 
 pub mod accounts;
 pub mod args;
+pub mod bar_table;
 pub mod bars;
 pub mod config;
 pub mod context;

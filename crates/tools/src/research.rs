@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tradedesk_core::{Error, ErrorCode, Result};
-use tradedesk_research::backtest::{self, Direction, Prices, Report, Settings};
+use tradedesk_research::backtest::{self, Direction, Prices, Report, Settings, Times};
 use tradedesk_research::chart::{Line, line_chart};
 use tradedesk_research::expr::{self, Columns};
 
-use crate::bars::BarSeries;
+use crate::bar_table::{BarTable, load_table};
 use crate::context::ToolContext;
 use crate::market::{BarSource, load_bars};
 
@@ -312,13 +312,10 @@ fn settings(a: &BacktestArgs) -> Result<Settings> {
 
 /// Refuses an expression that reads volume over bars that have none (it would be
 /// unknown on every bar, and silently never signal).
-fn check_volume(which: &str, e: &expr::Expr, series: &BarSeries) -> Result<()> {
-    if e.reads(expr::Field::Volume) && series.bars.iter().all(|b| b.volume.is_none()) {
+fn check_volume(which: &str, e: &expr::Expr, symbol: &str, has_volume: bool) -> Result<()> {
+    if e.reads(expr::Field::Volume) && !has_volume {
         return Err(Error::invalid_argument(
-            format!(
-                "{which} reads volume, but the bars of {} have none",
-                series.symbol
-            ),
+            format!("{which} reads volume, but the bars of {symbol} have none"),
             format!(
                 "use a source with volumes (a CSV needs a volume column), or write {which} without volume"
             ),
@@ -392,7 +389,7 @@ impl BarColumns {
 
 /// Signals and the engine over bars already in columns: the timed core of a backtest.
 pub fn run_columns(
-    time: &[&str],
+    time: &dyn Times,
     cols: &BarColumns,
     entry: &expr::Expr,
     exit: Option<&expr::Expr>,
@@ -446,23 +443,16 @@ pub fn equity_chart(symbol: &str, report: &Report, first: &str, last: &str) -> O
 /// The computation: signals, the engine, the chart. `progress` gets the share done.
 pub fn compute(
     symbol: &str,
-    bars: &[tradedesk_core::Bar],
+    bars: &BarTable,
     entry: &expr::Expr,
     exit: Option<&expr::Expr>,
     settings: &Settings,
     progress: &AtomicU64,
     chart: bool,
 ) -> Finished {
-    let time: Vec<&str> = bars.iter().map(|b| b.time.as_str()).collect();
-    let cols = BarColumns::of(bars);
-    let report = run_columns(&time, &cols, entry, exit, settings, progress);
+    let report = run_columns(bars, &bars.columns, entry, exit, settings, progress);
     let chart = if chart {
-        equity_chart(
-            symbol,
-            &report,
-            time.first().copied().unwrap_or(""),
-            time.last().copied().unwrap_or(""),
-        )
+        equity_chart(symbol, &report, &report.start, &report.end)
     } else {
         None
     };
@@ -503,30 +493,29 @@ pub async fn backtest(
         |v| (0.0..=3_600.0).contains(&v),
         "from 0 to 3600",
     )?;
-    let series = load_bars(ctx, &args.source).await?;
-    if series.bars.len() < 2 {
+    let (symbol, table) = load_table(ctx, &args.source).await?;
+    if table.len() < 2 {
         return Err(Error::invalid_argument(
             format!(
                 "the source has {} bar(s): a backtest needs at least 2",
-                series.bars.len()
+                table.len()
             ),
             "widen the date range or use a longer file",
         ));
     }
-    check_volume("entry", &entry, &series)?;
+    check_volume("entry", &entry, &symbol, table.has_volume)?;
     if let Some(exit) = &exit {
-        check_volume("exit", exit, &series)?;
+        check_volume("exit", exit, &symbol, table.has_volume)?;
     }
     let slot = RunRegistry::reserve(&ctx.runs)?;
     let share = Arc::new(AtomicU64::new(0f64.to_bits()));
     let job_share = Arc::clone(&share);
-    let symbol = series.symbol.clone();
     let (entry_text, exit_text) = (args.entry.clone(), args.exit.clone());
     let mut handle = tokio::task::spawn_blocking(move || {
         let _slot = slot;
         let mut finished = compute(
             &symbol,
-            &series.bars,
+            &table,
             &entry,
             exit.as_ref(),
             &settings,
@@ -645,7 +634,8 @@ pub async fn factor_analysis(ctx: &ToolContext, args: FactorArgs) -> Result<Fact
     let mut series = Vec::with_capacity(args.universe.len());
     for source in &args.universe {
         let bars = load_bars(ctx, source).await?;
-        check_volume("factor", &factor, &bars)?;
+        let has_volume = bars.bars.iter().any(|b| b.volume.is_some());
+        check_volume("factor", &factor, &bars.symbol, has_volume)?;
         series.push(bars);
     }
     let job = tokio::task::spawn_blocking(move || {
@@ -937,5 +927,151 @@ mod tests {
         let c = RunRegistry::reserve(&runs).unwrap();
         drop((b, c));
         assert_eq!(runs.going.load(Ordering::Acquire), 0);
+    }
+}
+
+/// A backtest over a CSV file read into a table answers exactly what it answered over
+/// the file's bars, and a server asked again on an unchanged file reads it once.
+#[cfg(test)]
+mod table_tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::float_arithmetic,
+        clippy::cast_precision_loss
+    )]
+    use std::fmt::Write as _;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::bar_table::{BarCache, CACHE_BYTES, read_table};
+
+    /// A walk of `n` bars, its times written in `form`.
+    fn walk(n: usize, form: usize, seed: u64) -> String {
+        let mut state = seed;
+        let mut price = 100.0_f64;
+        let mut text = String::from("time,open,high,low,close,volume\n");
+        for i in 0..n {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let u = (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+            let open = price;
+            price *= 1.0 + u * 0.02;
+            let at =
+                chrono::DateTime::from_timestamp(1_700_000_000 + i64::try_from(i).unwrap() * 60, 0)
+                    .unwrap();
+            let time = match form {
+                0 => (at.date_naive() + chrono::Duration::days(i64::try_from(i).unwrap()))
+                    .format("%Y-%m-%d")
+                    .to_string(),
+                1 => at.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+                2 => at
+                    .with_timezone(&chrono::FixedOffset::west_opt(5 * 3_600).unwrap())
+                    .to_rfc3339(),
+                _ => format!("{}.5Z", at.format("%Y-%m-%dT%H:%M:%S")),
+            };
+            let _ = writeln!(
+                text,
+                "{time},{open},{},{},{price},{}",
+                open.max(price) * 1.001,
+                open.min(price) * 0.999,
+                i % 7
+            );
+        }
+        text
+    }
+
+    #[test]
+    fn a_backtest_over_the_table_answers_what_it_answered_over_the_bars() {
+        let dir = tempfile::tempdir().unwrap();
+        let entry = expr::parse_condition("cross_above(sma(close, 5), sma(close, 20))").unwrap();
+        let exit =
+            expr::parse_condition("cross_below(sma(close, 5), sma(close, 20)) or volume > 5")
+                .unwrap();
+        for form in 0..4 {
+            let path = dir.path().join(format!("W{form}.csv"));
+            std::fs::write(&path, walk(3_000, form, 0x9e37_79b9 + form as u64)).unwrap();
+            let table = read_table(&path).unwrap();
+            let bars = crate::bars::read_csv(&path).unwrap().bars;
+            for settings in [
+                Settings::default(),
+                Settings {
+                    direction: Direction::Short,
+                    fee_bps: 5.0,
+                    max_trades: 3,
+                    ..Settings::default()
+                },
+            ] {
+                let progress = AtomicU64::new(0);
+                let new = compute("W", &table, &entry, Some(&exit), &settings, &progress, true);
+                // As the backtest ran before: the bars' own times and columns.
+                let time: Vec<&str> = bars.iter().map(|b| b.time.as_str()).collect();
+                let old = run_columns(
+                    &time,
+                    &BarColumns::of(&bars),
+                    &entry,
+                    Some(&exit),
+                    &settings,
+                    &progress,
+                );
+                let old_chart = equity_chart("W", &old, time[0], time[time.len() - 1]);
+                let report = new.result.report.unwrap();
+                assert!(
+                    report.trade_count > 10,
+                    "form {form}: {}",
+                    report.trade_count
+                );
+                assert_eq!(
+                    serde_json::to_value(&report).unwrap(),
+                    serde_json::to_value(&old).unwrap(),
+                    "form {form}"
+                );
+                let bits = |c: &[(usize, f64)]| {
+                    c.iter().map(|&(i, v)| (i, v.to_bits())).collect::<Vec<_>>()
+                };
+                assert_eq!(bits(&report.curve), bits(&old.curve), "form {form}");
+                assert_eq!(new.chart, old_chart, "form {form}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn repeated_backtests_on_an_unchanged_file_read_it_once_and_a_changed_one_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("W.csv");
+        std::fs::write(&path, walk(500, 1, 7)).unwrap();
+        let mut ctx = ToolContext::new("test");
+        ctx.bar_cache = BarCache::new(CACHE_BYTES, Duration::from_millis(100));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let args =
+            json!({"source": {"csv": path}, "entry": "close > open", "exit": "close < open"});
+        let first = crate::call(&ctx, "backtest", args.clone()).await.unwrap();
+        let again = crate::call(&ctx, "backtest", args.clone()).await.unwrap();
+        assert_eq!(first.structured, again.structured);
+        assert_eq!(first.images, again.images);
+        assert_eq!(ctx.bar_cache.parsed(), 1);
+        // Rewritten with the same length (each bar's open and close swapped): the new
+        // prices are backtested.
+        let text: String = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .enumerate()
+            .map(|(i, line)| {
+                let c: Vec<&str> = line.split(',').collect();
+                match i {
+                    0 => format!("{line}\n"),
+                    _ => format!("{},{},{},{},{},{}\n", c[0], c[4], c[2], c[3], c[1], c[5]),
+                }
+            })
+            .collect();
+        assert_eq!(text.len(), std::fs::read(&path).unwrap().len());
+        std::fs::write(&path, text).unwrap();
+        let changed = crate::call(&ctx, "backtest", args).await.unwrap();
+        assert_eq!(ctx.bar_cache.parsed(), 2);
+        assert_ne!(
+            changed.structured["final_equity"],
+            first.structured["final_equity"]
+        );
     }
 }
