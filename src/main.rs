@@ -671,6 +671,18 @@ fn main() -> ExitCode {
             }
         }
         Command::Validate { path } => match load_book(path) {
+            // The rows are within the bounds; the totals the engine sums from them (lots,
+            // cash, corporate actions) are checked by replaying them once
+            // (docs/methodology/book-format.md, "Bounds").
+            Ok(book) if let Err(e) = tradedesk_core::ledger::replay(&book, |_, _| {}) => {
+                eprintln!(
+                    "{}: book refused\n  {}\n  hint: {}",
+                    path.display(),
+                    e.message,
+                    e.hint
+                );
+                ExitCode::from(1)
+            }
             Ok(book) => {
                 println!(
                     "{}: ok ({} accounts, {} instruments, {} fills, {} cash entries, as of {})",

@@ -524,6 +524,36 @@ fn validate_refuses_a_fill_the_engine_cannot_compute_naming_the_row_and_the_boun
 }
 
 #[test]
+fn validate_replays_the_book_so_a_total_past_the_engine_is_refused_naming_its_row() {
+    // Every value within the bounds, but a split of 1e12 for 1e-18 grows the lots past
+    // what the engine holds: validate says so (as every tool would), naming the action.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("split.json");
+    let mut book: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture()).unwrap()).unwrap();
+    book["corporate_actions"] = serde_json::json!([{"id": "S1", "account": "US-1",
+        "exchange": "NASDAQ", "symbol": "AAPL", "kind": "split", "date": "2026-01-10",
+        "new_units": "1000000000000", "old_units": "0.000000000000000001"}]);
+    std::fs::write(&path, book.to_string()).unwrap();
+    let validate = tradedesk(&["validate", path.to_str().unwrap()]);
+    assert_eq!(validate.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&validate.stderr);
+    assert!(
+        stderr.contains("split.json: book refused\n  corporate action S1: a value of the FIFO lots is too large to compute exactly"),
+        "{stderr}"
+    );
+    let out = tradedesk(&[
+        "--book",
+        path.to_str().unwrap(),
+        "call",
+        "get_positions",
+        "{}",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout_json(&out)["error"]["code"], "invalid_book");
+}
+
+#[test]
 fn a_book_at_the_bounds_validates_and_every_portfolio_tool_answers() {
     let path = bounds_fixture();
     let book = path.to_str().unwrap();
