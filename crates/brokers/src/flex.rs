@@ -1239,6 +1239,9 @@ struct AccountDraft {
     name: Option<String>,
     /// Trade currencies and how often each was seen, in order of first sight.
     trade_currencies: Vec<(String, usize)>,
+    /// The same for cash and corporate-action rows: the account's currency when it has
+    /// no trades and no Account Information.
+    other_currencies: Vec<(String, usize)>,
     /// The statement header of the account, for messages.
     location: String,
 }
@@ -1536,6 +1539,7 @@ impl<'o> Builder<'o> {
             currency: None,
             name: None,
             trade_currencies: Vec::new(),
+            other_currencies: Vec::new(),
             location: location.to_owned(),
         });
         self.accounts.len() - 1
@@ -2157,6 +2161,19 @@ impl<'o> Builder<'o> {
     /// negative; a negative dividend (a reversal) is recorded as a `fee`, and a
     /// positive fee-type row (a refund or credit) as `interest` (the only kind whose
     /// sign is free), each with a note.
+    fn count_other_currency(&mut self, account: usize, currency: &str) {
+        if let Some(draft) = self.accounts.get_mut(account) {
+            match draft
+                .other_currencies
+                .iter_mut()
+                .find(|(c, _)| c == currency)
+            {
+                Some((_, n)) => *n += 1,
+                None => draft.other_currencies.push((currency.to_owned(), 1)),
+            }
+        }
+    }
+
     /// An option's exercise, assignment or expiry, written by IBKR as a trade at price 0
     /// (`notes` or `code` `Ex`, `A`, `Ep`): the book's `exercise`, `assignment` or
     /// `expiry` action, not a fill, so the premium goes where IBKR puts it (into the
@@ -2318,6 +2335,10 @@ impl<'o> Builder<'o> {
         for row in rows {
             let quantity = row.required_decimal("quantity")?;
             let key = self.instrument(row)?;
+            if let Some(currency) = row.currency("currency")? {
+                let currency = currency.to_owned();
+                self.count_other_currency(account, &currency);
+            }
             if let Some(p) = row.decimal("proceeds")? {
                 proceeds = proceeds.checked_add(p).ok_or_else(|| {
                     row.error(
@@ -2470,6 +2491,7 @@ impl<'o> Builder<'o> {
             &["dateTime", "reportDate", "settleDate"],
             self.options.time_zone,
         )?;
+        self.count_other_currency(account, &currency);
         if amount.is_zero() {
             self.skip(format!(
                 "account {statement_account}: cash transactions of amount 0"
@@ -2732,8 +2754,13 @@ impl<'o> Builder<'o> {
         let currency = if let Some(c) = &draft.currency {
             c.clone()
         } else {
+            let (seen, rows) = if draft.trade_currencies.is_empty() {
+                (&draft.other_currencies, "cash and corporate-action rows")
+            } else {
+                (&draft.trade_currencies, "trades")
+            };
             let mut best: Option<&(String, usize)> = None;
-            for entry in &draft.trade_currencies {
+            for entry in seen {
                 if best.is_none_or(|b| entry.1 > b.1) {
                     best = Some(entry);
                 }
@@ -2743,14 +2770,14 @@ impl<'o> Builder<'o> {
                     draft.location.clone(),
                     Some("currency"),
                     format!(
-                        "account {} has no <AccountInformation currency> and no trades to infer its currency from",
+                        "account {} has no <AccountInformation currency> and no trades, cash or corporate actions to infer its currency from",
                         cut(&draft.raw)
                     ),
                     "include the Account Information section (with Currency) in the Flex Query",
                 ));
             };
             self.notes.push(format!(
-                "account {}: no <AccountInformation currency>, so its currency was taken as {currency}, the most common currency of its trades",
+                "account {}: no <AccountInformation currency>, so its currency was taken as {currency}, the most common currency of its {rows}",
                 cut(&draft.raw)
             ));
             currency.clone()
@@ -3934,6 +3961,24 @@ mod tests {
         );
     }
 
+    #[test]
+    fn an_account_with_no_trades_takes_its_currency_from_its_cash_and_actions() {
+        let xml = r#"<FlexQueryResponse type="AF"><FlexStatements><FlexStatement accountId="U7" fromDate="20250101" toDate="20251231">
+<CashTransactions><CashTransaction accountId="U7" currency="CAD" type="Deposits/Withdrawals" dateTime="20250102" amount="100" levelOfDetail="DETAIL"/></CashTransactions>
+<CorporateActions><CorporateAction accountId="U7" currency="CAD" assetCategory="STK" symbol="X" conid="9" description="X DELISTED WORTHLESS" dateTime="20250301;000000" quantity="-5" proceeds="0" levelOfDetail="DETAIL"/></CorporateActions>
+</FlexStatement></FlexStatements></FlexQueryResponse>"#;
+        let import = import(xml);
+        assert_eq!(s(&section(&import.book, "accounts")[0], "currency"), "CAD");
+        assert!(
+            import
+                .notes
+                .iter()
+                .any(|n| n.contains("most common currency of its cash and corporate-action rows")),
+            "{:#?}",
+            import.notes
+        );
+    }
+
     /// Exercise, assignment and expiry, as IBKR writes them in the Trades section (a
     /// price-0 option row with the code, and the delivered stock at the strike): the
     /// book's actions, linked to the stock trade, so the option leaves no position and
@@ -4300,7 +4345,7 @@ mod tests {
                 r#"<FlexQueryResponse type="AF"><FlexStatements><FlexStatement accountId="U1" toDate="20251231"/></FlexStatements></FlexQueryResponse>"#.to_owned(),
                 "1st <FlexStatement> (account U1",
                 Some("currency"),
-                "no trades to infer",
+                "no trades, cash or corporate actions to infer",
             ),
             ("<html><body/></html>".to_owned(), "the document", None, "root element is <html>"),
             ("date,symbol\n2025-01-01,AAPL\n".to_owned(), "the document", None, "no XML element"),
