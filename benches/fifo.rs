@@ -1,9 +1,8 @@
 //! FIFO replay + realized P&L, and the portfolio summary, over 1,000,000 fills in memory;
-//! loading (JSON parse + validation) measured separately on 100,000 fills.
+//! loading (JSON parse + validation) is `benches/load.rs`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
-use tradedesk_brokers::parse_book;
 use tradedesk_core::{Currency, DateRange, ledger};
 use tradedesk_tools::accounts::get_portfolio_summary;
 use tradedesk_tools::args::GroupBy;
@@ -67,17 +66,5 @@ fn fifo(c: &mut Criterion) {
     group.finish();
 }
 
-fn load(c: &mut Criterion) {
-    let mut group = c.benchmark_group("load");
-    group.sample_size(10);
-    let n = 100_000usize;
-    let json = common::to_json(&common::generate(n));
-    group.throughput(Throughput::Elements(n as u64));
-    group.bench_function(BenchmarkId::new("parse_validate", n), |b| {
-        b.iter(|| black_box(parse_book("bench", &json).map(|book| book.fills.len())));
-    });
-    group.finish();
-}
-
-criterion_group!(benches, fifo, load);
+criterion_group!(benches, fifo);
 criterion_main!(benches);

@@ -1,6 +1,8 @@
 //! Property tests of the money invariants over generated books: quantity and cost
 //! conservation in FIFO, realized P&L additive over any partition of a date range, the
 //! same figure from every tool that reports it, and exposure buckets adding up to 100.
+//! And the loader's two passes over generated and mutated books: the typed pass accepts
+//! only what the path-naming validator accepts, and makes the same book.
 
 #![allow(
     clippy::unwrap_used,
@@ -15,6 +17,7 @@ use chrono::{Duration, NaiveDate};
 use proptest::prelude::*;
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
+use tradedesk_brokers::book::{parse_book_fast, parse_book_validating};
 use tradedesk_brokers::{BookBroker, parse_book};
 use tradedesk_core::{Book, LotSide, Side, ledger};
 use tradedesk_tools::{ToolContext, call};
@@ -442,5 +445,267 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+/// Everything a loaded book holds, in a form two loads can be compared by (the FX
+/// table's own order is a hash map's).
+fn fingerprint(book: &Book) -> String {
+    let mut quotes = book.fx.all_quotes();
+    quotes.sort_by(|a, b| {
+        (a.base.code(), a.quote.code(), a.date).cmp(&(b.base.code(), b.quote.code(), b.date))
+    });
+    format!(
+        "{:?} {:?}",
+        (
+            book.base_currency,
+            book.as_of,
+            &book.accounts,
+            &book.instruments
+        ),
+        (
+            &book.fills,
+            &book.cash,
+            &book.marks,
+            quotes,
+            &book.reported_positions,
+            &book.corporate_actions,
+            &book.action_fills,
+            &book.notes,
+            &book.unknown_specs,
+        )
+    )
+}
+
+/// Values a mutation writes into a field: good and bad of every kind the rules name.
+const VALUES: [&str; 34] = [
+    "\"\"",
+    "\"  \"",
+    "\"0\"",
+    "\"-0\"",
+    "\"-1\"",
+    "\"1e5\"",
+    "\"1.5\"",
+    "\"0.000\"",
+    "\"007.50\"",
+    "5",
+    "null",
+    "true",
+    "false",
+    "\"x\"",
+    "\"2025-13-01T00:00:00Z\"",
+    "\"2025-03-04T10:15:00+05:30\"",
+    "\"2025-03-04\"",
+    "\"action:x\"",
+    "\"opening:y\"",
+    "\"sell\"",
+    "\"buy \"",
+    "\"USD\"",
+    "\"usd\"",
+    "\"MYR\"",
+    "\"F0\"",
+    "\"ZZ\"",
+    "\"12345678901234567890.5\"",
+    "\"1000000000000.1\"",
+    "\"999999999999.99\"",
+    "\"1.0000000000000000001\"",
+    "\"NASDAQ\"",
+    "\"1155\"",
+    "[]",
+    "{}",
+];
+
+const FILL_KEYS: [&str; 13] = [
+    "id",
+    "account",
+    "exchange",
+    "symbol",
+    "side",
+    "quantity",
+    "price",
+    "commission",
+    "commission_currency",
+    "commission_known",
+    "time",
+    "closes",
+    "note",
+];
+
+/// The other sections' rows, and the keys a mutation sets in them.
+const ROW_KEYS: [(&str, &[&str]); 5] = [
+    ("cash", &["account", "kind", "amount", "currency", "time"]),
+    ("marks", &["exchange", "symbol", "price", "date"]),
+    ("fx_rates", &["base", "quote", "rate", "date"]),
+    ("accounts", &["id", "broker", "currency", "name"]),
+    (
+        "instruments",
+        &[
+            "exchange",
+            "symbol",
+            "currency",
+            "asset_class",
+            "multiplier",
+            "sector",
+            "country",
+            "name",
+        ],
+    ),
+];
+
+const SECTIONS: [&str; 12] = [
+    "fills",
+    "cash",
+    "marks",
+    "fx_rates",
+    "accounts",
+    "instruments",
+    "reported_positions",
+    "opening_positions",
+    "corporate_actions",
+    "format",
+    "base_currency",
+    "as_of",
+];
+
+fn value(i: usize) -> Value {
+    serde_json::from_str(VALUES[i % VALUES.len()]).unwrap()
+}
+
+fn nth<'a>(book: &'a mut Value, section: &str, k: usize) -> Option<&'a mut Value> {
+    let items = book.get_mut(section)?.as_array_mut()?;
+    let len = items.len();
+    if len == 0 {
+        return None;
+    }
+    items.get_mut(k % len)
+}
+
+/// Every edit of a generated book tried, as text, `k` picking the row: each field of a
+/// fill set to each value, removed, or the row made an array; commission_known false;
+/// each field of the other rows set to each value; each section replaced; a row given
+/// twice; valid opening positions, a split and a reported position added; an unknown
+/// key; a key given twice; escaped strings.
+fn mutations(text: &str, k: usize) -> Vec<String> {
+    let base: Value = serde_json::from_str(text).unwrap();
+    let mut out = Vec::new();
+    let mut edit = |f: &dyn Fn(&mut Value)| {
+        let mut book = base.clone();
+        f(&mut book);
+        out.push(book.to_string());
+    };
+    for key in FILL_KEYS {
+        for v in 0..VALUES.len() {
+            edit(&|b| {
+                if let Some(f) = nth(b, "fills", k) {
+                    f[key] = value(v);
+                }
+            });
+        }
+        edit(&|b| {
+            if let Some(f) = nth(b, "fills", k) {
+                f.as_object_mut().unwrap().remove(key);
+            }
+        });
+    }
+    edit(&|b| {
+        if let Some(f) = nth(b, "fills", k) {
+            *f = Value::Array(f.as_object().unwrap().values().cloned().collect());
+        }
+    });
+    for zero in [true, false] {
+        edit(&|b| {
+            if let Some(f) = nth(b, "fills", k) {
+                f["commission_known"] = json!(false);
+                if zero {
+                    f["commission"] = json!("0");
+                }
+            }
+        });
+    }
+    for (section, keys) in ROW_KEYS {
+        for key in keys {
+            for v in 0..VALUES.len() {
+                edit(&|b| {
+                    if let Some(row) = nth(b, section, k) {
+                        row[*key] = value(v);
+                    }
+                });
+            }
+        }
+    }
+    for section in SECTIONS {
+        for v in 0..VALUES.len() {
+            edit(&|b| b[section] = value(v));
+        }
+        edit(&|b| {
+            if let Some(items) = b.get_mut(section).and_then(Value::as_array_mut)
+                && let Some(first) = items.first().cloned()
+            {
+                items.push(first);
+            }
+        });
+    }
+    for v in 0..=VALUES.len() {
+        edit(&|b| {
+            b["opening_positions"] = json!([{"account": "US", "exchange": "NASDAQ", "symbol": "AAA",
+                "quantity": if k % 2 == 0 { "10" } else { "-4" }, "cost": "50.5", "date": "2024-12-31"}]);
+            b["corporate_actions"] = json!([{"id": "S1", "account": "US", "exchange": "NASDAQ", "symbol": "AAA",
+                "kind": "split", "date": "2025-06-01", "new_units": "2", "old_units": "1"}]);
+            b["reported_positions"] =
+                json!([{"account": "MY", "exchange": "BURSA", "symbol": "1155", "quantity": "3"}]);
+            if v < VALUES.len() {
+                b["opening_positions"][0]["cost"] = value(v);
+            }
+        });
+        if v < VALUES.len() {
+            edit(&|b| b["unexpected"] = value(v));
+        }
+    }
+    // Forms only the validator reads: a key given twice, escaped strings.
+    out.push(text.replacen("\"side\":", "\"side\":\"buy\",\"side\":", 1));
+    out.push(text.replace("\"NASDAQ\"", "\"NASD\\u0041Q\""));
+    out.push(text.replacen("\"id\":\"F", "\"id\":\"F\\\"", 1));
+    out
+}
+
+fn same_outcome(text: &str) -> Result<bool, TestCaseError> {
+    let slow = parse_book_validating("gen.json", text);
+    let fast = parse_book_fast(text);
+    let loaded = parse_book("gen.json", text);
+    match (&slow, &fast) {
+        (Err(e), Some(_)) => prop_assert!(
+            false,
+            "the typed pass accepted a book the validator refuses: {e}\n{text}"
+        ),
+        (Ok(s), Some(f)) => prop_assert_eq!(fingerprint(s), fingerprint(f)),
+        _ => {}
+    }
+    match (&slow, &loaded) {
+        (Ok(s), Ok(l)) => prop_assert_eq!(fingerprint(s), fingerprint(l)),
+        (Err(s), Err(l)) => prop_assert_eq!(s, l),
+        (s, l) => prop_assert!(
+            false,
+            "validator {:?} but parse_book {:?}",
+            s.is_ok(),
+            l.is_ok()
+        ),
+    }
+    Ok(fast.is_some())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_typed_pass_and_the_validator_agree(text in gen_book(), k in any::<usize>()) {
+        // An untouched generated book takes the typed pass, to the same book.
+        prop_assert!(same_outcome(&text)?, "the typed pass refused a valid book");
+        let mut typed = 0;
+        for edited in mutations(&text, k) {
+            typed += usize::from(same_outcome(&edited)?);
+        }
+        // Many edits keep the book valid (a decimal for a decimal, a valid section added):
+        // the typed pass reads those.
+        prop_assert!(typed > 50, "only {typed} edited books took the typed pass");
     }
 }

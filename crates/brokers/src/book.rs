@@ -24,6 +24,8 @@ use tradedesk_core::{
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
 
+mod fast;
+
 pub const FORMAT: &str = "tradedesk-book/1";
 
 /// One broken rule: where, and what.
@@ -90,9 +92,34 @@ pub fn load_book(path: &Path) -> Result<Book, BookError> {
 
 /// Parses and validates a book's JSON text.
 ///
+/// A typed first pass reads the text straight into the book, checking every rule as it
+/// goes; only when it meets a broken rule (or a form it does not read, such as an
+/// escaped symbol) does the path-naming validator run, which then names every fault
+/// (see [`parse_book_validating`]). Either way the book, or the refusal, is the same.
+///
 /// # Errors
 /// A [`BookError`] with each broken rule and its JSON path.
 pub fn parse_book(source: &str, text: &str) -> Result<Book, BookError> {
+    match fast::book(text) {
+        Some(book) => Ok(book),
+        None => parse_book_validating(source, text),
+    }
+}
+
+/// The typed first pass alone: the book when every rule holds, `None` at the first
+/// fault or at a form it leaves to the validator. What [`parse_book`] tries first;
+/// public so tests can hold it against [`parse_book_validating`].
+pub fn parse_book_fast(text: &str) -> Option<Book> {
+    fast::book(text)
+}
+
+/// The path-naming validator alone: walks a JSON tree of the text so each broken rule
+/// is reported with its path (`fills[12].price: must be >= 0`). The reference the
+/// typed pass of [`parse_book`] is held to.
+///
+/// # Errors
+/// A [`BookError`] with each broken rule and its JSON path.
+pub fn parse_book_validating(source: &str, text: &str) -> Result<Book, BookError> {
     let fail = |issues| BookError {
         source: source.to_owned(),
         issues,
@@ -219,6 +246,132 @@ struct Validator {
 
 const DECIMAL_RULE: &str = "must be a decimal string such as \"150.25\" (JSON numbers are refused so no value passes through binary floating point)";
 
+// `> 0` and `>= 0` read off the sign and zero flags (a decimal comparison rescales).
+const POSITIVE: Check = (|d| d.is_sign_positive() && !d.is_zero(), "must be > 0");
+const NON_NEGATIVE: Check = (|d| d.is_sign_positive() || d.is_zero(), "must be >= 0");
+
+// The rules on a field's text, each one function that both passes call: the validator
+// turns an `Err` into an issue at the field's path, the typed pass stops at it (and the
+// validator then names it). A new rule is one more function here, called in both
+// (`Validator::fills` and `fast::Fills::fill` for a fill's).
+
+/// Text that is not only spaces.
+fn text_rule(s: &str) -> Result<&str, &'static str> {
+    // A visible ASCII first character is not space: no need to trim.
+    if s.as_bytes().first().is_some_and(u8::is_ascii_graphic) {
+        return Ok(s);
+    }
+    if s.trim().is_empty() {
+        Err("must not be empty")
+    } else {
+        Ok(s)
+    }
+}
+
+fn currency_rule(text: &str) -> Result<Currency, String> {
+    Currency::new_checked(text)
+        .map_err(|_| format!("'{text}' is not an upper-case ISO 4217 currency code"))
+}
+
+fn date_rule(key: &str, text: &str) -> Result<NaiveDate, String> {
+    tradedesk_core::parse_date(key, text)
+        .map_err(|_| format!("'{text}' is not a YYYY-MM-DD calendar date"))
+}
+
+fn time_rule(text: &str) -> Result<DateTime<FixedOffset>, String> {
+    DateTime::parse_from_rfc3339(text).map_err(|_| {
+        format!(
+            "'{text}' is not an RFC 3339 time with an offset, such as 2024-03-04T10:15:00-05:00"
+        )
+    })
+}
+
+/// A decimal string's value; `check` states the rule on the value (e.g. "must be > 0").
+fn decimal_rule(text: &str, check: Option<Check>) -> Result<Decimal, String> {
+    let Some(value) = parse_decimal(text) else {
+        return Err(format!("'{text}' {DECIMAL_RULE}"));
+    };
+    // Bounds that keep every row and total far inside exact decimal and fixed-point
+    // arithmetic: no real price, quantity or amount comes near them.
+    if value.scale() > MAX_PLACES {
+        return Err(format!(
+            "'{text}' has more than {MAX_PLACES} decimal places"
+        ));
+    }
+    // The engine's bounds (tradedesk_core::bounds). Digits before the point at most
+    // the bound's are under it without a comparison.
+    let int_digits = text
+        .bytes()
+        .skip_while(|b| *b == b'-' || *b == b'0')
+        .take_while(u8::is_ascii_digit)
+        .count();
+    if int_digits > bounds::VALUE_DIGITS as usize && value.abs() > bounds::max_value() {
+        return Err(format!(
+            "'{text}' is larger than the supported 1e{} in size",
+            bounds::VALUE_DIGITS
+        ));
+    }
+    if let Some((ok, rule)) = check
+        && !ok(&value)
+    {
+        return Err(rule.to_owned());
+    }
+    Ok(value)
+}
+
+/// A fill's `id`: the prefixes of the fills tradedesk makes are kept for them.
+fn fill_id_rule(id: &str) -> Result<(), String> {
+    if id.starts_with("action:") || id.starts_with("opening:") {
+        return Err(format!(
+            "'{id}': ids starting action: or opening: are kept for the fills tradedesk makes"
+        ));
+    }
+    Ok(())
+}
+
+fn side_rule(side: &str) -> Result<Side, String> {
+    match side {
+        "buy" => Ok(Side::Buy),
+        "sell" => Ok(Side::Sell),
+        other => Err(format!("'{other}' must be buy or sell")),
+    }
+}
+
+/// A fill's `commission` beside `commission_known`.
+fn commission_known_rule(known: bool, commission: &Decimal) -> Result<(), &'static str> {
+    if !known && !commission.is_zero() {
+        return Err("must be absent or \"0\" when commission_known is false");
+    }
+    Ok(())
+}
+
+fn cash_kind_rule(kind: &str) -> Result<CashKind, String> {
+    CashKind::parse(kind).ok_or_else(|| {
+        format!("'{kind}' must be one of deposit, withdrawal, dividend, interest, fee, tax")
+    })
+}
+
+/// A cash entry's sign, as seen by the account.
+fn cash_sign_rule(kind: CashKind, amount: &Decimal) -> Result<(), &'static str> {
+    match kind {
+        CashKind::Deposit | CashKind::Dividend if *amount <= Decimal::ZERO => {
+            Err("must be > 0 (deposits and dividends are positive as seen by the account)")
+        }
+        CashKind::Withdrawal | CashKind::Fee if *amount >= Decimal::ZERO => {
+            Err("must be < 0 (withdrawals and fees are negative as seen by the account)")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The note a book with opening positions carries.
+fn opening_note(opening: &[Fill]) -> Option<String> {
+    let first = opening.iter().map(|f| f.trade_date).min()?;
+    Some(format!(
+        "the history starts mid-life: positions held on {first} open at the cost the book states (opening_positions), so P&L before then is the broker's figure, not tradedesk's"
+    ))
+}
+
 impl Validator {
     fn issue(&mut self, path: impl Into<String>, rule: impl Into<String>) {
         if self.issues.len() < MAX_ISSUES {
@@ -268,11 +421,13 @@ impl Validator {
                 }
                 None
             }
-            Some(Value::Str(s)) if s.trim().is_empty() => {
-                self.issue(format!("{path}.{key}"), "must not be empty");
-                None
-            }
-            Some(Value::Str(s)) => Some(s),
+            Some(Value::Str(s)) => match text_rule(s) {
+                Ok(s) => Some(s),
+                Err(rule) => {
+                    self.issue(format!("{path}.{key}"), rule);
+                    None
+                }
+            },
             Some(_) => {
                 self.issue(format!("{path}.{key}"), "must be a string");
                 None
@@ -288,13 +443,20 @@ impl Validator {
         required: bool,
     ) -> Option<Currency> {
         let text = self.string(path, map, key, required)?;
-        match Currency::new_checked(text) {
-            Ok(c) => Some(c),
-            Err(_) => {
-                self.issue(
-                    format!("{path}.{key}"),
-                    format!("'{text}' is not an upper-case ISO 4217 currency code"),
-                );
+        self.field(path, key, currency_rule(text))
+    }
+
+    /// A rule's verdict on a field: its value, or the issue at `path.key`.
+    fn field<T>(
+        &mut self,
+        path: &At,
+        key: &str,
+        verdict: Result<T, impl Into<String>>,
+    ) -> Option<T> {
+        match verdict {
+            Ok(value) => Some(value),
+            Err(rule) => {
+                self.issue(format!("{path}.{key}"), rule);
                 None
             }
         }
@@ -302,30 +464,12 @@ impl Validator {
 
     fn date(&mut self, path: &At, map: &Map<'_>, key: &str) -> Option<NaiveDate> {
         let text = self.string(path, map, key, true)?;
-        match tradedesk_core::parse_date(key, text) {
-            Ok(d) => Some(d),
-            Err(_) => {
-                self.issue(
-                    format!("{path}.{key}"),
-                    format!("'{text}' is not a YYYY-MM-DD calendar date"),
-                );
-                None
-            }
-        }
+        self.field(path, key, date_rule(key, text))
     }
 
     fn time(&mut self, path: &At, map: &Map<'_>, key: &str) -> Option<DateTime<FixedOffset>> {
         let text = self.string(path, map, key, true)?;
-        match DateTime::parse_from_rfc3339(text) {
-            Ok(t) => Some(t),
-            Err(_) => {
-                self.issue(
-                    format!("{path}.{key}"),
-                    format!("'{text}' is not an RFC 3339 time with an offset, such as 2024-03-04T10:15:00-05:00"),
-                );
-                None
-            }
-        }
+        self.field(path, key, time_rule(text))
     }
 
     /// A decimal string; `check` states the rule on its value (e.g. "must be > 0").
@@ -337,50 +481,20 @@ impl Validator {
         required: bool,
         check: Option<Check>,
     ) -> Option<Decimal> {
-        let field = format!("{path}.{key}");
         let text = match map.get(key) {
             None | Some(Value::Null) => {
                 if required {
-                    self.issue(field, "is required");
+                    self.issue(format!("{path}.{key}"), "is required");
                 }
                 return None;
             }
             Some(Value::Str(s)) => s.as_ref(),
             Some(_) => {
-                self.issue(field, DECIMAL_RULE);
+                self.issue(format!("{path}.{key}"), DECIMAL_RULE);
                 return None;
             }
         };
-        let Some(value) = parse_decimal(text) else {
-            self.issue(field, format!("'{text}' {DECIMAL_RULE}"));
-            return None;
-        };
-        // The engine's bounds (tradedesk_core::bounds): every row within them computes
-        // exactly, with room for totals; no real price, quantity or amount comes near them.
-        if value.scale() > MAX_PLACES {
-            self.issue(
-                field,
-                format!("'{text}' has more than {MAX_PLACES} decimal places"),
-            );
-            return None;
-        }
-        if value.abs() > bounds::max_value() {
-            self.issue(
-                field,
-                format!(
-                    "'{text}' is larger than the supported 1e{} in size",
-                    bounds::VALUE_DIGITS
-                ),
-            );
-            return None;
-        }
-        if let Some((ok, rule)) = check
-            && !ok(&value)
-        {
-            self.issue(field, rule.to_owned());
-            return None;
-        }
-        Some(value)
+        self.field(path, key, decimal_rule(text, check))
     }
 
     /// A row's value, `quantity x price x multiplier`, within the engine's bound on one
@@ -459,29 +573,12 @@ impl Validator {
             let items = self.array(top, "accounts", true);
             self.accounts(items)
         };
-        let account_ids: HashMap<&str, AccountIdx> = accounts
-            .iter()
-            .enumerate()
-            .filter_map(|(i, a)| Some((a.id.as_str(), AccountIdx::try_from(i).ok()?)))
-            .collect();
         let (instruments, unknown_specs) = {
             let items = self.array(top, "instruments", true);
             self.instruments(items)
         };
-        let instrument_ids: HashMap<(&str, &str), InstrumentIdx> = instruments
-            .iter()
-            .enumerate()
-            .filter_map(|(i, inst)| {
-                let key = (inst.key.exchange.as_str(), inst.key.symbol.as_str());
-                Some((key, InstrumentIdx::try_from(i).ok()?))
-            })
-            .collect();
-        let refs = Refs {
-            account_ids: accounts.iter().map(|a| a.id.as_str()).collect(),
-            accounts: &account_ids,
-            instruments: &instrument_ids,
-            instrument_list: &instruments,
-        };
+        let index = Index::new(&accounts, &instruments);
+        let refs = index.refs(&accounts, &instruments);
 
         let fills = {
             let items = self.array(top, "fills", true);
@@ -509,11 +606,7 @@ impl Validator {
             let items = self.array(top, "opening_positions", false);
             self.opening_positions(items, &refs, &marks)
         };
-        if let Some(first) = opening.iter().map(|f| f.trade_date).min() {
-            notes.push(format!(
-                "the history starts mid-life: positions held on {first} open at the cost the book states (opening_positions), so P&L before then is the broker's figure, not tradedesk's"
-            ));
-        }
+        notes.extend(opening_note(&opening));
         fills.extend(opening);
         let corporate_actions = {
             let items = self.array(top, "corporate_actions", false);
@@ -755,13 +848,8 @@ impl Validator {
                 continue;
             };
             let id = self.string(&path, map, "id", true);
-            if let Some(id) =
-                id.filter(|id| id.starts_with("action:") || id.starts_with("opening:"))
-            {
-                self.issue(
-                    format!("{path}.id"),
-                    format!("'{id}': ids starting action: or opening: are kept for the fills tradedesk makes"),
-                );
+            if let Some(Err(rule)) = id.map(fill_id_rule) {
+                self.issue(format!("{path}.id"), rule);
             }
             let closes = match map.get("closes") {
                 None | Some(Value::Null) => false,
@@ -781,39 +869,13 @@ impl Validator {
             }
             let account = self.account_ref(&path, map, refs);
             let instrument = self.instrument_ref(&path, map, refs);
-            let side = self.string(&path, map, "side", true).and_then(|s| match s {
-                "buy" => Some(Side::Buy),
-                "sell" => Some(Side::Sell),
-                other => {
-                    self.issue(
-                        format!("{path}.side"),
-                        format!("'{other}' must be buy or sell"),
-                    );
-                    None
-                }
-            });
-            let quantity = self.decimal(
-                &path,
-                map,
-                "quantity",
-                true,
-                Some((|d| *d > Decimal::ZERO, "must be > 0")),
-            );
-            let price = self.decimal(
-                &path,
-                map,
-                "price",
-                true,
-                Some((|d| *d >= Decimal::ZERO, "must be >= 0")),
-            );
+            let side = self
+                .string(&path, map, "side", true)
+                .and_then(|s| self.field(&path, "side", side_rule(s)));
+            let quantity = self.decimal(&path, map, "quantity", true, Some(POSITIVE));
+            let price = self.decimal(&path, map, "price", true, Some(NON_NEGATIVE));
             let commission = self
-                .decimal(
-                    &path,
-                    map,
-                    "commission",
-                    false,
-                    Some((|d| *d >= Decimal::ZERO, "must be >= 0")),
-                )
+                .decimal(&path, map, "commission", false, Some(NON_NEGATIVE))
                 .unwrap_or(Decimal::ZERO);
             let commission_known = match map.get("commission_known") {
                 None | Some(Value::Null) => true,
@@ -823,11 +885,8 @@ impl Validator {
                     true
                 }
             };
-            if !commission_known && !commission.is_zero() {
-                self.issue(
-                    format!("{path}.commission"),
-                    "must be absent or \"0\" when commission_known is false",
-                );
+            if let Err(rule) = commission_known_rule(commission_known, &commission) {
+                self.issue(format!("{path}.commission"), rule);
             }
             let commission_currency = self.currency(&path, map, "commission_currency", false);
             let time = self.time(&path, map, "time");
@@ -1019,9 +1078,13 @@ impl Validator {
     ) -> Vec<CorporateAction> {
         const KINDS: &str = "split, stock_merger, symbol_change, cash_merger, spin_off, cash_in_lieu, expiry, exercise, assignment";
         const COMMON: [&str; 6] = ["id", "account", "exchange", "symbol", "kind", "date"];
-        let positive: Check = (|d| *d > Decimal::ZERO, "must be > 0");
-        let non_negative: Check = (|d| *d >= Decimal::ZERO, "must be >= 0");
-        let fill_ids: HashMap<&str, &Fill> = fills.iter().map(|f| (f.id.as_str(), f)).collect();
+        let (positive, non_negative) = (POSITIVE, NON_NEGATIVE);
+        // Only a book with actions needs its fills by id (an exercise names its trade).
+        let fill_ids: HashMap<&str, &Fill> = if items.is_empty() {
+            HashMap::new()
+        } else {
+            fills.iter().map(|f| (f.id.as_str(), f)).collect()
+        };
         let mut seen: HashMap<&str, usize> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
@@ -1227,32 +1290,14 @@ impl Validator {
                 continue;
             };
             let account = self.account_ref(&path, map, refs);
-            let kind = self.string(&path, map, "kind", true).and_then(|k| {
-                let parsed = CashKind::parse(k);
-                if parsed.is_none() {
-                    self.issue(
-                        format!("{path}.kind"),
-                        format!(
-                            "'{k}' must be one of deposit, withdrawal, dividend, interest, fee, tax"
-                        ),
-                    );
-                }
-                parsed
-            });
+            let kind = self
+                .string(&path, map, "kind", true)
+                .and_then(|k| self.field(&path, "kind", cash_kind_rule(k)));
             let amount = self.decimal(&path, map, "amount", true, None);
-            if let (Some(kind), Some(amount)) = (kind, amount) {
-                let rule = match kind {
-                    CashKind::Deposit | CashKind::Dividend if amount <= Decimal::ZERO => Some(
-                        "must be > 0 (deposits and dividends are positive as seen by the account)",
-                    ),
-                    CashKind::Withdrawal | CashKind::Fee if amount >= Decimal::ZERO => Some(
-                        "must be < 0 (withdrawals and fees are negative as seen by the account)",
-                    ),
-                    _ => None,
-                };
-                if let Some(rule) = rule {
-                    self.issue(format!("{path}.amount"), rule);
-                }
+            if let (Some(kind), Some(amount)) = (kind, amount)
+                && let Err(rule) = cash_sign_rule(kind, &amount)
+            {
+                self.issue(format!("{path}.amount"), rule);
             }
             let currency = self.currency(&path, map, "currency", true);
             let time = self.time(&path, map, "time");
@@ -1285,13 +1330,7 @@ impl Validator {
                 continue;
             };
             let instrument = self.instrument_ref(&path, map, refs);
-            let price = self.decimal(
-                &path,
-                map,
-                "price",
-                true,
-                Some((|d| *d >= Decimal::ZERO, "must be >= 0")),
-            );
+            let price = self.decimal(&path, map, "price", true, Some(NON_NEGATIVE));
             let date = self.date(&path, map, "date");
             if let (Some(instrument), Some(price), Some(date)) = (instrument, price, date) {
                 if let Some(first) = seen.insert((instrument, date), i) {
@@ -1314,13 +1353,7 @@ impl Validator {
             };
             let base = self.currency(&path, map, "base", true);
             let quote = self.currency(&path, map, "quote", true);
-            let rate = self.decimal(
-                &path,
-                map,
-                "rate",
-                true,
-                Some((|d| *d > Decimal::ZERO, "must be > 0")),
-            );
+            let rate = self.decimal(&path, map, "rate", true, Some(POSITIVE));
             let date = self.date(&path, map, "date");
             let (Some(base), Some(quote), Some(rate), Some(date)) = (base, quote, rate, date)
             else {
@@ -1396,9 +1429,48 @@ struct Refs<'a> {
     instrument_list: &'a [Instrument],
 }
 
+/// The accounts by id and the instruments by exchange and symbol, which every other
+/// section refers to.
+struct Index<'a> {
+    accounts: HashMap<&'a str, AccountIdx>,
+    instruments: HashMap<(&'a str, &'a str), InstrumentIdx>,
+}
+
+impl<'a> Index<'a> {
+    fn new(accounts: &'a [Account], instruments: &'a [Instrument]) -> Self {
+        Self {
+            accounts: accounts
+                .iter()
+                .enumerate()
+                .filter_map(|(i, a)| Some((a.id.as_str(), AccountIdx::try_from(i).ok()?)))
+                .collect(),
+            instruments: instruments
+                .iter()
+                .enumerate()
+                .filter_map(|(i, inst)| {
+                    let key = (inst.key.exchange.as_str(), inst.key.symbol.as_str());
+                    Some((key, InstrumentIdx::try_from(i).ok()?))
+                })
+                .collect(),
+        }
+    }
+
+    fn refs(&'a self, accounts: &'a [Account], instruments: &'a [Instrument]) -> Refs<'a> {
+        Refs {
+            account_ids: accounts.iter().map(|a| a.id.as_str()).collect(),
+            accounts: &self.accounts,
+            instruments: &self.instruments,
+            instrument_list: instruments,
+        }
+    }
+}
+
 /// A plain decimal: optional `-`, digits, optional `.digits`. No exponent, sign `+`,
 /// spaces or thousands separators.
 fn parse_decimal(text: &str) -> Option<Decimal> {
+    if let Some(value) = small_decimal(text) {
+        return Some(value);
+    }
     let digits = text.strip_prefix('-').unwrap_or(text);
     let (int, frac) = digits.split_once('.').unwrap_or((digits, "0"));
     let plain = !int.is_empty()
@@ -1411,6 +1483,37 @@ fn parse_decimal(text: &str) -> Option<Decimal> {
     Decimal::from_str_exact(text)
         .or_else(|_| Decimal::from_str(text))
         .ok()
+}
+
+/// A plain non-negative decimal of at most 18 digits, read digit by digit: the value and
+/// the scale `Decimal::from_str_exact` gives, without its general parser. `None` for
+/// anything else, which the general parser then reads.
+fn small_decimal(text: &str) -> Option<Decimal> {
+    let mut mantissa: i64 = 0;
+    let mut digits = 0u32;
+    // Digits after the point, once there is one.
+    let mut places: Option<u32> = None;
+    for &b in text.as_bytes() {
+        if b.is_ascii_digit() {
+            if digits == 18 {
+                return None;
+            }
+            mantissa = mantissa * 10 + i64::from(b - b'0');
+            digits += 1;
+            if let Some(p) = places.as_mut() {
+                *p += 1;
+            }
+        } else if b == b'.' && places.is_none() && digits > 0 {
+            places = Some(0);
+        } else {
+            return None;
+        }
+    }
+    match places {
+        Some(0) => None,
+        _ if digits == 0 => None,
+        p => Decimal::try_new(mantissa, p.unwrap_or(0)).ok(),
+    }
 }
 
 /// Writes a book as a `tradedesk-book/1` file that [`parse_book`] reads back to the same
@@ -1676,5 +1779,61 @@ impl Broker for BookBroker {
                 hint: None,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The digit-by-digit reading gives what the general parser gives, scale and all.
+        #[test]
+        fn small_decimals_read_as_the_general_parser_reads_them(
+            text in "-?[0-9]{0,20}(\\.[0-9]{0,20})?|[0-9.]{1,6}|[0-9]{1,3}\\.[0-9]{1,3}[a-z ]?",
+        ) {
+            if let Some(fast) = small_decimal(&text) {
+                let general = Decimal::from_str_exact(&text).unwrap();
+                prop_assert_eq!(fast, general);
+                prop_assert_eq!(fast.scale(), general.scale());
+                prop_assert_eq!(fast.to_string(), general.to_string());
+                prop_assert_eq!(fast.is_sign_negative(), general.is_sign_negative());
+            }
+        }
+    }
+
+    #[test]
+    fn small_decimals_keep_their_scale() {
+        for text in [
+            "0",
+            "0.000",
+            "007.50",
+            "150.25",
+            "999999999999999999",
+            "0.00000000000000001",
+        ] {
+            let fast = small_decimal(text).unwrap();
+            assert_eq!(
+                fast.to_string(),
+                Decimal::from_str_exact(text).unwrap().to_string()
+            );
+        }
+        for text in [
+            "",
+            ".",
+            "5.",
+            ".5",
+            "-1",
+            "1.2.3",
+            "1e5",
+            "+1",
+            "1 ",
+            "1234567890123456789",
+        ] {
+            assert_eq!(small_decimal(text), None, "{text}");
+        }
     }
 }
