@@ -3979,6 +3979,22 @@ mod tests {
         );
     }
 
+    /// Each symbol's open position after replaying the book (zero positions left out).
+    fn held_by_symbol(book: &tradedesk_core::Book) -> HashMap<String, Decimal> {
+        let ledger = tradedesk_core::ledger::replay(book, |_, _| {}).unwrap();
+        ledger
+            .fifo
+            .open_positions()
+            .map(|(_, i, lots)| {
+                (
+                    book.instrument(i).key.symbol.clone(),
+                    lots.signed_quantity(),
+                )
+            })
+            .filter(|(_, q)| !q.is_zero())
+            .collect()
+    }
+
     /// Exercise, assignment and expiry, as IBKR writes them in the Trades section (a
     /// price-0 option row with the code, and the delivered stock at the strike): the
     /// book's actions, linked to the stock trade, so the option leaves no position and
@@ -4071,18 +4087,7 @@ mod tests {
         assert_eq!(kinds, [("assignment", "3"), ("expiry", "-")]);
         assert_eq!(import.fills, 4, "the two event rows are not fills");
         let book = crate::parse_book("events", &import.book.to_string()).unwrap();
-        let ledger = tradedesk_core::ledger::replay(&book, |_, _| {}).unwrap();
-        let held: HashMap<String, Decimal> = ledger
-            .fifo
-            .open_positions()
-            .map(|(_, i, lots)| {
-                (
-                    book.instrument(i).key.symbol.clone(),
-                    lots.signed_quantity(),
-                )
-            })
-            .filter(|(_, q)| !q.is_zero())
-            .collect();
+        let held = held_by_symbol(&book);
         assert_eq!(held.get("ORCL"), Some(&Decimal::from(100)), "{held:?}");
         assert!(!held.contains_key("ORCL  250620P00050000"), "{held:?}");
         assert!(!held.contains_key("ORCL  250620C00060000"), "{held:?}");
@@ -4199,18 +4204,7 @@ mod tests {
         let import = import(&xml);
         let book = crate::parse_book("ca", &import.book.to_string())
             .unwrap_or_else(|e| panic!("{e}: {:#}", import.book));
-        let ledger = tradedesk_core::ledger::replay(&book, |_, _| {}).unwrap();
-        let held: HashMap<String, Decimal> = ledger
-            .fifo
-            .open_positions()
-            .map(|(_, i, lots)| {
-                (
-                    book.instrument(i).key.symbol.clone(),
-                    lots.signed_quantity(),
-                )
-            })
-            .filter(|(_, q)| !q.is_zero())
-            .collect();
+        let held = held_by_symbol(&book);
         let d = |v: i64| Decimal::from(v);
         assert_eq!(held.get("OLDCO"), Some(&d(40)), "{held:?}");
         assert_eq!(held.get("SPLT"), Some(&d(100)), "{held:?}");
