@@ -17,6 +17,15 @@ fn load(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("parse_book", n), &json, |b, json| {
             b.iter(|| black_box(parse_book("bench", json).map(|book| book.fills.len())));
         });
+        // The path-naming validator alone: what every load ran before the typed pass.
+        group.bench_with_input(BenchmarkId::new("validator_only", n), &json, |b, json| {
+            b.iter(|| {
+                black_box(
+                    tradedesk_brokers::book::parse_book_validating("bench", json)
+                        .map(|book| book.fills.len()),
+                )
+            });
+        });
     }
     group.finish();
 }
