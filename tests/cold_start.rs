@@ -2,7 +2,12 @@
 //! large: the file is read in the background, the first call that needs it waits for
 //! it, and a broken file is said on stderr and in every answer that needs it.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::needless_pass_by_value
+)]
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};

@@ -453,7 +453,7 @@ fn mutations(text: &str, k: usize) -> Vec<String> {
     for v in 0..=VALUES.len() {
         edit(&|b| {
             b["opening_positions"] = json!([{"account": "US", "exchange": "NASDAQ", "symbol": "AAA",
-                "quantity": if k % 2 == 0 { "10" } else { "-4" }, "cost": "50.5", "date": "2024-12-31"}]);
+                "quantity": if k.is_multiple_of(2) { "10" } else { "-4" }, "cost": "50.5", "date": "2024-12-31"}]);
             b["corporate_actions"] = json!([{"id": "S1", "account": "US", "exchange": "NASDAQ", "symbol": "AAA",
                 "kind": "split", "date": "2025-06-01", "new_units": "2", "old_units": "1"}]);
             b["reported_positions"] =
