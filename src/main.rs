@@ -15,7 +15,7 @@ use tradedesk_server::http::{HttpOptions, serve_http, shutdown_signal};
 use tradedesk_server::telemetry::Telemetry;
 use tradedesk_server::{TradedeskServer, claim_stdout, serve_stdio};
 use tradedesk_tools::config::{
-    Config, State, book_context, config_context, default_context, docs_context,
+    BookLoad, Config, State, book_context_with, config_context_with, default_context, docs_context,
 };
 use tradedesk_tools::{CallError, ToolContext, Toolsets, call, tools};
 
@@ -151,7 +151,13 @@ fn load_config(cli: &Cli) -> Result<Option<Config>, String> {
     }
 }
 
+/// The context of a command that answers once: book files are read before it is made,
+/// so a broken one is refused before any tool runs.
 fn context(cli: &Cli, config: Option<&Config>) -> Result<ToolContext, String> {
+    context_with(cli, config, BookLoad::Now)
+}
+
+fn context_with(cli: &Cli, config: Option<&Config>, load: BookLoad) -> Result<ToolContext, String> {
     let open_state = || {
         let dir = state_dir(cli.state_dir.as_ref()).ok_or_else(|| {
             tradedesk_core::Error::invalid_argument(
@@ -162,9 +168,9 @@ fn context(cli: &Cli, config: Option<&Config>) -> Result<ToolContext, String> {
         State::open(&dir)
     };
     let result = match (&cli.book, config) {
-        (Some(path), _) => book_context(VERSION, path),
+        (Some(path), _) => book_context_with(VERSION, path, load),
         (None, Some(config)) => {
-            open_state().and_then(|state| config_context(VERSION, config, &state))
+            open_state().and_then(|state| config_context_with(VERSION, config, &state, load))
         }
         (None, None) => open_state().and_then(|state| default_context(VERSION, &state)),
     };
@@ -384,7 +390,9 @@ fn doctor(cli: &Cli) -> ExitCode {
 fn serve(cli: &Cli, http: Option<&str>, no_telemetry: bool) -> Result<(), String> {
     let state = cli.state_dir.as_ref();
     let config = load_config(cli)?;
-    let mut ctx = context(cli, config.as_ref())?;
+    // Book files are read in the background: `initialize` and `tools/list` answer at
+    // once whatever their size, and the first call that needs a book waits for it.
+    let mut ctx = context_with(cli, config.as_ref(), BookLoad::Background)?;
     if http.is_some() {
         // Over HTTP the caller may be remote: CSV files only from the configured folders.
         ctx.data_dirs = Some(ctx.configured_data_dirs.clone());
@@ -417,6 +425,12 @@ fn serve(cli: &Cli, http: Option<&str>, no_telemetry: bool) -> Result<(), String
         let background = Arc::clone(&ctx);
         tokio::spawn(async move {
             background.warm_up().await;
+            // A book file read in the background that breaks the format: said at start,
+            // as it would have been had it been read first, and in every answer that
+            // needs it.
+            if let Some(e) = background.refused_book() {
+                eprintln!("error: {}\nhint: {}", e.message, e.hint);
+            }
             match tradedesk_tools::trading::orders::recover(&background).await {
                 Ok(0) => {}
                 Ok(n) => {

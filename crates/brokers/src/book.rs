@@ -1729,14 +1729,89 @@ pub fn write_book(book: &Book) -> String {
 #[derive(Debug)]
 pub struct BookBroker {
     label: String,
-    book: Arc<Book>,
+    book: Source,
+}
+
+#[derive(Debug)]
+enum Source {
+    Ready(Arc<Book>),
+    /// Being read on a thread of its own (see [`BookBroker::background`]).
+    Loading(Arc<Pending>),
+}
+
+/// A book file being read in the background, and what came of it.
+#[derive(Debug)]
+struct Pending {
+    /// The base currency as the head of the file states it, until the file is read.
+    head_base: Option<Currency>,
+    done: std::sync::Mutex<Option<Result<Arc<Book>, BookError>>>,
+    /// Wakes the threads waiting in [`Pending::wait_blocking`].
+    finished: std::sync::Condvar,
+    /// Wakes the tasks waiting in [`Pending::wait`].
+    notify: tokio::sync::Notify,
+}
+
+impl Pending {
+    fn peek(&self) -> Option<Result<Arc<Book>, BookError>> {
+        self.done
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn finish(&self, outcome: Result<Arc<Book>, BookError>) {
+        *self
+            .done
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(outcome);
+        self.finished.notify_all();
+        self.notify.notify_waiters();
+    }
+
+    async fn wait(&self) -> Result<Arc<Book>, BookError> {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(outcome) = self.peek() {
+                return outcome;
+            }
+            notified.await;
+        }
+    }
+
+    /// For the broker's synchronous methods: on a multi-threaded runtime the worker is
+    /// handed over while it waits, so the transport keeps answering.
+    fn wait_blocking(&self) -> Result<Arc<Book>, BookError> {
+        let wait = || {
+            let mut done = self
+                .done
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            loop {
+                if let Some(outcome) = done.as_ref() {
+                    return outcome.clone();
+                }
+                done = self
+                    .finished
+                    .wait(done)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(wait)
+            }
+            _ => wait(),
+        }
+    }
 }
 
 impl BookBroker {
     pub fn new(label: impl Into<String>, book: Book) -> Self {
         Self {
             label: label.into(),
-            book: Arc::new(book),
+            book: Source::Ready(Arc::new(book)),
         }
     }
 
@@ -1747,27 +1822,141 @@ impl BookBroker {
     pub fn open(path: &Path) -> Result<Self, BookError> {
         Ok(Self::new(path.display().to_string(), load_book(path)?))
     }
+
+    /// Starts reading a book file on a thread of its own and returns at once: what the
+    /// server serves from, so `initialize` never waits for a book however long. The
+    /// first snapshot waits for the file; a broken file is that snapshot's error (and
+    /// every later one's). The base currency is read from the head of the file
+    /// meanwhile, for the server's instructions.
+    pub fn background(path: &Path) -> Self {
+        let pending = Arc::new(Pending {
+            head_base: head_base_currency(path),
+            done: std::sync::Mutex::new(None),
+            finished: std::sync::Condvar::new(),
+            notify: tokio::sync::Notify::new(),
+        });
+        let load = {
+            let pending = Arc::clone(&pending);
+            let path = path.to_path_buf();
+            move || pending.finish(load_book(&path).map(Arc::new))
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name("tradedesk-book".to_owned())
+            .spawn(load)
+        {
+            pending.finish(Err(BookError {
+                source: path.display().to_string(),
+                issues: vec![BookIssue {
+                    path: "$".to_owned(),
+                    rule: format!("cannot start reading the file: {e}"),
+                }],
+            }));
+        }
+        Self {
+            label: path.display().to_string(),
+            book: Source::Loading(pending),
+        }
+    }
+
+    /// The book, once read (waiting for a file still being read).
+    ///
+    /// # Errors
+    /// The file's [`BookError`].
+    pub async fn book(&self) -> Result<Arc<Book>, BookError> {
+        match &self.book {
+            Source::Ready(book) => Ok(Arc::clone(book)),
+            Source::Loading(pending) => pending.wait().await,
+        }
+    }
+
+    fn book_blocking(&self) -> Result<Arc<Book>, BookError> {
+        match &self.book {
+            Source::Ready(book) => Ok(Arc::clone(book)),
+            Source::Loading(pending) => pending.wait_blocking(),
+        }
+    }
+}
+
+/// The `base_currency` of a book file as its first 64 KiB state it (every writer of
+/// the format puts it near the top), without reading the rest; `None` when it is not
+/// there or not a currency.
+fn head_base_currency(path: &Path) -> Option<Currency> {
+    use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
+    use std::io::Read;
+
+    struct Find<'f>(&'f mut Option<Currency>);
+    impl<'de> Visitor<'de> for Find<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a book")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == "base_currency" {
+                    let text = map.next_value::<std::borrow::Cow<'de, str>>()?;
+                    *self.0 = text_rule(&text).ok().and_then(|t| currency_rule(t).ok());
+                    return Ok(());
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            Ok(())
+        }
+    }
+
+    // Only a plain file: opening a pipe would wait for its writer.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(64 * 1024).read_to_end(&mut head))
+        .ok()?;
+    let mut found = None;
+    // The head stops mid-file: the error at its end is expected, what was found stands.
+    let _ = serde_json::Deserializer::from_slice(&head).deserialize_map(Find(&mut found));
+    found
 }
 
 #[async_trait]
 impl Broker for BookBroker {
     fn accounts(&self) -> Vec<Account> {
-        self.book.accounts.clone()
+        self.book_blocking()
+            .map(|book| book.accounts.clone())
+            .unwrap_or_default()
     }
 
     async fn snapshot(&self) -> Result<Arc<Book>, BrokerError> {
-        Ok(Arc::clone(&self.book))
+        self.book().await.map_err(BrokerError::InvalidBook)
     }
 
     fn base_currency(&self) -> Option<tradedesk_core::Currency> {
-        Some(self.book.base_currency)
+        match &self.book {
+            Source::Ready(book) => Some(book.base_currency),
+            Source::Loading(pending) => match pending.peek() {
+                Some(Ok(book)) => Some(book.base_currency),
+                _ => pending.head_base,
+            },
+        }
     }
 
     async fn health(&self) -> Vec<AccountHealth> {
         let started = Instant::now();
+        let book = match self.book().await {
+            Ok(book) => book,
+            Err(e) => {
+                return vec![AccountHealth {
+                    account: self.label.clone(),
+                    broker: "book".to_owned(),
+                    mode: Mode::Book,
+                    status: HealthStatus::Down,
+                    latency_ms: None,
+                    detail: format!("{}: book refused: {}", self.label, e.first()),
+                    hint: Some(BOOK_FIX.to_owned()),
+                }];
+            }
+        };
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.book
-            .accounts
+        book.accounts
             .iter()
             .map(|a| AccountHealth {
                 account: a.id.clone(),
@@ -1775,12 +1964,15 @@ impl Broker for BookBroker {
                 mode: Mode::Book,
                 status: HealthStatus::Ok,
                 latency_ms: Some(latency_ms),
-                detail: format!("{}, as of {}", self.label, self.book.as_of),
+                detail: format!("{}, as of {}", self.label, book.as_of),
                 hint: None,
             })
             .collect()
     }
 }
+
+/// How to get past a refused book file.
+pub const BOOK_FIX: &str = "fix the file at the JSON path named, then restart the server";
 
 #[cfg(test)]
 mod tests {

@@ -77,6 +77,9 @@ pub enum BrokerError {
         account: String,
         capability: &'static str,
     },
+    /// A book file that breaks a rule of the format, read in the background.
+    #[error("{0}")]
+    InvalidBook(BookError),
 }
 
 impl BrokerError {
@@ -154,6 +157,9 @@ impl From<BrokerError> for Error {
                 message,
                 "this broker does not offer that; use another account",
             ),
+            BrokerError::InvalidBook(_) => {
+                Error::new(ErrorCode::InvalidBook, message, book::BOOK_FIX)
+            }
         }
     }
 }

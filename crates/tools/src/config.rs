@@ -556,8 +556,21 @@ pub fn docs_context(version: &str, state: &State) -> Result<ToolContext> {
         .with_trading(Arc::new(trading)))
 }
 
-/// Opens a book file; a broken one is `invalid_book` with every path and rule.
-fn open_book(path: &Path) -> Result<BookBroker> {
+/// When a book file is read: before the context is made (a command that answers once),
+/// or in the background while the server already answers (`serve`: `initialize` and
+/// `tools/list` never wait for a book; the first call that needs it does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BookLoad {
+    Now,
+    Background,
+}
+
+/// Opens a book file; a broken one is `invalid_book` with every path and rule (at once,
+/// or from the first snapshot when read in the background).
+fn open_book(path: &Path, load: BookLoad) -> Result<BookBroker> {
+    if load == BookLoad::Background {
+        return Ok(BookBroker::background(path));
+    }
     BookBroker::open(path).map_err(|e| {
         Error::new(
             ErrorCode::InvalidBook,
@@ -572,7 +585,15 @@ fn open_book(path: &Path) -> Result<BookBroker> {
 /// # Errors
 /// `invalid_book` with the file's first broken rule.
 pub fn book_context(version: &str, path: &Path) -> Result<ToolContext> {
-    let broker = open_book(path)?;
+    book_context_with(version, path, BookLoad::Now)
+}
+
+/// As [`book_context`], the book read as `load` says.
+///
+/// # Errors
+/// `invalid_book` with the file's first broken rule (when read now).
+pub fn book_context_with(version: &str, path: &Path, load: BookLoad) -> Result<ToolContext> {
+    let broker = open_book(path, load)?;
     Ok(ToolContext::new(version).with_broker(Arc::new(broker), None))
 }
 
@@ -582,6 +603,19 @@ pub fn book_context(version: &str, path: &Path) -> Result<ToolContext> {
 /// `not_supported` for a broker this build has no adapter for; `invalid_argument` for a
 /// missing path or a bad sectors/FX file; `invalid_book` for a book that fails validation.
 pub fn config_context(version: &str, config: &Config, state: &State) -> Result<ToolContext> {
+    config_context_with(version, config, state, BookLoad::Now)
+}
+
+/// As [`config_context`], the book files read as `load` says.
+///
+/// # Errors
+/// As [`config_context`] (a book read in the background fails its first snapshot instead).
+pub fn config_context_with(
+    version: &str,
+    config: &Config,
+    state: &State,
+    load: BookLoad,
+) -> Result<ToolContext> {
     let mut ctx = ToolContext::new(version);
     let mut clock: Arc<dyn Clock> = Arc::new(WallClock);
     let mut live_accounts = Vec::new();
@@ -626,7 +660,7 @@ pub fn config_context(version: &str, config: &Config, state: &State) -> Result<T
                 if let Some(entry) = opened.iter_mut().find(|(p, _, _)| *p == path) {
                     entry.2.push(account.id.clone());
                 } else {
-                    let broker = open_book(&path)?;
+                    let broker = open_book(&path, load)?;
                     opened.push((path, Arc::new(broker), vec![account.id.clone()]));
                 }
             }

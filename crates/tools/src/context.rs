@@ -360,6 +360,12 @@ impl ToolContext {
         {
             return (Ok(Arc::clone(&cached.book)), Arc::clone(&cached.down));
         }
+        // A book file that breaks the format is refused whole, as it is at start when read
+        // at once: no answer leaves its accounts out quietly.
+        if let Some(error) = self.refused_book() {
+            *cache = None;
+            return (Err(error), Arc::new(down));
+        }
         let down = Arc::new(down);
         if parts.is_empty()
             && let Some(first) = down.first()
@@ -436,6 +442,9 @@ impl ToolContext {
             .iter()
             .position(|s| s.serves(account) && s.broker.accounts().iter().any(|a| a.id == account))
         else {
+            if let Some(error) = self.refused_book() {
+                return Err(error);
+            }
             return Err(Error::new(
                 ErrorCode::UnknownAccount,
                 format!(
@@ -459,6 +468,18 @@ impl ToolContext {
     /// The report currency: `base_currency` from the config, else `book`'s.
     pub fn base_currency_or(&self, book: &Book) -> Currency {
         self.base_currency.unwrap_or(book.base_currency)
+    }
+
+    /// The error of the first source whose book file was refused (`invalid_book`), as
+    /// last read: a file read in the background fails its first snapshot this way.
+    pub fn refused_book(&self) -> Option<Error> {
+        self.sources.iter().find_map(|s| {
+            s.state()
+                .failure
+                .as_ref()
+                .filter(|f| f.error.code == ErrorCode::InvalidBook)
+                .map(|f| f.error.clone())
+        })
     }
 
     /// The served accounts whose sources are down now (as last read; nothing is read).
@@ -531,7 +552,12 @@ impl ToolContext {
     }
 
     fn start_retry(&self, source: &Source, st: &mut SourceState) {
-        if st.retrying {
+        // A refused book file answers the same every time: it is read once.
+        let refused = st
+            .failure
+            .as_ref()
+            .is_some_and(|f| f.error.code == ErrorCode::InvalidBook);
+        if st.retrying || refused {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
