@@ -2354,7 +2354,7 @@ impl<'o> Builder<'o> {
                 ins.push((key, quantity, *row));
             }
         }
-        let (time, date) = first.time(&["dateTime", "reportDate"], self.options.time_zone)?;
+        let (_, date) = first.time(&["dateTime", "reportDate"], self.options.time_zone)?;
         self.has_timed_rows = true;
         Self::later(&mut self.latest_activity, date);
         let description = first.get("description").unwrap_or("").to_owned();
@@ -2385,7 +2385,6 @@ impl<'o> Builder<'o> {
                 rows.len()
             )
         };
-        let _ = time;
         match (outs.as_slice(), ins.as_slice()) {
             ([(from, old, _)], [(to, new, _)]) if from != to && proceeds.is_zero() => {
                 action.insert("exchange".into(), from.0.clone().into());

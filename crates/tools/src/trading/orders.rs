@@ -1019,8 +1019,7 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         .map_err(Error::from)?;
     // The account's own position, read from its own broker alone: whether the order
     // only reduces it must never wait for another broker.
-    let own = ctx.account_book(&order.account).await?;
-    let own_ledger = Arc::new(tradedesk_core::ledger::replay(&own, |_, _| {})?);
+    let (own, own_ledger) = own_ledger(ctx, &order.account).await?;
     let mut checks = Vec::new();
     let mut notes = Vec::new();
     let mut check = |rule: &'static str, passed: bool, detail: String| {
@@ -2334,9 +2333,22 @@ fn confirm_prompt(plan: &Plan, quantity: Decimal, notional_base: Decimal) -> Str
 /// The open position of an account in an instrument (signed), from that account's own
 /// broker alone: closing never waits for another broker.
 async fn open_position(ctx: &ToolContext, account: &str, key: &InstrumentKey) -> Result<Decimal> {
-    let book = ctx.account_book(account).await?;
-    let ledger = tradedesk_core::ledger::replay(&book, |_, _| {})?;
+    let (book, ledger) = own_ledger(ctx, account).await?;
     Ok(position_in(&book, &ledger, account, key))
+}
+
+/// An account's own book, replayed, read from its broker alone (never waiting for
+/// another broker).
+async fn own_ledger(
+    ctx: &ToolContext,
+    account: &str,
+) -> Result<(
+    Arc<tradedesk_core::Book>,
+    Arc<tradedesk_core::ledger::Ledger>,
+)> {
+    let book = ctx.account_book(account).await?;
+    let ledger = Arc::new(tradedesk_core::ledger::replay(&book, |_, _| {})?);
+    Ok((book, ledger))
 }
 
 /// `close_position`: a market order on the opposite side, for all or part.
