@@ -24,7 +24,7 @@ volatility U(0.08, 0.8), rate U(-0.01, 0.08), dividend yield U(0, 0.05). Buildin
 cases is not timed.
 
 (a) price_greeks: price, delta, gamma, vega, theta, rho for each case, in the units of
-    shared/research-contract.md (vega and rho per 0.01, theta per calendar day).
+    docs/methodology/research.md (vega and rho per 0.01, theta per calendar day).
     * py_vollib: a Python loop calling black_scholes_merton and the five analytical
       greeks (py_vollib.black_scholes_merton.greeks.analytical), each one call;
     * py_vollib_vectorized: one call of vectorized_black_scholes_merton and one of

@@ -1,6 +1,6 @@
 //! The `book` adapter: loads a `tradedesk-book/1` file with strict validation.
 //!
-//! A file that breaks any rule of `book-format.md` is refused whole, with the JSON path
+//! A file that breaks any rule of `docs/methodology/book-format.md` is refused whole, with the JSON path
 //! and the rule (`fills[12].quantity: must be > 0`); nothing is ever half-loaded.
 
 use std::collections::HashMap;

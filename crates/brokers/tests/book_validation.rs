@@ -1,4 +1,4 @@
-//! Every rule of book-format.md: a valid book loads; each broken one is refused whole
+//! Every rule of docs/methodology/book-format.md: a valid book loads; each broken one is refused whole
 //! with the JSON path and the rule.
 
 #![allow(

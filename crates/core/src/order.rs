@@ -200,7 +200,7 @@ pub struct OrderRecord {
     pub updated: DateTime<Utc>,
 }
 
-/// One bar of prices. Analytics: `f64` (research-contract.md).
+/// One bar of prices. Analytics: `f64` (docs/methodology/research.md).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bar {
     /// Echoed exactly as the source gives it (`YYYY-MM-DD` or RFC 3339).

@@ -1,4 +1,4 @@
-//! The backtest engine, as research-contract.md says: signals on each bar's close, fills
+//! The backtest engine, as docs/methodology/research.md says: signals on each bar's close, fills
 //! at the next bar's open, fees and slippage against the trader, whole or fractional
 //! units, long or short, equity marked at every close.
 

@@ -1,4 +1,4 @@
-//! The indicators, each exactly as research-contract.md defines it. A value is `NaN`
+//! The indicators, each exactly as docs/methodology/research.md defines it. A value is `NaN`
 //! where the indicator has none yet (warm-up) or its input has none. Each value on bar t
 //! reads bars up to t only.
 

@@ -1,7 +1,7 @@
 //! European options under Black-Scholes-Merton (continuous dividend yield): price and
 //! greeks, implied volatility, and multi-leg strategies at expiry and now.
 //!
-//! Units follow research-contract.md: vega and rho per 1 point (0.01), theta per calendar
+//! Units follow docs/methodology/research.md: vega and rho per 1 point (0.01), theta per calendar
 //! day (annual / 365). The normal distribution comes from `libm::erfc`, which keeps its
 //! relative accuracy far into the tails, so deep out-of-the-money prices stay accurate.
 

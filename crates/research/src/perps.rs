@@ -1,5 +1,5 @@
 //! Isolated-margin perpetual positions: size, bust price and P&L at a price, for one
-//! leverage or a ladder of them (research-contract.md, "Leveraged perpetuals").
+//! leverage or a ladder of them (docs/methodology/research.md, "Leveraged perpetuals").
 
 /// Long or short.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

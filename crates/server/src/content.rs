@@ -17,7 +17,13 @@ struct Doc {
     text: &'static str,
 }
 
-const DOCS: [Doc; 8] = [
+const DOCS: [Doc; 10] = [
+    Doc {
+        uri: "tradedesk://methodology/conventions",
+        name: "Conventions every tool follows",
+        description: "Result and error shape, every error code, arguments, dates, filters, symbols, rounding, notes and partial answers",
+        text: include_str!("../../../docs/methodology/conventions.md"),
+    },
     Doc {
         uri: "tradedesk://methodology/realized-pnl",
         name: "Realized P&L methodology",
@@ -59,6 +65,12 @@ const DOCS: [Doc; 8] = [
         name: "Trading methodology",
         description: "The paper exchange (prices, matching, fees, margin) and every guard an order passes: valuation, limits, tokens, idempotency, audit",
         text: include_str!("../../../docs/methodology/trading.md"),
+    },
+    Doc {
+        uri: "tradedesk://methodology/research",
+        name: "Research methodology",
+        description: "Bar sources and downsampling, backtest fills and metrics, the signal language, option greeks' units, perpetuals' liquidation, performance (TWR, MWR) and trading habits",
+        text: include_str!("../../../docs/methodology/research.md"),
     },
     Doc {
         uri: "tradedesk://book-format",

@@ -92,7 +92,7 @@ impl ConfigNumber {
     }
 }
 
-/// `[trading]` (trading-contract.md).
+/// `[trading]` (docs/methodology/trading.md).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct TradingConfig {
@@ -319,7 +319,7 @@ impl Config {
         let mut config: Self = toml::from_str(&text).map_err(|e| {
             config_error(
                 format!("{}: {}", path.display(), e.to_string().trim()),
-                "see DESIGN.md's Configuration section for the keys tradedesk.toml takes",
+                "the README's sections \"Your own history\", \"Connecting brokers\" and \"Trading\" list the keys tradedesk.toml takes",
             )
         })?;
         let dir = path.parent().unwrap_or_else(|| Path::new("."));

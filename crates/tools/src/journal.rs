@@ -2,7 +2,7 @@
 //! get_realized_pnl reports), one "trade" per closing fill. Every lot is converted and
 //! rounded exactly as get_realized_pnl rounds it, so the totals agree to the cent.
 
-// Analytics: floating point is the point here (research-contract.md).
+// Analytics: floating point is the point here (docs/methodology/research.md).
 #![allow(clippy::float_arithmetic, clippy::cast_precision_loss)]
 
 use chrono::{Datelike, Weekday};

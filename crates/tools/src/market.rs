@@ -1,5 +1,5 @@
 //! Market data: `get_quote` and `get_bars` (from an account's broker or the sim, or from
-//! a CSV file), with the semantics of research-contract.md.
+//! a CSV file), with the semantics of docs/methodology/research.md.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use rust_decimal::Decimal;

@@ -1,8 +1,8 @@
 //! Option tools: `option_price`, `implied_volatility` and `option_strategy`
-//! (research-contract.md, "Options"). European, Black-Scholes-Merton with a continuous
+//! (docs/methodology/research.md, "Options"). European, Black-Scholes-Merton with a continuous
 //! dividend yield; numbers are analytics (`f64`).
 
-// Analytics: floating point is the point here (research-contract.md).
+// Analytics: floating point is the point here (docs/methodology/research.md).
 #![allow(clippy::float_arithmetic, clippy::cast_precision_loss)]
 
 use schemars::JsonSchema;

@@ -1,6 +1,6 @@
 //! get_performance: time- and money-weighted return of an account or the whole book
 //! over a date range, from daily valuations, against an optional benchmark
-//! (research-contract.md, "Performance").
+//! (docs/methodology/research.md, "Performance").
 //!
 //! One clock: day d runs from its start to its close. The replay walks the book forward
 //! a day at a time: external flows (deposits, withdrawals) and the day's fills and other

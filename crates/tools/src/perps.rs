@@ -1,9 +1,9 @@
 //! Perpetual-futures quote tools: `quote_open_position`, `quote_leverage_ladder` and
-//! `quote_close_position` (research-contract.md, "Leveraged perpetuals"). Isolated
+//! `quote_close_position` (docs/methodology/research.md, "Leveraged perpetuals"). Isolated
 //! margin; numbers are analytics (`f64`). The mark comes from the call, or live from an
 //! account that trades the market (Hyperliquid, or the sim's perps).
 
-// Analytics: floating point is the point here (research-contract.md).
+// Analytics: floating point is the point here (docs/methodology/research.md).
 #![allow(clippy::float_arithmetic, clippy::cast_precision_loss)]
 
 use rust_decimal::prelude::ToPrimitive;

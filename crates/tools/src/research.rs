@@ -1,4 +1,4 @@
-//! Research tools: `backtest` and `get_run_result` (research-contract.md). A backtest
+//! Research tools: `backtest` and `get_run_result` (docs/methodology/research.md). A backtest
 //! runs on a blocking thread; a run that outlasts `wait_seconds` answers a `run_id` and
 //! keeps going, so a client's timeout loses nothing.
 

@@ -1,4 +1,4 @@
-//! Guarded order execution (trading-contract.md): settings, the durable state behind
+//! Guarded order execution (docs/methodology/trading.md): settings, the durable state behind
 //! the guards, and the tools in [`orders`].
 //!
 //! Every write passes, in order: trading enabled, the account's mode, the kill switch,

@@ -1806,7 +1806,7 @@ async fn replay(
 /// `place_order` (and `close_position`, with `reduce_only`).
 ///
 /// # Errors
-/// Every guard's error code (trading-contract.md), `broker_rejected`, `uncertain`.
+/// Every guard's error code (docs/methodology/trading.md), `broker_rejected`, `uncertain`.
 pub async fn place_order(
     ctx: &ToolContext,
     args: PlaceArgs,
