@@ -562,3 +562,248 @@ async fn a_bursa_daily_request_to_a_date_ends_on_that_date() {
         "{windows:?}"
     );
 }
+
+const PAPER_ACC: u64 = 9_100_001;
+
+/// A simulated US account. OpenD gives paper trading no fills (deals): its historical
+/// orders say what filled. Worked by hand: bought 10 AAPL (filled at an average of
+/// 180.00), sold 4 (average 190.00), a cancelled order that filled nothing; realized
+/// 4 x (190.00 - 180.00) = 40.00, gross (OpenD states no fees for paper orders); 6 held.
+fn paper() -> OpenDState {
+    let mut s = OpenDState {
+        accounts: vec![build::account(
+            pb::TRD_ENV_SIMULATE,
+            PAPER_ACC,
+            pb::TRD_MARKET_US,
+            "SIM1",
+        )],
+        ..OpenDState::default()
+    };
+    s.funds.insert(
+        (PAPER_ACC, pb::CURRENCY_USD),
+        build::funds(
+            pb::CURRENCY_USD,
+            98_960.0,
+            1_110.0,
+            &[(pb::CURRENCY_USD, 98_960.0)],
+        ),
+    );
+    s.positions.insert(
+        PAPER_ACC,
+        vec![build::position("AAPL", build::US, 6.0, 185.0)],
+    );
+    let order =
+        |id: u64, side: i32, status: i32, qty: f64, filled: f64, avg: f64, at: &str| pb::Order {
+            trd_side: side,
+            order_type: 1,
+            order_status: status,
+            order_id: id,
+            order_id_ex: format!("SIM-{id}"),
+            code: "AAPL".to_owned(),
+            name: "Apple".to_owned(),
+            qty,
+            price: Some(avg),
+            create_time: at.to_owned(),
+            update_time: at.replace("10:00:00", "10:05:00"),
+            fill_qty: Some(filled),
+            fill_avg_price: Some(avg),
+            last_err_msg: None,
+            sec_market: Some(pb::SEC_MARKET_US),
+            create_timestamp: None,
+            update_timestamp: None,
+            currency: Some(pb::CURRENCY_USD),
+            trd_market: Some(pb::TRD_MARKET_US),
+        };
+    s.orders.insert(
+        PAPER_ACC,
+        vec![
+            order(
+                1,
+                pb::SIDE_BUY,
+                pb::ORDER_FILLED_ALL,
+                10.0,
+                10.0,
+                180.0,
+                "2026-11-02 10:00:00",
+            ),
+            order(
+                2,
+                pb::SIDE_SELL,
+                pb::ORDER_FILLED_ALL,
+                4.0,
+                4.0,
+                190.0,
+                "2026-11-09 10:00:00",
+            ),
+            order(
+                3,
+                pb::SIDE_BUY,
+                pb::ORDER_CANCELLED_ALL,
+                5.0,
+                0.0,
+                0.0,
+                "2026-11-10 10:00:00",
+            ),
+        ],
+    );
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulated_account_books_its_filled_orders_and_says_so() {
+    let fake = OpenDFake::start(paper()).await;
+    let ctx = desk(OpenDConfig {
+        id: "MOOMOO-PAPER".into(),
+        market: FutuMarket::Us,
+        simulate: true,
+        ..config(fake.port, Duration::from_secs(5))
+    });
+    let pnl = tool(
+        &ctx,
+        "get_realized_pnl",
+        json!({"start": "2026-01-01", "end": "2026-12-31"}),
+    )
+    .await;
+    assert_eq!(pnl["status"], "ok", "{pnl:#}");
+    assert_eq!(pnl["gross_pnl"], 40.0, "{pnl:#}");
+    let notes = pnl["notes"].to_string();
+    assert!(
+        notes.contains("gives no fills (deals) for paper trading"),
+        "{notes}"
+    );
+    assert!(!notes.contains("fills from the last"), "{notes}");
+    let positions = tool(&ctx, "get_positions", json!({})).await;
+    assert_eq!(positions["positions"][0]["quantity"], 6.0, "{positions:#}");
+    let history = tool(
+        &ctx,
+        "get_trade_history",
+        json!({"start": "2026-01-01", "end": "2026-12-31"}),
+    )
+    .await;
+    let fills = history["fills"].as_array().unwrap();
+    assert_eq!(
+        fills.len(),
+        2,
+        "the cancelled order filled nothing: {history:#}"
+    );
+    assert_eq!(fills[0]["commission_known"], false, "{history:#}");
+    let seen = fake.snapshot();
+    // History orders, never the deals query OpenD refuses for paper trading.
+    assert_eq!(seen.fill_windows.len(), 0);
+    assert_eq!(seen.order_windows.len(), 5, "{:?}", seen.order_windows);
+}
+
+fn cli(config: &std::path::Path, state: &std::path::Path, tool: &str, args: &str) -> Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tradedesk"))
+        .arg("--config")
+        .arg(config)
+        .arg("--state-dir")
+        .arg(state)
+        .args(["call", tool, args])
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {} / {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_calls_in_a_row_share_the_history_read_and_opend_s_budget() {
+    let fake = OpenDFake::start(bursa()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("m.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[accounts]]\nid = \"MOOMOO-MY\"\nbroker = \"moomoo\"\nport = {}\n",
+            fake.port
+        ),
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let (c, st) = (config.clone(), state.clone());
+    let answers = tokio::task::spawn_blocking(move || {
+        (0..3)
+            .map(|_| {
+                cli(
+                    &c,
+                    &st,
+                    "get_realized_pnl",
+                    r#"{"start": "2026-01-01", "end": "2026-12-31"}"#,
+                )
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    for a in &answers {
+        // 400 x (10.20 - 9.50), each time.
+        assert_eq!(a["gross_pnl"], 280.0, "{a:#}");
+    }
+    let seen = fake.snapshot();
+    // 365 days in 5 windows, read once for the three processes.
+    assert_eq!(seen.fill_windows.len(), 5, "{:?}", seen.fill_windows);
+    assert_eq!(seen.too_frequent, 0);
+
+    // Another process (another state directory) spent OpenD's budget: OpenD's refusal is
+    // told as the budget.
+    fake.with_state(|s| {
+        s.failure = OpenDFailure::RetType(
+            pb::proto_id::TRD_GET_HISTORY_ORDER_FILL_LIST,
+            common::opend_fake::TOO_FREQUENT.to_owned(),
+        )
+    });
+    let (c, other) = (config.clone(), dir.path().join("other"));
+    let refused = tokio::task::spawn_blocking(move || cli(&c, &other, "get_realized_pnl", "{}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        refused["error"]["code"], "broker_unavailable",
+        "{refused:#}"
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("request budget"),
+        "{refused:#}"
+    );
+    fake.fail(OpenDFailure::None);
+
+    // Our own count: ten fill queries in the last 30 s in the shared budget file, so the
+    // eleventh is not sent, and the answer says why and when to retry.
+    let fresh = dir.path().join("fresh");
+    std::fs::create_dir_all(fresh.join("opend")).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let lines: String = (0..10)
+        .map(|i| format!("2222 {}\n", now - i * 100))
+        .collect();
+    std::fs::write(fresh.join(format!("opend/budget-{MY_ACC}.txt")), lines).unwrap();
+    let before = fake.snapshot().fill_windows.len();
+    let c = config.clone();
+    let spent = tokio::task::spawn_blocking(move || cli(&c, &fresh, "get_realized_pnl", "{}"))
+        .await
+        .unwrap();
+    assert_eq!(spent["error"]["code"], "broker_unavailable", "{spent:#}");
+    let message = spent["error"]["message"].as_str().unwrap();
+    assert!(message.contains("request budget is spent"), "{message}");
+    assert!(
+        spent["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("retry in"),
+        "{spent:#}"
+    );
+    assert_eq!(
+        fake.snapshot().fill_windows.len(),
+        before,
+        "no query was sent"
+    );
+}
