@@ -751,12 +751,10 @@ async fn cli_calls_in_a_row_share_the_history_read_and_opend_s_budget() {
 
     // Another process (another state directory) spent OpenD's budget: OpenD's refusal is
     // told as the budget.
-    fake.with_state(|s| {
-        s.failure = OpenDFailure::RetType(
-            pb::proto_id::TRD_GET_HISTORY_ORDER_FILL_LIST,
-            common::opend_fake::TOO_FREQUENT.to_owned(),
-        )
-    });
+    fake.fail(OpenDFailure::RetType(
+        pb::proto_id::TRD_GET_HISTORY_ORDER_FILL_LIST,
+        common::opend_fake::TOO_FREQUENT.to_owned(),
+    ));
     let (c, other) = (config.clone(), dir.path().join("other"));
     let refused = tokio::task::spawn_blocking(move || cli(&c, &other, "get_realized_pnl", "{}"))
         .await

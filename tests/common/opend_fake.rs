@@ -24,6 +24,9 @@ use tokio::net::{TcpListener, TcpStream};
 use super::opend_pb as pb;
 use pb::proto_id as id;
 
+/// When each (accID, proto id) history query was answered.
+type Limits = BTreeMap<(u64, u32), Vec<Instant>>;
+
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum OpenDFailure {
     #[default]
@@ -85,7 +88,7 @@ pub struct OpenDFake {
     pub port: u16,
     pub state: Arc<Mutex<OpenDState>>,
     /// When each (accID, proto id) history query was answered: OpenD's rate limit.
-    limits: Arc<Mutex<BTreeMap<(u64, u32), Vec<Instant>>>>,
+    limits: Arc<Mutex<Limits>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -172,7 +175,7 @@ macro_rules! ok {
 }
 
 /// A Response with retType -1 and OpenD's message; every proto's Response has this shape.
-fn failed(msg: impl ToString) -> Vec<u8> {
+fn failed(msg: impl std::fmt::Display) -> Vec<u8> {
     pb::keep_alive::Response {
         ret_type: -1,
         ret_msg: Some(msg.to_string()),
@@ -182,11 +185,7 @@ fn failed(msg: impl ToString) -> Vec<u8> {
     .encode_to_vec()
 }
 
-async fn serve(
-    mut stream: TcpStream,
-    state: Arc<Mutex<OpenDState>>,
-    limits: Arc<Mutex<BTreeMap<(u64, u32), Vec<Instant>>>>,
-) {
+async fn serve(mut stream: TcpStream, state: Arc<Mutex<OpenDState>>, limits: Arc<Mutex<Limits>>) {
     let mut initialized = false;
     loop {
         let mut head = [0u8; 44];
@@ -249,7 +248,7 @@ async fn serve(
 }
 
 /// Whether a history query of `proto_id` for `acc` is over OpenD's 10 per 30 s.
-fn over_limit(limits: &Mutex<BTreeMap<(u64, u32), Vec<Instant>>>, acc: u64, proto_id: u32) -> bool {
+fn over_limit(limits: &Mutex<Limits>, acc: u64, proto_id: u32) -> bool {
     let mut l = lock(limits);
     let seen = l.entry((acc, proto_id)).or_default();
     seen.retain(|t| t.elapsed() < Duration::from_secs(30));
@@ -275,7 +274,7 @@ fn answer(
     proto_id: u32,
     body: &[u8],
     state: &Mutex<OpenDState>,
-    limits: &Mutex<BTreeMap<(u64, u32), Vec<Instant>>>,
+    limits: &Mutex<Limits>,
     initialized: &mut bool,
 ) -> Vec<u8> {
     let s = lock(state).clone();

@@ -51,6 +51,9 @@ pub struct Cached {
     pub fees: Vec<proto::OrderFee>,
 }
 
+/// Without a state directory: the cached read, and the queries sent (proto id, Unix ms).
+type Memory = (Option<Cached>, Vec<(u32, i64)>);
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -63,7 +66,7 @@ pub struct Store {
     dir: Option<PathBuf>,
     acc: u64,
     key: String,
-    memory: Mutex<(Option<Cached>, Vec<(u32, i64)>)>,
+    memory: Mutex<Memory>,
 }
 
 /// Why a history query was not sent.

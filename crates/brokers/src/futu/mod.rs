@@ -1117,7 +1117,7 @@ impl OpenDBroker {
             }
             end = begin;
         }
-        out.orders.sort_by(|a, b| a.order_id.cmp(&b.order_id));
+        out.orders.sort_by_key(|o| o.order_id);
         out.orders.dedup_by(|a, b| a.order_id == b.order_id);
         // Fees per order, for the orders whose fee is not known yet.
         let mut problem = None;
