@@ -1,7 +1,7 @@
 //! What is read of an OpenD account's history, kept in the state directory so that every
 //! tradedesk process sharing it reads OpenD's history once, and the request budget OpenD
 //! enforces on history queries (10 per 30 seconds per account, per query kind), counted
-//! across those processes (docs/brokers/moomoo.md).
+//! across those processes (the README's Moomoo section says what this means for a user).
 //!
 //! * **The cache** (`opend/history-<acc>-<env>-<market>.bin`) holds the fills (or, for a
 //!   simulated account, the orders) and fees read, the exchange-time window they cover and

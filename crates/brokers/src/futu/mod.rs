@@ -13,10 +13,17 @@
 //!   fills in windows of 90 days, and each order's fees (`Trd_GetOrderFee`) joined to its
 //!   first fill. Fills carry no fees of their own; where OpenD has none for an order, its
 //!   fills are marked fees unknown and realized P&L is gross of them, as the book says.
+//!   Daily K-lines are windowed in the exchange's days.
 //! * **Market data:** snapshots for quotes, `Qot_RequestHistoryKL` for bars.
 //!
+//! * **Simulated accounts:** OpenD gives paper trading no fills, so their historical orders
+//!   are read and each filled order is booked as one fill, without fees, and said so.
+//! * **Currencies:** OpenD's own conversion, from the funds asked in each currency held
+//!   (`opend_rates`).
+//!
 //! OpenD allows 10 history queries per 30 s per account, so a built book is kept for
-//! `CACHE_FOR` before it is read again.
+//! `CACHE_FOR` before it is read again, and the history read and the query budget are
+//! shared through the state directory by every process using it ([`history`]).
 
 pub mod history;
 pub mod proto;
