@@ -30,7 +30,6 @@ use common::tws_fake::{
     FakeTws, TwsAccountValue, TwsContract, TwsExecution, TwsPortfolioItem, TwsState,
 };
 use serde_json::{Value, json};
-use tradedesk_brokers::futu::proto;
 
 const BOOK: &str = r#"{
   "format": "tradedesk-book/1",
@@ -136,68 +135,35 @@ fn ibkr() -> TwsState {
 }
 
 fn moomoo() -> OpenDState {
+    use common::opend_fake::build;
+    use common::opend_pb as pb;
     let fill = |id: u64, order: &str, code: &str, side: i32, qty: f64, price: f64, at: &str| {
-        proto::OrderFill {
-            trd_side: Some(side),
-            fill_id: Some(id),
-            fill_id_ex: Some(format!("M{id}")),
-            order_id: Some(id),
-            order_id_ex: Some(order.into()),
-            code: Some(code.into()),
-            name: None,
-            qty: Some(qty),
-            price: Some(price),
-            create_time: Some(at.into()),
-            sec_market: Some(proto::sec_market::MY),
-            create_timestamp: None,
-            status: Some(0),
-            trd_market: Some(proto::trd_market::MY),
-        }
+        let mut f = build::fill(id, order, code, build::MY, side, qty, price, at);
+        f.fill_id_ex = format!("M{id}");
+        f.order_id = Some(id);
+        f
     };
     let mut s = OpenDState {
-        accounts: vec![proto::TrdAcc {
-            trd_env: Some(proto::trd_env::REAL),
-            acc_id: Some(281_234),
-            trd_market_auth_list: vec![proto::trd_market::MY],
-            acc_type: Some(1),
-            card_num: None,
-            security_firm: Some(6),
-            acc_status: Some(0),
-        }],
+        accounts: vec![build::account(
+            pb::TRD_ENV_REAL,
+            281_234,
+            pb::TRD_MARKET_MY,
+            "1001",
+        )],
         ..OpenDState::default()
     };
     s.funds.insert(
-        281_234,
-        proto::Funds {
-            cash: Some(20_000.0),
-            currency: Some(proto::currency::MYR),
-            cash_info_list: vec![proto::AccCashInfo {
-                currency: Some(proto::currency::MYR),
-                cash: Some(20_000.0),
-                available_balance: None,
-                net_cash_power: None,
-            }],
-            ..proto::Funds::default()
-        },
+        (281_234, pb::CURRENCY_MYR),
+        build::funds(
+            pb::CURRENCY_MYR,
+            20_000.0,
+            6180.0,
+            &[(pb::CURRENCY_MYR, 20_000.0)],
+        ),
     );
-    s.positions.insert(
-        281_234,
-        vec![proto::Position {
-            position_id: Some(1),
-            position_side: Some(0),
-            code: Some("1155".into()),
-            name: Some("MAYBANK".into()),
-            qty: Some(600.0),
-            can_sell_qty: Some(600.0),
-            price: Some(10.30),
-            val: Some(6180.0),
-            pl_val: None,
-            sec_market: Some(proto::sec_market::MY),
-            currency: Some(proto::currency::MYR),
-            trd_market: Some(proto::trd_market::MY),
-            average_cost_price: None,
-        }],
-    );
+    let mut held = build::position("1155", build::MY, 600.0, 10.30);
+    held.name = "MAYBANK".into();
+    s.positions.insert(281_234, vec![held]);
     s.fills.insert(
         281_234,
         vec![

@@ -31,11 +31,13 @@ use tradedesk_tools::{ToolContext, call};
 mod common;
 
 use common::dwx_fake::{EaClosed, EaOrder, EaState, FakeEa, Platform, SymbolSpec as EaSpec};
+use common::opend_fake::build;
 use common::opend_fake::{OpenDFake, OpenDState};
+use common::opend_pb as pb;
 use common::tws_fake::{
     FakeTws, TwsAccountValue, TwsContract, TwsExecution, TwsPortfolioItem, TwsState,
 };
-use tradedesk_brokers::futu::{FutuMarket, OpenDBroker, OpenDConfig, proto};
+use tradedesk_brokers::futu::{FutuMarket, OpenDBroker, OpenDConfig};
 use tradedesk_brokers::ibkr::{FlexSource, IbkrFlexBroker};
 use tradedesk_brokers::tws::{TwsBroker, TwsConfig};
 
@@ -836,76 +838,38 @@ async fn flex_options_and_futures_carry_the_statements_multiplier_to_ibkrs_own_f
 
 const FUTU_ACC: u64 = 281_235;
 
-fn futu_fill(id: u64, code: &str, side: i32, qty: f64, price: f64, at: &str) -> proto::OrderFill {
-    proto::OrderFill {
-        trd_side: Some(side),
-        fill_id: Some(id),
-        fill_id_ex: Some(format!("F{id}")),
-        order_id: Some(id * 10),
-        order_id_ex: Some(format!("O{id}")),
-        code: Some(code.to_owned()),
-        name: Some(code.to_owned()),
-        qty: Some(qty),
-        price: Some(price),
-        create_time: Some(at.to_owned()),
-        sec_market: Some(proto::sec_market::US),
-        create_timestamp: None,
-        status: Some(0),
-        trd_market: Some(proto::trd_market::US),
-    }
+fn futu_fill(id: u64, code: &str, side: i32, qty: f64, price: f64, at: &str) -> pb::OrderFill {
+    let mut f = build::fill(id, &format!("O{id}"), code, build::US, side, qty, price, at);
+    f.name = code.to_owned();
+    f
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn futu_options_take_the_contract_size_their_position_states() {
     let mut s = OpenDState {
-        accounts: vec![proto::TrdAcc {
-            trd_env: Some(proto::trd_env::REAL),
-            acc_id: Some(FUTU_ACC),
-            trd_market_auth_list: vec![proto::trd_market::US],
-            acc_type: Some(2),
-            card_num: Some("1002".to_owned()),
-            security_firm: Some(6),
-            acc_status: Some(0),
-        }],
+        accounts: vec![build::account(
+            pb::TRD_ENV_REAL,
+            FUTU_ACC,
+            pb::TRD_MARKET_US,
+            "1002",
+        )],
         ..OpenDState::default()
     };
     s.funds.insert(
-        FUTU_ACC,
-        proto::Funds {
-            power: Some(10_000.0),
-            total_assets: Some(10_007.0),
-            cash: Some(10_000.0),
-            market_val: Some(7.0),
-            frozen_cash: Some(0.0),
-            debt_cash: Some(0.0),
-            avl_withdrawal_cash: Some(10_000.0),
-            currency: Some(proto::currency::USD),
-            cash_info_list: vec![proto::AccCashInfo {
-                currency: Some(proto::currency::USD),
-                cash: Some(10_000.0),
-                available_balance: Some(10_000.0),
-                net_cash_power: Some(10_000.0),
-            }],
-        },
+        (FUTU_ACC, pb::CURRENCY_USD),
+        build::funds(
+            pb::CURRENCY_USD,
+            10_000.0,
+            7.0,
+            &[(pb::CURRENCY_USD, 10_000.0)],
+        ),
     );
-    s.positions.insert(
-        FUTU_ACC,
-        vec![proto::Position {
-            position_id: Some(1),
-            position_side: Some(0),
-            code: Some("AAPL261218P50000".to_owned()),
-            name: Some("AAPL 261218 50.00P".to_owned()),
-            qty: Some(1.0),
-            can_sell_qty: Some(1.0),
-            price: Some(0.07),
-            val: Some(7.0),
-            pl_val: Some(1.0),
-            sec_market: Some(proto::sec_market::US),
-            currency: Some(proto::currency::USD),
-            trd_market: Some(proto::trd_market::US),
-            average_cost_price: Some(0.06),
-        }],
-    );
+    let mut put = build::position("AAPL261218P50000", build::US, 1.0, 0.07);
+    put.name = "AAPL 261218 50.00P".to_owned();
+    put.val = 7.0;
+    put.pl_val = 1.0;
+    put.average_cost_price = Some(0.06);
+    s.positions.insert(FUTU_ACC, vec![put]);
     s.fills.insert(
         FUTU_ACC,
         vec![
@@ -920,21 +884,11 @@ async fn futu_options_take_the_contract_size_their_position_states() {
     s.fees.insert("O3".to_owned(), 0.0);
     s.fees.insert("O4".to_owned(), 0.0);
     // A snapshot without the option's extra data: no contract size to trade it by.
-    s.snapshots.insert(
-        (proto::qot_market::US, "AAPL261218P50000".to_owned()),
-        proto::SnapshotBasicData {
-            security: Some(proto::Security {
-                market: Some(proto::qot_market::US),
-                code: Some("AAPL261218P50000".to_owned()),
-            }),
-            r#type: Some(8),
-            lot_size: Some(1),
-            price_spread: Some(0.01),
-            bid_price: Some(0.06),
-            ask_price: Some(0.08),
-            ..proto::SnapshotBasicData::default()
-        },
-    );
+    let mut snap = build::snapshot(pb::QOT_MARKET_US, "AAPL261218P50000", 0.06, 0.08);
+    snap.basic.r#type = 8;
+    snap.basic.lot_size = 1;
+    s.snapshots
+        .insert((pb::QOT_MARKET_US, "AAPL261218P50000".to_owned()), snap);
     let fake = OpenDFake::start(s).await;
     let config = OpenDConfig {
         id: "MOOMOO-US".into(),
@@ -945,6 +899,7 @@ async fn futu_options_take_the_contract_size_their_position_states() {
         simulate: false,
         history_days: 365,
         timeout: Duration::from_secs(10),
+        state_dir: None,
     };
     let broker = Arc::new(OpenDBroker::new(config));
     let mut ctx = ToolContext::new("test").with_broker(broker.clone(), None);

@@ -15,10 +15,10 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::opend_fake::{OpenDFailure, OpenDFake, OpenDState};
+use common::opend_fake::{OpenDFailure, OpenDFake, OpenDState, build};
+use common::opend_pb as pb;
 use serde_json::{Value, json};
 use tradedesk_brokers::Broker;
-use tradedesk_brokers::futu::proto;
 use tradedesk_brokers::futu::{FutuMarket, OpenDBroker, OpenDConfig};
 use tradedesk_tools::{ToolContext, call};
 
@@ -33,114 +33,35 @@ fn fill(
     qty: f64,
     price: f64,
     at: &str,
-) -> proto::OrderFill {
-    proto::OrderFill {
-        trd_side: Some(side),
-        fill_id: Some(id),
-        fill_id_ex: Some(format!("F{id}")),
-        order_id: Some(id * 10),
-        order_id_ex: Some(order.to_owned()),
-        code: Some(code.to_owned()),
-        name: Some(format!("Bursa {code}")),
-        qty: Some(qty),
-        price: Some(price),
-        create_time: Some(at.to_owned()),
-        sec_market: Some(proto::sec_market::MY),
-        create_timestamp: None,
-        status: Some(0),
-        trd_market: Some(proto::trd_market::MY),
-    }
+) -> pb::OrderFill {
+    let mut f = build::fill(id, order, code, build::MY, side, qty, price, at);
+    f.name = format!("Bursa {code}");
+    f
 }
 
-fn position(code: &str, qty: f64, price: f64) -> proto::Position {
-    proto::Position {
-        position_id: Some(1),
-        position_side: Some(0),
-        code: Some(code.to_owned()),
-        name: Some(format!("Bursa {code}")),
-        qty: Some(qty),
-        can_sell_qty: Some(qty),
-        price: Some(price),
-        val: Some(qty * price),
-        pl_val: Some(0.0),
-        sec_market: Some(proto::sec_market::MY),
-        currency: Some(proto::currency::MYR),
-        trd_market: Some(proto::trd_market::MY),
-        average_cost_price: None,
-    }
-}
-
-fn basic(code: &str, bid: f64, ask: f64) -> proto::SnapshotBasicData {
-    proto::SnapshotBasicData {
-        security: Some(proto::Security {
-            market: Some(proto::qot_market::MY),
-            code: Some(code.to_owned()),
-        }),
-        r#type: Some(3),
-        is_suspend: Some(false),
-        list_time: Some("1990-01-01".to_owned()),
-        lot_size: Some(100),
-        price_spread: Some(0.01),
-        update_time: Some("2026-11-30 16:50:00".to_owned()),
-        high_price: Some(ask),
-        open_price: Some(bid),
-        low_price: Some(bid),
-        last_close_price: Some(bid),
-        cur_price: Some(ask),
-        volume: Some(1_000_000),
-        turnover: Some(0.0),
-        turnover_rate: Some(0.0),
-        update_timestamp: Some(1_796_028_600.0),
-        ask_price: Some(ask),
-        bid_price: Some(bid),
-        name: Some(format!("Bursa {code}")),
-    }
+fn position(code: &str, qty: f64, price: f64) -> pb::Position {
+    let mut p = build::position(code, build::MY, qty, price);
+    p.name = format!("Bursa {code}");
+    p
 }
 
 /// A moomoo MY login with a live Bursa account (and a US one beside it).
 pub fn bursa() -> OpenDState {
-    let accounts = vec![
-        proto::TrdAcc {
-            trd_env: Some(proto::trd_env::REAL),
-            acc_id: Some(MY_ACC),
-            trd_market_auth_list: vec![proto::trd_market::MY],
-            acc_type: Some(1),
-            card_num: Some("1001".to_owned()),
-            security_firm: Some(6),
-            acc_status: Some(0),
-        },
-        proto::TrdAcc {
-            trd_env: Some(proto::trd_env::REAL),
-            acc_id: Some(US_ACC),
-            trd_market_auth_list: vec![proto::trd_market::US],
-            acc_type: Some(2),
-            card_num: Some("1002".to_owned()),
-            security_firm: Some(6),
-            acc_status: Some(0),
-        },
-    ];
     let mut s = OpenDState {
-        accounts,
+        accounts: vec![
+            build::account(pb::TRD_ENV_REAL, MY_ACC, pb::TRD_MARKET_MY, "1001"),
+            build::account(pb::TRD_ENV_REAL, US_ACC, pb::TRD_MARKET_US, "1002"),
+        ],
         ..OpenDState::default()
     };
     s.funds.insert(
-        MY_ACC,
-        proto::Funds {
-            power: Some(20_000.0),
-            total_assets: Some(32_580.0),
-            cash: Some(20_000.0),
-            market_val: Some(12_580.0),
-            frozen_cash: Some(0.0),
-            debt_cash: Some(0.0),
-            avl_withdrawal_cash: Some(20_000.0),
-            currency: Some(proto::currency::MYR),
-            cash_info_list: vec![proto::AccCashInfo {
-                currency: Some(proto::currency::MYR),
-                cash: Some(20_000.0),
-                available_balance: Some(20_000.0),
-                net_cash_power: Some(20_000.0),
-            }],
-        },
+        (MY_ACC, pb::CURRENCY_MYR),
+        build::funds(
+            pb::CURRENCY_MYR,
+            20_000.0,
+            12_580.0,
+            &[(pb::CURRENCY_MYR, 20_000.0)],
+        ),
     );
     s.positions.insert(
         MY_ACC,
@@ -164,24 +85,13 @@ pub fn bursa() -> OpenDState {
     s.fees.insert("O1".to_owned(), 12.35);
     s.fees.insert("O2".to_owned(), 8.10);
     s.snapshots.insert(
-        (proto::qot_market::MY, "1155".to_owned()),
-        basic("1155", 10.28, 10.30),
+        (pb::QOT_MARKET_MY, "1155".to_owned()),
+        build::snapshot(pb::QOT_MARKET_MY, "1155", 10.28, 10.30),
     );
     s.klines.insert(
-        (proto::qot_market::MY, "1155".to_owned()),
+        (pb::QOT_MARKET_MY, "1155".to_owned()),
         (0..5)
-            .map(|i| proto::KLine {
-                time: Some(format!("2026-11-2{} 00:00:00", i + 3)),
-                is_blank: Some(false),
-                high_price: Some(10.5),
-                open_price: Some(10.0),
-                low_price: Some(9.9),
-                close_price: Some(10.1 + f64::from(i) / 10.0),
-                last_close_price: Some(10.0),
-                volume: Some(1_000),
-                turnover: None,
-                timestamp: None,
-            })
+            .map(|i| build::day_line(&format!("2026-11-2{}", i + 3), 10.1 + f64::from(i) / 10.0))
             .collect(),
     );
     s
@@ -197,6 +107,7 @@ pub fn config(port: u16, timeout: Duration) -> OpenDConfig {
         simulate: false,
         history_days: 365,
         timeout,
+        state_dir: None,
     }
 }
 
@@ -296,7 +207,7 @@ async fn a_bursa_account_reads_in_ringgit_with_fees_joined_to_fills() {
     let inits = seen
         .requests
         .iter()
-        .filter(|(id, _)| *id == proto::id::INIT_CONNECT)
+        .filter(|(id, _)| *id == pb::proto_id::INIT_CONNECT)
         .count();
     assert_eq!(inits, 1, "{:?}", seen.requests);
     let serials: Vec<u32> = seen.requests.iter().map(|(_, s)| *s).collect();
@@ -354,8 +265,8 @@ async fn an_idle_connection_is_kept_alive_not_reopened() {
     );
     let seen = fake.snapshot();
     let count = |id: u32| seen.requests.iter().filter(|(p, _)| *p == id).count();
-    assert_eq!(count(proto::id::KEEP_ALIVE), 1, "{:?}", seen.requests);
-    assert_eq!(count(proto::id::INIT_CONNECT), 1, "{:?}", seen.requests);
+    assert_eq!(count(pb::proto_id::KEEP_ALIVE), 1, "{:?}", seen.requests);
+    assert_eq!(count(pb::proto_id::INIT_CONNECT), 1, "{:?}", seen.requests);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -431,7 +342,7 @@ async fn an_opend_that_is_down_silent_corrupt_encrypting_or_refusing_says_so_in_
 
     // Not logged in: OpenD's own words, and what to do.
     fake.fail(OpenDFailure::RetType(
-        proto::id::INIT_CONNECT,
+        pb::proto_id::INIT_CONNECT,
         "Phone verification code required".to_owned(),
     ));
     let broker = OpenDBroker::new(config(fake.port, Duration::from_secs(5)));
@@ -447,7 +358,7 @@ async fn an_opend_that_is_down_silent_corrupt_encrypting_or_refusing_says_so_in_
 
     // A retType error on one request: the tool error quotes OpenD.
     fake.fail(OpenDFailure::RetType(
-        proto::id::GET_FUNDS,
+        pb::proto_id::TRD_GET_FUNDS,
         "Nonexisting acc_id".to_owned(),
     ));
     let ctx = desk(config(fake.port, Duration::from_secs(5)));
@@ -486,4 +397,411 @@ fn a_config_for_bursa_refuses_paper_and_bad_ids() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(expect), "{body}: {err}");
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Issue 18.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_connect_sends_the_client_version_of_the_current_sdk() {
+    let fake = OpenDFake::start(bursa()).await;
+    let broker = OpenDBroker::new(config(fake.port, Duration::from_secs(5)));
+    assert_eq!(
+        broker.health().await[0].status,
+        tradedesk_brokers::HealthStatus::Ok
+    );
+    // futu-api's CLIENT_VERSION.
+    assert_eq!(fake.snapshot().client_vers, vec![300]);
+}
+
+/// A moomoo MY universal account holding MYR, USD and HKD cash and a US share beside its
+/// Bursa one. OpenD converts the same assets into whichever currency its funds are asked
+/// in (to 3 decimals): MYR total assets 32,073.392, USD 6,796.362, HKD 52,926.389 (built
+/// here from USD/MYR 4.7192 and HKD/MYR 0.6060). Worked by hand:
+///
+/// - USD/MYR = 32,073.392 / 6,796.362 = 4.7192000662; HKD/MYR = 32,073.392 / 52,926.389
+///   = 0.6060000050 (OpenD's own conversion; one total cannot be split between two
+///   currencies, so each is asked for);
+/// - cash: MYR 20,000.00 + USD 120.40 (568.19) + HKD 1,000.00 (606.00) = 21,174.19, each
+///   row rounded once;
+/// - positions: 1155 600 x 10.30 = 6,180.00 and AAPL 5 x 200.00 = USD 1,000.00 = MYR
+///   4,719.20: 10,899.20.
+fn bursa_with_usd() -> OpenDState {
+    let mut s = bursa();
+    s.funds.clear();
+    let cash = [
+        (pb::CURRENCY_MYR, 20_000.0),
+        (pb::CURRENCY_USD, 120.40),
+        (pb::CURRENCY_HKD, 1_000.0),
+    ];
+    for (currency, total_cash, market_val, total) in [
+        (pb::CURRENCY_MYR, 21_174.192, 10_899.2, 32_073.392),
+        (pb::CURRENCY_USD, 4_486.818, 2_309.544, 6_796.362),
+        (pb::CURRENCY_HKD, 34_940.91, 17_985.479, 52_926.389),
+    ] {
+        let mut funds = build::funds(currency, total_cash, market_val, &cash);
+        funds.total_assets = total;
+        s.funds.insert((MY_ACC, currency), funds);
+    }
+    let mut aapl = build::position("AAPL", build::US, 5.0, 200.0);
+    aapl.average_cost_price = Some(190.0);
+    s.positions
+        .insert(MY_ACC, vec![position("1155", 600.0, 10.30), aapl]);
+    s.fills.insert(
+        MY_ACC,
+        vec![
+            fill(1, "O1", "1155", 1, 1000.0, 9.50, "2026-03-02 10:00:00"),
+            fill(2, "O2", "1155", 2, 400.0, 10.20, "2026-11-20 15:00:00"),
+        ],
+    );
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_myr_account_with_usd_cash_answers_every_tool_at_opend_s_own_rate() {
+    let fake = OpenDFake::start(bursa_with_usd()).await;
+    let ctx = desk(config(fake.port, Duration::from_secs(5)));
+    let accounts = tool(&ctx, "get_accounts", json!({})).await;
+    assert_eq!(accounts["status"], "ok", "{accounts:#}");
+    let acc = &accounts["accounts"][0];
+    assert_eq!(acc["account_currency"], "MYR", "{accounts:#}");
+    assert_eq!(acc["cash"], 21174.19, "{accounts:#}");
+    // 6,180.00 + 4,719.20.
+    assert_eq!(acc["positions_value"], 10899.2, "{accounts:#}");
+    assert!(
+        accounts["notes"].to_string().contains("OpenD's own"),
+        "{accounts:#}"
+    );
+    assert!(
+        !accounts["notes"].to_string().contains("rate on or before"),
+        "{accounts:#}"
+    );
+    // The USD and HKD funds were asked for: that is where the rates come from.
+    let asked = fake.snapshot().funds_asked;
+    assert!(
+        asked.contains(&Some(pb::CURRENCY_USD)) && asked.contains(&Some(pb::CURRENCY_HKD)),
+        "{asked:?}"
+    );
+    for (name, args) in [
+        ("get_positions", json!({})),
+        ("get_portfolio_summary", json!({})),
+        ("get_exposure", json!({"by": "currency"})),
+        (
+            "get_realized_pnl",
+            json!({"start": "2026-01-01", "end": "2026-12-31"}),
+        ),
+        (
+            "get_trade_history",
+            json!({"start": "2026-01-01", "end": "2026-12-31"}),
+        ),
+        (
+            "get_performance",
+            json!({"start": "2026-01-01", "end": "2026-11-30"}),
+        ),
+        (
+            "analyze_trades",
+            json!({"start": "2026-01-01", "end": "2026-12-31"}),
+        ),
+        ("get_server_health", json!({})),
+    ] {
+        let r = tool(&ctx, name, args).await;
+        assert_ne!(r["status"], "error", "{name}: {r:#}");
+        assert!(!r.to_string().contains("no_fx_rate"), "{name}: {r:#}");
+    }
+    let exposure = tool(&ctx, "get_exposure", json!({"by": "currency"})).await;
+    let usd = exposure["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["key"] == "USD")
+        .cloned()
+        .unwrap_or_else(|| panic!("{exposure:#}"));
+    // AAPL only: 5 x 200 x 4.7191968...
+    assert_eq!(usd["value"], 4719.2, "{exposure:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bursa_daily_request_to_a_date_ends_on_that_date() {
+    let mut s = bursa();
+    s.klines.insert(
+        (pb::QOT_MARKET_MY, "1155".to_owned()),
+        [
+            "2026-11-26",
+            "2026-11-27",
+            "2026-11-30",
+            "2026-12-01",
+            "2026-12-02",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, d)| build::day_line(d, 10.0 + f64::from(u8::try_from(i).unwrap())))
+        .collect(),
+    );
+    let fake = OpenDFake::start(s).await;
+    let ctx = desk(config(fake.port, Duration::from_secs(5)));
+    let bars = tool(
+        &ctx,
+        "get_bars",
+        json!({"source": {"symbol": "BURSA:1155", "account": "MOOMOO-MY", "interval": "1d",
+            "start": "2026-11-27", "end": "2026-11-30"}, "max_rows": 0}),
+    )
+    .await;
+    assert_eq!(bars["status"], "ok", "{bars:#}");
+    let days: Vec<&str> = bars["bars"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["time"].as_str().unwrap())
+        .collect();
+    assert_eq!(days, ["2026-11-27", "2026-11-30"], "{bars:#}");
+    // The window OpenD was asked for is the exchange's days.
+    let windows = fake.snapshot().kline_windows;
+    assert_eq!(
+        windows[0],
+        ("2026-11-27".to_owned(), "2026-11-30".to_owned()),
+        "{windows:?}"
+    );
+}
+
+const PAPER_ACC: u64 = 9_100_001;
+
+/// A simulated US account. OpenD gives paper trading no fills (deals): its historical
+/// orders say what filled. Worked by hand: bought 10 AAPL (filled at an average of
+/// 180.00), sold 4 (average 190.00), a cancelled order that filled nothing; realized
+/// 4 x (190.00 - 180.00) = 40.00, gross (OpenD states no fees for paper orders); 6 held.
+fn paper() -> OpenDState {
+    let mut s = OpenDState {
+        accounts: vec![build::account(
+            pb::TRD_ENV_SIMULATE,
+            PAPER_ACC,
+            pb::TRD_MARKET_US,
+            "SIM1",
+        )],
+        ..OpenDState::default()
+    };
+    s.funds.insert(
+        (PAPER_ACC, pb::CURRENCY_USD),
+        build::funds(
+            pb::CURRENCY_USD,
+            98_960.0,
+            1_110.0,
+            &[(pb::CURRENCY_USD, 98_960.0)],
+        ),
+    );
+    s.positions.insert(
+        PAPER_ACC,
+        vec![build::position("AAPL", build::US, 6.0, 185.0)],
+    );
+    let order =
+        |id: u64, side: i32, status: i32, qty: f64, filled: f64, avg: f64, at: &str| pb::Order {
+            trd_side: side,
+            order_type: 1,
+            order_status: status,
+            order_id: id,
+            order_id_ex: format!("SIM-{id}"),
+            code: "AAPL".to_owned(),
+            name: "Apple".to_owned(),
+            qty,
+            price: Some(avg),
+            create_time: at.to_owned(),
+            update_time: at.replace("10:00:00", "10:05:00"),
+            fill_qty: Some(filled),
+            fill_avg_price: Some(avg),
+            last_err_msg: None,
+            sec_market: Some(pb::SEC_MARKET_US),
+            create_timestamp: None,
+            update_timestamp: None,
+            currency: Some(pb::CURRENCY_USD),
+            trd_market: Some(pb::TRD_MARKET_US),
+        };
+    s.orders.insert(
+        PAPER_ACC,
+        vec![
+            order(
+                1,
+                pb::SIDE_BUY,
+                pb::ORDER_FILLED_ALL,
+                10.0,
+                10.0,
+                180.0,
+                "2026-11-02 10:00:00",
+            ),
+            order(
+                2,
+                pb::SIDE_SELL,
+                pb::ORDER_FILLED_ALL,
+                4.0,
+                4.0,
+                190.0,
+                "2026-11-09 10:00:00",
+            ),
+            order(
+                3,
+                pb::SIDE_BUY,
+                pb::ORDER_CANCELLED_ALL,
+                5.0,
+                0.0,
+                0.0,
+                "2026-11-10 10:00:00",
+            ),
+        ],
+    );
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulated_account_books_its_filled_orders_and_says_so() {
+    let fake = OpenDFake::start(paper()).await;
+    let ctx = desk(OpenDConfig {
+        id: "MOOMOO-PAPER".into(),
+        market: FutuMarket::Us,
+        simulate: true,
+        ..config(fake.port, Duration::from_secs(5))
+    });
+    let pnl = tool(
+        &ctx,
+        "get_realized_pnl",
+        json!({"start": "2026-01-01", "end": "2026-12-31"}),
+    )
+    .await;
+    assert_eq!(pnl["status"], "ok", "{pnl:#}");
+    assert_eq!(pnl["gross_pnl"], 40.0, "{pnl:#}");
+    let notes = pnl["notes"].to_string();
+    assert!(
+        notes.contains("gives no fills (deals) for paper trading"),
+        "{notes}"
+    );
+    assert!(!notes.contains("fills from the last"), "{notes}");
+    let positions = tool(&ctx, "get_positions", json!({})).await;
+    assert_eq!(positions["positions"][0]["quantity"], 6.0, "{positions:#}");
+    let history = tool(
+        &ctx,
+        "get_trade_history",
+        json!({"start": "2026-01-01", "end": "2026-12-31"}),
+    )
+    .await;
+    let fills = history["fills"].as_array().unwrap();
+    assert_eq!(
+        fills.len(),
+        2,
+        "the cancelled order filled nothing: {history:#}"
+    );
+    assert_eq!(fills[0]["commission_known"], false, "{history:#}");
+    let seen = fake.snapshot();
+    // History orders, never the deals query OpenD refuses for paper trading.
+    assert_eq!(seen.fill_windows.len(), 0);
+    assert_eq!(seen.order_windows.len(), 5, "{:?}", seen.order_windows);
+}
+
+fn cli(config: &std::path::Path, state: &std::path::Path, tool: &str, args: &str) -> Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tradedesk"))
+        .arg("--config")
+        .arg(config)
+        .arg("--state-dir")
+        .arg(state)
+        .args(["call", tool, args])
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {} / {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_calls_in_a_row_share_the_history_read_and_opend_s_budget() {
+    let fake = OpenDFake::start(bursa()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("m.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[accounts]]\nid = \"MOOMOO-MY\"\nbroker = \"moomoo\"\nport = {}\n",
+            fake.port
+        ),
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let (c, st) = (config.clone(), state.clone());
+    let answers = tokio::task::spawn_blocking(move || {
+        (0..3)
+            .map(|_| {
+                cli(
+                    &c,
+                    &st,
+                    "get_realized_pnl",
+                    r#"{"start": "2026-01-01", "end": "2026-12-31"}"#,
+                )
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    for a in &answers {
+        // 400 x (10.20 - 9.50), each time.
+        assert_eq!(a["gross_pnl"], 280.0, "{a:#}");
+    }
+    let seen = fake.snapshot();
+    // 365 days in 5 windows, read once for the three processes.
+    assert_eq!(seen.fill_windows.len(), 5, "{:?}", seen.fill_windows);
+    assert_eq!(seen.too_frequent, 0);
+
+    // Another process (another state directory) spent OpenD's budget: OpenD's refusal is
+    // told as the budget.
+    fake.fail(OpenDFailure::RetType(
+        pb::proto_id::TRD_GET_HISTORY_ORDER_FILL_LIST,
+        common::opend_fake::TOO_FREQUENT.to_owned(),
+    ));
+    let (c, other) = (config.clone(), dir.path().join("other"));
+    let refused = tokio::task::spawn_blocking(move || cli(&c, &other, "get_realized_pnl", "{}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        refused["error"]["code"], "broker_unavailable",
+        "{refused:#}"
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("request budget"),
+        "{refused:#}"
+    );
+    fake.fail(OpenDFailure::None);
+
+    // Our own count: ten fill queries in the last 30 s in the shared budget file, so the
+    // eleventh is not sent, and the answer says why and when to retry.
+    let fresh = dir.path().join("fresh");
+    std::fs::create_dir_all(fresh.join("opend")).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let lines: String = (0..10)
+        .map(|i| format!("2222 {}\n", now - i * 100))
+        .collect();
+    std::fs::write(fresh.join(format!("opend/budget-{MY_ACC}.txt")), lines).unwrap();
+    let before = fake.snapshot().fill_windows.len();
+    let c = config.clone();
+    let spent = tokio::task::spawn_blocking(move || cli(&c, &fresh, "get_realized_pnl", "{}"))
+        .await
+        .unwrap();
+    assert_eq!(spent["error"]["code"], "broker_unavailable", "{spent:#}");
+    let message = spent["error"]["message"].as_str().unwrap();
+    assert!(message.contains("request budget is spent"), "{message}");
+    assert!(
+        spent["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("retry in"),
+        "{spent:#}"
+    );
+    assert_eq!(
+        fake.snapshot().fill_windows.len(),
+        before,
+        "no query was sent"
+    );
 }

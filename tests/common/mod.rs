@@ -3,4 +3,5 @@ pub mod dwx_fake;
 pub mod hl_fake;
 pub mod openapi;
 pub mod opend_fake;
+pub mod opend_pb;
 pub mod tws_fake;

@@ -1,7 +1,12 @@
-//! A fake moomoo / Futu OpenD on loopback: it reads the 44-byte header itself (the `FT`
-//! flag, proto id, serial number, body length, SHA-1 of the body), drops a connection
-//! whose SHA-1 is wrong, answers with the request's proto id and serial number, insists
-//! on InitConnect first and on a plaintext one, and serves in-memory accounts. It can be
+//! A fake moomoo / Futu OpenD on loopback, built from the protocol's definitions alone: its
+//! messages are its own (`opend_pb`, written from the futu-api SDK's `.proto` field
+//! numbers), never the adapter's. It reads the 44-byte header itself (the `FT` flag,
+//! proto id, format, version, serial number, body length, SHA-1 of the body), drops a
+//! connection whose SHA-1 is wrong, answers with the request's proto id and serial number,
+//! insists on InitConnect first and on a plaintext one, and serves in-memory accounts as
+//! OpenD does: funds in the currency asked for, historical fills for real accounts only
+//! (a simulated one gets OpenD's refusal), historical orders for both, K-lines within the
+//! asked window, and at most 10 history queries per proto per account in 30 s. It can be
 //! told to answer with a wrong SHA-1, as an encrypting OpenD, never, or with a retType
 //! error for one proto id.
 
@@ -9,12 +14,18 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use prost::Message;
 use sha1::{Digest, Sha1};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tradedesk_brokers::futu::proto;
+
+use super::opend_pb as pb;
+use pb::proto_id as id;
+
+/// When each (accID, proto id) history query was answered.
+type Limits = BTreeMap<(u64, u32), Vec<Instant>>;
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum OpenDFailure {
@@ -30,34 +41,54 @@ pub enum OpenDFailure {
     RetType(u32, String),
 }
 
+/// What the fake says when a history proto is asked more than 10 times in 30 s (the
+/// fake's own words: OpenD's text differs by version and language).
+pub const TOO_FREQUENT: &str = "Request too frequent: at most 10 requests per 30 seconds";
+
 #[derive(Debug, Clone, Default)]
 pub struct OpenDState {
-    pub accounts: Vec<proto::TrdAcc>,
-    pub funds: BTreeMap<u64, proto::Funds>,
-    pub positions: BTreeMap<u64, Vec<proto::Position>>,
-    pub fills: BTreeMap<u64, Vec<proto::OrderFill>>,
+    pub accounts: Vec<pb::TrdAcc>,
+    /// Funds by (accID, currency asked). A request without a currency gets the account's
+    /// first entry.
+    pub funds: BTreeMap<(u64, i32), pb::Funds>,
+    pub positions: BTreeMap<u64, Vec<pb::Position>>,
+    pub fills: BTreeMap<u64, Vec<pb::OrderFill>>,
+    /// Historical orders by accID (real and simulated accounts).
+    pub orders: BTreeMap<u64, Vec<pb::Order>>,
     /// Fee by order id (orderIDEx).
     pub fees: BTreeMap<String, f64>,
     /// Snapshots by (QotMarket, code).
-    pub snapshots: BTreeMap<(i32, String), proto::SnapshotBasicData>,
-    /// K-lines by (QotMarket, code).
-    pub klines: BTreeMap<(i32, String), Vec<proto::KLine>>,
+    pub snapshots: BTreeMap<(i32, String), pb::Snapshot>,
+    /// K-lines by (QotMarket, code), oldest first.
+    pub klines: BTreeMap<(i32, String), Vec<pb::KLine>>,
     pub keep_alive_secs: i32,
     pub failure: OpenDFailure,
     /// (proto id, serial) of every request, in order.
     pub requests: Vec<(u32, u32)>,
+    /// clientVer of each InitConnect.
+    pub client_vers: Vec<i32>,
     /// (begin, end) of each history-fill query.
     pub fill_windows: Vec<(String, String)>,
+    /// (begin, end) of each history-order query.
+    pub order_windows: Vec<(String, String)>,
+    /// (begin, end) of each K-line request.
+    pub kline_windows: Vec<(String, String)>,
+    /// Currencies the funds were asked in, in order.
+    pub funds_asked: Vec<Option<i32>>,
     /// Requests whose SHA-1 did not match (the connection was dropped).
     pub bad_sha1: usize,
     /// InitConnects that did not say "no encryption".
     pub asked_encryption: usize,
+    /// History queries refused for their frequency.
+    pub too_frequent: usize,
 }
 
 #[derive(Debug)]
 pub struct OpenDFake {
     pub port: u16,
     pub state: Arc<Mutex<OpenDState>>,
+    /// When each (accID, proto id) history query was answered: OpenD's rate limit.
+    limits: Arc<Mutex<Limits>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -67,7 +98,7 @@ impl Drop for OpenDFake {
     }
 }
 
-fn lock(s: &Mutex<OpenDState>) -> std::sync::MutexGuard<'_, OpenDState> {
+fn lock<T>(s: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     s.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -81,13 +112,19 @@ impl OpenDFake {
             .unwrap_or_else(|e| panic!("addr: {e}"))
             .port();
         let state = Arc::new(Mutex::new(state));
-        let shared = Arc::clone(&state);
+        let limits = Arc::new(Mutex::new(BTreeMap::new()));
+        let (shared, counted) = (Arc::clone(&state), Arc::clone(&limits));
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, Arc::clone(&shared)));
+                tokio::spawn(serve(stream, Arc::clone(&shared), Arc::clone(&counted)));
             }
         });
-        OpenDFake { port, state, task }
+        OpenDFake {
+            port,
+            state,
+            limits,
+            task,
+        }
     }
 
     pub fn fail(&self, f: OpenDFailure) {
@@ -97,9 +134,20 @@ impl OpenDFake {
     pub fn snapshot(&self) -> OpenDState {
         lock(&self.state).clone()
     }
+
+    pub fn with_state(&self, f: impl FnOnce(&mut OpenDState)) {
+        f(&mut lock(&self.state));
+    }
+
+    /// Forgets the rate limit's past (as 30 s passing would).
+    pub fn reset_limits(&self) {
+        lock(&self.limits).clear();
+    }
 }
 
 fn reply_frame(proto_id: u32, serial: u32, body: &[u8], sha: &[u8]) -> Vec<u8> {
+    // Little-endian `<1s1sI2B2I20s8s`: 'F','T', proto id, format, version, serial, length,
+    // SHA-1, 8 reserved bytes.
     let mut out = Vec::with_capacity(44 + body.len());
     out.extend_from_slice(b"FT");
     out.extend_from_slice(&proto_id.to_le_bytes());
@@ -113,10 +161,11 @@ fn reply_frame(proto_id: u32, serial: u32, body: &[u8], sha: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A Response whose retType is 0 and whose s2c is `s2c`.
 macro_rules! ok {
-    ($resp:ident, $s2c:expr) => {
-        proto::$resp {
-            ret_type: Some(0),
+    ($module:ident, $s2c:expr) => {
+        pb::$module::Response {
+            ret_type: 0,
             ret_msg: None,
             err_code: Some(0),
             s2c: Some($s2c),
@@ -125,19 +174,18 @@ macro_rules! ok {
     };
 }
 
-macro_rules! failed {
-    ($resp:ident, $msg:expr) => {
-        proto::$resp {
-            ret_type: Some(-1),
-            ret_msg: Some($msg.to_string()),
-            err_code: Some(1),
-            s2c: None,
-        }
-        .encode_to_vec()
-    };
+/// A Response with retType -1 and OpenD's message; every proto's Response has this shape.
+fn failed(msg: impl std::fmt::Display) -> Vec<u8> {
+    pb::keep_alive::Response {
+        ret_type: -1,
+        ret_msg: Some(msg.to_string()),
+        err_code: Some(1),
+        s2c: None,
+    }
+    .encode_to_vec()
 }
 
-async fn serve(mut stream: TcpStream, state: Arc<Mutex<OpenDState>>) {
+async fn serve(mut stream: TcpStream, state: Arc<Mutex<OpenDState>>, limits: Arc<Mutex<Limits>>) {
     let mut initialized = false;
     loop {
         let mut head = [0u8; 44];
@@ -169,25 +217,20 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<OpenDState>>) {
         if failure == OpenDFailure::Silent {
             continue;
         }
-        if !initialized && proto_id != proto::id::INIT_CONNECT {
+        if !initialized && proto_id != id::INIT_CONNECT {
             // OpenD wants InitConnect first.
             return;
         }
         let answer = match failure {
-            OpenDFailure::RetType(id, ref msg) if id == proto_id => {
-                failed!(KeepAliveResponse, msg)
-            }
-            OpenDFailure::Encrypted if proto_id == proto::id::INIT_CONNECT => {
+            OpenDFailure::RetType(p, ref msg) if p == proto_id => failed(msg),
+            OpenDFailure::Encrypted if proto_id == id::INIT_CONNECT => {
                 let cipher: Vec<u8> = (0u8..128).map(|b| b.wrapping_mul(37)).collect();
                 let sha = Sha1::digest(b"the plaintext nobody can see");
                 let frame = reply_frame(proto_id, serial, &cipher, sha.as_slice());
                 let _ = stream.write_all(&frame).await;
                 continue;
             }
-            _ => answer(proto_id, &body, &state, &mut initialized),
-        };
-        let Some(answer) = answer_or(answer) else {
-            return;
+            _ => answer(proto_id, &body, &state, &limits, &mut initialized),
         };
         let sha = if failure == OpenDFailure::WrongSha1 {
             Sha1::digest(b"not the body").to_vec()
@@ -204,143 +247,203 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<OpenDState>>) {
     }
 }
 
-fn answer_or(v: Vec<u8>) -> Option<Vec<u8>> {
-    Some(v)
+/// Whether a history query of `proto_id` for `acc` is over OpenD's 10 per 30 s.
+fn over_limit(limits: &Mutex<Limits>, acc: u64, proto_id: u32) -> bool {
+    let mut l = lock(limits);
+    let seen = l.entry((acc, proto_id)).or_default();
+    seen.retain(|t| t.elapsed() < Duration::from_secs(30));
+    if seen.len() >= 10 {
+        return true;
+    }
+    seen.push(Instant::now());
+    false
+}
+
+/// `YYYY-MM-DD` or `YYYY-MM-DD HH:MM:SS[.mmm]` as a comparable `YYYY-MM-DD HH:MM:SS`; a
+/// bare date as the start (or, for an end, the last second) of that day.
+fn bound(text: &str, end: bool) -> String {
+    let t = text.trim();
+    if t.len() == 10 {
+        format!("{t} {}", if end { "23:59:59" } else { "00:00:00" })
+    } else {
+        t.chars().take(19).collect()
+    }
 }
 
 fn answer(
     proto_id: u32,
     body: &[u8],
     state: &Mutex<OpenDState>,
+    limits: &Mutex<Limits>,
     initialized: &mut bool,
 ) -> Vec<u8> {
     let s = lock(state).clone();
     match proto_id {
-        proto::id::INIT_CONNECT => {
-            let req = proto::InitConnectRequest::decode(body).unwrap_or_default();
-            let c2s = req.c2s.unwrap_or_default();
-            if c2s.client_ver.is_none() || c2s.client_id.is_none() {
-                return failed!(InitConnectResponse, "clientVer and clientID are required");
-            }
-            if c2s.packet_enc_algo != Some(-1) {
+        id::INIT_CONNECT => {
+            let Ok(req) = pb::init_connect::Request::decode(body) else {
+                return failed("clientVer and clientID are required");
+            };
+            lock(state).client_vers.push(req.c2s.client_ver);
+            if req.c2s.packet_enc_algo != Some(-1) {
                 lock(state).asked_encryption += 1;
             }
             *initialized = true;
             ok!(
-                InitConnectResponse,
-                proto::InitConnectS2c {
-                    server_ver: Some(1006),
-                    login_user_id: Some(77_001),
-                    conn_id: Some(1),
-                    conn_aes_key: Some("0123456789abcdef".to_owned()),
-                    keep_alive_interval: Some(if s.keep_alive_secs > 0 {
+                init_connect,
+                pb::InitConnectS2c {
+                    server_ver: 1006,
+                    login_user_id: 77_001,
+                    conn_id: 1,
+                    conn_aes_key: "0123456789abcdef".to_owned(),
+                    keep_alive_interval: if s.keep_alive_secs > 0 {
                         s.keep_alive_secs
                     } else {
                         10
-                    }),
-                    aes_cbc_iv: None,
+                    },
+                    aes_cb_civ: None,
                     user_attribution: Some(2),
                 }
             )
         }
-        proto::id::KEEP_ALIVE => {
-            let req = proto::KeepAliveRequest::decode(body).unwrap_or_default();
-            ok!(
-                KeepAliveResponse,
-                proto::KeepAliveS2c {
-                    time: req.c2s.and_then(|c| c.time)
-                }
-            )
-        }
-        proto::id::GET_ACC_LIST => ok!(
-            GetAccListResponse,
-            proto::GetAccListS2c {
+        id::KEEP_ALIVE => match pb::keep_alive::Request::decode(body) {
+            Ok(req) => ok!(keep_alive, req.c2s),
+            Err(_) => failed("time is required"),
+        },
+        id::TRD_GET_ACC_LIST => ok!(
+            trd_get_acc_list,
+            pb::GetAccListS2c {
                 acc_list: s.accounts.clone()
             }
         ),
-        proto::id::GET_FUNDS => {
-            let req = proto::GetFundsRequest::decode(body).unwrap_or_default();
-            let Some(header) = req.c2s.and_then(|c| c.header) else {
-                return failed!(GetFundsResponse, "header is required");
+        id::TRD_GET_FUNDS => {
+            let Ok(req) = pb::trd_get_funds::Request::decode(body) else {
+                return failed("header is required");
             };
-            let acc = header.acc_id.unwrap_or(0);
-            match s.funds.get(&acc) {
+            let header = req.c2s.header;
+            let acc = header.acc_id;
+            lock(state).funds_asked.push(req.c2s.currency);
+            let funds = match req.c2s.currency {
+                Some(c) => s.funds.get(&(acc, c)),
+                None => s
+                    .funds
+                    .range((acc, i32::MIN)..=(acc, i32::MAX))
+                    .next()
+                    .map(|(_, f)| f),
+            };
+            match funds {
                 Some(f) => ok!(
-                    GetFundsResponse,
-                    proto::GetFundsS2c {
-                        header: Some(header),
+                    trd_get_funds,
+                    pb::GetFundsS2c {
+                        header,
                         funds: Some(f.clone())
                     }
                 ),
-                None => failed!(GetFundsResponse, format!("Nonexisting acc_id: {acc}")),
+                None if s.funds.keys().any(|(a, _)| *a == acc) => {
+                    failed("This currency is not supported by the account")
+                }
+                None => failed(format!("Nonexisting acc_id: {acc}")),
             }
         }
-        proto::id::GET_POSITION_LIST => {
-            let req = proto::GetPositionListRequest::decode(body).unwrap_or_default();
-            let header = req.c2s.and_then(|c| c.header).unwrap_or_default();
-            let acc = header.acc_id.unwrap_or(0);
+        id::TRD_GET_POSITION_LIST => {
+            let Ok(req) = pb::trd_get_position_list::Request::decode(body) else {
+                return failed("header is required");
+            };
+            let header = req.c2s.header;
+            let acc = header.acc_id;
             ok!(
-                GetPositionListResponse,
-                proto::GetPositionListS2c {
-                    header: Some(header),
+                trd_get_position_list,
+                pb::GetPositionListS2c {
+                    header,
                     position_list: s.positions.get(&acc).cloned().unwrap_or_default()
                 }
             )
         }
-        proto::id::GET_HISTORY_ORDER_FILL_LIST => {
-            let req = proto::GetHistoryOrderFillListRequest::decode(body).unwrap_or_default();
-            let c2s = req.c2s.unwrap_or_default();
-            let header = c2s.header.unwrap_or_default();
-            let filter = c2s.filter_conditions.unwrap_or_default();
-            let (Some(begin), Some(end)) = (filter.begin_time, filter.end_time) else {
-                return failed!(
-                    GetHistoryOrderFillListResponse,
-                    "begin_time and end_time are required"
-                );
+        id::TRD_GET_HISTORY_ORDER_FILL_LIST | id::TRD_GET_HISTORY_ORDER_LIST => {
+            let Ok(req) = pb::trd_get_history_order_fill_list::Request::decode(body) else {
+                return failed("header and filterConditions are required");
             };
-            if header.trd_env != Some(proto::trd_env::REAL) {
-                return failed!(
-                    GetHistoryOrderFillListResponse,
-                    "Paper trading does not support this interface"
-                );
+            let header = req.c2s.header;
+            let filter = req.c2s.filter_conditions;
+            let (Some(begin), Some(end)) = (filter.begin_time, filter.end_time) else {
+                return failed("begin_time and end_time are required");
+            };
+            let fills = proto_id == id::TRD_GET_HISTORY_ORDER_FILL_LIST;
+            if fills && header.trd_env != pb::TRD_ENV_REAL {
+                return failed("Paper trading does not support this interface");
             }
-            lock(state).fill_windows.push((begin.clone(), end.clone()));
-            let acc = header.acc_id.unwrap_or(0);
-            let mut rows: Vec<proto::OrderFill> = s
-                .fills
-                .get(&acc)
-                .into_iter()
-                .flatten()
-                .filter(|f| {
-                    let t = f.create_time.clone().unwrap_or_default();
-                    t.as_str() >= begin.as_str() && t.as_str() <= end.as_str()
-                })
-                .cloned()
-                .collect();
-            // Newest first, as OpenD answers.
-            rows.sort_by(|a, b| b.create_time.cmp(&a.create_time));
-            ok!(
-                GetHistoryOrderFillListResponse,
-                proto::GetHistoryOrderFillListS2c {
-                    header: Some(header),
-                    order_fill_list: rows
-                }
-            )
+            if over_limit(limits, header.acc_id, proto_id) {
+                lock(state).too_frequent += 1;
+                return failed(TOO_FREQUENT);
+            }
+            let (from, to) = (bound(&begin, false), bound(&end, true));
+            let within = |t: &str| {
+                let t = bound(t, false);
+                t >= from && t <= to
+            };
+            let acc = header.acc_id;
+            if fills {
+                lock(state).fill_windows.push((begin.clone(), end.clone()));
+                let mut rows: Vec<pb::OrderFill> = s
+                    .fills
+                    .get(&acc)
+                    .into_iter()
+                    .flatten()
+                    .filter(|f| within(&f.create_time))
+                    .cloned()
+                    .collect();
+                // Newest first, as OpenD answers.
+                rows.sort_by(|a, b| b.create_time.cmp(&a.create_time));
+                ok!(
+                    trd_get_history_order_fill_list,
+                    pb::HistoryFillS2c {
+                        header,
+                        order_fill_list: rows
+                    }
+                )
+            } else {
+                lock(state).order_windows.push((begin.clone(), end.clone()));
+                let mut rows: Vec<pb::Order> = s
+                    .orders
+                    .get(&acc)
+                    .into_iter()
+                    .flatten()
+                    .filter(|o| within(&o.create_time))
+                    .filter(|o| {
+                        req.c2s.filter_status_list.is_empty()
+                            || req.c2s.filter_status_list.contains(&o.order_status)
+                    })
+                    .cloned()
+                    .collect();
+                rows.sort_by(|a, b| b.create_time.cmp(&a.create_time));
+                ok!(
+                    trd_get_history_order_list,
+                    pb::HistoryOrderS2c {
+                        header,
+                        order_list: rows
+                    }
+                )
+            }
         }
-        proto::id::GET_ORDER_FEE => {
-            let req = proto::GetOrderFeeRequest::decode(body).unwrap_or_default();
-            let c2s = req.c2s.unwrap_or_default();
+        id::TRD_GET_ORDER_FEE => {
+            let Ok(req) = pb::trd_get_order_fee::Request::decode(body) else {
+                return failed("header is required");
+            };
+            let c2s = req.c2s;
             if c2s.order_id_ex_list.len() > 400 {
-                return failed!(GetOrderFeeResponse, "at most 400 orders per request");
+                return failed("at most 400 orders per request");
+            }
+            if over_limit(limits, c2s.header.acc_id, proto_id) {
+                lock(state).too_frequent += 1;
+                return failed(TOO_FREQUENT);
             }
             let list = c2s
                 .order_id_ex_list
                 .iter()
-                .filter_map(|id| {
-                    s.fees.get(id).map(|fee| proto::OrderFee {
-                        order_id_ex: Some(id.clone()),
+                .filter_map(|oid| {
+                    s.fees.get(oid).map(|fee| pb::OrderFee {
+                        order_id_ex: oid.clone(),
                         fee_amount: Some(*fee),
-                        fee_list: vec![proto::OrderFeeItem {
+                        fee_list: vec![pb::OrderFeeItem {
                             title: Some("Commission".to_owned()),
                             value: Some(*fee),
                         }],
@@ -348,71 +451,226 @@ fn answer(
                 })
                 .collect();
             ok!(
-                GetOrderFeeResponse,
-                proto::GetOrderFeeS2c {
+                trd_get_order_fee,
+                pb::GetOrderFeeS2c {
                     header: c2s.header,
                     order_fee_list: list
                 }
             )
         }
-        proto::id::GET_SECURITY_SNAPSHOT => {
-            let req = proto::GetSecuritySnapshotRequest::decode(body).unwrap_or_default();
+        id::QOT_GET_SECURITY_SNAPSHOT => {
+            let Ok(req) = pb::qot_get_security_snapshot::Request::decode(body) else {
+                return failed("securityList is required");
+            };
             let mut list = Vec::new();
-            for sec in req.c2s.unwrap_or_default().security_list {
-                let key = (
-                    sec.market.unwrap_or(0),
-                    sec.code.clone().unwrap_or_default(),
-                );
-                match s.snapshots.get(&key) {
-                    Some(b) => list.push(proto::Snapshot {
-                        basic: Some(b.clone()),
-                        option_ex_data: None,
-                    }),
-                    None => {
-                        return failed!(
-                            GetSecuritySnapshotResponse,
-                            format!("Unknown stock {}", key.1)
-                        );
-                    }
+            for sec in req.c2s.security_list {
+                match s.snapshots.get(&(sec.market, sec.code.clone())) {
+                    Some(snap) => list.push(snap.clone()),
+                    None => return failed(format!("Unknown stock {}", sec.code)),
                 }
             }
             ok!(
-                GetSecuritySnapshotResponse,
-                proto::GetSecuritySnapshotS2c {
+                qot_get_security_snapshot,
+                pb::GetSecuritySnapshotS2c {
                     snapshot_list: list
                 }
             )
         }
-        proto::id::REQUEST_HISTORY_KL => {
-            let req = proto::RequestHistoryKlRequest::decode(body).unwrap_or_default();
-            let c2s = req.c2s.unwrap_or_default();
-            let sec = c2s.security.clone().unwrap_or_default();
-            let key = (
-                sec.market.unwrap_or(0),
-                sec.code.clone().unwrap_or_default(),
-            );
-            let Some(lines) = s.klines.get(&key) else {
-                return failed!(RequestHistoryKlResponse, format!("Unknown stock {}", key.1));
+        id::QOT_REQUEST_HISTORY_KL => {
+            let Ok(req) = pb::qot_request_history_kl::Request::decode(body) else {
+                return failed("rehabType, klType, security, beginTime and endTime are required");
             };
+            let c2s = req.c2s;
+            let sec = c2s.security.clone();
+            let Some(lines) = s.klines.get(&(sec.market, sec.code.clone())) else {
+                return failed(format!("Unknown stock {}", sec.code));
+            };
+            lock(state)
+                .kline_windows
+                .push((c2s.begin_time.clone(), c2s.end_time.clone()));
+            let (from, to) = (bound(&c2s.begin_time, false), bound(&c2s.end_time, true));
+            let within: Vec<&pb::KLine> = lines
+                .iter()
+                .filter(|k| {
+                    let t = bound(&k.time, false);
+                    t >= from && t <= to
+                })
+                .collect();
             // Two lines a page, to exercise the paging key.
-            let from: usize = c2s
+            let start: usize = c2s
                 .next_req_key
                 .as_deref()
                 .and_then(|k| std::str::from_utf8(k).ok())
                 .and_then(|k| k.parse().ok())
                 .unwrap_or(0);
-            let page: Vec<proto::KLine> = lines.iter().skip(from).take(2).cloned().collect();
-            let next = (from + 2 < lines.len()).then(|| (from + 2).to_string().into_bytes());
+            let page: Vec<pb::KLine> = within
+                .iter()
+                .skip(start)
+                .take(2)
+                .map(|k| (*k).clone())
+                .collect();
+            let next = (start + 2 < within.len()).then(|| (start + 2).to_string().into_bytes());
             ok!(
-                RequestHistoryKlResponse,
-                proto::RequestHistoryKlS2c {
-                    security: Some(sec),
+                qot_request_history_kl,
+                pb::RequestHistoryKlS2c {
+                    security: sec,
+                    name: None,
                     kl_list: page,
                     next_req_key: next,
-                    name: None
                 }
             )
         }
-        _ => failed!(KeepAliveResponse, format!("unknown proto {proto_id}")),
+        _ => failed(format!("unknown proto {proto_id}")),
+    }
+}
+
+/// Builders for the fake's replies, every required field set as OpenD sets it.
+pub mod build {
+    use super::pb;
+
+    pub fn account(trd_env: i32, acc_id: u64, market: i32, card: &str) -> pb::TrdAcc {
+        pb::TrdAcc {
+            trd_env,
+            acc_id,
+            trd_market_auth_list: vec![market],
+            acc_type: Some(1),
+            card_num: Some(card.to_owned()),
+            security_firm: Some(6),
+            sim_acc_type: (trd_env == pb::TRD_ENV_SIMULATE).then_some(1),
+            uni_card_num: None,
+            acc_status: Some(0),
+        }
+    }
+
+    /// Funds as asked in `currency`: `cash` is all the account's cash in that currency,
+    /// `cash_info` each currency's own balance.
+    pub fn funds(currency: i32, cash: f64, market_val: f64, cash_info: &[(i32, f64)]) -> pb::Funds {
+        pb::Funds {
+            power: cash,
+            total_assets: cash + market_val,
+            cash,
+            market_val,
+            frozen_cash: 0.0,
+            debt_cash: 0.0,
+            avl_withdrawal_cash: cash,
+            currency: Some(currency),
+            cash_info_list: cash_info
+                .iter()
+                .map(|(c, v)| pb::AccCashInfo {
+                    currency: Some(*c),
+                    cash: Some(*v),
+                    available_balance: Some(*v),
+                    net_cash_power: Some(*v),
+                })
+                .collect(),
+            net_cash_power: Some(cash),
+            securities_assets: Some(cash + market_val),
+            market_info_list: Vec::new(),
+        }
+    }
+
+    /// A long position; `market` is (TrdSecMarket, Currency, TrdMarket).
+    pub fn position(code: &str, market: (i32, i32, i32), qty: f64, price: f64) -> pb::Position {
+        pb::Position {
+            position_id: 1,
+            position_side: 0,
+            code: code.to_owned(),
+            name: format!("Name of {code}"),
+            qty,
+            can_sell_qty: qty,
+            price,
+            cost_price: None,
+            val: qty * price,
+            pl_val: 0.0,
+            pl_ratio: None,
+            sec_market: Some(market.0),
+            currency: Some(market.1),
+            trd_market: Some(market.2),
+            diluted_cost_price: None,
+            average_cost_price: None,
+        }
+    }
+
+    pub const MY: (i32, i32, i32) = (pb::SEC_MARKET_MY, pb::CURRENCY_MYR, pb::TRD_MARKET_MY);
+    pub const US: (i32, i32, i32) = (pb::SEC_MARKET_US, pb::CURRENCY_USD, pb::TRD_MARKET_US);
+
+    /// A fill of order `order`; `at` in the exchange's wall clock.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fill(
+        id: u64,
+        order: &str,
+        code: &str,
+        market: (i32, i32, i32),
+        side: i32,
+        qty: f64,
+        price: f64,
+        at: &str,
+    ) -> pb::OrderFill {
+        pb::OrderFill {
+            trd_side: side,
+            fill_id: id,
+            fill_id_ex: format!("F{id}"),
+            order_id: Some(id * 10),
+            order_id_ex: Some(order.to_owned()),
+            code: code.to_owned(),
+            name: format!("Name of {code}"),
+            qty,
+            price,
+            create_time: at.to_owned(),
+            counter_broker_id: None,
+            counter_broker_name: None,
+            sec_market: Some(market.0),
+            create_timestamp: None,
+            update_timestamp: None,
+            status: Some(0),
+            trd_market: Some(market.2),
+        }
+    }
+
+    /// A stock's snapshot.
+    pub fn snapshot(qot_market: i32, code: &str, bid: f64, ask: f64) -> pb::Snapshot {
+        pb::Snapshot {
+            basic: pb::SnapshotBasicData {
+                security: pb::Security {
+                    market: qot_market,
+                    code: code.to_owned(),
+                },
+                name: Some(format!("Name of {code}")),
+                r#type: 3,
+                is_suspend: false,
+                list_time: "1990-01-01".to_owned(),
+                lot_size: 100,
+                price_spread: 0.01,
+                update_time: "2026-11-30 16:50:00".to_owned(),
+                high_price: ask,
+                open_price: bid,
+                low_price: bid,
+                last_close_price: bid,
+                cur_price: ask,
+                volume: 1_000_000,
+                turnover: 0.0,
+                turnover_rate: 0.0,
+                update_timestamp: Some(1_796_028_600.0),
+                ask_price: Some(ask),
+                bid_price: Some(bid),
+            },
+            option_ex_data: None,
+        }
+    }
+
+    /// A daily K-line stamped `date 00:00:00`, as OpenD stamps day lines.
+    pub fn day_line(date: &str, close: f64) -> pb::KLine {
+        pb::KLine {
+            time: format!("{date} 00:00:00"),
+            is_blank: false,
+            high_price: Some(close + 0.2),
+            open_price: Some(close - 0.1),
+            low_price: Some(close - 0.2),
+            close_price: Some(close),
+            last_close_price: Some(close - 0.1),
+            volume: Some(1_000),
+            turnover: None,
+            timestamp: None,
+        }
     }
 }

@@ -886,6 +886,7 @@ pub fn config_context_with(
                         market,
                         simulate,
                         history_days,
+                        state_dir: Some(state.dir.clone()),
                         timeout: std::time::Duration::from_millis(
                             account
                                 .timeout_ms

@@ -13,11 +13,19 @@
 //!   fills in windows of 90 days, and each order's fees (`Trd_GetOrderFee`) joined to its
 //!   first fill. Fills carry no fees of their own; where OpenD has none for an order, its
 //!   fills are marked fees unknown and realized P&L is gross of them, as the book says.
+//!   Daily K-lines are windowed in the exchange's days.
 //! * **Market data:** snapshots for quotes, `Qot_RequestHistoryKL` for bars.
 //!
+//! * **Simulated accounts:** OpenD gives paper trading no fills, so their historical orders
+//!   are read and each filled order is booked as one fill, without fees, and said so.
+//! * **Currencies:** OpenD's own conversion, from the funds asked in each currency held
+//!   (`opend_rates`).
+//!
 //! OpenD allows 10 history queries per 30 s per account, so a built book is kept for
-//! `CACHE_FOR` before it is read again.
+//! `CACHE_FOR` before it is read again, and the history read and the query budget are
+//! shared through the state directory by every process using it ([`history`]).
 
+pub mod history;
 pub mod proto;
 
 use std::collections::BTreeMap;
@@ -49,6 +57,9 @@ const MAX_BODY: u32 = 64 * 1024 * 1024;
 const CACHE_FOR: Duration = Duration::from_secs(30);
 /// OpenD's history queries are asked in windows of this many days.
 const WINDOW_DAYS: i64 = 90;
+/// The client version sent in InitConnect: what the current futu-api SDK sends
+/// (`CLIENT_VERSION`); OpenD judges a client's protocol by it.
+pub const CLIENT_VER: i32 = 300;
 /// Orders per fee query.
 const FEE_BATCH: usize = 400;
 
@@ -114,6 +125,9 @@ pub struct OpenDConfig {
     /// How far back fills are read.
     pub history_days: u32,
     pub timeout: Duration,
+    /// Where the history read from OpenD and its request budget are kept, shared by every
+    /// tradedesk process using this state directory (`None`: this process alone).
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 /// Where a security trades, by OpenD's security market.
@@ -186,14 +200,16 @@ fn decimal(v: Option<f64>) -> Option<Decimal> {
 
 /// OpenD's own conversion, read from the funds: `cash` is every currency's cash converted
 /// into the currency the funds were asked in (`Funds.currency`, else `asked`), and
-/// `cashInfoList` the cash of each currency. With exactly one other currency holding cash,
-/// its rate on `today` is `(cash − own currency's cash) / its cash`, so that balance
+/// `cashInfoList` the cash of each currency. Currencies whose rate is `known` (OpenD's own,
+/// from funds asked in them) count at that rate. With exactly one other currency holding
+/// cash, its rate on `today` is `(cash − the rest, converted) / its cash`, so that balance
 /// converts to OpenD's own figure. With several, the one total cannot be split: no rate,
 /// and a note.
 fn funds_rates(
     funds: &proto::Funds,
     asked: Currency,
     today: NaiveDate,
+    known: &[tradedesk_core::FxQuote],
 ) -> (Vec<tradedesk_core::FxQuote>, Option<String>) {
     let target = funds.currency.and_then(currency_of).unwrap_or(asked);
     let Some(total) = decimal(funds.cash) else {
@@ -207,6 +223,8 @@ fn funds_rates(
         };
         if ccy == target {
             own += cash;
+        } else if let Some(k) = known.iter().find(|k| k.base == ccy && k.quote == target) {
+            own += cash * k.rate;
         } else if !cash.is_zero() {
             foreign.push((ccy, cash));
         }
@@ -245,6 +263,107 @@ fn funds_rates(
             )),
         ),
     }
+}
+
+/// OpenD's `Currency` code of a currency (the market currencies tradedesk reads).
+fn currency_code(c: Currency) -> i32 {
+    match c.code() {
+        "HKD" => proto::currency::HKD,
+        "MYR" => proto::currency::MYR,
+        _ => proto::currency::USD,
+    }
+}
+
+/// Whether `e` is a refusal for OpenD's request budget (ours or OpenD's own).
+fn is_budget(e: &BrokerError) -> bool {
+    matches!(e, BrokerError::Unavailable { detail, .. } if detail.contains("request budget"))
+}
+
+/// A simulated account's filled order as the one fill OpenD's order states: its filled
+/// quantity at its average fill price, at its last update. `None` for an order that
+/// filled nothing.
+fn order_as_fill(o: &proto::Order) -> Option<proto::OrderFill> {
+    let qty = o.fill_qty.filter(|q| q.is_finite() && *q > 0.0)?;
+    let order = o
+        .order_id_ex
+        .clone()
+        .or_else(|| o.order_id.map(|i| i.to_string()))?;
+    Some(proto::OrderFill {
+        trd_side: o.trd_side,
+        fill_id: o.order_id,
+        fill_id_ex: Some(format!("order-{order}")),
+        order_id: o.order_id,
+        order_id_ex: Some(order),
+        code: o.code.clone(),
+        name: o.name.clone(),
+        qty: Some(qty),
+        price: o.fill_avg_price,
+        create_time: o.update_time.clone().or_else(|| o.create_time.clone()),
+        sec_market: o.sec_market,
+        create_timestamp: None,
+        status: Some(0),
+        trd_market: o.trd_market,
+    })
+}
+
+/// OpenD's own rates into the account's currency: each other currency's rate is the
+/// ratio of the account's total assets asked in the account's currency to those asked in
+/// that currency (`converted`), the same assets converted by OpenD. A currency OpenD did
+/// not convert (an account that ignores the asked currency answers in its own) falls
+/// back to what the converted cash total implies ([`funds_rates`]), and else to the
+/// core's FX order (docs/methodology/fx.md).
+fn opend_rates(
+    funds: &proto::Funds,
+    converted: &[(i32, proto::Funds)],
+    asked: Currency,
+    today: NaiveDate,
+) -> (Vec<tradedesk_core::FxQuote>, Vec<String>) {
+    let target = funds.currency.and_then(currency_of).unwrap_or(asked);
+    let positive = |v: Option<f64>| decimal(v).filter(|d| d.is_sign_positive() && !d.is_zero());
+    let mut rates = Vec::new();
+    let mut notes = Vec::new();
+    for (code, other) in converted {
+        let Some(ccy) = currency_of(*code).filter(|c| *c != target) else {
+            continue;
+        };
+        if other.currency.is_some_and(|c| c != *code) {
+            continue;
+        }
+        let pair = match (positive(funds.total_assets), positive(other.total_assets)) {
+            (Some(a), Some(b)) => Some(("total assets", a, b)),
+            _ => match (positive(funds.cash), positive(other.cash)) {
+                (Some(a), Some(b)) => Some(("cash", a, b)),
+                _ => None,
+            },
+        };
+        let Some((what, mine, theirs)) = pair else {
+            continue;
+        };
+        // The same figure in both: OpenD ignored the currency asked.
+        if other.currency.is_none() && mine == theirs {
+            continue;
+        }
+        let Some(rate) = mine
+            .checked_div(theirs)
+            .map(|r| r.round_dp(10).normalize())
+            .filter(|r| r.is_sign_positive() && !r.is_zero())
+        else {
+            continue;
+        };
+        rates.push(tradedesk_core::FxQuote {
+            base: ccy,
+            quote: target,
+            rate,
+            date: today,
+        });
+        notes.push(format!(
+            "the {ccy}/{target} rate of {today} ({rate}) is OpenD's own: the account's {what} are {target} {mine} asked in {target} and {ccy} {theirs} asked in {ccy}"
+        ));
+    }
+    let (implied, note) = funds_rates(funds, asked, today, &rates);
+    rates.extend(implied);
+    notes.extend(note);
+    (rates, notes)
 }
 
 /// `YYYY-MM-DD HH:MM:SS[.mmm]` (or a bare date) in `zone`.
@@ -340,6 +459,8 @@ pub struct OpenDBroker {
     chosen: Mutex<Option<Chosen>>,
     serial: AtomicU32,
     cache: Mutex<Option<(Instant, Arc<Book>)>>,
+    /// The account's history cache and request budget, once the account is known.
+    store: Mutex<Option<Arc<history::Store>>>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -359,6 +480,7 @@ impl OpenDBroker {
             chosen: Mutex::new(None),
             serial: AtomicU32::new(1),
             cache: Mutex::new(None),
+            store: Mutex::new(None),
         }
     }
 
@@ -492,6 +614,15 @@ impl OpenDBroker {
         if ret_type == Some(-100) {
             return self.timeout();
         }
+        if lower.contains("frequen") || lower.contains("频繁") || lower.contains("too many") {
+            return self.unavailable(
+                format!(
+                    "OpenD refused proto {proto_id} for its request budget (at most {} history queries per 30 s per account): {text}",
+                    history::LIMIT
+                ),
+                "another program on this OpenD login (or tradedesk with another state directory) spent the budget: retry in 30 s",
+            );
+        }
         if proto_id == proto::id::INIT_CONNECT {
             return self.unavailable(
                 format!("OpenD refused the connection: {text}"),
@@ -540,7 +671,7 @@ impl OpenDBroker {
         };
         let init = proto::InitConnectRequest {
             c2s: Some(proto::InitConnectC2s {
-                client_ver: Some(100),
+                client_ver: Some(CLIENT_VER),
                 client_id: Some(format!("tradedesk-{}", env!("CARGO_PKG_VERSION"))),
                 recv_notify: Some(false),
                 packet_enc_algo: Some(-1),
@@ -742,31 +873,83 @@ impl OpenDBroker {
         Ok(chosen)
     }
 
+    /// The history cache and budget of account `acc_id` (one per process and account).
+    async fn store(&self, acc_id: u64) -> Arc<history::Store> {
+        let mut slot = self.store.lock().await;
+        if let Some(s) = slot.as_ref()
+            && s.key().starts_with(&format!("{acc_id} "))
+        {
+            return Arc::clone(s);
+        }
+        let store = Arc::new(history::Store::new(
+            self.config.state_dir.as_deref(),
+            acc_id,
+            self.config.simulate,
+            self.config.market.name(),
+        ));
+        *slot = Some(Arc::clone(&store));
+        store
+    }
+
+    /// One query of `proto_id` from the shared budget, or a refusal saying so.
+    fn spend(&self, store: &history::Store, proto_id: u32) -> Result<(), BrokerError> {
+        store
+            .take(proto_id)
+            .map_err(|spent| self.budget_spent(&spent))
+    }
+
+    fn budget_spent(&self, spent: &history::Spent) -> BrokerError {
+        let secs = spent.retry_in.as_secs().max(1);
+        self.unavailable(
+            format!(
+                "OpenD's request budget is spent: {} history queries (proto {}) in the last 30 s for this account, of the {} OpenD allows{}; the query was not sent",
+                spent.used,
+                spent.proto_id,
+                history::LIMIT,
+                match &spent.file {
+                    Some(f) => format!(" (counted across tradedesk processes in {})", f.display()),
+                    None => String::new(),
+                }
+            ),
+            &format!(
+                "retry in {secs} s; what was read is cached in the state directory, so the next call asks OpenD only for what is new"
+            ),
+        )
+    }
+
+    /// The funds, asked in `currency`.
+    async fn funds_in(
+        &self,
+        conn: &mut Conn,
+        header: &proto::TrdHeader,
+        currency: i32,
+    ) -> Result<Option<proto::Funds>, BrokerError> {
+        let funds: proto::GetFundsResponse = self
+            .call(
+                conn,
+                proto::id::GET_FUNDS,
+                &proto::GetFundsRequest {
+                    c2s: Some(proto::GetFundsC2s {
+                        header: Some(header.clone()),
+                        refresh_cache: Some(false),
+                        currency: Some(currency),
+                    }),
+                },
+                |r: &proto::GetFundsResponse| (r.ret_type, r.ret_msg.clone()),
+            )
+            .await?;
+        Ok(funds.s2c.and_then(|s| s.funds))
+    }
+
     async fn build_book(&self) -> Result<Book, BrokerError> {
         let history_days = i64::from(self.config.history_days.max(1));
-        let (funds, positions, fills, fees, acc) = self
+        let (funds, converted, positions, read, fee_problem, acc) = self
             .with_conn(|me, conn| {
                 Box::pin(async move {
                     let acc = me.choose(conn).await?;
                     let header = me.header(acc.acc_id);
-                    let funds: proto::GetFundsResponse = me
-                        .call(
-                            conn,
-                            proto::id::GET_FUNDS,
-                            &proto::GetFundsRequest {
-                                c2s: Some(proto::GetFundsC2s {
-                                    header: Some(header.clone()),
-                                    refresh_cache: Some(false),
-                                    currency: Some(match me.config.market {
-                                        FutuMarket::My => proto::currency::MYR,
-                                        FutuMarket::Hk => proto::currency::HKD,
-                                        FutuMarket::Us => proto::currency::USD,
-                                    }),
-                                }),
-                            },
-                            |r: &proto::GetFundsResponse| (r.ret_type, r.ret_msg.clone()),
-                        )
-                        .await?;
+                    let base = currency_code(me.config.market.currency());
+                    let funds = me.funds_in(conn, &header, base).await?;
                     let positions: proto::GetPositionListResponse = me
                         .call(
                             conn,
@@ -781,106 +964,227 @@ impl OpenDBroker {
                             |r: &proto::GetPositionListResponse| (r.ret_type, r.ret_msg.clone()),
                         )
                         .await?;
-                    // Fills, in windows of 90 days back from now (exchange time).
-                    let zone = zones::of_currency(me.config.market.currency().code());
-                    let now = zones::at(Utc::now(), zone).naive_local();
-                    let mut fills = Vec::new();
-                    let mut end = now;
-                    // Historical fills are a live-account query at OpenD.
-                    let start = if me.config.simulate {
-                        now
-                    } else {
-                        now - chrono::Duration::days(history_days)
-                    };
-                    while end > start {
-                        let begin = (end - chrono::Duration::days(WINDOW_DAYS)).max(start);
-                        let resp: proto::GetHistoryOrderFillListResponse = me
-                            .call(
-                                conn,
-                                proto::id::GET_HISTORY_ORDER_FILL_LIST,
-                                &proto::GetHistoryOrderFillListRequest {
-                                    c2s: Some(proto::GetHistoryOrderFillListC2s {
-                                        header: Some(header.clone()),
-                                        filter_conditions: Some(proto::TrdFilterConditions {
-                                            begin_time: Some(
-                                                begin.format("%Y-%m-%d %H:%M:%S").to_string(),
-                                            ),
-                                            end_time: Some(
-                                                end.format("%Y-%m-%d %H:%M:%S").to_string(),
-                                            ),
-                                            ..proto::TrdFilterConditions::default()
-                                        }),
-                                    }),
-                                },
-                                |r: &proto::GetHistoryOrderFillListResponse| {
-                                    (r.ret_type, r.ret_msg.clone())
-                                },
-                            )
-                            .await?;
-                        fills.extend(resp.s2c.map(|s| s.order_fill_list).unwrap_or_default());
-                        end = begin;
-                    }
-                    // Fees per order; a failure leaves fees unknown, never the book.
-                    let mut orders: Vec<String> =
-                        fills.iter().filter_map(|f| f.order_id_ex.clone()).collect();
-                    orders.sort();
-                    orders.dedup();
-                    let mut fees: Result<BTreeMap<String, f64>, String> = Ok(BTreeMap::new());
-                    for batch in orders.chunks(FEE_BATCH) {
-                        let answer: Result<proto::GetOrderFeeResponse, BrokerError> = me
-                            .call(
-                                conn,
-                                proto::id::GET_ORDER_FEE,
-                                &proto::GetOrderFeeRequest {
-                                    c2s: Some(proto::GetOrderFeeC2s {
-                                        header: Some(header.clone()),
-                                        order_id_ex_list: batch.to_vec(),
-                                    }),
-                                },
-                                |r: &proto::GetOrderFeeResponse| (r.ret_type, r.ret_msg.clone()),
-                            )
-                            .await;
-                        match answer {
-                            Ok(resp) => {
-                                if let Ok(map) = fees.as_mut() {
-                                    for fee in
-                                        resp.s2c.map(|s| s.order_fee_list).unwrap_or_default()
-                                    {
-                                        if let (Some(id), Some(amount)) =
-                                            (fee.order_id_ex, fee.fee_amount)
-                                        {
-                                            map.insert(id, amount);
-                                        }
-                                    }
-                                }
-                            }
-                            Err(
-                                e @ (BrokerError::Timeout { .. } | BrokerError::Unavailable { .. }),
-                            ) => {
-                                return Err(e);
-                            }
-                            Err(e) => {
-                                fees = Err(e.to_string());
-                                break;
-                            }
+                    let positions = positions.s2c.map(|s| s.position_list).unwrap_or_default();
+                    // OpenD's own conversion: the funds asked again in each other currency
+                    // the account holds, so each rate is OpenD's ratio of the same assets.
+                    let mut others: Vec<i32> = funds
+                        .iter()
+                        .flat_map(|f| &f.cash_info_list)
+                        .filter(|c| c.cash.is_some_and(|v| v != 0.0))
+                        .filter_map(|c| c.currency)
+                        .chain(positions.iter().filter_map(|p| p.currency))
+                        .filter(|c| *c != base && currency_of(*c).is_some())
+                        .collect();
+                    others.sort_unstable();
+                    others.dedup();
+                    let mut converted = Vec::new();
+                    for c in others {
+                        match me.funds_in(conn, &header, c).await {
+                            Ok(Some(f)) => converted.push((c, f)),
+                            Ok(None) | Err(BrokerError::InvalidRequest { .. }) => {}
+                            Err(e) => return Err(e),
                         }
                     }
-                    Ok((
-                        funds.s2c.and_then(|s| s.funds),
-                        positions.s2c.map(|s| s.position_list).unwrap_or_default(),
-                        fills,
-                        fees,
-                        acc,
-                    ))
+                    let store = me.store(acc.acc_id).await;
+                    // Another process reading this account's history: wait for its cache.
+                    let _lock = store.exclusive(me.config.timeout).await;
+                    let (read, fee_problem) =
+                        me.read_history(conn, &header, &store, history_days).await?;
+                    Ok((funds, converted, positions, read, fee_problem, acc))
                 })
             })
             .await?;
-        self.assemble(funds.as_ref(), &positions, fills, &fees, &acc)
+        let fees: Result<BTreeMap<String, f64>, String> = match fee_problem {
+            Some(p) if read.fees.is_empty() => Err(p),
+            _ => Ok(read
+                .fees
+                .iter()
+                .filter_map(|f| Some((f.order_id_ex.clone()?, f.fee_amount?)))
+                .collect()),
+        };
+        let fills = if self.config.simulate {
+            read.orders.iter().filter_map(order_as_fill).collect()
+        } else {
+            read.fills.clone()
+        };
+        self.assemble(funds.as_ref(), &converted, &positions, fills, &fees, &acc)
+    }
+
+    /// The account's history: from the shared cache where it is fresh, else read from
+    /// OpenD (only what is new since the cached read), each query from the budget; the
+    /// read is kept for the next call, in this process or another. A failed fee query
+    /// leaves fees unknown (the second value says why), never the book.
+    async fn read_history(
+        &self,
+        conn: &mut Conn,
+        header: &proto::TrdHeader,
+        store: &history::Store,
+        history_days: i64,
+    ) -> Result<(history::Cached, Option<String>), BrokerError> {
+        let fmt = |t: NaiveDateTime| t.format("%Y-%m-%d %H:%M:%S").to_string();
+        let zone = zones::of_currency(self.config.market.currency().code());
+        let now = zones::at(Utc::now(), zone).naive_local();
+        let start = now - chrono::Duration::days(history_days);
+        let start_text = fmt(start);
+        let cached = store.load().filter(|c| c.begin <= start_text);
+        let keep = |c: &history::Cached, before: &str| history::Cached {
+            key: c.key.clone(),
+            read_at_ms: c.read_at_ms,
+            begin: start_text.clone(),
+            end: c.end.clone(),
+            fills: c
+                .fills
+                .iter()
+                .filter(|f| {
+                    let t = f.create_time.as_deref().unwrap_or("");
+                    t >= start_text.as_str() && t < before
+                })
+                .cloned()
+                .collect(),
+            orders: c
+                .orders
+                .iter()
+                .filter(|o| {
+                    let t = o.create_time.as_deref().unwrap_or("");
+                    t >= start_text.as_str() && t < before
+                })
+                .cloned()
+                .collect(),
+            fees: c.fees.clone(),
+        };
+        if let Some(c) = &cached
+            && history::Store::age(c.read_at_ms) < CACHE_FOR
+        {
+            return Ok((keep(c, "9999"), None));
+        }
+        // Fills of past days are final at OpenD: what is new is asked from a day before
+        // the cached read's end.
+        let from = cached
+            .as_ref()
+            .and_then(|c| NaiveDateTime::parse_from_str(&c.end, "%Y-%m-%d %H:%M:%S").ok())
+            .map_or(start, |end| (end - chrono::Duration::days(1)).max(start));
+        let from_text = fmt(from);
+        let mut out = match &cached {
+            Some(c) => keep(c, &from_text),
+            None => history::Cached {
+                key: store.key().to_owned(),
+                begin: start_text.clone(),
+                ..history::Cached::default()
+            },
+        };
+        out.read_at_ms = history::Store::now_ms();
+        out.end = fmt(now);
+        let mut end = now;
+        while end > from {
+            let begin = (end - chrono::Duration::days(WINDOW_DAYS)).max(from);
+            let filter = Some(proto::TrdFilterConditions {
+                begin_time: Some(fmt(begin)),
+                end_time: Some(fmt(end)),
+                ..proto::TrdFilterConditions::default()
+            });
+            if self.config.simulate {
+                // OpenD gives no fills (deals) for paper trading: its orders, with their
+                // filled quantity and average fill price, are what it has.
+                self.spend(store, proto::id::GET_HISTORY_ORDER_LIST)?;
+                let resp: proto::GetHistoryOrderListResponse = self
+                    .call(
+                        conn,
+                        proto::id::GET_HISTORY_ORDER_LIST,
+                        &proto::GetHistoryOrderListRequest {
+                            c2s: Some(proto::GetHistoryOrderListC2s {
+                                header: Some(header.clone()),
+                                filter_conditions: filter,
+                                filter_status_list: Vec::new(),
+                            }),
+                        },
+                        |r: &proto::GetHistoryOrderListResponse| (r.ret_type, r.ret_msg.clone()),
+                    )
+                    .await?;
+                out.orders
+                    .extend(resp.s2c.map(|s| s.order_list).unwrap_or_default());
+            } else {
+                self.spend(store, proto::id::GET_HISTORY_ORDER_FILL_LIST)?;
+                let resp: proto::GetHistoryOrderFillListResponse = self
+                    .call(
+                        conn,
+                        proto::id::GET_HISTORY_ORDER_FILL_LIST,
+                        &proto::GetHistoryOrderFillListRequest {
+                            c2s: Some(proto::GetHistoryOrderFillListC2s {
+                                header: Some(header.clone()),
+                                filter_conditions: filter,
+                            }),
+                        },
+                        |r: &proto::GetHistoryOrderFillListResponse| {
+                            (r.ret_type, r.ret_msg.clone())
+                        },
+                    )
+                    .await?;
+                out.fills
+                    .extend(resp.s2c.map(|s| s.order_fill_list).unwrap_or_default());
+            }
+            end = begin;
+        }
+        out.orders.sort_by_key(|o| o.order_id);
+        out.orders.dedup_by(|a, b| a.order_id == b.order_id);
+        // Fees per order, for the orders whose fee is not known yet.
+        let mut problem = None;
+        if !self.config.simulate {
+            let known: std::collections::BTreeSet<&str> = out
+                .fees
+                .iter()
+                .filter_map(|f| f.order_id_ex.as_deref())
+                .collect();
+            let mut orders: Vec<String> = out
+                .fills
+                .iter()
+                .filter_map(|f| f.order_id_ex.clone())
+                .filter(|o| !known.contains(o.as_str()))
+                .collect();
+            orders.sort();
+            orders.dedup();
+            for batch in orders.chunks(FEE_BATCH) {
+                if let Err(spent) = store.take(proto::id::GET_ORDER_FEE) {
+                    problem = Some(self.budget_spent(&spent).to_string());
+                    break;
+                }
+                let answer: Result<proto::GetOrderFeeResponse, BrokerError> = self
+                    .call(
+                        conn,
+                        proto::id::GET_ORDER_FEE,
+                        &proto::GetOrderFeeRequest {
+                            c2s: Some(proto::GetOrderFeeC2s {
+                                header: Some(header.clone()),
+                                order_id_ex_list: batch.to_vec(),
+                            }),
+                        },
+                        |r: &proto::GetOrderFeeResponse| (r.ret_type, r.ret_msg.clone()),
+                    )
+                    .await;
+                match answer {
+                    Ok(resp) => out
+                        .fees
+                        .extend(resp.s2c.map(|s| s.order_fee_list).unwrap_or_default()),
+                    Err(e @ (BrokerError::Timeout { .. } | BrokerError::Unavailable { .. }))
+                        if !is_budget(&e) =>
+                    {
+                        return Err(e);
+                    }
+                    Err(e) => {
+                        problem = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+        }
+        // A cache that cannot be written costs only the next call's queries.
+        let _ = store.save(&out);
+        Ok((out, problem))
     }
 
     fn assemble(
         &self,
         funds: Option<&proto::Funds>,
+        converted: &[(i32, proto::Funds)],
         positions: &[proto::Position],
         mut fills: Vec<proto::OrderFill>,
         fees: &Result<BTreeMap<String, f64>, String>,
@@ -1040,21 +1344,27 @@ impl OpenDBroker {
             }
         }
         let mut notes = Vec::new();
-        match fees {
-            Err(e) => notes.push(format!(
-                "{}: OpenD gave no order fees ({e}): realized P&L is gross of fees",
-                self.config.id
-            )),
-            Ok(_) if without_fee > 0 => notes.push(format!(
-                "{}: OpenD has no fees for {without_fee} fill(s) (orders before 2018 or not yet settled): their P&L is gross of fees",
-                self.config.id
-            )),
-            Ok(_) => {}
+        let id = &self.config.id;
+        let days = self.config.history_days;
+        if self.config.simulate {
+            notes.push(format!(
+                "{id}: a simulated (paper) account: OpenD gives no fills (deals) for paper trading, so each of the last {days} days' orders (history_days) that filled is booked as one fill of its filled quantity at its average fill price, at the order's last update; {} such order(s), without fees (OpenD states none): realized P&L is gross of fees",
+                out.len()
+            ));
+        } else {
+            match fees {
+                Err(e) => notes.push(format!(
+                    "{id}: OpenD gave no order fees ({e}): realized P&L is gross of fees"
+                )),
+                Ok(_) if without_fee > 0 => notes.push(format!(
+                    "{id}: OpenD has no fees for {without_fee} fill(s) (orders before 2018 or not yet settled): their P&L is gross of fees"
+                )),
+                Ok(_) => {}
+            }
+            notes.push(format!(
+                "{id}: fills from the last {days} days (history_days)"
+            ));
         }
-        notes.push(format!(
-            "{}: fills from the last {} days (history_days)",
-            self.config.id, self.config.history_days
-        ));
         notes.extend(spec_notes);
         let mut parts = BookParts {
             base_currency: currency,
@@ -1111,11 +1421,13 @@ impl OpenDBroker {
         }
         crate::anchor_cash(&mut parts, &reported_cash, "OpenD", "the fills read");
         if let Some(f) = funds {
-            let (rates, note) = funds_rates(f, currency, today);
+            let (rates, notes) = opend_rates(f, converted, currency, today);
             parts.fx_rates.extend(rates);
-            parts
-                .notes
-                .extend(note.map(|n| format!("{}: {n}", self.config.id)));
+            parts.notes.extend(
+                notes
+                    .into_iter()
+                    .map(|n| format!("{}: {n}", self.config.id)),
+            );
         }
         Ok(Book::assemble(parts))
     }
@@ -1425,13 +1737,33 @@ impl Broker for OpenDBroker {
             Interval::H1 => 9,
             Interval::D1 => 2,
         };
+        // Daily lines are the exchange's days: a bound at a UTC day's edge (a date, as the
+        // tools pass one) names that date; any other instant, the exchange's date then.
+        // Intraday lines are instants, asked in the exchange's wall clock.
+        let daily = interval == Interval::D1;
+        let day_of = |t: DateTime<Utc>, edge: bool| {
+            if edge {
+                t.date_naive()
+            } else {
+                zones::at(t, zone).date_naive()
+            }
+        };
+        let first_day = day_of(start, start.time() == chrono::NaiveTime::MIN);
+        let last_day = day_of(
+            end,
+            end.time() == chrono::NaiveTime::from_hms_opt(23, 59, 59).unwrap_or_default(),
+        );
         let fmt = |t: DateTime<Utc>| {
             zones::at(t, zone)
                 .naive_local()
                 .format("%Y-%m-%d %H:%M:%S")
                 .to_string()
         };
-        let (begin, finish) = (fmt(start), fmt(end));
+        let (begin, finish) = if daily {
+            (first_day.to_string(), last_day.to_string())
+        } else {
+            (fmt(start), fmt(end))
+        };
         let owned = symbol.to_owned();
         let lines = self
             .with_conn(move |me, conn| {
@@ -1487,7 +1819,13 @@ impl Broker for OpenDBroker {
             ) else {
                 continue;
             };
-            if t < start - chrono::Duration::days(1) || t > end {
+            let outside = if daily {
+                let day = zones::at(t, zone).date_naive();
+                day < first_day || day > last_day
+            } else {
+                t < start || t > end
+            };
+            if outside {
                 continue;
             }
             bars.push(Bar {
@@ -1555,7 +1893,7 @@ mod tests {
                 info(proto::currency::USD, 120.4),
             ],
         );
-        let (rates, note) = funds_rates(&one, Currency::MYR, today);
+        let (rates, note) = funds_rates(&one, Currency::MYR, today, &[]);
         assert_eq!(rates.len(), 1);
         assert_eq!(
             (rates[0].base, rates[0].quote),
@@ -1580,12 +1918,15 @@ mod tests {
                 info(proto::currency::HKD, 100.0),
             ],
         );
-        let (rates, note) = funds_rates(&two, Currency::MYR, today);
+        let (rates, note) = funds_rates(&two, Currency::MYR, today, &[]);
         assert!(rates.is_empty());
         assert!(note.unwrap().contains("cannot be split"));
         // Only the account's currency: nothing to say.
         let none = funds(1000.0, vec![info(proto::currency::MYR, 1000.0)]);
-        assert_eq!(funds_rates(&none, Currency::MYR, today), (Vec::new(), None));
+        assert_eq!(
+            funds_rates(&none, Currency::MYR, today, &[]),
+            (Vec::new(), None)
+        );
     }
 
     #[test]

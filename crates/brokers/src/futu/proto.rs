@@ -1,6 +1,7 @@
 //! The OpenD protobuf messages tradedesk uses, written by hand from the protocol's field
 //! numbers (proto2: every field optional on the wire; what OpenD requires is set when
-//! sending). Public so the test fake speaks the same messages.
+//! sending). The test fake has its own definitions, written separately from the same
+//! protocol, so a wrong field number here shows.
 
 #![allow(missing_docs)]
 
@@ -11,6 +12,7 @@ pub mod id {
     pub const GET_ACC_LIST: u32 = 2001;
     pub const GET_FUNDS: u32 = 2101;
     pub const GET_POSITION_LIST: u32 = 2102;
+    pub const GET_HISTORY_ORDER_LIST: u32 = 2221;
     pub const GET_HISTORY_ORDER_FILL_LIST: u32 = 2222;
     pub const GET_ORDER_FEE: u32 = 2225;
     pub const REQUEST_HISTORY_KL: u32 = 3103;
@@ -380,6 +382,63 @@ wrappers!(
     GetHistoryOrderFillListResponse,
     GetHistoryOrderFillListC2s,
     GetHistoryOrderFillListS2c
+);
+
+/// Trd_Common.Order: only what a filled order's book entry needs.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Order {
+    /// 1 buy, 2 sell, 3 sell short, 4 buy back.
+    #[prost(int32, optional, tag = "1")]
+    pub trd_side: Option<i32>,
+    #[prost(int32, optional, tag = "3")]
+    pub order_status: Option<i32>,
+    #[prost(uint64, optional, tag = "4")]
+    pub order_id: Option<u64>,
+    #[prost(string, optional, tag = "5")]
+    pub order_id_ex: Option<String>,
+    #[prost(string, optional, tag = "6")]
+    pub code: Option<String>,
+    #[prost(string, optional, tag = "7")]
+    pub name: Option<String>,
+    #[prost(double, optional, tag = "8")]
+    pub qty: Option<f64>,
+    #[prost(string, optional, tag = "10")]
+    pub create_time: Option<String>,
+    /// The order's last change: for a filled order, when its last fill came.
+    #[prost(string, optional, tag = "11")]
+    pub update_time: Option<String>,
+    #[prost(double, optional, tag = "12")]
+    pub fill_qty: Option<f64>,
+    #[prost(double, optional, tag = "13")]
+    pub fill_avg_price: Option<f64>,
+    #[prost(int32, optional, tag = "15")]
+    pub sec_market: Option<i32>,
+    #[prost(int32, optional, tag = "26")]
+    pub trd_market: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetHistoryOrderListC2s {
+    #[prost(message, optional, tag = "1")]
+    pub header: Option<TrdHeader>,
+    #[prost(message, optional, tag = "2")]
+    pub filter_conditions: Option<TrdFilterConditions>,
+    #[prost(int32, repeated, packed = "false", tag = "3")]
+    pub filter_status_list: Vec<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetHistoryOrderListS2c {
+    #[prost(message, optional, tag = "1")]
+    pub header: Option<TrdHeader>,
+    #[prost(message, repeated, tag = "2")]
+    pub order_list: Vec<Order>,
+}
+wrappers!(
+    GetHistoryOrderListRequest,
+    GetHistoryOrderListResponse,
+    GetHistoryOrderListC2s,
+    GetHistoryOrderListS2c
 );
 
 #[derive(Clone, PartialEq, prost::Message)]
