@@ -623,7 +623,7 @@ async fn pages_capped_below_2000_lose_no_fill() {
     }
 }
 
-/// The venue keeps a wallet's most recent fills only (10,000; 4 here). What was bought
+/// The venue keeps a wallet's most recent fills only (10,000; 5 here). What was bought
 /// before opens at Hyperliquid's own average entry: from the first closing fill's
 /// `closedPnl`, or the clearinghouse's `entryPx` for a coin whose fills are all older.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -642,6 +642,10 @@ async fn positions_older_than_the_fills_kept_open_at_the_venues_entry() {
         HlFill::new("BTC", "B", "1.0", "91000.0", T0 + 5 * s, 6),
         HlFill::new("ETH", "A", "10.0", "2500.0", T0 + 6 * s, 7),
         HlFill::new("SOL", "B", "5.0", "100.0", T0 + 7 * s, 8),
+        // APE: 5 bought beyond the retention and 5 kept, never reduced, and the
+        // clearinghouse does not list it: nothing says at what entry.
+        HlFill::new("APE", "B", "5.0", "4.0", T0 - s, 9),
+        HlFill::new("APE", "B", "5.0", "5.0", T0 + 8 * s, 10),
     ];
     let fake = HlFake::start(HlState {
         wallet: WALLET.into(),
@@ -650,6 +654,7 @@ async fn positions_older_than_the_fills_kept_open_at_the_venues_entry() {
             market("ETH", "2600.0"),
             market("SOL", "110.0"),
             market("DOGE", "0.2"),
+            market("APE", "5.0"),
         ],
         // BTC: 2 at 82,000 and 1 at 91,000 average 85,000.
         positions: vec![
@@ -659,7 +664,7 @@ async fn positions_older_than_the_fills_kept_open_at_the_venues_entry() {
         ],
         account_value: "50000.0".into(),
         fills,
-        retention: Some(4),
+        retention: Some(5),
         ..HlState::default()
     })
     .await;
@@ -703,21 +708,27 @@ async fn positions_older_than_the_fills_kept_open_at_the_venues_entry() {
     assert_eq!(by("DOGE-PERP")["quantity"], 1000.0, "{positions:#}");
     assert_eq!(by("DOGE-PERP")["avg_cost"], 0.1, "{positions:#}");
     assert_eq!(by("SOL-PERP")["quantity"], 5.0, "{positions:#}");
+    // APE: the 5 kept, which the clearinghouse says are not held.
+    assert_eq!(by("APE-PERP")["quantity"], 5.0, "{positions:#}");
     assert_eq!(
         positions["positions"].as_array().map(Vec::len),
-        Some(3),
+        Some(4),
         "no ETH left: {positions:#}"
     );
     let notes = positions["notes"].to_string();
     assert!(
-        notes.contains("BTC-PERP 3.0 at 82000") && notes.contains("ETH-PERP 10.0 at 2000"),
+        notes.contains("BTC-PERP 3.0 at 82000")
+            && notes.contains("ETH-PERP 10.0 at 2000")
+            && notes.contains("DOGE-PERP 1000.0 at 0.1"),
         "{notes}"
     );
-    assert!(notes.contains("DOGE-PERP"), "{notes}");
-    let health = tool(&ctx, "get_server_health", json!({})).await;
-    assert_eq!(
-        health["reconciliation"].as_array().map(Vec::len),
-        Some(0),
-        "{health:#}"
+    assert!(
+        notes.contains("disagree on APE-PERP -5.0") && notes.contains("no lots are opened"),
+        "{notes}"
     );
+    // Only APE is a difference left to reconcile.
+    let health = tool(&ctx, "get_server_health", json!({})).await;
+    let differences = health["reconciliation"].as_array().unwrap();
+    assert_eq!(differences.len(), 1, "{health:#}");
+    assert!(differences[0].to_string().contains("APE"), "{health:#}");
 }

@@ -5,12 +5,15 @@
 //!   perp), `allMids`, `l2Book` for a quote's bid and ask, `candleSnapshot` for bars.
 //! * **The wallet:** `clearinghouseState` (positions with entry, liquidation price and
 //!   leverage, the margin summary) and `userFillsByTime` (fills with their fees, paged by
-//!   time, 2,000 a page).
+//!   time until an empty answer: the venue answers at most 2,000, and 500 for time
+//!   ranges, in either order; see `FillPager`).
 //!
 //! Perps are margin-settled in the book: a fill moves only its fee, a close credits its
 //! gross P&L. Amounts are in USDC, counted as USD. Cash is anchored to the account value
 //! less unrealized P&L; what the fills do not explain (deposits, funding payments) is an
-//! opening balance, said in a note.
+//! opening balance, said in a note. Positions the fills kept (the 10,000 most recent) do
+//! not explain are opened before them at Hyperliquid's own average entry (see
+//! `held_before`), with a note (README, Hyperliquid; `docs/dev/dwx-hyperliquid-facts.md`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -494,7 +497,7 @@ impl HyperliquidBroker {
             })
     }
 
-    /// The wallet's fills since `start`, oldest first, every page (see [`FillPager`]).
+    /// The wallet's fills since `start`, oldest first, every page (see `FillPager`).
     async fn fills(&self, start: DateTime<Utc>) -> Result<Vec<Value>, BrokerError> {
         let mut pager = FillPager::new(start.timestamp_millis());
         for _ in 0..MAX_PAGES {
