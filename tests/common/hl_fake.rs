@@ -1,9 +1,15 @@
 //! A fake of Hyperliquid's `POST /info` on loopback: it dispatches on the body's `type`
 //! as the venue does, answers numbers as strings where Hyperliquid does, pages fills at
-//! 2,000, refuses a malformed wallet with a 422, and can be told to hang or fail.
+//! 2,000, refuses a malformed wallet with a 422, and can be told to hang or fail. On
+//! demand it answers fills the ways the venue really does (`docs/dev/dwx-hyperliquid-facts.md`
+//! B.5): without `tid` (2023 answers), newest first, in pages capped below 2,000, and only
+//! the most recent of them (the venue keeps 10,000); partial fills of one order share its
+//! hash.
 
 #![allow(dead_code, unreachable_pub)]
 
+use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
@@ -11,6 +17,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 #[derive(Debug, Clone)]
@@ -35,6 +42,9 @@ pub struct HlPosition {
     pub leverage: u32,
 }
 
+/// One execution of the wallet. The fake works out what the venue adds to it: the
+/// position before it (`startPosition`), its `dir`, its average-cost `closedPnl`, and its
+/// order's `hash` (shared by every partial fill of one order).
 #[derive(Debug, Clone)]
 pub struct HlFill {
     pub coin: String,
@@ -45,7 +55,34 @@ pub struct HlFill {
     pub time: i64,
     pub fee: String,
     pub tid: u64,
-    pub closed_pnl: String,
+    /// The order's id; `None` is `tid * 10`, an order of its own.
+    pub oid: Option<u64>,
+}
+
+impl HlFill {
+    pub fn new(coin: &str, side: &str, sz: &str, px: &str, time: i64, tid: u64) -> Self {
+        Self {
+            coin: coin.into(),
+            px: px.into(),
+            sz: sz.into(),
+            side: side.into(),
+            time,
+            fee: "0.0".into(),
+            tid,
+            oid: None,
+        }
+    }
+
+    pub fn fee(mut self, fee: &str) -> Self {
+        self.fee = fee.into();
+        self
+    }
+
+    /// A partial fill of order `oid`: it shares the order's hash.
+    pub fn order(mut self, oid: u64) -> Self {
+        self.oid = Some(oid);
+        self
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -63,7 +100,20 @@ pub struct HlState {
     pub markets: Vec<HlMarket>,
     pub positions: Vec<HlPosition>,
     pub account_value: String,
+    /// Every fill the wallet ever made, in execution order for one instant.
     pub fills: Vec<HlFill>,
+    /// Fills per `userFillsByTime` answer; `None` is the documented 2,000. The venue's
+    /// docs also say time-range answers stop at 500.
+    pub page_cap: Option<usize>,
+    /// Only this many most recent fills are served (the venue keeps 10,000); the older
+    /// ones still count in `startPosition` and in the positions.
+    pub retention: Option<usize>,
+    /// Fills as the venue answered them in 2023 (the SDK's recorded answers): no `tid`,
+    /// no `feeToken`.
+    pub legacy_fills: bool,
+    /// Answers newest first, as the recorded 2023 answers are (one instant's fills stay
+    /// in the order they were made).
+    pub newest_first: bool,
     pub failure: HlFailure,
     /// Every request body's `type`, in order.
     pub requests: Vec<String>,
@@ -263,25 +313,254 @@ async fn info(State(state): State<Arc<Mutex<HlState>>>, body: String) -> Respons
             let mine = user
                 .as_str()
                 .is_some_and(|u| u.eq_ignore_ascii_case(&s.wallet));
-            let mut rows: Vec<&HlFill> = if mine {
-                s.fills
-                    .iter()
-                    .filter(|f| f.time >= start && f.time <= end)
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            rows.sort_by_key(|f| f.time);
-            rows.truncate(2_000);
-            rows.iter()
-                .map(|f| json!({"coin": f.coin, "px": f.px, "sz": f.sz, "side": f.side,
-                    "time": f.time, "startPosition": "0", "dir": if f.side == "B" {"Open Long"} else {"Close Long"},
-                    "closedPnl": f.closed_pnl, "hash": format!("0x{:064x}", f.tid), "oid": f.tid * 10,
-                    "crossed": true, "fee": f.fee, "tid": f.tid, "feeToken": "USDC"}))
-                .collect::<Vec<_>>()
-                .into()
+            if !mine {
+                return (StatusCode::OK, axum::Json(json!([]))).into_response();
+            }
+            let mut all = venue_fills(&s.fills);
+            if let Some(keep) = s.retention {
+                let drop = all.len().saturating_sub(keep);
+                all.drain(..drop);
+            }
+            let mut rows: Vec<Value> = all
+                .into_iter()
+                .filter(|f| {
+                    let t = f["time"].as_i64().unwrap_or(0);
+                    t >= start && t <= end
+                })
+                .collect();
+            if s.newest_first {
+                // Stable: one instant's fills keep the order they were made in.
+                rows.sort_by_key(|f| std::cmp::Reverse(f["time"].as_i64().unwrap_or(0)));
+            }
+            rows.truncate(s.page_cap.unwrap_or(2_000));
+            if s.legacy_fills {
+                for f in &mut rows {
+                    if let Some(o) = f.as_object_mut() {
+                        o.remove("tid");
+                        o.remove("feeToken");
+                    }
+                }
+            }
+            rows.into()
         }
         _ => return unprocessable("Failed to deserialize the JSON body into the target type"),
+    };
+    (StatusCode::OK, axum::Json(answer)).into_response()
+}
+
+fn dec(s: &str) -> Decimal {
+    s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+}
+
+/// A decimal as the venue writes it: `"0.0"`, `"-14.771454"`.
+fn venue_text(d: Decimal) -> String {
+    let t = d.normalize().to_string();
+    if t.contains('.') { t } else { format!("{t}.0") }
+}
+
+/// Every fill as the venue sends it, oldest first: `startPosition`, `dir` and the
+/// average-cost `closedPnl` worked out from all the wallet's fills before it.
+fn venue_fills(fills: &[HlFill]) -> Vec<Value> {
+    let mut ordered: Vec<&HlFill> = fills.iter().collect();
+    ordered.sort_by_key(|f| f.time);
+    // Per coin: signed position and its average entry price.
+    let mut book: HashMap<&str, (Decimal, Decimal)> = HashMap::new();
+    let mut out = Vec::with_capacity(ordered.len());
+    for f in ordered {
+        let (pos, entry) = book.entry(f.coin.as_str()).or_default();
+        let sz = dec(&f.sz);
+        let px = dec(&f.px);
+        let signed = if f.side == "B" { sz } else { -sz };
+        let start = *pos;
+        let closing = !start.is_zero() && start.is_sign_positive() != signed.is_sign_positive();
+        let closed = if closing {
+            sz.min(start.abs())
+        } else {
+            Decimal::ZERO
+        };
+        let pnl = if start.is_sign_positive() {
+            closed * (px - *entry)
+        } else {
+            closed * (*entry - px)
+        };
+        let after = start + signed;
+        if after.is_zero() {
+            *entry = Decimal::ZERO;
+        } else if !closing {
+            *entry = (start.abs() * *entry + sz * px) / after.abs();
+        } else if after.is_sign_positive() != start.is_sign_positive() {
+            *entry = px;
+        }
+        *pos = after;
+        let dir = match (start.cmp(&Decimal::ZERO), after.cmp(&Decimal::ZERO)) {
+            (Ordering::Greater, Ordering::Less) => "Long > Short",
+            (Ordering::Less, Ordering::Greater) => "Short > Long",
+            (Ordering::Greater, _) if closing => "Close Long",
+            (Ordering::Less, _) if closing => "Close Short",
+            _ if signed.is_sign_positive() => "Open Long",
+            _ => "Open Short",
+        };
+        let oid = f.oid.unwrap_or(f.tid * 10);
+        out.push(
+            json!({"coin": f.coin, "px": f.px, "sz": f.sz, "side": f.side,
+            "time": f.time, "startPosition": venue_text(start), "dir": dir,
+            "closedPnl": venue_text(pnl), "hash": format!("0x{oid:064x}"), "oid": oid,
+            "crossed": true, "fee": f.fee, "tid": f.tid, "feeToken": "USDC"}),
+        );
+    }
+    out
+}
+
+/// A loopback `/info` that answers recorded `{request, response}` pairs, in the shape of
+/// the SDK's recorded cassettes (`../shared/realworld/hyperliquid/recorded.json`) and of
+/// the project's own `tests/fixtures/hyperliquid/*.json`:
+/// * a request is matched by its `type` and, where it names one, its `user`;
+/// * `userFillsByTime` (or `userFills`) rows of that user are served by the window asked,
+///   in the order recorded, at most `page_cap` a answer (500, as the docs say of time
+///   ranges);
+/// * `clearinghouseState` of a user without one recorded is the venue's answer for an
+///   empty wallet;
+/// * `metaAndAssetCtxs`, when not recorded, is made of the recorded `meta` and `allMids`
+///   (each market's mark, mid and oracle price its mid), in the documented shape.
+#[derive(Debug)]
+pub struct HlReplay {
+    pub url: String,
+    pub requests: Arc<Mutex<Vec<Value>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for HlReplay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[derive(Debug)]
+struct Recorded {
+    pairs: Vec<(Value, Value)>,
+    page_cap: usize,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl HlReplay {
+    pub async fn start(recorded: &Value, page_cap: usize) -> HlReplay {
+        let pairs = recorded
+            .as_array()
+            .unwrap_or_else(|| panic!("recorded answers are a list"))
+            .iter()
+            .map(|p| (p["request"].clone(), p["response"].clone()))
+            .collect();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let state = Arc::new(Recorded {
+            pairs,
+            page_cap,
+            requests: Arc::clone(&requests),
+        });
+        let app = Router::new().route("/info", post(replay)).with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("bind: {e}"));
+        let url = format!(
+            "http://{}",
+            listener
+                .local_addr()
+                .unwrap_or_else(|e| panic!("addr: {e}"))
+        );
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        HlReplay {
+            url,
+            requests,
+            task,
+        }
+    }
+
+    /// The `userFillsByTime` requests made, in order.
+    pub fn fill_requests(&self) -> Vec<Value> {
+        self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|r| r["type"] == "userFillsByTime")
+            .cloned()
+            .collect()
+    }
+}
+
+fn same_user(a: &Value, b: &Value) -> bool {
+    match (a.as_str(), b.as_str()) {
+        (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+        _ => false,
+    }
+}
+
+async fn replay(State(rec): State<Arc<Recorded>>, body: String) -> Response {
+    let Ok(body) = serde_json::from_str::<Value>(&body) else {
+        return unprocessable("Failed to deserialize the JSON body into the target type");
+    };
+    rec.requests
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(body.clone());
+    let kind = body["type"].as_str().unwrap_or("");
+    let user = &body["user"];
+    let recorded = |t: &str| {
+        rec.pairs
+            .iter()
+            .find(|(req, _)| {
+                req["type"] == t && (req.get("user").is_none() || same_user(&req["user"], user))
+            })
+            .map(|(_, resp)| resp.clone())
+    };
+    let answer = match kind {
+        "userFillsByTime" => {
+            let start = body["startTime"].as_i64().unwrap_or(0);
+            let end = body["endTime"].as_i64().unwrap_or(i64::MAX);
+            let rows = recorded("userFillsByTime")
+                .or_else(|| recorded("userFills"))
+                .unwrap_or_else(|| json!([]));
+            let rows: Vec<Value> = rows
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|f| {
+                    let t = f["time"].as_i64().unwrap_or(0);
+                    t >= start && t <= end
+                })
+                .take(rec.page_cap)
+                .cloned()
+                .collect();
+            rows.into()
+        }
+        "clearinghouseState" => recorded("clearinghouseState").unwrap_or_else(|| {
+            let zero = json!({"accountValue": "0.0", "totalNtlPos": "0.0",
+                "totalRawUsd": "0.0", "totalMarginUsed": "0.0"});
+            json!({"assetPositions": [], "marginSummary": zero, "crossMarginSummary": zero,
+                "crossMaintenanceMarginUsed": "0.0", "withdrawable": "0.0", "time": 0})
+        }),
+        "metaAndAssetCtxs" => recorded("metaAndAssetCtxs").unwrap_or_else(|| {
+            let meta = recorded("meta").unwrap_or_else(|| json!({"universe": []}));
+            let mids = recorded("allMids").unwrap_or_else(|| json!({}));
+            let contexts: Vec<Value> = meta["universe"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|m| {
+                    let mid = mids[m["name"].as_str().unwrap_or("")].clone();
+                    json!({"funding": "0.0", "openInterest": "0.0", "prevDayPx": mid,
+                        "dayNtlVlm": "0.0", "premium": null, "oraclePx": mid,
+                        "markPx": mid, "midPx": mid, "impactPxs": null})
+                })
+                .collect();
+            json!([meta, contexts])
+        }),
+        other => match recorded(other) {
+            Some(v) => v,
+            None => {
+                return unprocessable("Failed to deserialize the JSON body into the target type");
+            }
+        },
     };
     (StatusCode::OK, axum::Json(answer)).into_response()
 }

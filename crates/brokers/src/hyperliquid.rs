@@ -5,12 +5,15 @@
 //!   perp), `allMids`, `l2Book` for a quote's bid and ask, `candleSnapshot` for bars.
 //! * **The wallet:** `clearinghouseState` (positions with entry, liquidation price and
 //!   leverage, the margin summary) and `userFillsByTime` (fills with their fees, paged by
-//!   time, 2,000 a page).
+//!   time until an empty answer: the venue answers at most 2,000, and 500 for time
+//!   ranges, in either order; see `FillPager`).
 //!
 //! Perps are margin-settled in the book: a fill moves only its fee, a close credits its
 //! gross P&L. Amounts are in USDC, counted as USD. Cash is anchored to the account value
 //! less unrealized P&L; what the fills do not explain (deposits, funding payments) is an
-//! opening balance, said in a note.
+//! opening balance, said in a note. Positions the fills kept (the 10,000 most recent) do
+//! not explain are opened before them at Hyperliquid's own average entry (see
+//! `held_before`), with a note (README, Hyperliquid; `docs/dev/dwx-hyperliquid-facts.md`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,10 +36,10 @@ pub const TESTNET_URL: &str = "https://api.hyperliquid-testnet.xyz";
 /// The exchange name instruments are keyed under.
 pub const EXCHANGE: &str = "HYPERLIQUID";
 
-/// `userFillsByTime` answers at most this many fills a page.
-const FILLS_PAGE: usize = 2_000;
-/// A bound on paging, so no loop can run away.
-const MAX_PAGES: usize = 500;
+/// A bound on paging, so no loop can run away: Hyperliquid keeps a wallet's 10,000 most
+/// recent fills, which is 20 pages of 500 (the smallest page it is known to answer),
+/// each read about twice (once new, once at its edge).
+const MAX_PAGES: usize = 200;
 
 #[derive(Debug, Clone)]
 pub struct HyperliquidConfig {
@@ -112,6 +115,235 @@ fn interval_text(interval: Interval) -> &'static str {
         Interval::M15 => "15m",
         Interval::H1 => "1h",
         Interval::D1 => "1d",
+    }
+}
+
+/// A position a coin's fills start from: held before the oldest fill read (Hyperliquid
+/// keeps a wallet's 10,000 most recent fills).
+#[derive(Debug, Clone, PartialEq)]
+struct HeldBefore {
+    coin: String,
+    /// Signed, the first fill's `startPosition`.
+    size: Decimal,
+    /// Hyperliquid's own average entry price of it, where its answers give one.
+    entry: Option<Decimal>,
+}
+
+/// What each coin's fills (oldest first, one coin's in the order made) say was held
+/// before them, and at what average entry. The entry comes from Hyperliquid's own
+/// figures: the first fill that reduces the position has an average-cost `closedPnl`, so
+/// `entry = px - closedPnl / closed` (a short: `px + closedPnl / closed`); failing that, a
+/// position still held and only ever added to has the clearinghouse's `entryPx`. Fills
+/// that add before either are taken back out of that average.
+fn held_before(fills: &[Value], now: &BTreeMap<String, (Decimal, Decimal)>) -> Vec<HeldBefore> {
+    let mut by_coin: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
+    for f in fills {
+        if let Some(coin) = text(f, "coin") {
+            by_coin.entry(coin).or_default().push(f);
+        }
+    }
+    let mut out = Vec::new();
+    for (coin, rows) in by_coin {
+        let Some(start) = rows.first().and_then(|f| dec(f, "startPosition")) else {
+            continue;
+        };
+        if start.is_zero() {
+            continue;
+        }
+        let signed = |f: &Value| {
+            let sz = dec(f, "sz").unwrap_or_default().abs();
+            if text(f, "side") == Some("B") {
+                sz
+            } else {
+                -sz
+            }
+        };
+        let mut pos = start;
+        let (mut added, mut added_value) = (Decimal::ZERO, Decimal::ZERO);
+        let mut blended = None;
+        for f in &rows {
+            let q = signed(f);
+            let px = dec(f, "px").unwrap_or_default();
+            if q.is_sign_positive() == pos.is_sign_positive() {
+                added += q.abs();
+                added_value += q.abs() * px;
+                pos += q;
+                continue;
+            }
+            let closed = q.abs().min(pos.abs());
+            blended = dec(f, "closedPnl")
+                .filter(|_| !closed.is_zero())
+                .and_then(|pnl| pnl.checked_div(closed))
+                .map(|per| {
+                    if pos.is_sign_positive() {
+                        px - per
+                    } else {
+                        px + per
+                    }
+                });
+            break;
+        }
+        if blended.is_none()
+            && let Some((szi, entry)) = now.get(coin)
+            && *szi == pos
+        {
+            blended = Some(*entry);
+        }
+        let entry = blended
+            .and_then(|b| (b * (start.abs() + added) - added_value).checked_div(start.abs()))
+            .map(|e| e.round_dp(12).normalize())
+            .filter(|e| e.is_sign_positive() && !e.is_zero());
+        out.push(HeldBefore {
+            coin: coin.to_owned(),
+            size: start,
+            entry,
+        });
+    }
+    out
+}
+
+/// What makes one fill itself: its `tid` where the venue sends one; otherwise (older
+/// answers) every field it carries, since the partial fills of one order share `hash`,
+/// `oid` and `time` and differ only in `px`, `sz`, `startPosition`, `closedPnl`, ...
+fn fill_identity(f: &Value) -> String {
+    match f.get("tid") {
+        Some(tid) if !tid.is_null() => format!("tid:{tid}"),
+        _ => {
+            let mut out = String::new();
+            canonical(f, &mut out);
+            out
+        }
+    }
+}
+
+/// `v` as JSON text with every object's keys in order, so the same fill reads the same
+/// whatever order the venue writes its fields in.
+fn canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                if let Some(x) = map.get(k) {
+                    canonical(x, out);
+                }
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, x) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(x, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// How `userFillsByTime` is read page by page. The venue answers at most 2,000 fills a
+/// request (its docs also say 500 for time ranges), in an order it chooses, with
+/// `startTime` and `endTime` both inclusive. So the pager asks again from the last
+/// instant it was given (the cap may have cut that instant), keeps only the fills it has
+/// not had (by [`fill_identity`], counted, so two identical fills of one answer both
+/// stay), steps past an instant once an answer brings nothing new, and stops at the first
+/// empty answer. A venue that answers newest first has the window's end moved instead.
+#[derive(Debug)]
+struct FillPager {
+    from: i64,
+    to: Option<i64>,
+    /// Learnt from the first answer spanning two instants.
+    newest_first: Option<bool>,
+    seen: std::collections::HashMap<String, usize>,
+    out: Vec<Value>,
+    done: bool,
+}
+
+impl FillPager {
+    fn new(from: i64) -> Self {
+        Self {
+            from,
+            to: None,
+            newest_first: None,
+            seen: std::collections::HashMap::new(),
+            out: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// The next request's `startTime` and `endTime` (none: now), or `None` when done.
+    fn window(&self) -> Option<(i64, Option<i64>)> {
+        (!self.done).then_some((self.from, self.to))
+    }
+
+    /// Takes one answer. A fill without a time is answered back.
+    fn take<'a>(&mut self, rows: &'a [Value]) -> Result<(), &'a Value> {
+        let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+            self.done = true;
+            return Ok(());
+        };
+        let mut lo = i64::MAX;
+        let mut hi = i64::MIN;
+        for f in rows {
+            let t = f.get("time").and_then(Value::as_i64).ok_or(f)?;
+            lo = lo.min(t);
+            hi = hi.max(t);
+        }
+        let time = |f: &Value| f.get("time").and_then(Value::as_i64).unwrap_or(0);
+        if self.newest_first.is_none() && time(first) != time(last) {
+            self.newest_first = Some(time(first) > time(last));
+        }
+        let mut in_answer: std::collections::HashMap<String, usize> =
+            std::collections::HashMap::new();
+        let mut fresh = false;
+        for f in rows {
+            let id = fill_identity(f);
+            let n = in_answer.entry(id.clone()).or_default();
+            *n += 1;
+            let had = self.seen.entry(id).or_default();
+            if *n > *had {
+                *had = *n;
+                self.out.push(f.clone());
+                fresh = true;
+            }
+        }
+        let before = (self.from, self.to);
+        if self.newest_first == Some(true) {
+            // The newest fills of the window came: what is left is older.
+            let end = if fresh { lo } else { lo.saturating_sub(1) };
+            let end = self.to.map_or(end, |to| to.min(end));
+            if end < self.from {
+                self.done = true;
+            }
+            self.to = Some(end);
+        } else {
+            let start = if fresh { hi } else { hi.saturating_add(1) };
+            self.from = self.from.max(start);
+            if self.to.is_some_and(|to| self.from > to) {
+                self.done = true;
+            }
+        }
+        // A venue that ignores the window: nothing more will come.
+        if !fresh && before == (self.from, self.to) {
+            self.done = true;
+        }
+        Ok(())
+    }
+
+    /// Every fill once, oldest first; fills of one instant in the order the venue gave.
+    fn finish(mut self) -> Vec<Value> {
+        self.out
+            .sort_by_key(|f| f.get("time").and_then(Value::as_i64).unwrap_or(0));
+        self.out
     }
 }
 
@@ -265,46 +497,38 @@ impl HyperliquidBroker {
             })
     }
 
-    /// The wallet's fills since `start`, oldest first, every page.
+    /// The wallet's fills since `start`, oldest first, every page (see `FillPager`).
     async fn fills(&self, start: DateTime<Utc>) -> Result<Vec<Value>, BrokerError> {
-        let mut out: Vec<Value> = Vec::new();
-        let mut from = start.timestamp_millis();
-        let mut seen = std::collections::BTreeSet::new();
+        let mut pager = FillPager::new(start.timestamp_millis());
         for _ in 0..MAX_PAGES {
-            let page = self
-                .info(json!({
-                    "type": "userFillsByTime",
-                    "user": self.config.wallet,
-                    "startTime": from,
-                    "aggregateByTime": false,
-                }))
-                .await?;
+            let Some((from, to)) = pager.window() else {
+                return Ok(pager.finish());
+            };
+            let mut body = json!({
+                "type": "userFillsByTime",
+                "user": self.config.wallet,
+                "startTime": from,
+                "aggregateByTime": false,
+            });
+            if let Some(to) = to {
+                body["endTime"] = json!(to);
+            }
+            let page = self.info(body).await?;
             let Some(rows) = page.as_array() else {
                 return Err(self.unavailable("userFillsByTime did not answer a list".to_owned()));
             };
-            let full = rows.len() >= FILLS_PAGE;
-            let mut last = from;
-            for f in rows {
-                let t = f.get("time").and_then(Value::as_i64).unwrap_or(from);
-                last = last.max(t);
-                // Pages overlap at their boundary instant: a fill is kept once, by tid.
-                let id = f
-                    .get("tid")
-                    .map(Value::to_string)
-                    .unwrap_or_else(|| format!("{}-{t}", text(f, "hash").unwrap_or("")));
-                if seen.insert(id) {
-                    out.push(f.clone());
-                }
+            if let Err(f) = pager.take(rows) {
+                return Err(self.unavailable(format!(
+                    "a fill has no time: {}",
+                    tradedesk_core::error::quote(&f.to_string())
+                )));
             }
-            if !full || last == from {
-                out.sort_by_key(|f| f.get("time").and_then(Value::as_i64).unwrap_or(0));
-                return Ok(out);
-            }
-            from = last;
         }
         Err(BrokerError::InvalidRequest {
             account: self.config.id.clone(),
-            reason: format!("more than {MAX_PAGES} pages of fills"),
+            reason: format!(
+                "userFillsByTime kept answering new fills after {MAX_PAGES} pages: the wallet's history is read in pages of 500 to 2,000 fills, and Hyperliquid keeps 10,000 of them; retry later"
+            ),
         })
     }
 
@@ -336,6 +560,9 @@ impl HyperliquidBroker {
         };
         let mut out_fills = Vec::with_capacity(fills.len());
         let mut other_fee_tokens = BTreeMap::new();
+        // Without a `tid`, a fill is named by its order's hash and its place among that
+        // order's fills.
+        let mut per_hash: BTreeMap<&str, u32> = BTreeMap::new();
         for (seq, f) in fills.iter().enumerate() {
             let (Some(coin), Some(px), Some(sz), Some(t)) = (
                 text(f, "coin"),
@@ -359,10 +586,15 @@ impl HyperliquidBroker {
             }
             let time = t.with_timezone(&utc);
             out_fills.push(Fill {
-                id: f.get("tid").map_or_else(
-                    || format!("{}-{seq}", text(f, "hash").unwrap_or("hl")),
-                    |v| v.to_string().trim_matches('"').to_owned(),
-                ),
+                id: match f.get("tid") {
+                    Some(v) if !v.is_null() => v.to_string().trim_matches('"').to_owned(),
+                    _ => {
+                        let hash = text(f, "hash").unwrap_or("hl");
+                        let n = per_hash.entry(hash).or_default();
+                        *n += 1;
+                        format!("{hash}-{n}")
+                    }
+                },
                 account: 0,
                 instrument: index(coin),
                 side: if text(f, "side") == Some("B") {
@@ -384,6 +616,8 @@ impl HyperliquidBroker {
         let mut marks = Vec::new();
         let mut reported = Vec::new();
         let mut unrealized = Decimal::ZERO;
+        // Per coin: the size held now and the clearinghouse's entry price.
+        let mut now: BTreeMap<String, (Decimal, Decimal)> = BTreeMap::new();
         for p in state
             .get("assetPositions")
             .and_then(Value::as_array)
@@ -400,7 +634,102 @@ impl HyperliquidBroker {
                 instrument,
                 quantity: szi,
             });
+            if let Some(entry) = dec(p, "entryPx").filter(|e| e.is_sign_positive()) {
+                now.insert(coin.to_owned(), (szi, entry));
+            }
             unrealized += dec(p, "unrealizedPnl").unwrap_or_default();
+        }
+        // Positions older than the fills read (Hyperliquid keeps the 10,000 most recent):
+        // what the clearinghouse holds (a coin it does not list is flat) less what the
+        // fills add up to is opened before the coin's first fill, at Hyperliquid's own
+        // average entry of it (see `held_before`), else the clearinghouse's entryPx.
+        let entries: BTreeMap<String, HeldBefore> = held_before(&fills, &now)
+            .into_iter()
+            .map(|h| (h.coin.clone(), h))
+            .collect();
+        let mut implied: BTreeMap<u32, Decimal> = BTreeMap::new();
+        let mut first_fill: BTreeMap<u32, chrono::DateTime<chrono::FixedOffset>> = BTreeMap::new();
+        for f in &out_fills {
+            *implied.entry(f.instrument).or_default() += match f.side {
+                Side::Buy => f.quantity,
+                Side::Sell => -f.quantity,
+            };
+            let t = first_fill.entry(f.instrument).or_insert(f.time);
+            *t = (*t).min(f.time);
+        }
+        let held_now: BTreeMap<u32, Decimal> = reported
+            .iter()
+            .map(|r| (r.instrument, r.quantity))
+            .collect();
+        let coins: Vec<(u32, String)> = implied
+            .keys()
+            .chain(held_now.keys())
+            .copied()
+            .collect::<std::collections::BTreeSet<u32>>()
+            .into_iter()
+            .filter_map(|i| {
+                instruments
+                    .get(i as usize)
+                    .map(|x| (i, coin_of(&x.key.symbol)))
+            })
+            .collect();
+        let earliest = out_fills.iter().map(|f| f.time).min();
+        let mut opened_before = Vec::new();
+        let mut unknown_entry = Vec::new();
+        for (instrument, coin) in coins {
+            let size = held_now.get(&instrument).copied().unwrap_or_default()
+                - implied.get(&instrument).copied().unwrap_or_default();
+            if size.is_zero() {
+                continue;
+            }
+            let symbol = key_of(&coin).symbol;
+            let entry = entries
+                .get(&coin)
+                .and_then(|h| h.entry)
+                .or_else(|| now.get(&coin).map(|(_, e)| *e));
+            let Some(entry) = entry else {
+                unknown_entry.push(format!("{symbol} {size}"));
+                continue;
+            };
+            opened_before.push(format!("{symbol} {size} at {entry}"));
+            let at = first_fill
+                .get(&instrument)
+                .copied()
+                .or(earliest)
+                .unwrap_or_else(|| Utc::now().fixed_offset())
+                - chrono::Duration::milliseconds(1);
+            let seq = u32::try_from(out_fills.len()).unwrap_or(u32::MAX);
+            out_fills.push(
+                tradedesk_core::MadeFill {
+                    id: format!("opening-{}", key_of(&coin).qualified()),
+                    account: 0,
+                    instrument,
+                    side: if size.is_sign_positive() {
+                        Side::Buy
+                    } else {
+                        Side::Sell
+                    },
+                    quantity: size.abs(),
+                    price: entry,
+                    currency: Currency::USD,
+                    time: at,
+                    kind: tradedesk_core::FillKind::Opening,
+                    commission_known: false,
+                    seq,
+                }
+                .into(),
+            );
+        }
+        // The clearinghouse lists every open position: a coin with fills it does not
+        // list is flat, which the reconciliation checks the fills against.
+        for i in implied.keys() {
+            if !held_now.contains_key(i) {
+                reported.push(ReportedPosition {
+                    account: 0,
+                    instrument: *i,
+                    quantity: Decimal::ZERO,
+                });
+            }
         }
         for m in &markets {
             let key = key_of(&m.coin);
@@ -425,6 +754,20 @@ impl HyperliquidBroker {
             )],
             unknown_specs: Vec::new(),
         };
+        if !opened_before.is_empty() {
+            parts.notes.push(format!(
+                "{}: the clearinghouse's positions are not what the fills read add up to, so positions were held before them (Hyperliquid keeps a wallet's 10,000 most recent fills): {} opened before their first fill at Hyperliquid's own average entry price (from its closedPnl, else the clearinghouse's entryPx), fees unknown; P&L on these lots is against Hyperliquid's average cost, not a FIFO of fills read",
+                self.config.id,
+                opened_before.join(", ")
+            ));
+        }
+        if !unknown_entry.is_empty() {
+            parts.notes.push(format!(
+                "{}: the clearinghouse and the fills read disagree on {} and Hyperliquid's answers give no entry price for the difference: no lots are opened for it, and the reconciliation shows it",
+                self.config.id,
+                unknown_entry.join(", ")
+            ));
+        }
         if fills.len() >= 10_000 {
             parts.notes.push(format!(
                 "{}: Hyperliquid keeps a wallet's 10,000 most recent fills: older trades are not in this history",
@@ -669,5 +1012,135 @@ mod tests {
             assert_eq!(coin_of(s), "BTC");
         }
         assert_eq!(key_of("ETH").qualified(), "HYPERLIQUID:ETH-PERP");
+    }
+
+    /// A fill as the 2023 answers write it: no `tid`.
+    fn legacy(time: i64, px: &str, sz: &str, start: &str) -> Value {
+        json!({"coin": "SUI", "px": px, "sz": sz, "side": "A", "time": time,
+            "startPosition": start, "dir": "Close Long", "closedPnl": "0.0",
+            "hash": "0xabc", "oid": 7, "crossed": true, "fee": "0.0"})
+    }
+
+    /// Serves `all` (oldest first) as a venue capped at `cap` would, until the pager is
+    /// done; answers what it kept and the windows asked.
+    fn page_through(all: &[Value], cap: usize, newest_first: bool) -> (Vec<Value>, usize) {
+        let mut pager = FillPager::new(0);
+        let mut asked = 0;
+        while let Some((from, to)) = pager.window() {
+            asked += 1;
+            assert!(asked < 1_000, "the pager does not stop");
+            let mut rows: Vec<Value> = all
+                .iter()
+                .filter(|f| {
+                    let t = f["time"].as_i64().unwrap_or(0);
+                    t >= from && to.is_none_or(|to| t <= to)
+                })
+                .cloned()
+                .collect();
+            if newest_first {
+                rows.sort_by_key(|f| std::cmp::Reverse(f["time"].as_i64().unwrap_or(0)));
+            }
+            rows.truncate(cap);
+            pager.take(&rows).unwrap_or_else(|f| panic!("{f}"));
+        }
+        (pager.finish(), asked)
+    }
+
+    #[test]
+    fn partial_fills_of_one_order_are_each_a_fill() {
+        // One order's fills: one hash, one time; two alike but for startPosition.
+        let a = legacy(5, "1.3189", "142.7", "4623.5");
+        let b = legacy(5, "1.3167", "3749.1", "4480.8");
+        let c = legacy(5, "1.3167", "100.0", "731.7");
+        let d = legacy(5, "1.3167", "100.0", "631.7");
+        assert_ne!(fill_identity(&a), fill_identity(&b));
+        assert_ne!(fill_identity(&c), fill_identity(&d));
+        // Field order does not matter; a tid decides where there is one.
+        let mut reordered = serde_json::Map::new();
+        for (k, v) in a.as_object().into_iter().flatten().rev() {
+            reordered.insert(k.clone(), v.clone());
+        }
+        assert_eq!(fill_identity(&a), fill_identity(&Value::Object(reordered)));
+        let mut with_tid = a.clone();
+        with_tid["tid"] = json!(42);
+        let mut other = b.clone();
+        other["tid"] = json!(42);
+        assert_eq!(fill_identity(&with_tid), fill_identity(&other));
+        let (kept, _) = page_through(&[a, b, c, d], 2_000, false);
+        assert_eq!(kept.len(), 4);
+    }
+
+    #[test]
+    fn pages_below_the_cap_and_cut_instants_lose_nothing_and_repeat_nothing() {
+        // 50 instants of 3 fills; two fills of instant 20 are alike in every field.
+        let mut all = Vec::new();
+        for t in 0..50i64 {
+            for k in 0..3 {
+                let sz = if t == 20 && k > 0 {
+                    "1"
+                } else {
+                    ["1", "2", "3"][k]
+                };
+                all.push(legacy(1_000 + t, "1.5", sz, "0"));
+            }
+        }
+        for (cap, newest_first) in [
+            (7, false),
+            (7, true),
+            (3, false),
+            (2_000, false),
+            (500, true),
+        ] {
+            let (kept, asked) = page_through(&all, cap, newest_first);
+            assert_eq!(kept.len(), 150, "cap {cap}, newest first {newest_first}");
+            let times: Vec<i64> = kept
+                .iter()
+                .map(|f| f["time"].as_i64().unwrap_or(0))
+                .collect();
+            assert!(times.windows(2).all(|w| w[0] <= w[1]), "oldest first");
+            assert!(asked <= 2 * 150 / cap + 4, "cap {cap}: {asked} requests");
+        }
+        // An empty wallet: one request.
+        assert_eq!(page_through(&[], 500, false), (Vec::new(), 1));
+    }
+
+    #[test]
+    fn positions_before_the_fills_take_the_venues_average_entry() {
+        let fill = |coin: &str, side: &str, sz: &str, px: &str, start: &str, pnl: &str| {
+            json!({"coin": coin, "side": side, "sz": sz, "px": px, "startPosition": start,
+                "closedPnl": pnl, "time": 1})
+        };
+        let fills = [
+            // A short of 4 at an average 10 (10 - 9.5 = 0.5 a unit on 2 closed: 1.0).
+            fill("A", "B", "2", "9.5", "-4", "1.0"),
+            // A long of 1 at 100, added to at 130 (average 115), out at 120: 5.0.
+            fill("B", "B", "1", "130", "1", "0.0"),
+            fill("B", "A", "2", "120", "2", "10.0"),
+            // A long of 3 only added to: the clearinghouse's entry 12 over 5 units, the
+            // addition of 2 at 15 taken out: (60 - 30) / 3 = 10.
+            fill("C", "B", "2", "15", "3", "0.0"),
+            // Nothing before.
+            fill("D", "B", "2", "15", "0", "0.0"),
+            // Held before, never reduced, not held now: no entry.
+            fill("E", "A", "1", "15", "-2", "0.0"),
+        ];
+        let now = BTreeMap::from([("C".to_owned(), (Decimal::from(5), Decimal::from(12)))]);
+        let held = held_before(&fills, &now);
+        let entry = |coin: &str| {
+            held.iter()
+                .find(|h| h.coin == coin)
+                .map(|h| (h.size, h.entry))
+        };
+        assert_eq!(
+            entry("A"),
+            Some((Decimal::from(-4), Some(Decimal::from(10))))
+        );
+        assert_eq!(entry("B"), Some((Decimal::ONE, Some(Decimal::from(100)))));
+        assert_eq!(
+            entry("C"),
+            Some((Decimal::from(3), Some(Decimal::from(10))))
+        );
+        assert_eq!(entry("D"), None);
+        assert_eq!(entry("E"), Some((Decimal::from(-2), None)));
     }
 }
