@@ -75,7 +75,7 @@ pub struct AlpacaBroker {
 pub const OPTION_EXCHANGE: &str = "OPRA";
 
 /// The activity types the book is built from: every type Alpaca documents
-/// (docs/brokers/alpaca.md), bar the two that only name groups of them (`TRANS`, `MISC`).
+/// (docs/dev/alpaca-facts.md), bar the two that only name groups of them (`TRANS`, `MISC`).
 const ACTIVITY_TYPES: &str = "FILL,ACATC,ACATS,CFEE,CGD,CSD,CSW,DIV,DIVCGL,DIVCGS,DIVFEE,DIVFT,DIVNRA,DIVROC,DIVTW,DIVTXEX,FEE,INT,INTNRA,INTTW,JNL,JNLC,JNLS,MA,NC,OPASN,OPCA,OPCSH,OPEXC,OPEXP,OPTRD,PTC,PTR,REORG,SPIN,SPLIT,FOPT";
 
 /// An option event on a contract held.
@@ -86,7 +86,7 @@ enum OptionEvent {
     Exercised,
 }
 
-/// What an activity type means to the book (docs/brokers/alpaca.md).
+/// What an activity type means to the book (docs/dev/alpaca-facts.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Meaning {
     /// `FILL`: an execution.
@@ -839,7 +839,7 @@ impl AlpacaBroker {
                     )));
                 };
                 // Alpaca names a short sale `sell_short`: a plain `sell` closes a long
-                // holding, and never opens a short one (docs/brokers/alpaca.md).
+                // holding, and never opens a short one (docs/dev/alpaca-facts.md).
                 let (side, fill_kind) = match text(a, "side") {
                     Some("buy") => (Side::Buy, FillKind::Trade),
                     Some("sell") => (Side::Sell, FillKind::Close),
