@@ -15,6 +15,31 @@
 
 use serde_json::Value;
 
+/// Whether a property the schema does not declare is accepted (OpenAPI's rule) or refused
+/// (what a fake must hold to: it sends only what the vendor documents).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Undeclared properties allowed unless `additionalProperties` says otherwise.
+    Lenient,
+    /// Every property must be declared by the schema the value matches: its own
+    /// `properties`, those of every `allOf` branch, and those of the `anyOf` / `oneOf`
+    /// branch it matches; or allowed by an `additionalProperties` schema.
+    Strict,
+    /// As `Strict`, but this value's own properties were already checked against the
+    /// union of its composition (a branch of an `allOf` sees only part of it).
+    StrictInner,
+}
+
+impl Mode {
+    /// The mode for a child value (a property or an item): its own check comes again.
+    fn child(self) -> Self {
+        match self {
+            Self::Lenient => Self::Lenient,
+            Self::Strict | Self::StrictInner => Self::Strict,
+        }
+    }
+}
+
 /// The deepest chain of schemas followed before giving up (guards against `$ref` cycles
 /// that never consume any of the value).
 const MAX_DEPTH: usize = 128;
@@ -40,6 +65,35 @@ pub fn check_response(
     path_template: &str,
     status: u16,
     body: &Value,
+) -> Result<(), String> {
+    response(spec, method, path_template, status, body, Mode::Lenient)
+}
+
+/// As [`check_response`], and every property of the body (at any depth) must be one the
+/// document declares for it: what a fake must hold to, so that it sends nothing the
+/// vendor does not document.
+pub fn check_response_strict(
+    spec: &Value,
+    method: &str,
+    path_template: &str,
+    status: u16,
+    body: &Value,
+) -> Result<(), String> {
+    response(spec, method, path_template, status, body, Mode::Strict)
+}
+
+/// As [`check_schema`], refusing undeclared properties (see [`check_response_strict`]).
+pub fn check_schema_strict(spec: &Value, schema: &Value, body: &Value) -> Result<(), String> {
+    check_value(spec, schema, body, "$", 0, Mode::Strict)
+}
+
+fn response(
+    spec: &Value,
+    method: &str,
+    path_template: &str,
+    status: u16,
+    body: &Value,
+    mode: Mode,
 ) -> Result<(), String> {
     let what = format!("{} {path_template} -> {status}", method.to_uppercase());
     let Some(path_item) = spec.get("paths").and_then(|p| p.get(path_template)) else {
@@ -93,13 +147,13 @@ pub fn check_response(
     let Some(schema) = media.get("schema") else {
         return Ok(());
     };
-    check_value(spec, schema, body, "$", 0).map_err(|e| format!("{what}: {e}"))
+    check_value(spec, schema, body, "$", 0, mode).map_err(|e| format!("{what}: {e}"))
 }
 
 /// Checks `body` against `schema`, a schema of `spec` (for example
 /// `json!({"$ref": "#/components/schemas/Error"})`); the same rules as [`check_response`].
 pub fn check_schema(spec: &Value, schema: &Value, body: &Value) -> Result<(), String> {
-    check_value(spec, schema, body, "$", 0)
+    check_value(spec, schema, body, "$", 0, Mode::Lenient)
 }
 
 /// Follows `node`'s `$ref` chain, if any, to the node it names.
@@ -214,6 +268,7 @@ fn check_value(
     value: &Value,
     path: &str,
     depth: usize,
+    mode: Mode,
 ) -> Result<(), String> {
     if depth > MAX_DEPTH {
         return Err(format!("{path}: schema nesting deeper than {MAX_DEPTH}"));
@@ -225,7 +280,7 @@ fn check_value(
     }
     if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
         let target = lookup(spec, reference).map_err(|e| format!("{path}: {e}"))?;
-        return check_value(spec, target, value, path, depth + 1);
+        return check_value(spec, target, value, path, depth + 1, mode);
     }
     let Some(schema) = schema.as_object() else {
         // `true`, `{}` and anything unexpected accept every value.
@@ -278,6 +333,22 @@ fn check_value(
     }
 
     if let Value::Object(map) = value {
+        if mode == Mode::Strict {
+            let mut declared = std::collections::BTreeSet::new();
+            let open = declared_names(
+                spec,
+                &Value::Object(schema.clone()),
+                value,
+                depth,
+                &mut declared,
+            );
+            if !open && let Some(key) = map.keys().find(|k| !declared.contains(k.as_str())) {
+                return Err(format!(
+                    "{}: property \"{key}\" is not declared by the document",
+                    child_path(path, key)
+                ));
+            }
+        }
         if let Some(required) = schema.get("required").and_then(Value::as_array) {
             for name in required.iter().filter_map(Value::as_str) {
                 if !map.contains_key(name) {
@@ -289,7 +360,9 @@ fn check_value(
         for (key, item) in map {
             let item_path = child_path(path, key);
             match declared.and_then(|d| d.get(key)) {
-                Some(property) => check_value(spec, property, item, &item_path, depth + 1)?,
+                Some(property) => {
+                    check_value(spec, property, item, &item_path, depth + 1, mode.child())?;
+                }
                 None => match schema.get("additionalProperties") {
                     Some(Value::Bool(false)) => {
                         return Err(format!(
@@ -297,7 +370,7 @@ fn check_value(
                         ));
                     }
                     Some(extra @ Value::Object(_)) => {
-                        check_value(spec, extra, item, &item_path, depth + 1)?;
+                        check_value(spec, extra, item, &item_path, depth + 1, mode.child())?;
                     }
                     _ => {}
                 },
@@ -307,20 +380,32 @@ fn check_value(
 
     if let (Value::Array(items), Some(item_schema)) = (value, schema.get("items")) {
         for (i, item) in items.iter().enumerate() {
-            check_value(spec, item_schema, item, &format!("{path}[{i}]"), depth + 1)?;
+            check_value(
+                spec,
+                item_schema,
+                item,
+                &format!("{path}[{i}]"),
+                depth + 1,
+                mode.child(),
+            )?;
         }
     }
 
     if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
+        let inner = if value.is_object() {
+            inner_mode(mode)
+        } else {
+            mode
+        };
         for branch in all {
-            check_value(spec, branch, value, path, depth + 1)?;
+            check_value(spec, branch, value, path, depth + 1, inner)?;
         }
     }
     for keyword in ["anyOf", "oneOf"] {
         if let Some(branches) = schema.get(keyword).and_then(Value::as_array) {
             let mut failures = Vec::new();
             for (i, branch) in branches.iter().enumerate() {
-                match check_value(spec, branch, value, path, depth + 1) {
+                match check_value(spec, branch, value, path, depth + 1, mode) {
                     Ok(()) => {
                         failures.clear();
                         break;
@@ -338,6 +423,70 @@ fn check_value(
     }
 
     Ok(())
+}
+
+/// A branch of an `allOf` on an object sees only part of what the object may hold: its
+/// own properties were checked against the whole composition already.
+fn inner_mode(mode: Mode) -> Mode {
+    match mode {
+        Mode::Lenient => Mode::Lenient,
+        Mode::Strict | Mode::StrictInner => Mode::StrictInner,
+    }
+}
+
+/// Adds to `names` every property `schema` declares for `value`: its `properties`, those
+/// of each `allOf` branch, and those of the first `anyOf` / `oneOf` branch `value`
+/// matches strictly (else the first it matches at all). True when some part allows
+/// undeclared properties by an `additionalProperties` schema (or `true`).
+fn declared_names(
+    spec: &Value,
+    schema: &Value,
+    value: &Value,
+    depth: usize,
+    names: &mut std::collections::BTreeSet<String>,
+) -> bool {
+    if depth > MAX_DEPTH {
+        return false;
+    }
+    if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
+        return lookup(spec, reference)
+            .is_ok_and(|target| declared_names(spec, target, value, depth + 1, names));
+    }
+    let Some(schema) = schema.as_object() else {
+        return false;
+    };
+    let mut open = matches!(
+        schema.get("additionalProperties"),
+        Some(Value::Object(_) | Value::Bool(true))
+    );
+    if let Some(declared) = schema.get("properties").and_then(Value::as_object) {
+        names.extend(declared.keys().cloned());
+    }
+    for branch in schema
+        .get("allOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        open |= declared_names(spec, branch, value, depth + 1, names);
+    }
+    for keyword in ["anyOf", "oneOf"] {
+        let Some(branches) = schema.get(keyword).and_then(Value::as_array) else {
+            continue;
+        };
+        let pick = branches
+            .iter()
+            .find(|b| check_value(spec, b, value, "$", depth + 1, Mode::Strict).is_ok())
+            .or_else(|| {
+                branches
+                    .iter()
+                    .find(|b| check_value(spec, b, value, "$", depth + 1, Mode::Lenient).is_ok())
+            });
+        if let Some(branch) = pick {
+            open |= declared_names(spec, branch, value, depth + 1, names);
+        }
+    }
+    open
 }
 
 fn check_string(

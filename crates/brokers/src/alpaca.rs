@@ -18,9 +18,10 @@ use chrono::{DateTime, FixedOffset, NaiveDate, Offset, SecondsFormat, TimeZone, 
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 use tradedesk_core::{
-    Account, AssetClass, Bar, Book, BookParts, CashEntry, CashKind, Currency, Fill, Instrument,
-    InstrumentKey, Interval, Mode, OrderRecord, OrderRequest, OrderStatus, OrderType, Quote,
-    ReportedPosition, Side, TimeInForce, TradableInstrument, UnknownSpec,
+    Account, ActionKind, AssetClass, Bar, Book, BookParts, CashEntry, CashKind, CorporateAction,
+    Currency, Fill, FillKind, FillRef, Instrument, InstrumentKey, Interval, MadeFill, Mode,
+    OrderRecord, OrderRequest, OrderStatus, OrderType, Quote, ReportedPosition, Side, TimeInForce,
+    TradableInstrument, UnknownSpec,
 };
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
@@ -65,11 +66,140 @@ pub struct AlpacaBroker {
     /// Multiplier per option symbol, from the option contract lookup (`None`: Alpaca
     /// did not state one).
     multipliers: Mutex<BTreeMap<String, Option<Decimal>>>,
+    /// The account's equity as Alpaca reported it when the book was last built.
+    equity: Mutex<Option<(Currency, Decimal)>>,
 }
 
 /// The exchange an option is keyed under: Alpaca names none for an option position, and
 /// every US listed option is quoted through OPRA.
 pub const OPTION_EXCHANGE: &str = "OPRA";
+
+/// The activity types the book is built from: every type Alpaca documents
+/// (docs/dev/alpaca-facts.md), bar the two that only name groups of them (`TRANS`, `MISC`).
+const ACTIVITY_TYPES: &str = "FILL,ACATC,ACATS,CFEE,CGD,CSD,CSW,DIV,DIVCGL,DIVCGS,DIVFEE,DIVFT,DIVNRA,DIVROC,DIVTW,DIVTXEX,FEE,INT,INTNRA,INTTW,JNL,JNLC,JNLS,MA,NC,OPASN,OPCA,OPCSH,OPEXC,OPEXP,OPTRD,PTC,PTR,REORG,SPIN,SPLIT,FOPT";
+
+/// An option event on a contract held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OptionEvent {
+    Expired,
+    Assigned,
+    Exercised,
+}
+
+/// What an activity type means to the book (docs/dev/alpaca-facts.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Meaning {
+    /// `FILL`: an execution.
+    Trade,
+    /// Cash of a known kind: deposits, withdrawals, dividends and distributions,
+    /// withholding, fees and rebates, interest.
+    Cash(CashKind),
+    /// `DIVROC`: a distribution that returns capital.
+    ReturnOfCapital,
+    /// Cash moved in or out by a transfer or journal (`ACATC`, `JNLC`, `JNL`); a `JNL`
+    /// that names a symbol and a quantity moves shares.
+    Transfer,
+    /// Shares moved in or out by a transfer or journal (`ACATS`, `JNLS`, `FOPT`).
+    Shares,
+    /// `OPEXP`, `OPASN`, `OPEXC`.
+    Option(OptionEvent),
+    /// Corporate actions whose terms the activity does not state (`SPLIT`, `NC`, `MA`,
+    /// `SPIN`, `REORG`, `OPCA`, `OPCSH`, `OPTRD`): noted, their cash kept.
+    Unapplied,
+    /// A type Alpaca does not document: kept with a note, never guessed.
+    Unknown,
+}
+
+fn meaning(kind: &str) -> Meaning {
+    match kind {
+        "FILL" => Meaning::Trade,
+        "CSD" => Meaning::Cash(CashKind::Deposit),
+        "CSW" => Meaning::Cash(CashKind::Withdrawal),
+        "DIV" | "DIVCGL" | "DIVCGS" | "CGD" | "DIVTXEX" => Meaning::Cash(CashKind::Dividend),
+        "DIVROC" => Meaning::ReturnOfCapital,
+        "DIVNRA" | "DIVFT" | "DIVTW" | "INTNRA" | "INTTW" => Meaning::Cash(CashKind::Tax),
+        "FEE" | "CFEE" | "PTC" | "PTR" | "DIVFEE" => Meaning::Cash(CashKind::Fee),
+        "INT" => Meaning::Cash(CashKind::Interest),
+        "ACATC" | "JNLC" | "JNL" => Meaning::Transfer,
+        "ACATS" | "JNLS" | "FOPT" => Meaning::Shares,
+        "OPEXP" => Meaning::Option(OptionEvent::Expired),
+        "OPASN" => Meaning::Option(OptionEvent::Assigned),
+        "OPEXC" => Meaning::Option(OptionEvent::Exercised),
+        "SPLIT" | "NC" | "MA" | "SPIN" | "REORG" | "OPCA" | "OPCSH" | "OPTRD" => Meaning::Unapplied,
+        _ => Meaning::Unknown,
+    }
+}
+
+/// What the activities left to say, gathered while they are booked.
+#[derive(Debug, Default)]
+struct Said {
+    return_of_capital: Vec<String>,
+    transferred_out: Vec<String>,
+    transferred_at_average: Vec<String>,
+    transferred_without_cost: Vec<String>,
+    delivery_from_terms: Vec<String>,
+    unapplied: Vec<String>,
+    unknown: Vec<String>,
+    unread: Vec<String>,
+}
+
+impl Said {
+    fn notes(&self, account: &str, currency: Currency, fees: Decimal, notes: &mut Vec<String>) {
+        let mut say = |items: &[String], text: &str| {
+            if !items.is_empty() {
+                notes.push(format!("{account}: {text}: {}", items.join(", ")));
+            }
+        };
+        say(
+            &self.return_of_capital,
+            "return of capital (DIVROC) is booked as a distribution in cash; the lots' cost is not reduced by it, so their cost basis is above Alpaca's by that much",
+        );
+        say(
+            &self.transferred_at_average,
+            "shares transferred in without a price are opened at the position's avg_entry_price",
+        );
+        say(
+            &self.transferred_without_cost,
+            "shares transferred in without a price, and no longer held to give an average cost, are left out (positions and P&L around them are the reconciliation's to show)",
+        );
+        say(
+            &self.transferred_out,
+            "shares transferred out are not applied to the lots (no sale is realized); positions after them may differ from Alpaca's",
+        );
+        say(
+            &self.delivery_from_terms,
+            "the shares an assignment or exercise delivered are taken from the contract's terms (strike, 100 a contract), as no activity of its group names them",
+        );
+        say(
+            &self.unapplied,
+            "corporate actions whose terms Alpaca's activities do not state are not applied to the lots (their cash is kept as a transfer); positions across them may not match Alpaca's",
+        );
+        say(
+            &self.unknown,
+            "activity types Alpaca does not document are kept as transfers of their cash, not classed as income or cost",
+        );
+        say(&self.unread, "activities that could not be read");
+        if !fees.is_zero() {
+            notes.push(format!(
+                "{account}: Alpaca fees of {} {} name no order: they are account fees in cash, so realized P&L is gross of them",
+                currency.round(fees),
+                currency.code()
+            ));
+        }
+    }
+}
+
+/// The signed quantity the fills imply per instrument (closes and openings alike).
+fn implied_quantities(parts: &BookParts) -> BTreeMap<u32, Decimal> {
+    let mut implied: BTreeMap<u32, Decimal> = BTreeMap::new();
+    for f in &parts.fills {
+        *implied.entry(f.instrument).or_default() += match f.side {
+            Side::Buy => f.quantity,
+            Side::Sell => -f.quantity,
+        };
+    }
+    implied
+}
 
 /// What the book knows of one symbol: asset class, multiplier, and what was assumed.
 #[derive(Debug, Clone)]
@@ -152,6 +282,7 @@ impl AlpacaBroker {
             client,
             exchanges: Mutex::new(BTreeMap::new()),
             multipliers: Mutex::new(BTreeMap::new()),
+            equity: Mutex::new(None),
         })
     }
 
@@ -439,11 +570,7 @@ impl AlpacaBroker {
         let mut token: Option<String> = None;
         for _ in 0..MAX_PAGES {
             let mut query = vec![
-                (
-                    "activity_types",
-                    "FILL,FEE,CFEE,PTC,CSD,CSW,JNLC,DIV,DIVNRA,DIVFT,DIVTW,INT,SPLIT,NC,MA,SPIN"
-                        .to_owned(),
-                ),
+                ("activity_types", ACTIVITY_TYPES.to_owned()),
                 ("direction", "asc".to_owned()),
                 ("page_size", "100".to_owned()),
             ];
@@ -466,21 +593,62 @@ impl AlpacaBroker {
         )))
     }
 
+    /// The exchange an order's instrument is keyed under, as positions and fills key it:
+    /// `OPRA` for an option, else the exchange the asset lookup gave (see
+    /// [`Self::learn_exchanges`]), else `US` for a symbol Alpaca no longer lists.
+    fn known_exchange(&self, o: &Value) -> Option<String> {
+        let symbol = text(o, "symbol")?;
+        if text(o, "asset_class") == Some("us_option") || crate::occ::parse(symbol).is_some() {
+            return Some(OPTION_EXCHANGE.to_owned());
+        }
+        Some(
+            self.exchanges
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(symbol)
+                .cloned()
+                .unwrap_or_else(|| "US".to_owned()),
+        )
+    }
+
+    /// Looks up the exchange of every symbol these orders (and their legs) name that is
+    /// not known yet, so an order is keyed as its position is (`NASDAQ:AAPL`, never
+    /// `US:AAPL`). A symbol Alpaca does not list stays `US`; other failures are the
+    /// caller's.
+    async fn learn_exchanges(&self, orders: &[&Value]) -> Result<(), BrokerError> {
+        let mut symbols: Vec<&str> = Vec::new();
+        for o in orders {
+            symbols.push(text(o, "symbol").unwrap_or_default());
+            for leg in o
+                .get("legs")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                symbols.push(text(leg, "symbol").unwrap_or_default());
+            }
+        }
+        symbols.sort_unstable();
+        symbols.dedup();
+        for symbol in symbols {
+            if symbol.is_empty() || crate::occ::parse(symbol).is_some() {
+                continue;
+            }
+            match self.exchange_of(symbol).await {
+                Ok(_) | Err(BrokerError::UnknownSymbol { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     fn record_of(&self, o: &Value) -> Option<OrderRecord> {
         let created = time(o, "created_at").or_else(|| time(o, "submitted_at"))?;
         Some(OrderRecord {
             order_id: text(o, "id")?.to_owned(),
             client_order_id: text(o, "client_order_id").unwrap_or_default().to_owned(),
             account: self.config.account.clone(),
-            key: InstrumentKey::new(
-                self.exchanges
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .get(text(o, "symbol")?)
-                    .cloned()
-                    .unwrap_or_else(|| "US".to_owned()),
-                text(o, "symbol")?,
-            ),
+            key: InstrumentKey::new(self.known_exchange(o)?, text(o, "symbol")?),
             side: if text(o, "side")? == "buy" {
                 Side::Buy
             } else {
@@ -541,11 +709,31 @@ impl AlpacaBroker {
                     .insert(sym.to_owned(), exchange.to_owned());
             }
         }
+        // Every symbol a fill, a transfer of shares or an option event names, and the
+        // underlying an option event may deliver.
         let mut symbols: Vec<String> = activities
             .iter()
-            .filter(|a| text(a, "activity_type") == Some("FILL"))
+            .filter(|a| {
+                matches!(
+                    meaning(text(a, "activity_type").unwrap_or_default()),
+                    Meaning::Trade | Meaning::Shares | Meaning::Transfer | Meaning::Option(_)
+                )
+            })
             .filter_map(|a| text(a, "symbol").map(str::to_owned))
             .collect();
+        let roots: Vec<String> = activities
+            .iter()
+            .filter(|a| {
+                matches!(
+                    meaning(text(a, "activity_type").unwrap_or_default()),
+                    Meaning::Option(OptionEvent::Assigned | OptionEvent::Exercised)
+                )
+            })
+            .filter_map(|a| crate::occ::parse(text(a, "symbol")?))
+            .filter(|o| !o.is_adjusted())
+            .map(|o| o.root)
+            .collect();
+        symbols.extend(roots);
         symbols.sort();
         symbols.dedup();
         // Each symbol's class and multiplier, fills' and positions' alike.
@@ -618,121 +806,321 @@ impl AlpacaBroker {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
+        let positions_by_symbol: BTreeMap<&str, &Value> = positions
+            .iter()
+            .filter_map(|p| Some((text(p, "symbol")?, p)))
+            .collect();
         let mut fills: Vec<Fill> = Vec::new();
-        let mut first_fill_of_order: BTreeMap<String, usize> = BTreeMap::new();
         let mut cash: Vec<CashEntry> = Vec::new();
-        let mut unjoined_fees = Decimal::ZERO;
-        let mut corporate_actions: Vec<String> = Vec::new();
-        for (seq, a) in activities.iter().enumerate() {
-            let seq = u32::try_from(seq).unwrap_or(u32::MAX);
-            match text(a, "activity_type") {
-                Some("FILL") => {
-                    let (Some(id), Some(symbol), Some(t), Some(qty), Some(price)) = (
-                        text(a, "id"),
-                        text(a, "symbol"),
-                        time(a, "transaction_time"),
-                        dec(a, "qty"),
-                        dec(a, "price"),
-                    ) else {
+        let mut actions: Vec<CorporateAction> = Vec::new();
+        let mut account_fees = Decimal::ZERO;
+        let mut said = Said::default();
+        // The rows an option event's stock delivery is read from (same group, the
+        // underlying's symbol): consumed by the event, not booked again.
+        let mut delivered: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
+        for (n, a) in activities.iter().enumerate() {
+            let seq = u32::try_from(n).unwrap_or(u32::MAX);
+            let kind = text(a, "activity_type").unwrap_or_default();
+            if text(a, "status") == Some("canceled") || delivered.contains(&n) {
+                continue;
+            }
+            let meaning = meaning(kind);
+            if meaning == Meaning::Trade {
+                let (Some(id), Some(symbol), Some(t), Some(qty), Some(price)) = (
+                    text(a, "id"),
+                    text(a, "symbol"),
+                    time(a, "transaction_time"),
+                    dec(a, "qty"),
+                    dec(a, "price"),
+                ) else {
+                    return Err(self.unavailable(format!(
+                        "a FILL activity lacks id, symbol, transaction_time, qty or price: {}",
+                        tradedesk_core::error::quote(&a.to_string())
+                    )));
+                };
+                // Alpaca names a short sale `sell_short`: a plain `sell` closes a long
+                // holding, and never opens a short one (docs/dev/alpaca-facts.md).
+                let (side, fill_kind) = match text(a, "side") {
+                    Some("buy") => (Side::Buy, FillKind::Trade),
+                    Some("sell") => (Side::Sell, FillKind::Close),
+                    Some("sell_short") => (Side::Sell, FillKind::Trade),
+                    other => {
                         return Err(self.unavailable(format!(
-                            "a FILL activity lacks id, symbol, transaction_time, qty or price: {}",
-                            tradedesk_core::error::quote(&a.to_string())
+                            "a FILL activity has the side {}, not buy, sell or sell_short: {}",
+                            other.map_or_else(|| "(none)".to_owned(), tradedesk_core::error::quote),
+                            tradedesk_core::error::quote(id)
                         )));
-                    };
-                    let instrument = index(symbol, &exchanges);
-                    if let Some(order) = text(a, "order_id") {
-                        first_fill_of_order
-                            .entry(order.to_owned())
-                            .or_insert(fills.len());
                     }
-                    fills.push(Fill {
-                        id: id.to_owned(),
-                        account: 0,
-                        instrument,
-                        side: if text(a, "side") == Some("buy") {
-                            Side::Buy
-                        } else {
-                            Side::Sell
-                        },
-                        quantity: qty.abs(),
-                        price,
-                        commission: Decimal::ZERO,
-                        commission_currency: currency,
-                        commission_known: true,
-                        time: t.with_timezone(&utc),
-                        trade_date: t.with_timezone(&eastern(t)).date_naive(),
-                        seq,
-                        kind: tradedesk_core::FillKind::Trade,
-                    });
+                };
+                fills.push(Fill {
+                    id: id.to_owned(),
+                    account: 0,
+                    instrument: index(symbol, &exchanges),
+                    side,
+                    quantity: qty.abs(),
+                    price,
+                    commission: Decimal::ZERO,
+                    commission_currency: currency,
+                    commission_known: true,
+                    time: t.with_timezone(&utc),
+                    trade_date: t.with_timezone(&eastern(t)).date_naive(),
+                    seq,
+                    kind: fill_kind,
+                });
+                continue;
+            }
+            // A non-trade activity: its own date first (`created_at` can be years later).
+            let day = text(a, "date")
+                .and_then(|d| NaiveDate::parse_from_str(d.get(..10).unwrap_or(d), "%Y-%m-%d").ok())
+                .or_else(|| time(a, "created_at").map(|t| t.date_naive()));
+            let Some(day) = day else {
+                said.unread
+                    .push(format!("{kind} {} (no date)", text(a, "id").unwrap_or("?")));
+                continue;
+            };
+            let at = Utc
+                .from_utc_datetime(&day.and_time(chrono::NaiveTime::MIN))
+                .with_timezone(&utc)
+                + chrono::Duration::hours(12);
+            let amount = dec(a, "net_amount").filter(|x| !x.is_zero());
+            let id = text(a, "id").unwrap_or_default();
+            let symbol = text(a, "symbol");
+            let mut book_cash = |kind: CashKind, amount: Decimal| {
+                cash.push(CashEntry {
+                    account: 0,
+                    kind,
+                    amount,
+                    currency,
+                    time: at,
+                });
+            };
+            let flow = |x: Decimal| {
+                if x.is_sign_negative() {
+                    CashKind::Withdrawal
+                } else {
+                    CashKind::Deposit
                 }
-                Some(kind) => {
-                    if text(a, "status") == Some("canceled") {
-                        continue;
+            };
+            match meaning {
+                Meaning::Trade => {}
+                Meaning::Cash(cash_kind) => {
+                    if let Some(x) = amount {
+                        if cash_kind == CashKind::Fee {
+                            account_fees -= x;
+                        }
+                        book_cash(cash_kind, x);
                     }
-                    if matches!(kind, "SPLIT" | "NC" | "MA" | "SPIN") {
-                        corporate_actions.push(format!(
-                            "{kind} {} on {}",
-                            text(a, "symbol")
-                                .map_or_else(String::new, tradedesk_core::error::quote),
-                            text(a, "date").map_or_else(String::new, tradedesk_core::error::quote)
+                }
+                Meaning::ReturnOfCapital => {
+                    if let Some(x) = amount {
+                        book_cash(CashKind::Dividend, x);
+                        said.return_of_capital.push(format!(
+                            "{} {} on {day}",
+                            currency.round(x),
+                            symbol.unwrap_or("?")
                         ));
+                    }
+                }
+                Meaning::Transfer if symbol.is_none() || dec(a, "qty").is_none() => {
+                    if let Some(x) = amount {
+                        book_cash(flow(x), x);
+                    }
+                }
+                Meaning::Transfer | Meaning::Shares => {
+                    if let Some(x) = amount {
+                        book_cash(flow(x), x);
+                    }
+                    let (Some(symbol), Some(qty)) = (symbol, dec(a, "qty")) else {
+                        said.unread.push(format!("{kind} {id} (no symbol or qty)"));
+                        continue;
+                    };
+                    if qty.is_sign_negative() {
+                        said.transferred_out
+                            .push(format!("{kind} {} {symbol} on {day}", qty.abs()));
                         continue;
                     }
-                    let Some(amount) = dec(a, "net_amount") else {
-                        continue;
-                    };
-                    // The activity's own date first: `created_at` can be years later.
-                    let at = text(a, "date")
-                        .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
-                        .and_then(|d| d.and_hms_opt(12, 0, 0))
-                        .map(|d| Utc.from_utc_datetime(&d))
-                        .or_else(|| time(a, "created_at"));
-                    let Some(at) = at else {
-                        continue;
-                    };
-                    if kind == "FEE"
-                        && amount.is_sign_negative()
-                        && let Some(i) =
-                            text(a, "order_id").and_then(|o| first_fill_of_order.get(o))
-                        && let Some(fill) = fills.get_mut(*i)
+                    let reported = positions_by_symbol
+                        .get(symbol)
+                        .and_then(|p| dec(p, "avg_entry_price"))
+                        .filter(|p| p.is_sign_positive() && !p.is_zero());
+                    let price = match (dec(a, "price").filter(|p| !p.is_sign_negative()), reported)
                     {
-                        // A fee that names its order is that order's commission.
-                        fill.commission -= amount;
-                        continue;
-                    }
-                    let positive = amount.is_sign_positive();
-                    let kind = match kind {
-                        "CSD" => CashKind::Deposit,
-                        "CSW" => CashKind::Withdrawal,
-                        "JNLC" if positive => CashKind::Deposit,
-                        "JNLC" => CashKind::Withdrawal,
-                        "DIV" if positive => CashKind::Dividend,
-                        "INT" => CashKind::Interest,
-                        // A refund (a positive fee) or a reversal is signed as it came:
-                        // interest is the kind whose sign is free.
-                        _ if positive => CashKind::Interest,
-                        // Fees that name no order, withholding tax, dividend reversals:
-                        // the account's, in cash.
-                        _ => {
-                            if matches!(kind, "FEE" | "CFEE" | "PTC") {
-                                unjoined_fees -= amount;
-                            }
-                            CashKind::Fee
+                        (Some(p), _) => p,
+                        (None, Some(p)) => {
+                            said.transferred_at_average
+                                .push(format!("{kind} {qty} {symbol} on {day} at {p}"));
+                            p
+                        }
+                        (None, None) => {
+                            said.transferred_without_cost
+                                .push(format!("{kind} {qty} {symbol} on {day}"));
+                            continue;
                         }
                     };
-                    cash.push(CashEntry {
+                    fills.push(
+                        MadeFill {
+                            id: id.to_owned(),
+                            account: 0,
+                            instrument: index(symbol, &exchanges),
+                            side: Side::Buy,
+                            quantity: qty,
+                            price,
+                            currency,
+                            time: at,
+                            kind: FillKind::Opening,
+                            commission_known: false,
+                            seq,
+                        }
+                        .into(),
+                    );
+                }
+                Meaning::Option(event) => {
+                    let Some(symbol) = symbol else {
+                        said.unread.push(format!("{kind} {id} (no symbol)"));
+                        continue;
+                    };
+                    let Some(occ) = crate::occ::parse(symbol) else {
+                        // The stock leg of an event whose option row is elsewhere.
+                        said.unread
+                            .push(format!("{kind} {id} ({symbol} is not an option)"));
+                        continue;
+                    };
+                    let contracts = dec(a, "qty").map(|q| q.abs()).filter(|q| !q.is_zero());
+                    let option = index(symbol, &exchanges);
+                    let action_kind = match event {
+                        OptionEvent::Expired => ActionKind::Expiry {
+                            quantity: contracts,
+                        },
+                        OptionEvent::Assigned | OptionEvent::Exercised => {
+                            // The delivered shares: the sibling row naming the underlying,
+                            // else the contract's own terms.
+                            let group = text(a, "group_id");
+                            let sibling = group.and_then(|g| {
+                                activities.iter().enumerate().find(|(m, b)| {
+                                    *m != n
+                                        && text(b, "group_id") == Some(g)
+                                        && text(b, "symbol")
+                                            .is_some_and(|s| crate::occ::parse(s).is_none())
+                                })
+                            });
+                            let holder_buys = (occ.right == crate::occ::Right::Call)
+                                == (event == OptionEvent::Exercised);
+                            let delivery = match sibling {
+                                Some((m, b)) => {
+                                    delivered.insert(m);
+                                    let shares = dec(b, "qty");
+                                    let price = dec(b, "price").or_else(|| {
+                                        dec(b, "net_amount")?.abs().checked_div(shares?.abs())
+                                    });
+                                    match (text(b, "symbol"), shares, price) {
+                                        (Some(u), Some(q), Some(p)) if !q.is_zero() => Some((
+                                            text(b, "id").unwrap_or(id).to_owned(),
+                                            u.to_owned(),
+                                            if holder_buys { Side::Buy } else { Side::Sell },
+                                            q.abs(),
+                                            p,
+                                        )),
+                                        _ => None,
+                                    }
+                                }
+                                None if !occ.is_adjusted() => {
+                                    let per = specs
+                                        .get(symbol)
+                                        .map_or(Decimal::ONE_HUNDRED, |x| x.multiplier);
+                                    contracts.and_then(|c| c.checked_mul(per)).map(|q| {
+                                        said.delivery_from_terms
+                                            .push(format!("{kind} {symbol} on {day}"));
+                                        (
+                                            format!("{id}:delivery"),
+                                            occ.root.clone(),
+                                            if holder_buys { Side::Buy } else { Side::Sell },
+                                            q,
+                                            occ.strike,
+                                        )
+                                    })
+                                }
+                                None => None,
+                            };
+                            let Some((fill_id, underlying, side, quantity, price)) = delivery
+                            else {
+                                said.unread.push(format!(
+                                    "{kind} {symbol} on {day} (its delivery is not stated)"
+                                ));
+                                continue;
+                            };
+                            fills.push(
+                                MadeFill {
+                                    id: fill_id.clone(),
+                                    account: 0,
+                                    instrument: index(&underlying, &exchanges),
+                                    side,
+                                    quantity,
+                                    price,
+                                    currency,
+                                    time: at,
+                                    kind: FillKind::Trade,
+                                    commission_known: true,
+                                    seq,
+                                }
+                                .into(),
+                            );
+                            let fill = FillRef::new(fill_id);
+                            if event == OptionEvent::Assigned {
+                                ActionKind::Assignment {
+                                    quantity: contracts,
+                                    fill,
+                                }
+                            } else {
+                                ActionKind::Exercise {
+                                    quantity: contracts,
+                                    fill,
+                                }
+                            }
+                        }
+                    };
+                    actions.push(CorporateAction {
+                        id: id.to_owned(),
                         account: 0,
-                        kind,
-                        amount,
-                        currency,
-                        time: at.with_timezone(&utc),
+                        instrument: option,
+                        date: day,
+                        kind: action_kind,
                     });
                 }
-                None => {}
+                Meaning::Unapplied => {
+                    if let Some(x) = amount {
+                        book_cash(flow(x), x);
+                    }
+                    said.unapplied.push(format!(
+                        "{kind}{} {} on {day}{}",
+                        text(a, "activity_sub_type").map_or_else(String::new, |s| format!(" {s}")),
+                        symbol.unwrap_or("?"),
+                        amount.map_or_else(String::new, |x| format!(
+                            " ({} {})",
+                            currency.round(x),
+                            currency.code()
+                        ))
+                    ));
+                }
+                Meaning::Unknown => {
+                    if let Some(x) = amount {
+                        book_cash(flow(x), x);
+                    }
+                    said.unknown.push(format!(
+                        "{} {}{} on {day}",
+                        tradedesk_core::error::quote(kind),
+                        tradedesk_core::error::quote(id),
+                        amount.map_or_else(String::new, |x| format!(
+                            " ({} {})",
+                            currency.round(x),
+                            currency.code()
+                        ))
+                    ));
+                }
             }
         }
         let mut marks = Vec::new();
         let mut reported = Vec::new();
+        let mut average_cost: BTreeMap<u32, Decimal> = BTreeMap::new();
         for p in &positions {
             let Some(symbol) = text(p, "symbol") else {
                 continue;
@@ -740,6 +1128,11 @@ impl AlpacaBroker {
             let instrument = index(symbol, &exchanges);
             if let Some(price) = dec(p, "current_price") {
                 marks.push((instrument, today, price));
+            }
+            if let Some(avg) =
+                dec(p, "avg_entry_price").filter(|x| x.is_sign_positive() && !x.is_zero())
+            {
+                average_cost.insert(instrument, avg);
             }
             if let Some(qty) = dec(p, "qty") {
                 let signed = if text(p, "side") == Some("short") && qty.is_sign_positive() {
@@ -754,8 +1147,7 @@ impl AlpacaBroker {
                 });
             }
         }
-        // Cash anchored to the account: the history seen may not start at the account's
-        // opening, so what it leaves unexplained is an opening balance.
+        let account_id = &self.config.account;
         let mut parts = BookParts {
             base_currency: currency,
             as_of: today,
@@ -766,30 +1158,38 @@ impl AlpacaBroker {
             marks,
             fx_rates: Vec::new(),
             reported_positions: reported,
-            corporate_actions: Vec::new(),
+            corporate_actions: actions,
             notes: specs.values().filter_map(|s| s.note.clone()).collect(),
             unknown_specs,
         };
+        // Holdings the activities do not explain were held before the history Alpaca
+        // gives: opened just before it at the position's average entry price. Only what
+        // the broker holds beyond the fills, the same way round: fills that imply more
+        // than the broker holds are the reconciliation's to show, not an opening short.
+        let implied = implied_quantities(&parts);
+        let all_reported = std::mem::take(&mut parts.reported_positions);
+        parts.reported_positions = all_reported
+            .iter()
+            .filter(|r| {
+                let held = implied.get(&r.instrument).copied().unwrap_or_default();
+                let beyond = r.quantity - held;
+                !beyond.is_zero() && beyond.is_sign_positive() == r.quantity.is_sign_positive()
+            })
+            .cloned()
+            .collect();
+        let opened = crate::open_unexplained(&mut parts, &average_cost);
+        parts.reported_positions = all_reported;
+        if !opened.is_empty() {
+            parts.notes.push(format!(
+                "{account_id}: {} was held before the activities Alpaca gives: the part the fills do not explain is opened at Alpaca's avg_entry_price, fees unknown; P&L before the history is Alpaca's, not ours",
+                opened.join(", ")
+            ));
+        }
+        said.notes(account_id, currency, account_fees, &mut parts.notes);
         if !unlisted.is_empty() {
             parts.notes.push(format!(
-                "{}: Alpaca no longer lists {}: shown under the exchange US",
-                self.config.account,
+                "{account_id}: Alpaca no longer lists {}: shown under the exchange US",
                 unlisted.join(", ")
-            ));
-        }
-        if !corporate_actions.is_empty() {
-            parts.notes.push(format!(
-                "{}: corporate actions are not applied to quantities ({}): positions across them may not match the broker's",
-                self.config.account,
-                corporate_actions.join(", ")
-            ));
-        }
-        if !unjoined_fees.is_zero() {
-            parts.notes.push(format!(
-                "{}: Alpaca fees of {} {} name no order: they are account fees in cash, so realized P&L is gross of them",
-                self.config.account,
-                currency.round(unjoined_fees),
-                currency.code()
             ));
         }
         if let Some(reported_cash) = dec(&account, "cash") {
@@ -800,6 +1200,12 @@ impl AlpacaBroker {
                 "the account's activities",
             );
         }
+        *self
+            .equity
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = dec(&account, "equity")
+            .or_else(|| dec(&account, "portfolio_value"))
+            .map(|e| (currency, e));
         Ok(Book::assemble(parts))
     }
 
@@ -924,6 +1330,16 @@ impl Broker for AlpacaBroker {
 
     async fn snapshot(&self) -> Result<Arc<Book>, BrokerError> {
         self.build_book().await.map(Arc::new)
+    }
+
+    fn reported_equity(&self, account: &str) -> Option<(Currency, Decimal)> {
+        if account != self.config.account {
+            return None;
+        }
+        *self
+            .equity
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Fills and activities arrive on their own: the book is read again every 30 s.
@@ -1195,10 +1611,10 @@ impl Broker for AlpacaBroker {
                 ],
             )
             .await?;
-        Ok(body
-            .as_array()
+        let listed: Vec<&Value> = body.as_array().into_iter().flatten().collect();
+        self.learn_exchanges(&listed).await?;
+        Ok(listed
             .into_iter()
-            .flatten()
             .filter_map(|o| self.record_of(o))
             .collect())
     }
@@ -1218,6 +1634,7 @@ impl Broker for AlpacaBroker {
         if status == 404 {
             return Ok(None);
         }
+        self.learn_exchanges(&[&body]).await?;
         Ok(self.record_of(&body))
     }
 
@@ -1274,6 +1691,8 @@ impl Broker for AlpacaBroker {
         if status >= 300 {
             return Err(self.rejected(status, &answer));
         }
+        // Best effort: the order is placed whatever the lookup answers.
+        let _ = self.learn_exchanges(&[&answer]).await;
         let record = self
             .record_of(&answer)
             .ok_or_else(|| BrokerError::Uncertain {
@@ -1394,6 +1813,9 @@ impl Broker for AlpacaBroker {
                 let (status, body) = self
                     .get(self.trading(&format!("/v2/orders/{}", urlencode(id))), &[])
                     .await?;
+                if status == 200 {
+                    self.learn_exchanges(&[&body]).await?;
+                }
                 (status == 200).then(|| self.record_of(&body)).flatten()
             }
             OrderRef::ClientOrderId(id) => self.find_order(account, id).await?,

@@ -491,6 +491,16 @@ pub trait Broker: Send + Sync + fmt::Debug {
         None
     }
 
+    /// The account's total value (equity) as the broker itself reported it with the last
+    /// snapshot, in its currency; `None` where the broker states none. The trading guards
+    /// value the account by it (docs/methodology/trading.md).
+    fn reported_equity(
+        &self,
+        _account: &str,
+    ) -> Option<(tradedesk_core::Currency, rust_decimal::Decimal)> {
+        None
+    }
+
     /// Changes whenever `snapshot` would answer differently (new fills, new marks), so
     /// callers can cache a snapshot until it moves. A static source stays at 0.
     fn generation(&self) -> u64 {

@@ -658,6 +658,67 @@ fn rule_error(rule: &'static str, detail: &str) -> Error {
     Error::rule(code, rule, format!("{rule}: {detail}"), hint)
 }
 
+/// The portfolio's value for the position-weight limit, in `base`: each account as its
+/// broker reports its equity, where it does (in `base`, or converted at the book's rates),
+/// else as the replay values it (marked positions and cash). Answers the total and, per
+/// account valued as reported, what was used and how far the replay's figure is from it:
+/// the difference is what the reconciliation lists (holdings or cash the history does not
+/// explain; docs/methodology/trading.md).
+fn portfolio_total(
+    ctx: &ToolContext,
+    book: &tradedesk_core::Book,
+    valuation: &crate::valuation::Valuation,
+    base: Currency,
+) -> (Decimal, Vec<String>) {
+    let mut total = Decimal::ZERO;
+    let mut said = Vec::new();
+    for (index, account) in book.accounts.iter().enumerate() {
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        let ours: Decimal = valuation
+            .positions
+            .iter()
+            .filter(|p| p.account == index)
+            .filter_map(|p| p.marked.as_ref().and_then(|m| m.market_value_converted))
+            .chain(
+                valuation
+                    .cash
+                    .iter()
+                    .filter(|c| c.account == index)
+                    .filter_map(|c| c.converted),
+            )
+            .sum();
+        let reported = ctx
+            .broker_for(&account.id)
+            .and_then(|b| b.reported_equity(&account.id))
+            .and_then(|(currency, equity)| {
+                if currency == base {
+                    Some(equity)
+                } else {
+                    book.fx
+                        .convert(equity, currency, base, book.as_of)
+                        .ok()
+                        .map(|v| base.round(v))
+                }
+            });
+        match reported {
+            Some(equity) => {
+                total += equity;
+                if equity != ours {
+                    said.push(format!(
+                        "{} valued as its broker reports it ({} {b}; the replayed history values it at {} {b}, the difference get_server_health's reconciliation explains)",
+                        account.id,
+                        base.round(equity),
+                        base.round(ours),
+                        b = base.code()
+                    ));
+                }
+            }
+            None => total += ours,
+        }
+    }
+    (total, said)
+}
+
 /// The evaluated order: what it would trade, at what value, and every rule's verdict.
 struct Plan {
     order: Normalized,
@@ -1361,12 +1422,7 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
             );
         } else {
             let valuation = value_ledger(&book, &ledger, base, Scope::ACCOUNTS)?;
-            let total: Decimal = valuation
-                .positions
-                .iter()
-                .filter_map(|p| p.marked.as_ref().and_then(|m| m.market_value_converted))
-                .chain(valuation.cash.iter().filter_map(|c| c.converted))
-                .sum();
+            let (total, as_reported) = portfolio_total(ctx, &book, &valuation, base);
             let held: Decimal = valuation
                 .positions
                 .iter()
@@ -1391,7 +1447,10 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
                 .store
                 .tx::<_, ErrorWrap>(|tx| Ok(w.unseen(tx, &day)?))
                 .map_err(Error::from)?;
-            let (passed, detail) = w.verdict(&key, base, unseen);
+            let (passed, mut detail) = w.verdict(&key, base, unseen);
+            if !as_reported.is_empty() {
+                detail = format!("{detail}; {}", as_reported.join("; "));
+            }
             if unknown.is_empty() {
                 check("max_position_weight", passed, detail);
             } else {
