@@ -587,3 +587,61 @@ async fn mt4_converts_a_closed_cross_at_the_rate_its_own_profit_implies() {
         "{pnl:#}"
     );
 }
+
+/// The EA writes comments raw: a `"` or `\` in one (typed in the terminal) is read, and
+/// the comment comes back as written. A file that is truly broken is named, with what is
+/// wrong in it, instead of a stopped EA or a timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quote_or_backslash_in_a_comment_is_read_and_a_broken_file_is_named() {
+    for utf16 in [false, true] {
+        let mut s = scenario(Platform::Mt4);
+        s.utf16 = utf16;
+        s.orders[0].comment = r#"my "best" C:\trades\x"#.into();
+        s.orders.push(EaOrder {
+            ticket: 902,
+            magic: 0,
+            symbol: "EURUSD".into(),
+            lots: 0.01,
+            kind: "buylimit".into(),
+            open_price: 1.07,
+            open_time: "2026.11.28 10:00:00".into(),
+            sl: 0.0,
+            tp: 0.0,
+            pnl: 0.0,
+            commission: 0.0,
+            swap: 0.0,
+            comment: r#"dip \ "buy""#.into(),
+        });
+        s.closed[0].comment = r#"closed "early""#.into();
+        let d = desk_with(s, Duration::from_secs(2));
+        let positions = d.call("get_positions", json!({})).await;
+        assert_eq!(positions["status"], "ok", "utf16 {utf16}: {positions:#}");
+        let orders = d.call("get_orders", json!({"account": "MT"})).await;
+        assert_eq!(
+            orders["orders"][0]["comment"], r#"dip \ "buy""#,
+            "{orders:#}"
+        );
+        let pnl = d
+            .call(
+                "get_realized_pnl",
+                json!({"start": "2026-11-01", "end": "2026-11-30"}),
+            )
+            .await;
+        assert_eq!(pnl["gross_pnl"], 100.0, "{pnl:#}");
+    }
+    // A comment that closes its string early and opens a key with no value: no JSON.
+    let mut s = scenario(Platform::Mt4);
+    s.orders[0].comment = r#"x", "y"#.into();
+    let d = desk_with(s, Duration::from_millis(600));
+    let started = Instant::now();
+    let broken = d.call("get_positions", json!({})).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(broken["error"]["code"], "broker_unavailable", "{broken:#}");
+    let message = broken["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("DWX_Orders.txt cannot be read") && message.contains("near `"),
+        "{broken:#}"
+    );
+    let hint = broken["error"]["hint"].as_str().unwrap();
+    assert!(!hint.contains("install"), "{hint}");
+}

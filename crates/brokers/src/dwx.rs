@@ -337,6 +337,72 @@ fn decode(bytes: &[u8]) -> Option<String> {
     }
 }
 
+/// What reading one of the EA's files found.
+#[derive(Debug)]
+enum Read {
+    /// Missing or empty: read again on the next poll.
+    NotYet,
+    /// Not the EA's JSON (torn, or broken), with the file and what is wrong.
+    Bad(String),
+    Json(Value),
+}
+
+/// The EA's JSON. The EA builds its files with format strings and inserts every string
+/// (comments, the account name, message descriptions) raw: a `\` is the character itself,
+/// and a `"` inside a string is one too unless what follows can only follow a closing
+/// quote in the EA's files (`:`, `}`, `]`, the end, or `,` then the next key's `"`). The
+/// strings are escaped accordingly before the text is parsed as JSON; what still fails is
+/// named with its position and the text there.
+fn parse_ea(text: &str) -> Result<Value, String> {
+    let escaped = escape_raw_strings(text);
+    serde_json::from_str(&escaped).map_err(|e| {
+        let line = escaped
+            .lines()
+            .nth(e.line().saturating_sub(1))
+            .unwrap_or("");
+        let chars: Vec<char> = line.chars().collect();
+        let at = e.column().saturating_sub(1).min(chars.len());
+        let near: String = chars[at.saturating_sub(30)..(at + 30).min(chars.len())]
+            .iter()
+            .collect();
+        format!("not the JSON the DWX EA writes ({e}), near `{near}`")
+    })
+}
+
+/// The EA's text with its raw strings escaped as JSON wants them (see [`parse_ea`]).
+fn escape_raw_strings(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let next_non_space = |from: usize| (from..chars.len()).find(|&j| !chars[j].is_whitespace());
+    let closes = |after: usize| match next_non_space(after) {
+        None => true,
+        Some(j) => match chars[j] {
+            ':' | '}' | ']' => true,
+            ',' => next_non_space(j + 1).is_none_or(|k| matches!(chars[k], '"' | '{' | '[')),
+            _ => false,
+        },
+    };
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut in_string = false;
+    for (i, &c) in chars.iter().enumerate() {
+        if !in_string {
+            in_string = c == '"';
+            out.push(c);
+            continue;
+        }
+        match c {
+            '"' if closes(i + 1) => {
+                in_string = false;
+                out.push('"');
+            }
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// The tag that starts an order's comment: `td` and 8 hex digits of the client order
 /// id's SHA-256.
 pub fn tag_of(client_order_id: &str) -> String {
@@ -721,13 +787,43 @@ impl DwxBroker {
 
     /// A file's JSON, or `None` while it is missing, empty, torn or not JSON yet.
     async fn read_json(&self, name: &str) -> Option<Value> {
-        let bytes = tokio::fs::read(self.file(name)).await.ok()?;
-        let text = decode(&bytes)?;
+        match self.read_file(name).await {
+            Read::Json(v) => Some(v),
+            Read::NotYet | Read::Bad(_) => None,
+        }
+    }
+
+    /// A file as the EA writes it (strings raw, see [`parse_ea`]): its JSON, nothing yet
+    /// (missing or empty), or what makes it unreadable.
+    async fn read_file(&self, name: &str) -> Read {
+        let path = self.file(name);
+        let Ok(bytes) = tokio::fs::read(&path).await else {
+            return Read::NotYet;
+        };
+        let Some(text) = decode(&bytes) else {
+            return Read::Bad(format!(
+                "{} is neither UTF-8, ANSI nor UTF-16 text",
+                path.display()
+            ));
+        };
         let text = text.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
         if text.is_empty() {
-            return None;
+            return Read::NotYet;
         }
-        serde_json::from_str(text).ok()
+        match parse_ea(text) {
+            Ok(v) => Read::Json(v),
+            Err(what) => Read::Bad(format!("{} cannot be read: {what}", path.display())),
+        }
+    }
+
+    /// The error for a file that stayed unreadable for the whole wait: it names the file
+    /// and what is wrong in it, and is no stopped EA.
+    fn unreadable(&self, detail: String) -> BrokerError {
+        BrokerError::Unavailable {
+            account: self.config.id.clone(),
+            detail,
+            hint: "the EA is running but wrote a file tradedesk cannot parse: look at the text near the position named (often a ticket's comment or the account name) and change it in the terminal, or report the file's text".to_owned(),
+        }
     }
 
     /// `DWX_Orders.txt`, checked fresh: the EA's heartbeat.
@@ -762,8 +858,12 @@ impl DwxBroker {
                     )));
                 }
                 Some(_) => {
-                    if let Some(v) = self.read_json("DWX_Orders.txt").await {
-                        return Ok(v);
+                    match self.read_file("DWX_Orders.txt").await {
+                        Read::Json(v) => return Ok(v),
+                        Read::Bad(what) if Instant::now() >= deadline => {
+                            return Err(self.unreadable(what));
+                        }
+                        _ => {}
                     }
                     if Instant::now() >= deadline {
                         return Err(self.timeout());
@@ -1046,8 +1146,12 @@ impl DwxBroker {
             .await?;
         let deadline = Instant::now() + self.config.timeout;
         loop {
-            if let Some(v) = self.read_json("DWX_Historic_Trades.txt").await {
-                return Ok(v);
+            match self.read_file("DWX_Historic_Trades.txt").await {
+                Read::Json(v) => return Ok(v),
+                Read::Bad(what) if Instant::now() >= deadline => {
+                    return Err(self.unreadable(what));
+                }
+                _ => {}
             }
             if Instant::now() >= deadline {
                 return Err(self.timeout());
@@ -2183,6 +2287,21 @@ mod tests {
         assert!(is_tag(&tag_of("abc")));
         assert!(!is_tag("td12é45678 hedge"));
         assert!(!is_tag("td12"));
+    }
+
+    #[test]
+    fn raw_quotes_and_backslashes_in_strings_are_read_as_the_ea_wrote_them() {
+        let text = r#"{"account_info": {"name": "O\'Brien \ Co", "currency": "USD"}, "orders": {"7": {"comment": "say "hi" C:\new\temp", "lots": 0.10}, "8": {"comment": "ends "quoted"", "lots": 1.00}, "9": {"comment": "a, "b" c", "lots": 2.00}}}"#;
+        let v = parse_ea(text).unwrap();
+        assert_eq!(v["account_info"]["name"], "O\\'Brien \\ Co");
+        assert_eq!(v["orders"]["7"]["comment"], r#"say "hi" C:\new\temp"#);
+        assert_eq!(v["orders"]["7"]["lots"], 0.10);
+        assert_eq!(v["orders"]["8"]["comment"], r#"ends "quoted""#);
+        assert_eq!(v["orders"]["9"]["comment"], r#"a, "b" c"#);
+        // What cannot be the EA's text is named with the text near the fault.
+        let e = parse_ea(r#"{"orders": {"7": {"comment": "x", "y"}}}"#).unwrap_err();
+        assert!(e.contains("near `") && e.contains("\"y\""), "{e}");
+        assert!(parse_ea("{\"a\": 1").is_err());
     }
 
     #[test]
