@@ -1262,10 +1262,11 @@ fn mt4_trades_text(st: &EaState, days: i64) -> String {
 /// First deal ticket of the MT5 deal numbering (in-deal 2i, out-deal 2i+1 for closed[i]).
 pub const MT5_FIRST_DEAL: u64 = 5_000_000;
 
-/// MT5: history deals keyed by deal ticket, selected by deal time. Each closed
-/// position gives one `entry_in` deal (for the first history entry of its ticket, with
-/// the whole volume opened) and one `entry_out` deal per history entry. Deleted pending
-/// orders have no deals.
+/// MT5: history deals keyed by deal ticket, selected by deal time, newest first as the
+/// EA writes them. Each closed position gives one `entry_in` deal (for the first history
+/// entry of its ticket, with the whole volume opened and half its commission) and one
+/// `entry_out` deal per history entry (its profit, swap and the rest of the commission).
+/// Deleted pending orders have no deals.
 fn mt5_deals_text(st: &EaState, days: i64) -> String {
     let (from, to) = lookback_start(st, days);
     let in_window = |t: &str| mt_time_to_secs(t).is_some_and(|t| t >= from && t <= to);
@@ -1296,7 +1297,15 @@ fn mt5_deals_text(st: &EaState, days: i64) -> String {
             continue;
         }
         let base = MT5_FIRST_DEAL + 2 * u64::try_from(i).unwrap_or(0);
-        if seen.insert(c.ticket) && in_window(&c.open_time) {
+        // A broker charging per side books half the commission on the entry deal (even
+        // when that deal is older than the window) and the rest on the exit.
+        let first = seen.insert(c.ticket);
+        let in_share = if first {
+            round_to(c.commission / 2.0, 2)
+        } else {
+            0.0
+        };
+        if first && in_window(&c.open_time) {
             let opened: f64 = st
                 .closed
                 .iter()
@@ -1316,7 +1325,7 @@ fn mt5_deals_text(st: &EaState, days: i64) -> String {
                 &c.open_time,
                 c.open_price,
                 round_to(opened, 2),
-                (0.0, 0.0, 0.0),
+                (0.0, in_share, 0.0),
             ));
         }
         if in_window(&c.close_time) {
@@ -1329,10 +1338,12 @@ fn mt5_deals_text(st: &EaState, days: i64) -> String {
                 &c.close_time,
                 c.close_price,
                 c.lots,
-                (c.pnl, c.commission, c.swap),
+                (c.pnl, round_to(c.commission - in_share, 2), c.swap),
             ));
         }
     }
+    // The EA walks the deals from the newest.
+    entries.reverse();
     format!("{{{}}}", entries.join(", "))
 }
 
