@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use common::dwx_fake::{
-    EaClosed, EaMode, EaOrder, EaState, FakeEa, Platform, SymbolSpec as EaSpec,
+    EaClosed, EaDeal, EaMode, EaOrder, EaState, FakeEa, Platform, SymbolSpec as EaSpec,
 };
 use serde_json::{Value, json};
 use tradedesk_brokers::Broker;
@@ -988,4 +988,51 @@ async fn mt5_closing_deals_of_positions_older_than_the_read_close_and_keep_their
         0,
         "{health:#}"
     );
+}
+
+/// An MT5 netting account reverses with one `in_out` deal: long 0.10 EURUSD from 1.08000
+/// (entry_in), then a sell of 0.30 at 1.09000 closes the 0.10 (0.01 x 10,000 = 100.00)
+/// and leaves 0.20 short, the one open position. The files are ANSI (code page 1252),
+/// with an accented comment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mt5_netting_reversal_closes_and_opens_and_ansi_files_are_read() {
+    let mut s = scenario(Platform::Mt5);
+    s.ansi = true;
+    s.orders.clear();
+    s.closed.clear();
+    let deal = |ticket: u64, kind: &str, entry: &str, time: &str, lots: f64, pnl: f64| EaDeal {
+        ticket,
+        magic: 0,
+        symbol: "EURUSD".into(),
+        lots,
+        kind: kind.into(),
+        entry: entry.into(),
+        time: time.into(),
+        price: if entry == "entry_in" { 1.08 } else { 1.09 },
+        pnl,
+        commission: 0.0,
+        swap: 0.0,
+        comment: "réversal".into(),
+    };
+    s.extra_deals = vec![
+        deal(7001, "buy", "entry_in", "2026.11.02 10:00:00", 0.1, 0.0),
+        deal(7002, "sell", "in_out", "2026.11.03 10:00:00", 0.3, 100.0),
+    ];
+    let mut short = position(7001, "EURUSD", "sell", 0.2, 1.09, 9.8);
+    short.open_time = "2026.11.03 10:00:00".into();
+    short.comment = "réversal".into();
+    s.orders.push(short);
+    let d = desk_with(s, Duration::from_secs(5));
+    let positions = d.call("get_positions", json!({})).await;
+    assert_eq!(positions["status"], "ok", "{positions:#}");
+    assert_eq!(positions["positions"][0]["quantity"], -0.2, "{positions:#}");
+    let pnl = d
+        .call(
+            "get_realized_pnl",
+            json!({"start": "2026-11-01", "end": "2026-11-30"}),
+        )
+        .await;
+    assert_eq!(pnl["gross_pnl"], 100.0, "{pnl:#}");
+    let health = d.call("get_server_health", json!({})).await;
+    assert_eq!(health["reconciliation"], json!([]), "{health:#}");
 }

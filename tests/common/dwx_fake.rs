@@ -88,6 +88,25 @@ pub struct EaOrder {
     pub comment: String,
 }
 
+/// One MT5 history deal, as `DWX_Historic_Trades.txt` has it.
+#[derive(Debug, Clone)]
+pub struct EaDeal {
+    pub ticket: u64,
+    pub magic: i64,
+    pub symbol: String,
+    pub lots: f64,
+    /// buy, sell, balance, ...
+    pub kind: String,
+    /// entry_in, entry_out, entry_out_by, in_out.
+    pub entry: String,
+    pub time: String,
+    pub price: f64,
+    pub pnl: f64,
+    pub commission: f64,
+    pub swap: f64,
+    pub comment: String,
+}
+
 /// A closed position, or a deleted pending order, in the account history.
 #[derive(Debug, Clone)]
 pub struct EaClosed {
@@ -165,6 +184,12 @@ pub struct EaState {
     pub duplicate_ids: usize,
     /// Write output files as UTF-16LE with a BOM (as MT4 may); default false.
     pub utf16: bool,
+    /// Write output files as ANSI, code page 1252 (MT5's `FILE_ANSI`): each character
+    /// one byte, `?` for what the code page lacks; default false (UTF-8). `utf16` wins.
+    pub ansi: bool,
+    /// MT5 deals the history answer also holds (a netting account's `in_out` reversal,
+    /// say), written as the EA writes a deal.
+    pub extra_deals: Vec<EaDeal>,
     /// Pass period (the EA's MILLISECOND_TIMER); default 10 ms.
     pub poll: Duration,
     /// EA input numLastMessages; default 50.
@@ -220,6 +245,8 @@ impl Default for EaState {
             command_errors: Vec::new(),
             duplicate_ids: 0,
             utf16: false,
+            ansi: false,
+            extra_deals: Vec::new(),
             poll: Duration::from_millis(10),
             num_last_messages: 50,
             gmt_offset_secs: 7200,
@@ -523,6 +550,16 @@ impl Engine {
     }
 
     fn write(&self, st: &EaState, file: &str, text: &str) -> bool {
+        if st.ansi && !st.utf16 {
+            let bytes: Vec<u8> = format!("{text}\r\n")
+                .chars()
+                .map(|c| match c {
+                    '\u{20ac}' => 0x80,
+                    c => u8::try_from(u32::from(c)).unwrap_or(b'?'),
+                })
+                .collect();
+            return std::fs::write(self.dir.join(file), bytes).is_ok();
+        }
         write_out(&self.dir.join(file), text, st.utf16).is_ok()
     }
 
@@ -1339,6 +1376,25 @@ fn mt5_deals_text(st: &EaState, days: i64) -> String {
                 c.close_price,
                 c.lots,
                 (c.pnl, round_to(c.commission - in_share, 2), c.swap),
+            ));
+        }
+    }
+    for x in &st.extra_deals {
+        if in_window(&x.time) {
+            entries.push(format!(
+                "\"{}\": {{\"magic\": {}, \"symbol\": \"{}\", \"lots\": {:.2}, \"type\": \"{}\", \"entry\": \"{}\", \"deal_time\": \"{}\", \"deal_price\": {:.5}, \"pnl\": {:.2}, \"commission\": {:.2}, \"swap\": {:.2}, \"comment\": \"{}\"}}",
+                x.ticket,
+                x.magic,
+                x.symbol,
+                z(x.lots),
+                x.kind,
+                x.entry,
+                x.time,
+                z(x.price),
+                z(x.pnl),
+                z(x.commission),
+                z(x.swap),
+                x.comment
             ));
         }
     }

@@ -653,7 +653,29 @@ fn text(v: &Value, field: &str) -> String {
     }
 }
 
-/// UTF-8, or UTF-16LE (with a BOM, or recognizable by its zero bytes), as MT4 may write.
+/// Windows-1252's characters for the bytes 0x80 to 0x9F (where it differs from Latin-1;
+/// its five unassigned bytes are kept as the C1 controls).
+const CP1252_HIGH: [char; 32] = [
+    '\u{20ac}', '\u{81}', '\u{201a}', '\u{192}', '\u{201e}', '\u{2026}', '\u{2020}', '\u{2021}',
+    '\u{2c6}', '\u{2030}', '\u{160}', '\u{2039}', '\u{152}', '\u{8d}', '\u{17d}', '\u{8f}',
+    '\u{90}', '\u{2018}', '\u{2019}', '\u{201c}', '\u{201d}', '\u{2022}', '\u{2013}', '\u{2014}',
+    '\u{2dc}', '\u{2122}', '\u{161}', '\u{203a}', '\u{153}', '\u{9d}', '\u{17e}', '\u{178}',
+];
+
+/// An ANSI file (MT5's `FILE_ANSI`, on a Western Windows code page 1252): each byte one
+/// character.
+fn ansi(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|&b| match b {
+            0x80..=0x9F => CP1252_HIGH[usize::from(b - 0x80)],
+            _ => char::from(b),
+        })
+        .collect()
+}
+
+/// UTF-8, or UTF-16LE (with a BOM, or recognizable by its zero bytes), as MT4 may write,
+/// or ANSI (what is not UTF-8), as MT5's EA writes.
 fn decode(bytes: &[u8]) -> Option<String> {
     let utf16 = |b: &[u8]| {
         let units: Vec<u16> = b
@@ -666,7 +688,7 @@ fn decode(bytes: &[u8]) -> Option<String> {
         [0xFF, 0xFE, rest @ ..] => utf16(rest),
         [0xEF, 0xBB, 0xBF, rest @ ..] => String::from_utf8(rest.to_vec()).ok(),
         [_, 0, ..] => utf16(bytes),
-        _ => Some(String::from_utf8_lossy(bytes).into_owned()),
+        _ => Some(std::str::from_utf8(bytes).map_or_else(|_| ansi(bytes), ToOwned::to_owned)),
     }
 }
 
@@ -2793,6 +2815,9 @@ mod tests {
             .chain("{}".encode_utf16().flat_map(u16::to_le_bytes))
             .collect();
         assert_eq!(decode(&utf16).unwrap(), "{}");
+        // ANSI: "café €5" in code page 1252.
+        assert_eq!(decode(b"caf\xe9 \x805").unwrap(), "caf\u{e9} \u{20ac}5");
+        assert_eq!(decode("café".as_bytes()).unwrap(), "café");
         assert_eq!(platform_of(Path::new("/x/MQL5/Files")), Platform::Mt5);
         assert_eq!(platform_of(Path::new("/x/MQL4/Files")), Platform::Mt4);
     }
