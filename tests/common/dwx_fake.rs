@@ -15,7 +15,10 @@
 //! closes that keep the ticket; the EA's number formats and raw (unescaped) strings; the
 //! one-second heartbeat of the orders file; "written only when the text changed" for
 //! market data; plain truncate-and-write output (no temp file, no rename) ending in
-//! "\r\n", optionally UTF-16LE with a BOM; and the folder reset of `OnInit`/`OnDeinit`.
+//! "\r\n", optionally UTF-16LE with a BOM or ANSI (code page 1252); MT5 history deals
+//! newest first, commission half on the entry deal and half on the exit, and any extra
+//! deals a test adds (`EaState::extra_deals`, an `in_out` reversal say); and the folder
+//! reset of `OnInit`/`OnDeinit`.
 //!
 //! Symbol specs are the broker's, as a terminal holds them (`EaState::specs`): contract
 //! size, tick size and the rate from the profit currency to the account's; the EA writes
