@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use common::dwx_fake::{EaClosed, EaMode, EaOrder, EaState, FakeEa, Platform};
+use common::dwx_fake::{
+    EaClosed, EaDeal, EaMode, EaOrder, EaState, FakeEa, Platform, SymbolSpec as EaSpec,
+};
 use serde_json::{Value, json};
 use tradedesk_brokers::Broker;
 use tradedesk_brokers::dwx::{DwxBroker, DwxConfig, tag_of};
@@ -586,4 +588,451 @@ async fn mt4_converts_a_closed_cross_at_the_rate_its_own_profit_implies() {
             .contains("implied by closed trades' own profit")),
         "{pnl:#}"
     );
+}
+
+/// The EA writes comments raw: a `"` or `\` in one (typed in the terminal) is read, and
+/// the comment comes back as written. A file that is truly broken is named, with what is
+/// wrong in it, instead of a stopped EA or a timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quote_or_backslash_in_a_comment_is_read_and_a_broken_file_is_named() {
+    for utf16 in [false, true] {
+        let mut s = scenario(Platform::Mt4);
+        s.utf16 = utf16;
+        s.orders[0].comment = r#"my "best" C:\trades\x"#.into();
+        s.orders.push(EaOrder {
+            ticket: 902,
+            magic: 0,
+            symbol: "EURUSD".into(),
+            lots: 0.01,
+            kind: "buylimit".into(),
+            open_price: 1.07,
+            open_time: "2026.11.28 10:00:00".into(),
+            sl: 0.0,
+            tp: 0.0,
+            pnl: 0.0,
+            commission: 0.0,
+            swap: 0.0,
+            comment: r#"dip \ "buy""#.into(),
+        });
+        s.closed[0].comment = r#"closed "early""#.into();
+        let d = desk_with(s, Duration::from_secs(2));
+        let positions = d.call("get_positions", json!({})).await;
+        assert_eq!(positions["status"], "ok", "utf16 {utf16}: {positions:#}");
+        let orders = d.call("get_orders", json!({"account": "MT"})).await;
+        assert_eq!(
+            orders["orders"][0]["comment"], r#"dip \ "buy""#,
+            "{orders:#}"
+        );
+        let pnl = d
+            .call(
+                "get_realized_pnl",
+                json!({"start": "2026-11-01", "end": "2026-11-30"}),
+            )
+            .await;
+        assert_eq!(pnl["gross_pnl"], 100.0, "{pnl:#}");
+    }
+    // A comment that closes its string early and opens a key with no value: no JSON.
+    let mut s = scenario(Platform::Mt4);
+    s.orders[0].comment = r#"x", "y"#.into();
+    let d = desk_with(s, Duration::from_millis(600));
+    let started = Instant::now();
+    let broken = d.call("get_positions", json!({})).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(broken["error"]["code"], "broker_unavailable", "{broken:#}");
+    let message = broken["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("DWX_Orders.txt cannot be read") && message.contains("near `"),
+        "{broken:#}"
+    );
+    let hint = broken["error"]["hint"].as_str().unwrap();
+    assert!(!hint.contains("install"), "{hint}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Every figure the terminal's own, with no symbol stated in the config: a USD account
+// holding FX majors, a cross, a JPY pair, gold, an index CFD and an oil CFD. The fake
+// broker holds the symbols' specs; the EA writes only each trade's pnl and the market
+// data's tick value, as the real one does.
+
+fn spec(contract_size: f64, tick_size: f64, profit_to_account: f64) -> EaSpec {
+    EaSpec {
+        contract_size,
+        tick_size,
+        profit_to_account,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn trade(
+    ticket: u64,
+    symbol: &str,
+    kind: &str,
+    lots: f64,
+    times: (&str, &str),
+    prices: (f64, f64),
+    pnl: f64,
+    commission: f64,
+    swap: f64,
+) -> EaClosed {
+    EaClosed {
+        ticket,
+        magic: 0,
+        symbol: symbol.into(),
+        lots,
+        kind: kind.into(),
+        open_time: times.0.into(),
+        close_time: times.1.into(),
+        open_price: prices.0,
+        close_price: prices.1,
+        sl: 0.0,
+        tp: 0.0,
+        pnl,
+        commission,
+        swap,
+        comment: String::new(),
+    }
+}
+
+fn position(ticket: u64, symbol: &str, kind: &str, lots: f64, price: f64, pnl: f64) -> EaOrder {
+    EaOrder {
+        ticket,
+        magic: 0,
+        symbol: symbol.into(),
+        lots,
+        kind: kind.into(),
+        open_price: price,
+        open_time: "2026.11.26 10:00:00".into(),
+        sl: 0.0,
+        tp: 0.0,
+        pnl,
+        commission: 0.0,
+        swap: 0.0,
+        comment: String::new(),
+    }
+}
+
+/// The terminal, worked by hand. Closed (in the account's USD, as the terminal books them):
+/// * GBPUSD 0.20 lots 1.25000 to 1.25500: 0.005 x 20,000 = 100.00;
+/// * USDJPY 0.10 lots 150.000 to 151.000: JPY 10,000 at 151.000 = 66.23, commission 1.40;
+/// * GER40 1 lot 18,000 to 18,100, 1 EUR a point, EURUSD 1.09 then: 109.00;
+/// * XBRUSD 1 lot 75.00 to 75.20, 100 barrels a lot: 20.00;
+/// * XAUUSD 0.10 lots 2,000.00 to 2,010.00, 100 oz: 100.00, swap -2.10;
+/// * EURGBP 0.10 lots 0.85000 to 0.85500: GBP 50.00 at GBPUSD 1.26 = 63.00.
+///
+/// Open: GER40 1 lot from 18,000, marked 18,199 (199 EUR x 1.0845 = 215.82); EURGBP 0.10
+/// lots from 0.85000, bid 0.85100 (GBP 10.00 at 1.26 = 12.60).
+fn terminal(platform: Platform) -> EaState {
+    let mut s = EaState {
+        platform,
+        balance: 10_000.0,
+        equity: 10_228.42,
+        free_margin: 9_000.0,
+        ..EaState::default()
+    };
+    for (symbol, bid, ask) in [
+        ("EURUSD", 1.0845, 1.0845),
+        ("GBPUSD", 1.26, 1.26),
+        ("USDJPY", 151.0, 151.0),
+        ("EURGBP", 0.851, 0.851),
+        ("GER40", 18_199.0, 18_199.0),
+        ("XBRUSD", 75.1, 75.1),
+        ("XAUUSD", 2_005.0, 2_005.0),
+    ] {
+        s.prices.insert(symbol.into(), (bid, ask));
+    }
+    for (symbol, spec) in [
+        ("GER40", spec(1.0, 0.01, 1.0845)),
+        ("XBRUSD", spec(100.0, 0.01, 1.0)),
+        ("XAUUSD", spec(100.0, 0.01, 1.0)),
+        ("USDJPY", spec(100_000.0, 0.001, 1.0 / 151.0)),
+        ("EURGBP", spec(100_000.0, 0.00001, 1.26)),
+    ] {
+        s.specs.insert(symbol.into(), spec);
+    }
+    let day = |d: u32, h: u32| format!("2026.11.{d:02} {h:02}:00:00");
+    s.closed = vec![
+        trade(
+            801,
+            "GBPUSD",
+            "buy",
+            0.2,
+            (&day(20, 9), &day(21, 16)),
+            (1.25, 1.255),
+            100.0,
+            0.0,
+            0.0,
+        ),
+        trade(
+            802,
+            "USDJPY",
+            "buy",
+            0.1,
+            (&day(23, 9), &day(24, 16)),
+            (150.0, 151.0),
+            66.23,
+            -1.40,
+            0.0,
+        ),
+        trade(
+            803,
+            "GER40",
+            "buy",
+            1.0,
+            (&day(24, 11), &day(24, 15)),
+            (18_000.0, 18_100.0),
+            109.0,
+            0.0,
+            0.0,
+        ),
+        trade(
+            804,
+            "XBRUSD",
+            "buy",
+            1.0,
+            (&day(25, 10), &day(25, 12)),
+            (75.0, 75.2),
+            20.0,
+            0.0,
+            0.0,
+        ),
+        trade(
+            805,
+            "XAUUSD",
+            "buy",
+            0.1,
+            (&day(25, 13), &day(26, 9)),
+            (2_000.0, 2_010.0),
+            100.0,
+            0.0,
+            -2.10,
+        ),
+        trade(
+            806,
+            "EURGBP",
+            "buy",
+            0.1,
+            (&day(26, 10), &day(26, 17)),
+            (0.85, 0.855),
+            63.0,
+            0.0,
+            0.0,
+        ),
+    ];
+    s.orders = vec![
+        position(900, "GER40", "buy", 1.0, 18_000.0, 215.82),
+        position(901, "EURGBP", "buy", 0.1, 0.85, 12.6),
+    ];
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_figure_is_the_terminals_own_on_mt4_and_mt5() {
+    for platform in [Platform::Mt4, Platform::Mt5] {
+        let d = desk_with(terminal(platform), Duration::from_secs(5));
+        let pnl = d
+            .call(
+                "get_realized_pnl",
+                json!({"start": "2026-11-01", "end": "2026-11-30", "group_by": "symbol"}),
+            )
+            .await;
+        assert_eq!(pnl["status"], "ok", "{platform:?}: {pnl:#}");
+        let group = |key: &str| {
+            pnl["groups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|g| g["key"] == key)
+                .unwrap_or_else(|| panic!("{platform:?}: no {key}: {pnl:#}"))
+                .clone()
+        };
+        for (key, gross, commissions) in [
+            ("FX:GBPUSD", 100.0, 0.0),
+            ("FX:USDJPY", 66.23, 1.40),
+            ("CFD:GER40", 109.0, 0.0),
+            ("CFD:XBRUSD", 20.0, 0.0),
+            ("FX:XAUUSD", 100.0, 0.0),
+            ("FX:EURGBP", 63.0, 0.0),
+        ] {
+            let g = group(key);
+            assert_eq!(
+                (g["gross_pnl"].as_f64(), g["commissions"].as_f64()),
+                (Some(gross), Some(commissions)),
+                "{platform:?} {key}: {g:#}"
+            );
+        }
+        assert_eq!(pnl["net_pnl"], 456.83, "{platform:?}: {pnl:#}");
+        let notes = pnl["notes"].to_string();
+        assert!(
+            notes.contains("1 EUR a point a lot is assumed"),
+            "{platform:?}: {notes}"
+        );
+        assert!(
+            notes.contains("100 USD a point a lot"),
+            "{platform:?}: {notes}"
+        );
+
+        let positions = d.call("get_positions", json!({})).await;
+        assert_eq!(positions["status"], "ok", "{platform:?}: {positions:#}");
+        let row = |symbol: &str| {
+            positions["positions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["symbol"] == symbol)
+                .unwrap()
+                .clone()
+        };
+        let ger = row("GER40");
+        assert_eq!(ger["instrument_currency"], "EUR", "{ger:#}");
+        assert_eq!(ger["unrealized_pnl"], 199.0, "{ger:#}");
+        assert_eq!(ger["unrealized_pnl_converted"], 215.82, "{ger:#}");
+        let cross = row("EURGBP");
+        assert_eq!(cross["unrealized_pnl_converted"], 12.6, "{cross:#}");
+        for (tool, args) in [
+            ("get_accounts", json!({})),
+            ("get_portfolio_summary", json!({})),
+            ("get_exposure", json!({"by": "symbol"})),
+        ] {
+            let r = d.call(tool, args).await;
+            assert_eq!(r["status"], "ok", "{platform:?} {tool}: {r:#}");
+        }
+    }
+}
+
+/// MT5 reads deals: a position opened before the history read (30 days) and closed
+/// inside it has only its `entry_out` deal; it is a close, never a short, and its P&L is
+/// the deal's own. One partly closed inside the read keeps its open ticket, which opens it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mt5_closing_deals_of_positions_older_than_the_read_close_and_keep_their_pnl() {
+    let mut s = scenario(Platform::Mt5);
+    s.prices.insert("NZDUSD".into(), (0.605, 0.605));
+    // 0.10 AUDUSD, 0.65000 to 0.66000: 0.01 x 10,000 = 100.00; commission 0.70 a side.
+    s.closed.push(trade(
+        810,
+        "AUDUSD",
+        "buy",
+        0.1,
+        ("2026.10.01 10:00:00", "2026.11.10 10:00:00"),
+        (0.65, 0.66),
+        100.0,
+        -1.40,
+        0.0,
+    ));
+    // 0.10 NZDUSD from 0.60000; 0.05 closed at 0.61000 (50.00), 0.05 still open.
+    s.closed.push(trade(
+        811,
+        "NZDUSD",
+        "buy",
+        0.05,
+        ("2026.10.01 10:00:00", "2026.11.12 10:00:00"),
+        (0.6, 0.61),
+        50.0,
+        0.0,
+        0.0,
+    ));
+    let mut rest = position(811, "NZDUSD", "buy", 0.05, 0.6, 25.0);
+    rest.open_time = "2026.10.01 10:00:00".into();
+    s.orders.push(rest);
+    let d = desk_with(s, Duration::from_secs(5));
+    let positions = d.call("get_positions", json!({})).await;
+    assert_eq!(positions["status"], "ok", "{positions:#}");
+    let symbols: Vec<(&str, f64)> = positions["positions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["symbol"].as_str().unwrap(),
+                p["quantity"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        symbols,
+        vec![("EURUSD", 0.1), ("NZDUSD", 0.05)],
+        "{positions:#}"
+    );
+    let nzd = &positions["positions"][1];
+    assert_eq!(nzd["unrealized_pnl"], 25.0, "{nzd:#}");
+    let pnl = d
+        .call(
+            "get_realized_pnl",
+            json!({"start": "2026-11-01", "end": "2026-11-30", "group_by": "symbol"}),
+        )
+        .await;
+    let group = |key: &str| {
+        pnl["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["key"] == key)
+            .unwrap_or_else(|| panic!("no {key}: {pnl:#}"))
+            .clone()
+    };
+    assert_eq!(group("FX:AUDUSD")["gross_pnl"], 100.0, "{pnl:#}");
+    // Only the exit's half of the commission is inside the read.
+    assert_eq!(group("FX:AUDUSD")["commissions"], 0.7, "{pnl:#}");
+    assert_eq!(group("FX:NZDUSD")["gross_pnl"], 50.0, "{pnl:#}");
+    assert!(
+        pnl["notes"]
+            .to_string()
+            .contains("opened before the history read and closed inside it"),
+        "{pnl:#}"
+    );
+    let health = d.call("get_server_health", json!({})).await;
+    assert_eq!(
+        health["unexplained_closes"]
+            .as_array()
+            .map(Vec::len)
+            .unwrap_or(0),
+        0,
+        "{health:#}"
+    );
+}
+
+/// An MT5 netting account reverses with one `in_out` deal: long 0.10 EURUSD from 1.08000
+/// (entry_in), then a sell of 0.30 at 1.09000 closes the 0.10 (0.01 x 10,000 = 100.00)
+/// and leaves 0.20 short, the one open position. The files are ANSI (code page 1252),
+/// with an accented comment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mt5_netting_reversal_closes_and_opens_and_ansi_files_are_read() {
+    let mut s = scenario(Platform::Mt5);
+    s.ansi = true;
+    s.orders.clear();
+    s.closed.clear();
+    let deal = |ticket: u64, kind: &str, entry: &str, time: &str, lots: f64, pnl: f64| EaDeal {
+        ticket,
+        magic: 0,
+        symbol: "EURUSD".into(),
+        lots,
+        kind: kind.into(),
+        entry: entry.into(),
+        time: time.into(),
+        price: if entry == "entry_in" { 1.08 } else { 1.09 },
+        pnl,
+        commission: 0.0,
+        swap: 0.0,
+        comment: "réversal".into(),
+    };
+    s.extra_deals = vec![
+        deal(7001, "buy", "entry_in", "2026.11.02 10:00:00", 0.1, 0.0),
+        deal(7002, "sell", "in_out", "2026.11.03 10:00:00", 0.3, 100.0),
+    ];
+    let mut short = position(7001, "EURUSD", "sell", 0.2, 1.09, 9.8);
+    short.open_time = "2026.11.03 10:00:00".into();
+    short.comment = "réversal".into();
+    s.orders.push(short);
+    let d = desk_with(s, Duration::from_secs(5));
+    let positions = d.call("get_positions", json!({})).await;
+    assert_eq!(positions["status"], "ok", "{positions:#}");
+    assert_eq!(positions["positions"][0]["quantity"], -0.2, "{positions:#}");
+    let pnl = d
+        .call(
+            "get_realized_pnl",
+            json!({"start": "2026-11-01", "end": "2026-11-30"}),
+        )
+        .await;
+    assert_eq!(pnl["gross_pnl"], 100.0, "{pnl:#}");
+    let health = d.call("get_server_health", json!({})).await;
+    assert_eq!(health["reconciliation"], json!([]), "{health:#}");
 }

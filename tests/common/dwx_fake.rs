@@ -15,7 +15,10 @@
 //! closes that keep the ticket; the EA's number formats and raw (unescaped) strings; the
 //! one-second heartbeat of the orders file; "written only when the text changed" for
 //! market data; plain truncate-and-write output (no temp file, no rename) ending in
-//! "\r\n", optionally UTF-16LE with a BOM; and the folder reset of `OnInit`/`OnDeinit`.
+//! "\r\n", optionally UTF-16LE with a BOM or ANSI (code page 1252); MT5 history deals
+//! newest first, commission half on the entry deal and half on the exit, and any extra
+//! deals a test adds (`EaState::extra_deals`, an `in_out` reversal say); and the folder
+//! reset of `OnInit`/`OnDeinit`.
 //!
 //! Symbol specs are the broker's, as a terminal holds them (`EaState::specs`): contract
 //! size, tick size and the rate from the profit currency to the account's; the EA writes
@@ -82,6 +85,25 @@ pub struct EaOrder {
     pub open_time: String,
     pub sl: f64,
     pub tp: f64,
+    pub pnl: f64,
+    pub commission: f64,
+    pub swap: f64,
+    pub comment: String,
+}
+
+/// One MT5 history deal, as `DWX_Historic_Trades.txt` has it.
+#[derive(Debug, Clone)]
+pub struct EaDeal {
+    pub ticket: u64,
+    pub magic: i64,
+    pub symbol: String,
+    pub lots: f64,
+    /// buy, sell, balance, ...
+    pub kind: String,
+    /// entry_in, entry_out, entry_out_by, in_out.
+    pub entry: String,
+    pub time: String,
+    pub price: f64,
     pub pnl: f64,
     pub commission: f64,
     pub swap: f64,
@@ -165,6 +187,12 @@ pub struct EaState {
     pub duplicate_ids: usize,
     /// Write output files as UTF-16LE with a BOM (as MT4 may); default false.
     pub utf16: bool,
+    /// Write output files as ANSI, code page 1252 (MT5's `FILE_ANSI`): each character
+    /// one byte, `?` for what the code page lacks; default false (UTF-8). `utf16` wins.
+    pub ansi: bool,
+    /// MT5 deals the history answer also holds (a netting account's `in_out` reversal,
+    /// say), written as the EA writes a deal.
+    pub extra_deals: Vec<EaDeal>,
     /// Pass period (the EA's MILLISECOND_TIMER); default 10 ms.
     pub poll: Duration,
     /// EA input numLastMessages; default 50.
@@ -220,6 +248,8 @@ impl Default for EaState {
             command_errors: Vec::new(),
             duplicate_ids: 0,
             utf16: false,
+            ansi: false,
+            extra_deals: Vec::new(),
             poll: Duration::from_millis(10),
             num_last_messages: 50,
             gmt_offset_secs: 7200,
@@ -523,6 +553,16 @@ impl Engine {
     }
 
     fn write(&self, st: &EaState, file: &str, text: &str) -> bool {
+        if st.ansi && !st.utf16 {
+            let bytes: Vec<u8> = format!("{text}\r\n")
+                .chars()
+                .map(|c| match c {
+                    '\u{20ac}' => 0x80,
+                    c => u8::try_from(u32::from(c)).unwrap_or(b'?'),
+                })
+                .collect();
+            return std::fs::write(self.dir.join(file), bytes).is_ok();
+        }
         write_out(&self.dir.join(file), text, st.utf16).is_ok()
     }
 
@@ -1262,10 +1302,11 @@ fn mt4_trades_text(st: &EaState, days: i64) -> String {
 /// First deal ticket of the MT5 deal numbering (in-deal 2i, out-deal 2i+1 for closed[i]).
 pub const MT5_FIRST_DEAL: u64 = 5_000_000;
 
-/// MT5: history deals keyed by deal ticket, selected by deal time. Each closed
-/// position gives one `entry_in` deal (for the first history entry of its ticket, with
-/// the whole volume opened) and one `entry_out` deal per history entry. Deleted pending
-/// orders have no deals.
+/// MT5: history deals keyed by deal ticket, selected by deal time, newest first as the
+/// EA writes them. Each closed position gives one `entry_in` deal (for the first history
+/// entry of its ticket, with the whole volume opened and half its commission) and one
+/// `entry_out` deal per history entry (its profit, swap and the rest of the commission).
+/// Deleted pending orders have no deals.
 fn mt5_deals_text(st: &EaState, days: i64) -> String {
     let (from, to) = lookback_start(st, days);
     let in_window = |t: &str| mt_time_to_secs(t).is_some_and(|t| t >= from && t <= to);
@@ -1296,7 +1337,15 @@ fn mt5_deals_text(st: &EaState, days: i64) -> String {
             continue;
         }
         let base = MT5_FIRST_DEAL + 2 * u64::try_from(i).unwrap_or(0);
-        if seen.insert(c.ticket) && in_window(&c.open_time) {
+        // A broker charging per side books half the commission on the entry deal (even
+        // when that deal is older than the window) and the rest on the exit.
+        let first = seen.insert(c.ticket);
+        let in_share = if first {
+            round_to(c.commission / 2.0, 2)
+        } else {
+            0.0
+        };
+        if first && in_window(&c.open_time) {
             let opened: f64 = st
                 .closed
                 .iter()
@@ -1316,7 +1365,7 @@ fn mt5_deals_text(st: &EaState, days: i64) -> String {
                 &c.open_time,
                 c.open_price,
                 round_to(opened, 2),
-                (0.0, 0.0, 0.0),
+                (0.0, in_share, 0.0),
             ));
         }
         if in_window(&c.close_time) {
@@ -1329,10 +1378,31 @@ fn mt5_deals_text(st: &EaState, days: i64) -> String {
                 &c.close_time,
                 c.close_price,
                 c.lots,
-                (c.pnl, c.commission, c.swap),
+                (c.pnl, round_to(c.commission - in_share, 2), c.swap),
             ));
         }
     }
+    for x in &st.extra_deals {
+        if in_window(&x.time) {
+            entries.push(format!(
+                "\"{}\": {{\"magic\": {}, \"symbol\": \"{}\", \"lots\": {:.2}, \"type\": \"{}\", \"entry\": \"{}\", \"deal_time\": \"{}\", \"deal_price\": {:.5}, \"pnl\": {:.2}, \"commission\": {:.2}, \"swap\": {:.2}, \"comment\": \"{}\"}}",
+                x.ticket,
+                x.magic,
+                x.symbol,
+                z(x.lots),
+                x.kind,
+                x.entry,
+                x.time,
+                z(x.price),
+                z(x.pnl),
+                z(x.commission),
+                z(x.swap),
+                x.comment
+            ));
+        }
+    }
+    // The EA walks the deals from the newest.
+    entries.reverse();
     format!("{{{}}}", entries.join(", "))
 }
 

@@ -131,7 +131,7 @@ fn resolve(
     symbol: &str,
     account_currency: Currency,
     symbols: &BTreeMap<String, SymbolSpec>,
-    implied: Option<Decimal>,
+    implied: Option<&Inferred>,
 ) -> Resolved {
     let (class, multiplier, currency, pip, tick) = instrument_of(symbol, account_currency);
     if let Some(spec) = configured(symbols, symbol) {
@@ -170,15 +170,18 @@ fn resolve(
         "add contract_size and profit_currency under [accounts.symbols.\"{symbol}\"] in tradedesk.toml, as the terminal's Specification window shows them"
     );
     let ccy = account_currency.code();
-    let (multiplier, detail) = match implied {
+    let (multiplier, currency, detail) = match implied {
         Some(k) => (
-            k,
+            k.multiplier,
+            k.currency,
             format!(
-                "the DWXConnect EA writes no contract size or profit currency: {k} {ccy} a point a lot, what the closed trades' own P&L imply, is assumed"
+                "the DWXConnect EA writes no contract size or profit currency: {}",
+                k.detail
             ),
         ),
         None => (
             Decimal::ONE,
+            currency,
             format!(
                 "the DWXConnect EA writes no contract size or profit currency: 1 a lot, in {ccy}, is assumed"
             ),
@@ -194,50 +197,378 @@ fn resolve(
     }
 }
 
-/// Per symbol, the contract size (in the account's currency a point a lot) that MT4's
-/// closed trades' own `pnl` implies: `pnl / ((close - open) x lots)`, signed by side,
-/// from the trade with the largest move times lots, when every trade's figure agrees
-/// with it within 1% (a profit currency other than the account's moves with its rate).
-fn implied_contract_sizes(rows: &[(String, Value)]) -> BTreeMap<String, Decimal> {
-    let mut by_symbol: BTreeMap<String, Vec<(Decimal, Decimal)>> = BTreeMap::new();
-    for (_, h) in rows {
-        let kind = text(h, "type");
-        let (Some(open), Some(close), Some(lots), Some(pnl)) = (
-            dec(h, "open_price"),
-            dec(h, "close_price"),
+/// What the terminal's own figures say of a symbol nobody stated: its contract size and
+/// the currency its profit is paid in, and how that was found (for the note).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Inferred {
+    multiplier: Decimal,
+    currency: Currency,
+    detail: String,
+}
+
+/// A closed trade's own figures: MT4's history order, or MT5's closing deal with the
+/// price the position it closes was opened at (its `entry_in` deals in the history,
+/// else the open ticket's price). What contract sizes and conversions are read from.
+#[derive(Debug, Clone, PartialEq)]
+struct ClosedTrade {
+    symbol: String,
+    /// When it closed, in the server's time text.
+    closed: String,
+    /// `None`: an MT5 deal closing a position opened before the history read, of which
+    /// nothing is open any more.
+    open: Option<Decimal>,
+    close: Decimal,
+    lots: Decimal,
+    /// The trade's side: 1 for a buy closed by a sell, -1 for a sell.
+    sign: Decimal,
+    /// The profit in the account's currency, swap and commission apart, as the EA wrote it.
+    pnl: Decimal,
+    /// The MT5 deal's history key (the closing fill's id).
+    deal: Option<String>,
+}
+
+impl ClosedTrade {
+    /// Account currency per point per lot: `pnl / ((close − open) × lots)` by side.
+    fn per_point(&self) -> Option<(Decimal, Decimal)> {
+        let moved = (self.close - self.open?) * self.lots * self.sign;
+        if moved.is_zero() || self.pnl.is_zero() {
+            return None;
+        }
+        self.pnl.checked_div(moved).map(|k| (moved.abs(), k))
+    }
+}
+
+/// The closed trades of a history read (see [`ClosedTrade`]). MT5's deals are walked in
+/// time order, a long and a short book per symbol (a hedging account holds both); a
+/// closing deal closes from the book of the other side at its average price.
+fn closed_trades(
+    platform: Platform,
+    rows: &[(String, Value)],
+    tickets: &[Ticket],
+) -> (Vec<ClosedTrade>, BTreeMap<String, Decimal>) {
+    let side_sign = |kind: &str| match kind {
+        "buy" => Some(Decimal::ONE),
+        "sell" => Some(Decimal::NEGATIVE_ONE),
+        _ => None,
+    };
+    if platform == Platform::Mt4 {
+        let trades = rows
+            .iter()
+            .filter_map(|(_, h)| {
+                Some(ClosedTrade {
+                    symbol: text(h, "symbol"),
+                    closed: text(h, "close_time"),
+                    open: Some(dec(h, "open_price")?),
+                    close: dec(h, "close_price")?,
+                    lots: dec(h, "lots")?,
+                    sign: side_sign(&text(h, "type"))?,
+                    pnl: dec(h, "pnl").unwrap_or_default(),
+                    deal: None,
+                })
+            })
+            .collect();
+        return (trades, BTreeMap::new());
+    }
+    let mut deals: Vec<(&String, &Value)> = rows
+        .iter()
+        .filter(|(_, h)| side_sign(&text(h, "type")).is_some())
+        .map(|(k, h)| (k, h))
+        .collect();
+    deals.sort_by(|a, b| {
+        text(a.1, "deal_time")
+            .cmp(&text(b.1, "deal_time"))
+            .then(a.0.len().cmp(&b.0.len()))
+            .then(a.0.cmp(b.0))
+    });
+    // (symbol, side) -> (lots, average price) of what the read deals opened, and the
+    // entry deals still open with their lots and commission.
+    let mut books: BTreeMap<(String, bool), (Decimal, Decimal)> = BTreeMap::new();
+    let mut entries: BTreeMap<(String, bool), Vec<OpenEntry>> = BTreeMap::new();
+    let mut moves: BTreeMap<String, Decimal> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (key, h) in deals {
+        let (Some(sign), Some(price), Some(lots)) = (
+            side_sign(&text(h, "type")),
+            dec(h, "deal_price"),
             dec(h, "lots"),
-            dec(h, "pnl"),
         ) else {
             continue;
         };
-        let moved = match kind.as_str() {
-            "buy" => (close - open) * lots,
-            "sell" => (open - close) * lots,
-            _ => continue,
-        };
-        if moved.is_zero() || pnl.is_zero() {
+        let symbol = text(h, "symbol");
+        let buy = sign.is_sign_positive();
+        let entry = text(h, "entry");
+        let mut open_lots = lots;
+        if matches!(entry.as_str(), "entry_out" | "entry_out_by" | "in_out") {
+            let book = books.entry((symbol.clone(), !buy)).or_default();
+            let from_book = if entry == "in_out" {
+                book.0
+            } else {
+                lots.min(book.0)
+            };
+            let ticket = tickets
+                .iter()
+                .find(|t| t.is_position() && t.symbol == symbol && (t.side() == Side::Buy) != buy);
+            let closed_lots = if entry == "in_out" { book.0 } else { lots };
+            let rest = closed_lots - from_book;
+            let open = match (from_book.is_zero(), rest.is_zero(), ticket) {
+                (false, true, _) => Some(book.1),
+                (true, _, Some(t)) => Some(t.open_price),
+                (false, false, Some(t)) => {
+                    Some((book.1 * from_book + t.open_price * rest) / closed_lots)
+                }
+                _ => None,
+            };
+            book.0 -= from_book;
+            // The entry deals' commission moves with the lots to the deal that closes
+            // them: converted on the closing day, as the trade's profit is.
+            let mut need = from_book;
+            let queue = entries.entry((symbol.clone(), !buy)).or_default();
+            while need > Decimal::ZERO && !queue.is_empty() {
+                let (entry_key, left, commission) = &mut queue[0];
+                let take = need.min(*left);
+                let share = if take == *left {
+                    *commission
+                } else {
+                    (*commission * take / *left).round_dp(2)
+                };
+                *moves.entry(entry_key.clone()).or_default() -= share;
+                *moves.entry(key.clone()).or_default() += share;
+                *commission -= share;
+                *left -= take;
+                need -= take;
+                if left.is_zero() {
+                    queue.remove(0);
+                }
+            }
+            if !closed_lots.is_zero() {
+                out.push(ClosedTrade {
+                    symbol: symbol.clone(),
+                    closed: text(h, "deal_time"),
+                    open,
+                    close: price,
+                    lots: closed_lots,
+                    sign: -sign,
+                    pnl: dec(h, "pnl").unwrap_or_default(),
+                    deal: Some(key.clone()),
+                });
+            }
+            if entry != "in_out" {
+                continue;
+            }
+            open_lots = lots - closed_lots;
+        } else if entry != "entry_in" {
             continue;
         }
-        if let Some(k) = pnl.checked_div(moved) {
-            by_symbol
-                .entry(text(h, "symbol"))
+        if open_lots > Decimal::ZERO {
+            let commission = dec(h, "commission").unwrap_or_default();
+            let share = if open_lots == lots {
+                commission
+            } else {
+                (commission * open_lots / lots).round_dp(2)
+            };
+            entries
+                .entry((symbol.clone(), buy))
                 .or_default()
-                .push((moved.abs(), k));
+                .push((key.clone(), open_lots, share));
+            let book = books.entry((symbol, buy)).or_default();
+            let total = book.0 + open_lots;
+            book.1 = (book.1 * book.0 + price * open_lots) / total;
+            book.0 = total;
+        }
+    }
+    (out, moves)
+}
+
+/// An MT5 entry deal still open: its key, lots and the commission not yet moved.
+type OpenEntry = (String, Decimal, Decimal);
+
+/// Account currency per point per lot that an open ticket's own `pnl` implies at the
+/// terminal's price it closes at (bid for a buy, ask for a sell), per symbol, from the
+/// ticket that moved most, with its points times lots.
+fn open_per_point(
+    tickets: &[Ticket],
+    prices: &BTreeMap<String, (Decimal, Decimal)>,
+) -> BTreeMap<String, (Decimal, Decimal)> {
+    let mut best: BTreeMap<String, (Decimal, Decimal)> = BTreeMap::new();
+    for t in tickets.iter().filter(|t| t.is_position()) {
+        let Some(&(bid, ask)) = prices.get(&t.symbol) else {
+            continue;
+        };
+        let (price, sign) = match t.side() {
+            Side::Buy => (bid, Decimal::ONE),
+            Side::Sell => (ask, Decimal::NEGATIVE_ONE),
+        };
+        let moved = (price - t.open_price) * t.lots * sign;
+        if moved.is_zero() || t.pnl.is_zero() {
+            continue;
+        }
+        let Some(k) = t.pnl.checked_div(moved) else {
+            continue;
+        };
+        let e = best.entry(t.symbol.clone()).or_insert((Decimal::ZERO, k));
+        if moved.abs() > e.0 {
+            *e = (moved.abs(), k);
+        }
+    }
+    best
+}
+
+/// Per symbol, the per-point figure (account currency a point a lot) the closed trades
+/// agree on within 1%, from the trade that moved most.
+fn closed_per_point(trades: &[ClosedTrade]) -> BTreeMap<String, Decimal> {
+    let mut by_symbol: BTreeMap<&String, Vec<(Decimal, Decimal)>> = BTreeMap::new();
+    for t in trades {
+        if let Some(k) = t.per_point() {
+            by_symbol.entry(&t.symbol).or_default().push(k);
         }
     }
     by_symbol
         .into_iter()
         .filter_map(|(symbol, ks)| {
             let (_, best) = ks.iter().copied().max_by_key(|(m, _)| *m)?;
-            if !best.is_sign_positive() {
-                return None;
-            }
             let tolerance = best / Decimal::ONE_HUNDRED;
-            ks.iter()
-                .all(|(_, k)| (*k - best).abs() <= tolerance)
-                .then(|| (symbol, best.round_dp(4).normalize()))
+            (best.is_sign_positive() && ks.iter().all(|(_, k)| (*k - best).abs() <= tolerance))
+                .then(|| (symbol.clone(), best.round_dp(4).normalize()))
         })
         .collect()
+}
+
+/// Currencies a CFD's profit may be paid in, tried against the terminal's quotes when a
+/// symbol's own figures show it is not the account's.
+const PROFIT_CANDIDATES: [&str; 8] = ["EUR", "GBP", "JPY", "CHF", "AUD", "CAD", "NZD", "HKD"];
+
+/// `x` as a round contract size (1, 2, 2.5 or 5 times a power of ten) when it is one
+/// within 0.5%.
+fn round_size(x: Decimal) -> Option<Decimal> {
+    if !x.is_sign_positive() || x.is_zero() {
+        return None;
+    }
+    let mut scale = Decimal::new(1, 4);
+    while scale <= Decimal::from(10_000_000) {
+        for m in [
+            Decimal::ONE,
+            Decimal::TWO,
+            Decimal::new(25, 1),
+            Decimal::from(5),
+        ] {
+            let n = m * scale;
+            if ((x - n).abs() / n) <= Decimal::new(5, 3) {
+                return Some(n.normalize());
+            }
+        }
+        scale *= Decimal::TEN;
+    }
+    None
+}
+
+/// The symbols whose figures show a profit currency other than the account's: a closed
+/// trade's per-point figure and the open tickets' differ by more than the rounding of
+/// their cents and 0.1% (a rate moved between them).
+fn moving_rate_symbols(
+    trades: &[ClosedTrade],
+    open: &BTreeMap<String, (Decimal, Decimal)>,
+) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let cent = Decimal::new(1, 2);
+    for (symbol, (moved_now, k_now)) in open {
+        let off = trades
+            .iter()
+            .filter(|t| &t.symbol == symbol)
+            .filter_map(ClosedTrade::per_point)
+            .any(|(moved, k)| {
+                let rounding = cent / moved + cent / *moved_now;
+                (k - *k_now).abs() > rounding + k_now.abs() / Decimal::ONE_THOUSAND
+            });
+        if off {
+            out.insert(symbol.clone());
+        }
+    }
+    out
+}
+
+/// Per symbol that is neither an FX pair nor a metal and that the config does not state,
+/// what the terminal's own figures imply (docs/methodology/instruments.md):
+/// * when the open tickets' and the closed trades' per-point figures agree (see
+///   [`moving_rate_symbols`]; closed trades alone within 1%), that figure is the contract
+///   size in the account's currency (the open tickets' first);
+/// * when they disagree, the profit is paid in another currency whose rate moved: the
+///   candidate currency whose quote (`rates`, into the account's) turns the open tickets'
+///   figure into a round contract size is taken, with that size;
+/// * else the open tickets' figure, in the account's currency, with a note that the
+///   closed trades do not agree with it.
+fn infer_specs(
+    trades: &[ClosedTrade],
+    open: &BTreeMap<String, (Decimal, Decimal)>,
+    rates: &BTreeMap<Currency, Decimal>,
+    account: Currency,
+) -> BTreeMap<String, Inferred> {
+    let ccy = account.code();
+    let mut symbols: BTreeSet<&String> = open.keys().collect();
+    symbols.extend(trades.iter().map(|t| &t.symbol));
+    let moving = moving_rate_symbols(trades, open);
+    let mut out = BTreeMap::new();
+    for symbol in symbols {
+        if instrument_of(symbol, account).0 != AssetClass::Cfd {
+            continue;
+        }
+        let ks: Vec<(Decimal, Decimal)> = trades
+            .iter()
+            .filter(|t| &t.symbol == symbol)
+            .filter_map(ClosedTrade::per_point)
+            .collect();
+        let closed_best = ks.iter().copied().max_by_key(|(m, _)| *m).map(|(_, k)| k);
+        let inferred = match (open.get(symbol).map(|(_, k)| *k), closed_best) {
+            (Some(k_now), _) if moving.contains(symbol) => {
+                let found = rates
+                    .iter()
+                    .filter(|(c, _)| **c != account)
+                    .find_map(|(c, rate)| Some((*c, round_size(k_now.checked_div(*rate)?)?)));
+                match found {
+                    Some((c, size)) => Inferred {
+                        multiplier: size,
+                        currency: c,
+                        detail: format!(
+                            "{size} {c} a point a lot is assumed: the open ticket's own profit ({} {ccy} a point a lot) at the terminal's {c}{ccy} quote; the closed trades' own profit gives the rates of their closing dates",
+                            k_now.round_dp(4).normalize()
+                        ),
+                    },
+                    None => Inferred {
+                        multiplier: k_now.round_dp(4).normalize(),
+                        currency: account,
+                        detail: format!(
+                            "{} {ccy} a point a lot, what the open ticket's own profit implies, is assumed; the closed trades' own profit implies other figures, so the profit is paid in a currency the terminal's quotes did not identify",
+                            k_now.round_dp(4).normalize()
+                        ),
+                    },
+                }
+            }
+            (Some(k_now), _) if k_now.is_sign_positive() => Inferred {
+                multiplier: k_now.round_dp(4).normalize(),
+                currency: account,
+                detail: format!(
+                    "{} {ccy} a point a lot, what the open ticket's own profit implies, is assumed",
+                    k_now.round_dp(4).normalize()
+                ),
+            },
+            (_, Some(best)) if best.is_sign_positive() => {
+                let tolerance = best / Decimal::ONE_HUNDRED;
+                if !ks.iter().all(|(_, k)| (*k - best).abs() <= tolerance) {
+                    continue;
+                }
+                let k = best.round_dp(4).normalize();
+                Inferred {
+                    multiplier: k,
+                    currency: account,
+                    detail: format!(
+                        "{k} {ccy} a point a lot, what the closed trades' own P&L imply, is assumed"
+                    ),
+                }
+            }
+            _ => continue,
+        };
+        out.insert(symbol.clone(), inferred);
+    }
+    out
 }
 
 /// An open position or pending order, as `DWX_Orders.txt` has it.
@@ -252,6 +583,8 @@ struct Ticket {
     open_time: String,
     sl: Decimal,
     tp: Decimal,
+    /// The profit so far in the account's currency, swap and commission apart.
+    pnl: Decimal,
     commission: Decimal,
     swap: Decimal,
     comment: String,
@@ -320,7 +653,29 @@ fn text(v: &Value, field: &str) -> String {
     }
 }
 
-/// UTF-8, or UTF-16LE (with a BOM, or recognizable by its zero bytes), as MT4 may write.
+/// Windows-1252's characters for the bytes 0x80 to 0x9F (where it differs from Latin-1;
+/// its five unassigned bytes are kept as the C1 controls).
+const CP1252_HIGH: [char; 32] = [
+    '\u{20ac}', '\u{81}', '\u{201a}', '\u{192}', '\u{201e}', '\u{2026}', '\u{2020}', '\u{2021}',
+    '\u{2c6}', '\u{2030}', '\u{160}', '\u{2039}', '\u{152}', '\u{8d}', '\u{17d}', '\u{8f}',
+    '\u{90}', '\u{2018}', '\u{2019}', '\u{201c}', '\u{201d}', '\u{2022}', '\u{2013}', '\u{2014}',
+    '\u{2dc}', '\u{2122}', '\u{161}', '\u{203a}', '\u{153}', '\u{9d}', '\u{17e}', '\u{178}',
+];
+
+/// An ANSI file (MT5's `FILE_ANSI`, on a Western Windows code page 1252): each byte one
+/// character.
+fn ansi(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|&b| match b {
+            0x80..=0x9F => CP1252_HIGH[usize::from(b - 0x80)],
+            _ => char::from(b),
+        })
+        .collect()
+}
+
+/// UTF-8, or UTF-16LE (with a BOM, or recognizable by its zero bytes), as MT4 may write,
+/// or ANSI (what is not UTF-8), as MT5's EA writes.
 fn decode(bytes: &[u8]) -> Option<String> {
     let utf16 = |b: &[u8]| {
         let units: Vec<u16> = b
@@ -333,8 +688,74 @@ fn decode(bytes: &[u8]) -> Option<String> {
         [0xFF, 0xFE, rest @ ..] => utf16(rest),
         [0xEF, 0xBB, 0xBF, rest @ ..] => String::from_utf8(rest.to_vec()).ok(),
         [_, 0, ..] => utf16(bytes),
-        _ => Some(String::from_utf8_lossy(bytes).into_owned()),
+        _ => Some(std::str::from_utf8(bytes).map_or_else(|_| ansi(bytes), ToOwned::to_owned)),
     }
+}
+
+/// What reading one of the EA's files found.
+#[derive(Debug)]
+enum Read {
+    /// Missing or empty: read again on the next poll.
+    NotYet,
+    /// Not the EA's JSON (torn, or broken), with the file and what is wrong.
+    Bad(String),
+    Json(Value),
+}
+
+/// The EA's JSON. The EA builds its files with format strings and inserts every string
+/// (comments, the account name, message descriptions) raw: a `\` is the character itself,
+/// and a `"` inside a string is one too unless what follows can only follow a closing
+/// quote in the EA's files (`:`, `}`, `]`, the end, or `,` then the next key's `"`). The
+/// strings are escaped accordingly before the text is parsed as JSON; what still fails is
+/// named with its position and the text there.
+fn parse_ea(text: &str) -> Result<Value, String> {
+    let escaped = escape_raw_strings(text);
+    serde_json::from_str(&escaped).map_err(|e| {
+        let line = escaped
+            .lines()
+            .nth(e.line().saturating_sub(1))
+            .unwrap_or("");
+        let chars: Vec<char> = line.chars().collect();
+        let at = e.column().saturating_sub(1).min(chars.len());
+        let near: String = chars[at.saturating_sub(30)..(at + 30).min(chars.len())]
+            .iter()
+            .collect();
+        format!("not the JSON the DWX EA writes ({e}), near `{near}`")
+    })
+}
+
+/// The EA's text with its raw strings escaped as JSON wants them (see [`parse_ea`]).
+fn escape_raw_strings(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let next_non_space = |from: usize| (from..chars.len()).find(|&j| !chars[j].is_whitespace());
+    let closes = |after: usize| match next_non_space(after) {
+        None => true,
+        Some(j) => match chars[j] {
+            ':' | '}' | ']' => true,
+            ',' => next_non_space(j + 1).is_none_or(|k| matches!(chars[k], '"' | '{' | '[')),
+            _ => false,
+        },
+    };
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut in_string = false;
+    for (i, &c) in chars.iter().enumerate() {
+        if !in_string {
+            in_string = c == '"';
+            out.push(c);
+            continue;
+        }
+        match c {
+            '"' if closes(i + 1) => {
+                in_string = false;
+                out.push('"');
+            }
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The tag that starts an order's comment: `td` and 8 hex digits of the client order
@@ -392,58 +813,39 @@ fn pair_of(symbol: &str) -> Option<(Currency, Currency)> {
     ))
 }
 
-/// The rates MT4's closed trades imply: a trade whose instrument pays its profit in
-/// another currency than the account's, with `pnl` (the profit in the account's currency,
-/// swap and commission apart) over `(close − open) × lots × contract size` (the profit
-/// in the instrument's currency), dated its closing fill's trade date. The first trade of
-/// a currency and date gives the rate.
-fn closed_trade_rates(rows: &[(String, Value)], parts: &BookParts) -> Vec<FxQuote> {
+/// The rates closed trades imply: a trade whose instrument pays its profit in another
+/// currency than the account's, with `pnl` (the profit in the account's currency, swap
+/// and commission apart) over `(close − open) × lots × contract size` (the profit in the
+/// instrument's currency), dated its closing day. The first trade of a currency and date
+/// gives the rate.
+fn closed_trade_rates(
+    trades: &[ClosedTrade],
+    parts: &BookParts,
+    date_of: impl Fn(&str) -> Option<chrono::NaiveDate>,
+) -> Vec<FxQuote> {
     let account = parts.base_currency;
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    for (ticket, h) in rows {
-        let kind = text(h, "type");
-        let sign = match kind.as_str() {
-            "buy" => Decimal::ONE,
-            "sell" => Decimal::NEGATIVE_ONE,
-            _ => continue,
-        };
-        let symbol = text(h, "symbol");
-        let (Some(pnl), Some(open), Some(close), Some(lots)) = (
-            dec(h, "pnl"),
-            dec(h, "open_price"),
-            dec(h, "close_price"),
-            dec(h, "lots"),
-        ) else {
+    for t in trades {
+        let Some(open) = t.open else {
             continue;
         };
-        let Some((index, inst)) = parts
-            .instruments
-            .iter()
-            .enumerate()
-            .find(|(_, i)| i.key.symbol == symbol)
-        else {
+        let Some(inst) = parts.instruments.iter().find(|i| i.key.symbol == t.symbol) else {
             continue;
         };
-        if inst.currency == account || pnl.is_zero() {
+        if inst.currency == account || t.pnl.is_zero() {
             continue;
         }
-        let close_id = format!("{ticket}-close");
-        let Some(date) = parts
-            .fills
-            .iter()
-            .find(|f| f.instrument as usize == index && f.id == close_id)
-            .map(|f| f.trade_date)
-        else {
+        let Some(date) = date_of(&t.closed) else {
             continue;
         };
-        let gross = (close - open)
-            .checked_mul(lots)
+        let gross = (t.close - open)
+            .checked_mul(t.lots)
             .and_then(|v| v.checked_mul(inst.multiplier))
-            .and_then(|v| v.checked_mul(sign));
+            .and_then(|v| v.checked_mul(t.sign));
         let Some(rate) = gross
             .filter(|g| !g.is_zero())
-            .and_then(|g| pnl.checked_div(g))
+            .and_then(|g| t.pnl.checked_div(g))
             .map(|r| r.round_dp(10).normalize())
             .filter(|r| r.is_sign_positive() && !r.is_zero())
         else {
@@ -465,18 +867,7 @@ fn closed_trade_rates(rows: &[(String, Value)], parts: &BookParts) -> Vec<FxQuot
 /// its pair with `account` (`GBPUSD`, `USDGBP`), decorated like the book's own pairs
 /// (`EURGBP.m` gives `GBPUSD.m`): the terminal quotes one of them.
 fn conversion_symbols(instruments: &[Instrument], account: Currency) -> Vec<[String; 2]> {
-    let (prefix, suffix) = instruments
-        .iter()
-        .find_map(|i| {
-            let symbol = &i.key.symbol;
-            pair_of(symbol)?;
-            let start = symbol.find(|c: char| c.is_ascii_alphabetic())?;
-            let core = symbol.get(start..start + 6)?;
-            core.chars()
-                .all(|c| c.is_ascii_alphabetic())
-                .then(|| (symbol[..start].to_owned(), symbol[start + 6..].to_owned()))
-        })
-        .unwrap_or_default();
+    let (prefix, suffix) = decoration(instruments.iter().map(|i| i.key.symbol.clone()));
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for i in instruments {
@@ -490,6 +881,22 @@ fn conversion_symbols(instruments: &[Instrument], account: Currency) -> Vec<[Str
         ]);
     }
     out
+}
+
+/// The prefix and suffix the broker decorates its FX pairs with (`EURGBP.m`: `""`,
+/// `".m"`), from the first pair among `symbols`.
+fn decoration(symbols: impl Iterator<Item = String>) -> (String, String) {
+    symbols
+        .filter_map(|symbol| {
+            pair_of(&symbol)?;
+            let start = symbol.find(|c: char| c.is_ascii_alphabetic())?;
+            let core = symbol.get(start..start + 6)?;
+            core.chars()
+                .all(|c| c.is_ascii_alphabetic())
+                .then(|| (symbol[..start].to_owned(), symbol[start + 6..].to_owned()))
+        })
+        .next()
+        .unwrap_or_default()
 }
 
 /// A symbol's first six letters, upper-case, without a broker's prefix or suffix
@@ -560,9 +967,11 @@ struct Draft {
     currency: Currency,
     instruments: Vec<Instrument>,
     fills: Vec<Fill>,
-    /// The config's symbol specs, and the contract sizes the closed trades imply.
+    /// The config's symbol specs, what the terminal's figures imply of the others, and
+    /// the per-point figures the closed trades agree on.
     symbols: BTreeMap<String, SymbolSpec>,
-    implied: BTreeMap<String, Decimal>,
+    implied: BTreeMap<String, Inferred>,
+    closed_k: BTreeMap<String, Decimal>,
     unknown_specs: Vec<UnknownSpec>,
 }
 
@@ -576,7 +985,7 @@ impl Draft {
             .filter_map(|i| {
                 let symbol = &i.key.symbol;
                 configured(&self.symbols, symbol)?;
-                let k = *self.implied.get(symbol)?;
+                let k = *self.closed_k.get(symbol)?;
                 let off = (k - i.multiplier).abs() > i.multiplier / Decimal::ONE_HUNDRED;
                 off.then(|| {
                     format!(
@@ -594,7 +1003,7 @@ impl Draft {
             symbol,
             self.currency,
             &self.symbols,
-            self.implied.get(symbol).copied(),
+            self.implied.get(symbol),
         );
         let key = InstrumentKey::new(exchange_of(r.class), symbol);
         if let Some(i) = self.instruments.iter().position(|x| x.key == key) {
@@ -721,13 +1130,43 @@ impl DwxBroker {
 
     /// A file's JSON, or `None` while it is missing, empty, torn or not JSON yet.
     async fn read_json(&self, name: &str) -> Option<Value> {
-        let bytes = tokio::fs::read(self.file(name)).await.ok()?;
-        let text = decode(&bytes)?;
+        match self.read_file(name).await {
+            Read::Json(v) => Some(v),
+            Read::NotYet | Read::Bad(_) => None,
+        }
+    }
+
+    /// A file as the EA writes it (strings raw, see [`parse_ea`]): its JSON, nothing yet
+    /// (missing or empty), or what makes it unreadable.
+    async fn read_file(&self, name: &str) -> Read {
+        let path = self.file(name);
+        let Ok(bytes) = tokio::fs::read(&path).await else {
+            return Read::NotYet;
+        };
+        let Some(text) = decode(&bytes) else {
+            return Read::Bad(format!(
+                "{} is neither UTF-8, ANSI nor UTF-16 text",
+                path.display()
+            ));
+        };
         let text = text.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
         if text.is_empty() {
-            return None;
+            return Read::NotYet;
         }
-        serde_json::from_str(text).ok()
+        match parse_ea(text) {
+            Ok(v) => Read::Json(v),
+            Err(what) => Read::Bad(format!("{} cannot be read: {what}", path.display())),
+        }
+    }
+
+    /// The error for a file that stayed unreadable for the whole wait: it names the file
+    /// and what is wrong in it, and is no stopped EA.
+    fn unreadable(&self, detail: String) -> BrokerError {
+        BrokerError::Unavailable {
+            account: self.config.id.clone(),
+            detail,
+            hint: "the EA is running but wrote a file tradedesk cannot parse: look at the text near the position named (often a ticket's comment or the account name) and change it in the terminal, or report the file's text".to_owned(),
+        }
     }
 
     /// `DWX_Orders.txt`, checked fresh: the EA's heartbeat.
@@ -762,8 +1201,12 @@ impl DwxBroker {
                     )));
                 }
                 Some(_) => {
-                    if let Some(v) = self.read_json("DWX_Orders.txt").await {
-                        return Ok(v);
+                    match self.read_file("DWX_Orders.txt").await {
+                        Read::Json(v) => return Ok(v),
+                        Read::Bad(what) if Instant::now() >= deadline => {
+                            return Err(self.unreadable(what));
+                        }
+                        _ => {}
                     }
                     if Instant::now() >= deadline {
                         return Err(self.timeout());
@@ -812,6 +1255,7 @@ impl DwxBroker {
                 open_time: text(o, "open_time"),
                 sl: dec(o, "SL").unwrap_or_default(),
                 tp: dec(o, "TP").unwrap_or_default(),
+                pnl: dec(o, "pnl").unwrap_or_default(),
                 commission: dec(o, "commission").unwrap_or_default(),
                 swap: dec(o, "swap").unwrap_or_default(),
                 comment: text(o, "comment"),
@@ -1046,8 +1490,12 @@ impl DwxBroker {
             .await?;
         let deadline = Instant::now() + self.config.timeout;
         loop {
-            if let Some(v) = self.read_json("DWX_Historic_Trades.txt").await {
-                return Ok(v);
+            match self.read_file("DWX_Historic_Trades.txt").await {
+                Read::Json(v) => return Ok(v),
+                Read::Bad(what) if Instant::now() >= deadline => {
+                    return Err(self.unreadable(what));
+                }
+                _ => {}
             }
             if Instant::now() >= deadline {
                 return Err(self.timeout());
@@ -1139,12 +1587,77 @@ impl DwxBroker {
             .flatten()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        // The open symbols' prices first: the open tickets' own profit at them says what
+        // a point of a symbol nobody stated is worth.
+        let open_symbols: Vec<String> = tickets
+            .iter()
+            .filter(|t| t.is_position())
+            .map(|t| t.symbol.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let wait = Instant::now() + self.config.timeout.min(Duration::from_secs(2));
+        let mut prices = if open_symbols.is_empty() {
+            BTreeMap::new()
+        } else {
+            self.prices_with(&open_symbols, &[], wait).await?
+        };
+        let (trades, commission_moves) = closed_trades(self.config.platform, &rows, &tickets);
+        let unstated = |symbol: &str| configured(&self.config.symbols, symbol).is_none();
+        let open_k: BTreeMap<String, (Decimal, Decimal)> = open_per_point(&tickets, &prices)
+            .into_iter()
+            .filter(|(symbol, _)| unstated(symbol))
+            .collect();
+        let mut rates: BTreeMap<Currency, Decimal> = BTreeMap::new();
+        let moving: Vec<String> = moving_rate_symbols(&trades, &open_k)
+            .into_iter()
+            .filter(|symbol| instrument_of(symbol, currency).0 == AssetClass::Cfd)
+            .collect();
+        if !moving.is_empty() {
+            // A profit currency other than the account's: the terminal's quotes of the
+            // candidates say which (docs/methodology/instruments.md).
+            let (prefix, suffix) = decoration(
+                rows.iter()
+                    .map(|(_, h)| text(h, "symbol"))
+                    .chain(open_symbols.iter().cloned()),
+            );
+            let candidates: Vec<Currency> = PROFIT_CANDIDATES
+                .iter()
+                .filter_map(|c| Currency::new_checked(c).ok())
+                .filter(|c| *c != currency)
+                .collect();
+            let groups: Vec<[String; 2]> = candidates
+                .iter()
+                .map(|c| {
+                    [
+                        format!("{prefix}{c}{currency}{suffix}"),
+                        format!("{prefix}{currency}{c}{suffix}"),
+                    ]
+                })
+                .collect();
+            let wait = Instant::now() + self.config.timeout.min(Duration::from_secs(2));
+            let got = self.prices_with(&[], &groups, wait).await?;
+            for (c, [direct, inverse]) in candidates.iter().zip(&groups) {
+                let mid = |s: &String| got.get(s).map(|(b, a)| (b + a) / Decimal::TWO);
+                if let Some(m) = mid(direct).filter(|m| !m.is_zero()) {
+                    rates.insert(*c, m);
+                } else if let Some(m) = mid(inverse).filter(|m| !m.is_zero()) {
+                    rates.insert(*c, Decimal::ONE / m);
+                }
+            }
+            prices.extend(got);
+        }
+        let implied: BTreeMap<String, Inferred> = infer_specs(&trades, &open_k, &rates, currency)
+            .into_iter()
+            .filter(|(symbol, _)| unstated(symbol))
+            .collect();
         let mut draft = Draft {
             currency,
             instruments: Vec::new(),
             fills: Vec::new(),
             symbols: self.config.symbols.clone(),
-            implied: implied_contract_sizes(&rows),
+            implied,
+            closed_k: closed_per_point(&trades),
             unknown_specs: Vec::new(),
         };
         let mut cash: Vec<CashEntry> = Vec::new();
@@ -1199,6 +1712,8 @@ impl DwxBroker {
                     } else {
                         Side::Buy
                     };
+                    // The trade's commission is booked on its close: converted (for a
+                    // symbol paid in another currency) on the day its profit is.
                     draft.fill(
                         format!("{ticket}-open"),
                         &symbol,
@@ -1206,7 +1721,7 @@ impl DwxBroker {
                         lots,
                         open_price,
                         opened,
-                        commission,
+                        Decimal::ZERO,
                     );
                     draft.fill(
                         format!("{ticket}-close"),
@@ -1215,7 +1730,7 @@ impl DwxBroker {
                         lots,
                         close_price,
                         closed,
-                        Decimal::ZERO,
+                        commission,
                     );
                     if !swap.is_zero() {
                         cash.push(CashEntry {
@@ -1240,7 +1755,23 @@ impl DwxBroker {
                                 continue;
                             };
                             let side = if kind == "buy" { Side::Buy } else { Side::Sell };
-                            draft.fill(ticket.clone(), &symbol, side, lots, price, at, commission);
+                            let moved = commission_moves.get(ticket).copied().unwrap_or_default();
+                            draft.fill(
+                                ticket.clone(),
+                                &symbol,
+                                side,
+                                lots,
+                                price,
+                                at,
+                                commission + moved,
+                            );
+                            // A closing deal closes and never opens the other way; an
+                            // `in_out` reverses, which a trade does.
+                            if matches!(text(h, "entry").as_str(), "entry_out" | "entry_out_by")
+                                && let Some(f) = draft.fills.last_mut()
+                            {
+                                f.kind = tradedesk_core::FillKind::Close;
+                            }
                             if !swap.is_zero() {
                                 cash.push(CashEntry {
                                     account: 0,
@@ -1309,20 +1840,76 @@ impl DwxBroker {
                 t.commission,
             );
         }
+        // MT5: a position opened before the history read and closed inside it, of which
+        // nothing is open: it opens, before the history, at the price its closing deal's
+        // own profit implies, so its P&L is the terminal's.
+        let before_history = draft
+            .fills
+            .iter()
+            .map(|f| f.time)
+            .min()
+            .map(|t| t - chrono::Duration::seconds(1));
+        let mut implied_opens = Vec::new();
+        for t in trades.iter().filter(|t| t.open.is_none()) {
+            let (Some(deal), Some(at)) = (&t.deal, before_history) else {
+                continue;
+            };
+            let index = draft.index(&t.symbol) as usize;
+            let inst = &draft.instruments[index];
+            let gross = if inst.currency == currency {
+                Some(t.pnl)
+            } else if pair_of(&t.symbol)
+                .is_some_and(|(base, quote)| base == currency && quote == inst.currency)
+            {
+                Some(t.pnl * t.close)
+            } else {
+                None
+            };
+            let Some(open) = gross
+                .and_then(|g| g.checked_div(t.lots * inst.multiplier))
+                .map(|per_unit| (t.close - t.sign * per_unit).round_dp(8))
+                .filter(|p| p.is_sign_positive() && !p.is_zero())
+            else {
+                continue;
+            };
+            let seq = u32::try_from(draft.fills.len()).unwrap_or(u32::MAX);
+            draft.fills.push(
+                tradedesk_core::MadeFill {
+                    id: format!("opening-{deal}"),
+                    account: 0,
+                    instrument: u32::try_from(index).unwrap_or(u32::MAX),
+                    side: if t.sign.is_sign_positive() {
+                        Side::Buy
+                    } else {
+                        Side::Sell
+                    },
+                    quantity: t.lots,
+                    price: open,
+                    currency: inst.currency,
+                    time: at,
+                    kind: tradedesk_core::FillKind::Opening,
+                    commission_known: true,
+                    seq,
+                }
+                .into(),
+            );
+            implied_opens.push(format!("{} {} lots", t.symbol, t.lots.normalize()));
+        }
         // Marks: the open symbols' bid/ask mid, from the EA's market data.
-        let open_symbols: Vec<String> = reported.keys().cloned().collect();
         // The terminal's own cross quotes: each currency the instruments are paid in
         // other than the account's, against the account's (docs/methodology/fx.md).
         for symbol in &open_symbols {
             draft.index(symbol); // the reported positions name them anyway
         }
-        let conversions = conversion_symbols(&draft.instruments, currency);
-        let wait = Instant::now() + self.config.timeout.min(Duration::from_secs(2));
-        let prices = if open_symbols.is_empty() && conversions.is_empty() {
-            BTreeMap::new()
-        } else {
-            self.prices_with(&open_symbols, &conversions, wait).await?
-        };
+        let conversions: Vec<[String; 2]> = conversion_symbols(&draft.instruments, currency)
+            .into_iter()
+            .filter(|group| !group.iter().any(|s| prices.contains_key(s)))
+            .collect();
+        if !conversions.is_empty() {
+            let wait = Instant::now() + self.config.timeout.min(Duration::from_secs(2));
+            let got = self.prices_with(&open_symbols, &conversions, wait).await?;
+            prices.extend(got);
+        }
         let mut marks = Vec::new();
         let mut fx_rates = Vec::new();
         for (symbol, (bid, ask)) in &prices {
@@ -1357,6 +1944,13 @@ impl DwxBroker {
                 .as_deref()
                 .unwrap_or("UTC (set server_time_zone to the broker's)")
         )];
+        if !implied_opens.is_empty() {
+            notes.push(format!(
+                "{}: {} opened before the history read and closed inside it: opened at the price each closing deal's own profit implies",
+                self.config.id,
+                implied_opens.join(", ")
+            ));
+        }
         if unreadable > 0 {
             notes.push(format!("{}: {unreadable} history row(s) had no readable time, price or lots and were left out", self.config.id));
         }
@@ -1436,11 +2030,23 @@ impl DwxBroker {
                 });
             }
         }
+        // The closed trades' own rates (below) stand for their currency and day: a
+        // fill's price of the same day would convert a commission one way and the lot
+        // back the other.
+        let implied = closed_trade_rates(&trades, &parts, |t| {
+            self.server_instant(t).map(|i| i.date_naive())
+        });
+        let covered: BTreeSet<(&'static str, chrono::NaiveDate)> =
+            implied.iter().map(|q| (q.base.code(), q.date)).collect();
+        dated.retain(|q| {
+            !covered.contains(&(q.base.code(), q.date))
+                && !covered.contains(&(q.quote.code(), q.date))
+        });
         parts.fx_rates.extend(dated);
-        // MT4 writes each closed trade's profit in the account's currency: over the profit
-        // in the instrument's currency it is the terminal's own rate on the closing date.
-        if self.config.platform == Platform::Mt4 {
-            let implied = closed_trade_rates(&rows, &parts);
+        // The EA writes each closed trade's profit in the account's currency: over the
+        // profit in the instrument's currency it is the terminal's own rate on the
+        // closing date.
+        {
             if !implied.is_empty() {
                 parts.notes.push(format!(
                     "{}: {} rate(s) into {} implied by closed trades' own profit (the terminal's conversion on their closing dates)",
@@ -1845,6 +2451,7 @@ impl Broker for DwxBroker {
                     },
                     sl: Decimal::ZERO,
                     tp: Decimal::ZERO,
+                    pnl: dec(h, "pnl").unwrap_or_default(),
                     commission: Decimal::ZERO,
                     swap: Decimal::ZERO,
                     comment: text(h, "comment"),
@@ -2186,6 +2793,21 @@ mod tests {
     }
 
     #[test]
+    fn raw_quotes_and_backslashes_in_strings_are_read_as_the_ea_wrote_them() {
+        let text = r#"{"account_info": {"name": "O\'Brien \ Co", "currency": "USD"}, "orders": {"7": {"comment": "say "hi" C:\new\temp", "lots": 0.10}, "8": {"comment": "ends "quoted"", "lots": 1.00}, "9": {"comment": "a, "b" c", "lots": 2.00}}}"#;
+        let v = parse_ea(text).unwrap();
+        assert_eq!(v["account_info"]["name"], "O\\'Brien \\ Co");
+        assert_eq!(v["orders"]["7"]["comment"], r#"say "hi" C:\new\temp"#);
+        assert_eq!(v["orders"]["7"]["lots"], 0.10);
+        assert_eq!(v["orders"]["8"]["comment"], r#"ends "quoted""#);
+        assert_eq!(v["orders"]["9"]["comment"], r#"a, "b" c"#);
+        // What cannot be the EA's text is named with the text near the fault.
+        let e = parse_ea(r#"{"orders": {"7": {"comment": "x", "y"}}}"#).unwrap_err();
+        assert!(e.contains("near `") && e.contains("\"y\""), "{e}");
+        assert!(parse_ea("{\"a\": 1").is_err());
+    }
+
+    #[test]
     fn files_decode_from_utf8_and_utf16() {
         assert_eq!(decode(b"{\"a\": 1}").unwrap(), "{\"a\": 1}");
         let utf16: Vec<u8> = [0xFF, 0xFE]
@@ -2193,6 +2815,9 @@ mod tests {
             .chain("{}".encode_utf16().flat_map(u16::to_le_bytes))
             .collect();
         assert_eq!(decode(&utf16).unwrap(), "{}");
+        // ANSI: "café €5" in code page 1252.
+        assert_eq!(decode(b"caf\xe9 \x805").unwrap(), "caf\u{e9} \u{20ac}5");
+        assert_eq!(decode("café".as_bytes()).unwrap(), "café");
         assert_eq!(platform_of(Path::new("/x/MQL5/Files")), Platform::Mt5);
         assert_eq!(platform_of(Path::new("/x/MQL4/Files")), Platform::Mt4);
     }
