@@ -338,6 +338,34 @@ fn published_statements_import() {
             .unwrap_or_else(|e| panic!("{name}: the converted book: {e}"));
         assert!(!book.fills.is_empty(), "{name}: no fills");
     }
+    // A Statement of Funds alone: refused, naming the section it has and the ones to select.
+    let xml = std::fs::read_to_string(root.join("samples/gabbersepp-StatementOfFunds.xml")).unwrap();
+    let refused = tradedesk_brokers::flex::flex_to_book(
+        &xml,
+        &tradedesk_brokers::flex::FlexOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        refused.contains("only <StmtFunds>") && refused.contains("Trades (Executions)"),
+        "{refused}"
+    );
+    // Hand-written fixtures giving two conids one symbol (a bond and the stock it converts
+    // into): two instruments, not a refusal.
+    let xml = std::fs::read_to_string(
+        root.join("samples/ibflexrs-activity_complex_corporate_actions.xml"),
+    )
+    .unwrap();
+    let imported = tradedesk_brokers::flex::flex_to_book(
+        &xml,
+        &tradedesk_brokers::flex::FlexOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("ibflexrs complex corporate actions: {e}"));
+    assert!(
+        imported.notes.iter().any(|n| n.contains("(conid 678901235)")),
+        "{:#?}",
+        imported.notes
+    );
     // Two statements with Open Positions: the latest statement's, which the fills explain.
     let xml = std::fs::read_to_string(
         root.join("derived/porez-base-two-statements-with-openpositions.xml"),

@@ -902,6 +902,8 @@ struct Statement {
     rates: Vec<Row>,
     actions: Vec<Row>,
     counts: HashMap<String, usize>,
+    /// The sections of the statement tradedesk does not read (`StmtFunds`, ...), in order.
+    unread: Vec<String>,
 }
 
 impl Statement {
@@ -1153,6 +1155,7 @@ fn open_element(
             rates: Vec::new(),
             actions: Vec::new(),
             counts: HashMap::new(),
+            unread: Vec::new(),
         });
         *current = Some(doc.statements.len() - 1);
         return Ok(name);
@@ -1167,6 +1170,16 @@ fn open_element(
         ("OpenPositions", "OpenPosition") => Section::Positions,
         ("ConversionRates", "ConversionRate") => Section::Rates,
         ("CorporateActions", "CorporateAction") => Section::Actions,
+        ("FlexStatement", section) => {
+            if !matches!(
+                section,
+                "Trades" | "CashTransactions" | "OpenPositions" | "ConversionRates" | "CorporateActions"
+            ) && !statement.unread.contains(&name)
+            {
+                statement.unread.push(name.clone());
+            }
+            return Ok(name);
+        }
         _ => return Ok(name),
     };
     let count = statement.counts.entry(name.clone()).or_insert(0);
@@ -1344,6 +1357,9 @@ struct AccountDraft {
     other_currencies: Vec<(String, usize)>,
     /// The statement header of the account, for messages.
     location: String,
+    /// Sections of its statements tradedesk does not read, for the message when nothing
+    /// it reads is there.
+    unread: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -1716,6 +1732,7 @@ impl<'o> Builder<'o> {
             trade_currencies: Vec::new(),
             other_currencies: Vec::new(),
             location: location.to_owned(),
+            unread: Vec::new(),
         });
         self.accounts.len() - 1
     }
@@ -1729,7 +1746,14 @@ impl<'o> Builder<'o> {
             Self::later(&mut self.as_of, to);
         }
         if !statement.account().is_empty() {
-            self.account_index(statement.account(), &header.location());
+            let index = self.account_index(statement.account(), &header.location());
+            if let Some(draft) = self.accounts.get_mut(index) {
+                for section in &statement.unread {
+                    if !draft.unread.contains(section) {
+                        draft.unread.push(section.clone());
+                    }
+                }
+            }
             if let Some(from) = from {
                 self.notes.push(format!(
                     "account {}: the statement starts on {from}; positions and cash held before then are not in the book (compare reported_positions with the positions the fills imply)",
@@ -3324,6 +3348,28 @@ impl<'o> Builder<'o> {
                 }
             }
             let Some((currency, _)) = best else {
+                if !draft.unread.is_empty() {
+                    return Err(FlexError::new(
+                        draft.location.clone(),
+                        None,
+                        format!(
+                            "account {} has none of the sections tradedesk reads, only {} (not read: {}), so neither its history nor its currency can be known",
+                            cut(&draft.raw),
+                            draft
+                                .unread
+                                .iter()
+                                .map(|s| format!("<{}>", cut(s)))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            if draft.unread.iter().any(|s| s == "StmtFunds") {
+                                "the Statement of Funds is a cash ledger in the base currency, not the executions of the Trades section"
+                            } else {
+                                "tradedesk reads Account Information, Trades, Open Positions, Cash Transactions, Corporate Actions and Conversion Rates"
+                            }
+                        ),
+                        "make the Activity Flex Query select Account Information (with Currency), Trades (Executions), Open Positions, Cash Transactions and Corporate Actions (the README's IBKR section lists the fields), then run it again",
+                    ));
+                }
                 return Err(FlexError::new(
                     draft.location.clone(),
                     Some("currency"),
@@ -4787,6 +4833,27 @@ mod tests {
             "{:#?}",
             import.notes
         );
+    }
+
+    /// A statement of only a section tradedesk does not read (a Statement of Funds, its
+    /// rows in the base currency) is refused naming that section and the sections to
+    /// select, never a bare "no currency".
+    #[test]
+    fn a_statement_of_only_unread_sections_names_the_sections_to_select() {
+        let xml = r#"<FlexQueryResponse queryName="funds" type="AF"><FlexStatements count="1">
+<FlexStatement accountId="U9" fromDate="20240101" toDate="20241231" period="LastYear" whenGenerated="20250101;080000">
+<StmtFunds>
+<StatementOfFundsLine accountId="U9" currency="EUR" fxRateToBase="1" assetCategory="STK" symbol="SAP" conid="14204" reportDate="20240301" date="20240301" activityCode="BUY" activityDescription="Buy 10 SAP SE" tradeID="1" buySell="BUY" tradeQuantity="10" tradePrice="180" tradeGross="-1800" tradeCommission="-3" debit="-1803" amount="-1803" balance="-1803" levelOfDetail="BaseCurrency"/>
+</StmtFunds>
+</FlexStatement></FlexStatements></FlexQueryResponse>"#;
+        let e = refuse(xml).to_string();
+        for part in [
+            "account U9 has none of the sections tradedesk reads, only <StmtFunds>",
+            "Statement of Funds",
+            "select Account Information (with Currency), Trades (Executions)",
+        ] {
+            assert!(e.contains(part), "{part}: {e}");
+        }
     }
 
     #[test]
