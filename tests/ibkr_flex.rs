@@ -734,3 +734,73 @@ fn a_spin_off_without_a_cost_fraction_is_left_out_with_the_entry_to_give() {
     // The one the Open Positions show is still taken from them.
     assert!(book.corporate_actions.iter().any(|a| a.id == "ca-8100001"));
 }
+
+/// The cost fractions reach the import from the config (`flex.cost_fractions`, text or a
+/// number) and from `import flex --cost-fraction`; a fraction outside 0..1 is refused
+/// naming the symbol and the rule.
+#[test]
+fn cost_fractions_come_from_the_config_and_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let statement = fixture("tests/fixtures/flex/ibkr-flex-corporate-actions.xml");
+    let write = |name: &str, fractions: &str| {
+        let config = dir.path().join(name);
+        std::fs::write(
+            &config,
+            format!(
+                "[[accounts]]\nid = \"ibkr\"\nbroker = \"ibkr\"\naccount = \"U7000001\"\nflex = {{ path = \"{}\", cost_fractions = {{ {fractions} }} }}\n",
+                statement.display()
+            ),
+        )
+        .unwrap();
+        config
+    };
+    let config = write("good.toml", "GENV = \"0.3\", \"RDS.DIV\" = 0");
+    let out = run(
+        &config,
+        &dir.path().join("state"),
+        &["call", "get_positions", "{\"symbol\": \"GENV\"}"],
+        &[],
+    );
+    // GENV was sold: no position, but the spin-off's lots were there to close.
+    let realized = run(
+        &config,
+        &dir.path().join("state"),
+        &[
+            "call",
+            "get_realized_pnl",
+            "{\"start\": \"2024-06-03\", \"end\": \"2024-06-03\", \"symbol\": \"GENV\"}",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let realized = json(&realized);
+    assert_eq!(realized["net_pnl"].to_string(), "249.0", "{realized:#}");
+
+    let bad = write("bad.toml", "GENV = \"1.5\"");
+    let out = run(&bad, &dir.path().join("state"), &["call", "get_accounts"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("GENV") && err.contains("from 0 to 1"),
+        "{err}"
+    );
+
+    let book = dir.path().join("book.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_tradedesk"))
+        .args(["import", "flex"])
+        .arg(&statement)
+        .arg("--out")
+        .arg(&book)
+        .args(["--cost-fraction", "GENV=0.3"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&book).unwrap()).unwrap();
+    assert!(
+        written["corporate_actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["target_symbol"] == "GENV" && a["cost_fraction"] == "0.3"),
+        "{written:#}"
+    );
+}

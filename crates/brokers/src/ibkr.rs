@@ -359,6 +359,12 @@ fn keep_account(book: &Book, keep: usize, id: &str) -> Book {
         .reported_positions
         .iter_mut()
         .for_each(|r| r.account = 0);
+    // The other accounts' corporate actions name accounts this book no longer has.
+    parts.corporate_actions.retain(|a| a.account == keep_idx);
+    parts
+        .corporate_actions
+        .iter_mut()
+        .for_each(|a| a.account = 0);
     Book::assemble(parts)
 }
 
