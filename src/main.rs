@@ -309,10 +309,7 @@ fn import_flex(
                 options.cost_fractions.insert(symbol.trim().to_owned(), f);
             }
             Err(message) => {
-                return fail(
-                    format!("--{message}"),
-                    "such as --cost-fraction SOLV=0.25",
-                );
+                return fail(format!("--{message}"), "such as --cost-fraction SOLV=0.25");
             }
         }
     }

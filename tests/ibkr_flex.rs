@@ -339,7 +339,8 @@ fn published_statements_import() {
         assert!(!book.fills.is_empty(), "{name}: no fills");
     }
     // A Statement of Funds alone: refused, naming the section it has and the ones to select.
-    let xml = std::fs::read_to_string(root.join("samples/gabbersepp-StatementOfFunds.xml")).unwrap();
+    let xml =
+        std::fs::read_to_string(root.join("samples/gabbersepp-StatementOfFunds.xml")).unwrap();
     let refused = tradedesk_brokers::flex::flex_to_book(
         &xml,
         &tradedesk_brokers::flex::FlexOptions::default(),
@@ -362,7 +363,10 @@ fn published_statements_import() {
     )
     .unwrap_or_else(|e| panic!("ibflexrs complex corporate actions: {e}"));
     assert!(
-        imported.notes.iter().any(|n| n.contains("(conid 678901235)")),
+        imported
+            .notes
+            .iter()
+            .any(|n| n.contains("(conid 678901235)")),
         "{:#?}",
         imported.notes
     );
@@ -586,9 +590,10 @@ async fn published_statements_agree_with_ibkrs_own_figures() {
 fn corporate_action_book(
     cost_fractions: &[(&str, &str)],
 ) -> (tradedesk_brokers::flex::FlexImport, tradedesk_core::Book) {
-    let xml =
-        std::fs::read_to_string(fixture("tests/fixtures/flex/ibkr-flex-corporate-actions.xml"))
-            .unwrap();
+    let xml = std::fs::read_to_string(fixture(
+        "tests/fixtures/flex/ibkr-flex-corporate-actions.xml",
+    ))
+    .unwrap();
     let mut options = tradedesk_brokers::flex::FlexOptions::default();
     for (symbol, fraction) in cost_fractions {
         options.cost_fractions.insert(
@@ -629,7 +634,9 @@ async fn positions_of(book: tradedesk_core::Book) -> Vec<(String, String, String
 }
 
 /// Realized P&L per closing fill id, from get_realized_pnl with every lot.
-async fn realized_by_fill(book: tradedesk_core::Book) -> std::collections::BTreeMap<String, String> {
+async fn realized_by_fill(
+    book: tradedesk_core::Book,
+) -> std::collections::BTreeMap<String, String> {
     let ctx = tradedesk_tools::ToolContext::new("test").with_broker(
         Arc::new(tradedesk_brokers::BookBroker::new("flex", book)),
         None,
@@ -645,7 +652,10 @@ async fn realized_by_fill(book: tradedesk_core::Book) -> std::collections::BTree
     let mut out: std::collections::BTreeMap<String, rust_decimal::Decimal> = Default::default();
     for lot in answer["lots"].as_array().unwrap() {
         *out.entry(lot["close_fill_id"].as_str().unwrap().to_owned())
-            .or_default() += lot["net_pnl"].to_string().parse::<rust_decimal::Decimal>().unwrap();
+            .or_default() += lot["net_pnl"]
+            .to_string()
+            .parse::<rust_decimal::Decimal>()
+            .unwrap();
     }
     out.into_iter()
         .map(|(k, v)| (k, format!("{:.2}", v.round_dp(2))))
@@ -725,10 +735,7 @@ fn a_spin_off_without_a_cost_fraction_is_left_out_with_the_entry_to_give() {
         assert!(note.contains(part), "{part}: {note}");
     }
     assert!(
-        !book
-            .corporate_actions
-            .iter()
-            .any(|a| a.id == "ca-8100002"),
+        !book.corporate_actions.iter().any(|a| a.id == "ca-8100002"),
         "no spin-off at a guessed fraction"
     );
     // The one the Open Positions show is still taken from them.
@@ -772,12 +779,21 @@ fn cost_fractions_come_from_the_config_and_the_command_line() {
         ],
         &[],
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let realized = json(&realized);
     assert_eq!(realized["net_pnl"].to_string(), "249.0", "{realized:#}");
 
     let bad = write("bad.toml", "GENV = \"1.5\"");
-    let out = run(&bad, &dir.path().join("state"), &["call", "get_accounts"], &[]);
+    let out = run(
+        &bad,
+        &dir.path().join("state"),
+        &["call", "get_accounts"],
+        &[],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && err.contains("GENV") && err.contains("from 0 to 1"),
@@ -793,7 +809,11 @@ fn cost_fractions_come_from_the_config_and_the_command_line() {
         .args(["--cost-fraction", "GENV=0.3"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&book).unwrap()).unwrap();
     assert!(
         written["corporate_actions"]

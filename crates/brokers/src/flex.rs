@@ -56,7 +56,11 @@
 //!   reversal) is recorded as a `fee` and a positive fee-type row (a refund) as
 //!   `interest`, each with a note.
 //! * **Corporate actions** come from `<CorporateActions>`: see
-//!   [`Builder::corporate_actions`] for how IBKR's rows become the book's actions.
+//!   [`Builder::corporate_actions`] for how IBKR's rows become the book's actions, and
+//!   docs/methodology/corporate-actions.md for the rules (spin-off cost fractions from
+//!   [`FlexOptions::cost_fractions`] or the Open Positions, stock-and-cash mergers).
+//!   Two `conid`s with one symbol on one exchange are two instruments, the later named
+//!   `SYMBOL (conid N)`.
 //!   An option's exercise, assignment or expiry (a price-0 trade row coded `Ex`, `A`
 //!   or `Ep`) is the book's action of that kind, linked to the delivered stock trade
 //!   ([`Builder::option_event`]), never a fill.
@@ -1173,7 +1177,11 @@ fn open_element(
         ("FlexStatement", section) => {
             if !matches!(
                 section,
-                "Trades" | "CashTransactions" | "OpenPositions" | "ConversionRates" | "CorporateActions"
+                "Trades"
+                    | "CashTransactions"
+                    | "OpenPositions"
+                    | "ConversionRates"
+                    | "CorporateActions"
             ) && !statement.unread.contains(&name)
             {
                 statement.unread.push(name.clone());
@@ -1400,6 +1408,10 @@ struct Cancellation {
     location: String,
 }
 
+/// Cost bases of the Open Positions: (account, instrument) to (report date, statement
+/// line, cost).
+type PositionCosts = HashMap<(usize, (String, String)), (NaiveDate, usize, Dec)>;
+
 /// Positions of one statement keyed by (account, exchange, symbol), in order.
 type PositionSums = Vec<((usize, String, String), Dec, String)>;
 
@@ -1422,9 +1434,8 @@ struct Builder<'o> {
     actions: Vec<Value>,
     action_keys: std::collections::HashSet<String>,
     /// Per (account, instrument): the cost basis IBKR states in the latest Open Positions
-    /// (`costBasisMoney`): its report date, the statement's line, whether it is a
-    /// SUMMARY row, and the cost.
-    position_cost: HashMap<(usize, (String, String)), (NaiveDate, usize, bool, Dec)>,
+    /// (`costBasisMoney`): its report date, the statement's line, and the cost.
+    position_cost: PositionCosts,
     /// `conid` of each ISIN (`isin`, else `securityID`) the statement names.
     isin_conid: HashMap<String, String>,
     /// The instrument key each `conid` was registered under.
@@ -1624,7 +1635,11 @@ impl<'o> Builder<'o> {
                 }
                 Some(first) => {
                     let label = format!("{symbol} (conid {conid})");
-                    renamed.push((format!("{exchange}:{symbol}"), (*first).to_owned(), label.clone()));
+                    renamed.push((
+                        format!("{exchange}:{symbol}"),
+                        (*first).to_owned(),
+                        label.clone(),
+                    ));
                     self.conid_symbol.insert(conid.to_owned(), (date, label));
                 }
             }
@@ -2727,7 +2742,8 @@ impl<'o> Builder<'o> {
         }
         let Some((parent_symbol, isin)) = head else {
             self.notes.push(left_out(
-                "its description does not name the holding it was paid on (PARENT(ISIN) ...)".to_owned(),
+                "its description does not name the holding it was paid on (PARENT(ISIN) ...)"
+                    .to_owned(),
             ));
             self.skip("corporate actions of a shape tradedesk cannot model".to_owned());
             return Ok(());
@@ -2823,8 +2839,8 @@ impl<'o> Builder<'o> {
         child: &(String, String),
         date: NaiveDate,
     ) -> Option<(Decimal, String)> {
-        let (p_date, _, _, p_cost) = self.position_cost.get(&(account, parent.clone()))?;
-        let (c_date, _, _, c_cost) = self.position_cost.get(&(account, child.clone()))?;
+        let (p_date, _, p_cost) = self.position_cost.get(&(account, parent.clone()))?;
+        let (c_date, _, c_cost) = self.position_cost.get(&(account, child.clone()))?;
         if *p_date < date || *c_date < date || p_cost.is_negative() || c_cost.is_negative() {
             return None;
         }
@@ -2874,7 +2890,10 @@ impl<'o> Builder<'o> {
             .and_then(Value::as_str)
             .unwrap_or("ca")
             .to_owned();
-        let value = m.in_row.decimal("value")?.filter(|v| !v.is_negative() && !v.is_zero());
+        let value = m
+            .in_row
+            .decimal("value")?
+            .filter(|v| !v.is_negative() && !v.is_zero());
         let stated = m
             .out_row
             .get("fifoPnlRealized")
@@ -2934,7 +2953,10 @@ impl<'o> Builder<'o> {
         {
             let draft = InstrumentDraft {
                 symbol: part.1.clone(),
-                name: Some(format!("the cash part of {}'s stock-and-cash merger", from.symbol)),
+                name: Some(format!(
+                    "the cash part of {}'s stock-and-cash merger",
+                    from.symbol
+                )),
                 ..from
             };
             self.instrument_index
@@ -3010,14 +3032,14 @@ impl<'o> Builder<'o> {
             let slot = (account, (spec.exchange, spec.symbol));
             let line = statement.header.line;
             match self.position_cost.get_mut(&slot) {
-                Some((d, l, _, total)) if *d == date && *l == line && !summary => {
+                Some((d, l, total)) if *d == date && *l == line && !summary => {
                     if let Some(sum) = total.checked_add(cost) {
                         *total = sum;
                     }
                 }
-                Some((d, _, _, _)) if *d >= date => {}
+                Some((d, _, _)) if *d >= date => {}
                 _ => {
-                    self.position_cost.insert(slot, (date, line, summary, cost));
+                    self.position_cost.insert(slot, (date, line, cost));
                 }
             }
         }
