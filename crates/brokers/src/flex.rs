@@ -4817,7 +4817,7 @@ mod tests {
                 "-20",
                 "0"
             ),
-            // A spin-off: new shares from nothing the rows tie to the parent; not modelled.
+            // A spin-off with no cost fraction given or shown: left out, with a note.
             action(
                 "600",
                 "CHILD",
