@@ -115,6 +115,11 @@ enum ImportSource {
             allow_hyphen_values = true
         )]
         time_zone: String,
+        /// The share of the parent's cost basis a spin-off, rights issue or dividend in
+        /// kind gives the new instrument, where the statement does not show it:
+        /// SYMBOL=FRACTION (the new instrument's symbol), repeatable.
+        #[arg(long = "cost-fraction", value_name = "SYMBOL=FRACTION")]
+        cost_fractions: Vec<String>,
         /// Replace an existing output file.
         #[arg(long)]
         force: bool,
@@ -243,7 +248,13 @@ fn flex_time_zone(text: &str) -> Result<tradedesk_brokers::flex::FlexTimeZone, (
     }
 }
 
-fn import_flex(file: &Path, out: &Path, time_zone: &str, force: bool) -> ExitCode {
+fn import_flex(
+    file: &Path,
+    out: &Path,
+    time_zone: &str,
+    cost_fractions: &[String],
+    force: bool,
+) -> ExitCode {
     use tradedesk_brokers::flex::{FlexOptions, MAX_FLEX_BYTES, flex_to_book};
     let fail = |message: String, hint: &str| {
         eprintln!("error: {message}\nhint: {hint}");
@@ -282,10 +293,26 @@ fn import_flex(file: &Path, out: &Path, time_zone: &str, force: bool) -> ExitCod
             );
         }
     };
-    let options = FlexOptions {
+    let mut options = FlexOptions {
         time_zone: zone,
         ..FlexOptions::default()
     };
+    for given in cost_fractions {
+        let Some((symbol, text)) = given.split_once('=') else {
+            return fail(
+                format!("--cost-fraction {given}: not SYMBOL=FRACTION"),
+                "give the new instrument's symbol and its share of the parent's cost, such as --cost-fraction SOLV=0.25",
+            );
+        };
+        match tradedesk_brokers::flex::parse_cost_fraction(symbol.trim(), text) {
+            Ok(f) => {
+                options.cost_fractions.insert(symbol.trim().to_owned(), f);
+            }
+            Err(message) => {
+                return fail(format!("--{message}"), "such as --cost-fraction SOLV=0.25");
+            }
+        }
+    }
     let import = match flex_to_book(&xml, &options) {
         Ok(i) => i,
         Err(e) => {
@@ -672,9 +699,10 @@ fn main() -> ExitCode {
                     file,
                     out,
                     time_zone,
+                    cost_fractions,
                     force,
                 },
-        } => import_flex(file, out, time_zone, *force),
+        } => import_flex(file, out, time_zone, cost_fractions, *force),
         Command::Serve { http, no_telemetry } => {
             match serve(&cli, http.as_deref(), *no_telemetry) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -338,6 +338,38 @@ fn published_statements_import() {
             .unwrap_or_else(|e| panic!("{name}: the converted book: {e}"));
         assert!(!book.fills.is_empty(), "{name}: no fills");
     }
+    // A Statement of Funds alone: refused, naming the section it has and the ones to select.
+    let xml =
+        std::fs::read_to_string(root.join("samples/gabbersepp-StatementOfFunds.xml")).unwrap();
+    let refused = tradedesk_brokers::flex::flex_to_book(
+        &xml,
+        &tradedesk_brokers::flex::FlexOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        refused.contains("only <StmtFunds>") && refused.contains("Trades (Executions)"),
+        "{refused}"
+    );
+    // Hand-written fixtures giving two conids one symbol (a bond and the stock it converts
+    // into): two instruments, not a refusal.
+    let xml = std::fs::read_to_string(
+        root.join("samples/ibflexrs-activity_complex_corporate_actions.xml"),
+    )
+    .unwrap();
+    let imported = tradedesk_brokers::flex::flex_to_book(
+        &xml,
+        &tradedesk_brokers::flex::FlexOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("ibflexrs complex corporate actions: {e}"));
+    assert!(
+        imported
+            .notes
+            .iter()
+            .any(|n| n.contains("(conid 678901235)")),
+        "{:#?}",
+        imported.notes
+    );
     // Two statements with Open Positions: the latest statement's, which the fills explain.
     let xml = std::fs::read_to_string(
         root.join("derived/porez-base-two-statements-with-openpositions.xml"),
@@ -551,4 +583,244 @@ async fn published_statements_agree_with_ibkrs_own_figures() {
     .structured;
     // fifoPnlRealized="2358" on the merger's row.
     assert_eq!(merger["net_pnl"].to_string(), "2358.0", "{merger:#}");
+}
+
+/// The corporate actions of the project's own statement (IBKR's CorporateActions rows and
+/// type codes), read with the cost fractions the statement cannot show given as options.
+fn corporate_action_book(
+    cost_fractions: &[(&str, &str)],
+) -> (tradedesk_brokers::flex::FlexImport, tradedesk_core::Book) {
+    let xml = std::fs::read_to_string(fixture(
+        "tests/fixtures/flex/ibkr-flex-corporate-actions.xml",
+    ))
+    .unwrap();
+    let mut options = tradedesk_brokers::flex::FlexOptions::default();
+    for (symbol, fraction) in cost_fractions {
+        options.cost_fractions.insert(
+            (*symbol).to_owned(),
+            tradedesk_brokers::flex::parse_cost_fraction(symbol, fraction).unwrap(),
+        );
+    }
+    let imported = tradedesk_brokers::flex::flex_to_book(&xml, &options).unwrap();
+    let book = tradedesk_brokers::parse_book("ca", &imported.book.to_string())
+        .unwrap_or_else(|e| panic!("{e}: {:#}", imported.book));
+    (imported, book)
+}
+
+/// (symbol, quantity, cost basis) of every open position, from get_positions.
+async fn positions_of(book: tradedesk_core::Book) -> Vec<(String, String, String)> {
+    let ctx = tradedesk_tools::ToolContext::new("test").with_broker(
+        Arc::new(tradedesk_brokers::BookBroker::new("flex", book)),
+        None,
+    );
+    let answer = tradedesk_tools::call(&ctx, "get_positions", serde_json::json!({}))
+        .await
+        .unwrap()
+        .structured;
+    let mut out: Vec<(String, String, String)> = answer["positions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["symbol"].as_str().unwrap().to_owned(),
+                p["quantity"].to_string(),
+                p["cost_basis"].to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Realized P&L per closing fill id, from get_realized_pnl with every lot.
+async fn realized_by_fill(
+    book: tradedesk_core::Book,
+) -> std::collections::BTreeMap<String, String> {
+    let ctx = tradedesk_tools::ToolContext::new("test").with_broker(
+        Arc::new(tradedesk_brokers::BookBroker::new("flex", book)),
+        None,
+    );
+    let answer = tradedesk_tools::call(
+        &ctx,
+        "get_realized_pnl",
+        serde_json::json!({"start": "2024-01-01", "end": "2024-12-31", "include_lots": true}),
+    )
+    .await
+    .unwrap()
+    .structured;
+    let mut out: std::collections::BTreeMap<String, rust_decimal::Decimal> = Default::default();
+    for lot in answer["lots"].as_array().unwrap() {
+        *out.entry(lot["close_fill_id"].as_str().unwrap().to_owned())
+            .or_default() += lot["net_pnl"]
+            .to_string()
+            .parse::<rust_decimal::Decimal>()
+            .unwrap();
+    }
+    out.into_iter()
+        .map(|(k, v)| (k, format!("{:.2}", v.round_dp(2))))
+        .collect()
+}
+
+/// Spin-offs, rights, a dividend in kind, a stock dividend, a stock-and-cash merger and a
+/// bond converted into a stock of the same symbol, as IBKR writes them, worked by hand:
+/// the positions and cost bases are those of the statement's Open Positions, and each
+/// closing trade realizes what IBKR states where it states it.
+#[tokio::test]
+async fn corporate_actions_from_flex_leave_ibkrs_positions_and_realized_pnl() {
+    let (imported, book) = corporate_action_book(&[("GENV", "0.3"), ("RDS.DIV", "0")]);
+    let held = positions_of(book.clone()).await;
+    let row = |s: &str, q: &str, c: &str| (s.to_owned(), q.to_owned(), c.to_owned());
+    assert_eq!(
+        held,
+        [
+            // Rights at zero cost (IBKR's Open Positions: costBasisMoney 0), the parent's
+            // cost whole.
+            row("ABC", "50.0", "2000.0"),
+            row("ABC.RTS", "50.0", "0.0"),
+            // Spin-off 1 for 4, 0.2 of the cost from the Open Positions (2000 / 10000).
+            row("CHLD", "25.0", "2000.0"),
+            // Spin-off 1 for 2 at the configured 0.3: 1500 x 0.7, plus the purchase's
+            // commission of 1, which stays with the parent (IBKR shares it: 1050.70).
+            row("GEN", "10.0", "1051.0"),
+            row("PRNT", "100.0", "8000.0"),
+            // The dividend right expired worthless: the holding's cost is whole.
+            row("RDS", "30.0", "1800.0"),
+            // 1000 LVGO for 592 TDOC and USD 4.24 a share: 100000 less the cash's 0.04.
+            row("TDOC", "592.0", "96000.0"),
+        ],
+        "{:#?}",
+        imported.notes
+    );
+    let realized = realized_by_fill(book).await;
+    // XYZ: 200 at 21 (+1), a stock dividend of 1 for 20, 210 sold at 25 (-1): IBKR's 1048.
+    assert_eq!(realized["0000a001.00000008.01.01"], "1048.00");
+    // GENV: 5 sold at 140 (-1) against 0.3 x 1500 = 450.
+    assert_eq!(realized["0000a001.00000007.01.01"], "249.00");
+    // The LVGO cash part: 4240 against 4000: IBKR's fifoPnlRealized 240.
+    assert_eq!(realized["action:ca-8100007-cash"], "240.00");
+    // The expired dividend right realizes nothing (it cost nothing).
+    assert_eq!(realized["action:ca-8100006"], "0.00");
+    // The bond converted 25 for 1000 into the stock DEF (another conid, so another
+    // instrument), sold at 44: IBKR's 1000.
+    assert_eq!(realized["0000b001.00000002.01.01"], "1000.00");
+    assert_eq!(realized.len(), 5, "{realized:?}");
+    assert!(
+        imported
+            .notes
+            .iter()
+            .any(|n| n.contains("'DEF (conid 9200002)'")),
+        "{:#?}",
+        imported.notes
+    );
+}
+
+/// A spin-off whose cost fraction neither the config nor the statement gives is left out,
+/// loudly: the note names the config entry and the CLI flag that would state it, and where
+/// IBKR shows the figure, never a silent 0 or 1.
+#[test]
+fn a_spin_off_without_a_cost_fraction_is_left_out_with_the_entry_to_give() {
+    let (imported, book) = corporate_action_book(&[]);
+    let note = imported
+        .notes
+        .iter()
+        .find(|n| n.contains("GEN(US0000091003) SPINOFF"))
+        .unwrap_or_else(|| panic!("{:#?}", imported.notes));
+    for part in [
+        "left out",
+        "cost_fractions = { \"GENV\" =",
+        "--cost-fraction GENV=",
+        "Open Positions",
+    ] {
+        assert!(note.contains(part), "{part}: {note}");
+    }
+    assert!(
+        !book.corporate_actions.iter().any(|a| a.id == "ca-8100002"),
+        "no spin-off at a guessed fraction"
+    );
+    // The one the Open Positions show is still taken from them.
+    assert!(book.corporate_actions.iter().any(|a| a.id == "ca-8100001"));
+}
+
+/// The cost fractions reach the import from the config (`flex.cost_fractions`, text or a
+/// number) and from `import flex --cost-fraction`; a fraction outside 0..1 is refused
+/// naming the symbol and the rule.
+#[test]
+fn cost_fractions_come_from_the_config_and_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let statement = fixture("tests/fixtures/flex/ibkr-flex-corporate-actions.xml");
+    let write = |name: &str, fractions: &str| {
+        let config = dir.path().join(name);
+        std::fs::write(
+            &config,
+            format!(
+                "[[accounts]]\nid = \"ibkr\"\nbroker = \"ibkr\"\naccount = \"U7000001\"\nflex = {{ path = \"{}\", cost_fractions = {{ {fractions} }} }}\n",
+                statement.display()
+            ),
+        )
+        .unwrap();
+        config
+    };
+    let config = write("good.toml", "GENV = \"0.3\", \"RDS.DIV\" = 0");
+    let out = run(
+        &config,
+        &dir.path().join("state"),
+        &["call", "get_positions", "{\"symbol\": \"GENV\"}"],
+        &[],
+    );
+    // GENV was sold: no position, but the spin-off's lots were there to close.
+    let realized = run(
+        &config,
+        &dir.path().join("state"),
+        &[
+            "call",
+            "get_realized_pnl",
+            "{\"start\": \"2024-06-03\", \"end\": \"2024-06-03\", \"symbol\": \"GENV\"}",
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let realized = json(&realized);
+    assert_eq!(realized["net_pnl"].to_string(), "249.0", "{realized:#}");
+
+    let bad = write("bad.toml", "GENV = \"1.5\"");
+    let out = run(
+        &bad,
+        &dir.path().join("state"),
+        &["call", "get_accounts"],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("GENV") && err.contains("from 0 to 1"),
+        "{err}"
+    );
+
+    let book = dir.path().join("book.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_tradedesk"))
+        .args(["import", "flex"])
+        .arg(&statement)
+        .arg("--out")
+        .arg(&book)
+        .args(["--cost-fraction", "GENV=0.3"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&book).unwrap()).unwrap();
+    assert!(
+        written["corporate_actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["target_symbol"] == "GENV" && a["cost_fraction"] == "0.3"),
+        "{written:#}"
+    );
 }

@@ -56,7 +56,11 @@
 //!   reversal) is recorded as a `fee` and a positive fee-type row (a refund) as
 //!   `interest`, each with a note.
 //! * **Corporate actions** come from `<CorporateActions>`: see
-//!   [`Builder::corporate_actions`] for how IBKR's rows become the book's actions.
+//!   [`Builder::corporate_actions`] for how IBKR's rows become the book's actions, and
+//!   docs/methodology/corporate-actions.md for the rules (spin-off cost fractions from
+//!   [`FlexOptions::cost_fractions`] or the Open Positions, stock-and-cash mergers).
+//!   Two `conid`s with one symbol on one exchange are two instruments, the later named
+//!   `SYMBOL (conid N)`.
 //!   An option's exercise, assignment or expiry (a price-0 trade row coded `Ex`, `A`
 //!   or `Ep`) is the book's action of that kind, linked to the delivered stock trade
 //!   ([`Builder::option_event`]), never a fill.
@@ -217,6 +221,12 @@ pub struct FlexOptions {
     /// quantity, price and trade date), leave that trade out too (default `true`). The
     /// cancellation row itself is never a fill.
     pub drop_cancelled_originals: bool,
+    /// The share (0 to 1) of the parent's cost basis that a spin-off, rights issue or
+    /// dividend in kind gives the new instrument, by the new instrument's symbol as IBKR
+    /// writes it on the corporate-action row. IBKR's row does not state it; without an
+    /// entry it is taken from the statement's Open Positions where they show it, else the
+    /// action is left out with a note (docs/methodology/corporate-actions.md).
+    pub cost_fractions: std::collections::BTreeMap<String, Decimal>,
 }
 
 impl Default for FlexOptions {
@@ -225,7 +235,29 @@ impl Default for FlexOptions {
             time_zone: FlexTimeZone::NewYork,
             account_prefix: "IBKR-".to_owned(),
             drop_cancelled_originals: true,
+            cost_fractions: std::collections::BTreeMap::new(),
         }
+    }
+}
+
+/// Reads a cost fraction given for [`FlexOptions::cost_fractions`] (`0.25`): a decimal
+/// from 0 to 1.
+///
+/// # Errors
+/// A message naming the symbol, the value and the rule.
+pub fn parse_cost_fraction(symbol: &str, text: &str) -> Result<Decimal, String> {
+    let value = text
+        .trim()
+        .parse::<Decimal>()
+        .ok()
+        .or_else(|| Decimal::from_scientific(text.trim()).ok());
+    match value {
+        Some(v) if v >= Decimal::ZERO && v <= Decimal::ONE => Ok(v.normalize()),
+        _ => Err(format!(
+            "cost fraction {} for {}: must be a decimal from 0 to 1 (the share of the parent's cost basis the new instrument takes, such as 0.25)",
+            shown(text),
+            shown(symbol)
+        )),
     }
 }
 
@@ -506,6 +538,78 @@ fn split_ratio(upper: &str) -> Option<(u64, u64)> {
         .parse::<u64>()
         .ok()?;
     (new > 0 && old > 0).then_some((new, old))
+}
+
+/// The first `n FOR m` of a description (`SPINOFF  1 FOR 10`, `STOCK DIVIDEND 1 FOR 20`,
+/// `592 FOR 1000 AND USD 4.24`): (n, m), both positive.
+fn ratio_in(upper: &str) -> Option<(Decimal, Decimal)> {
+    let words: Vec<&str> = upper.split_whitespace().collect();
+    words.windows(3).find_map(|w| {
+        let [n, word, m] = w else {
+            return None;
+        };
+        if *word != "FOR" {
+            return None;
+        }
+        let number = |t: &str| {
+            t.trim_matches(|c: char| !c.is_ascii_digit() && c != '.')
+                .parse::<Decimal>()
+                .ok()
+                .filter(|d| *d > Decimal::ZERO)
+        };
+        Some((number(n)?, number(m)?))
+    })
+}
+
+/// The holding a corporate action's description starts with: `PARENT(ISIN) ...` gives
+/// (`PARENT`, `ISIN`).
+fn description_head(description: &str) -> Option<(&str, &str)> {
+    let open = description.find('(')?;
+    let close = open + description.get(open..)?.find(')')?;
+    let symbol = description.get(..open)?.trim();
+    let isin = description.get(open + 1..close)?.trim();
+    (!symbol.is_empty() && !isin.is_empty() && !isin.contains(' ')).then_some((symbol, isin))
+}
+
+/// Whether a one-row corporate action that only delivers units is one paid on a holding:
+/// by IBKR's type code (`SO` spin-off, `CO` contract spin-off, `RI` rights issue, `DI`
+/// dividend rights issue, `SD` stock dividend, `HI` choice dividend issue, `PI` purchase
+/// issue), or, on statements without the code, by its description.
+fn is_delivery(code: Option<&str>, upper: &str) -> bool {
+    match code {
+        Some("SO" | "CO" | "RI" | "DI" | "SD" | "HI" | "PI") => true,
+        Some(c) if !c.is_empty() => false,
+        _ => [
+            "SPINOFF",
+            "SPIN-OFF",
+            "STOCK DIVIDEND",
+            "RIGHTS ISSUE",
+            "SUBSCRIBABLE RIGHTS",
+            "BONUS ISSUE",
+        ]
+        .iter()
+        .any(|w| upper.contains(w)),
+    }
+}
+
+/// A stock-and-cash merger's two rows, for [`Builder::stock_and_cash`].
+struct StockAndCash<'a> {
+    from: &'a (String, String),
+    old: Dec,
+    to: &'a (String, String),
+    new: Dec,
+    cash: Dec,
+    out_row: &'a Row,
+    in_row: &'a Row,
+}
+
+/// A delivery of new units, for [`Builder::delivery`].
+struct Delivery<'a> {
+    to: &'a (String, String),
+    quantity: Dec,
+    row: &'a Row,
+    description: &'a str,
+    code: Option<&'a str>,
 }
 
 /// `YYYYMMDD` or `YYYY-MM-DD`.
@@ -802,6 +906,8 @@ struct Statement {
     rates: Vec<Row>,
     actions: Vec<Row>,
     counts: HashMap<String, usize>,
+    /// The sections of the statement tradedesk does not read (`StmtFunds`, ...), in order.
+    unread: Vec<String>,
 }
 
 impl Statement {
@@ -1053,6 +1159,7 @@ fn open_element(
             rates: Vec::new(),
             actions: Vec::new(),
             counts: HashMap::new(),
+            unread: Vec::new(),
         });
         *current = Some(doc.statements.len() - 1);
         return Ok(name);
@@ -1067,6 +1174,20 @@ fn open_element(
         ("OpenPositions", "OpenPosition") => Section::Positions,
         ("ConversionRates", "ConversionRate") => Section::Rates,
         ("CorporateActions", "CorporateAction") => Section::Actions,
+        ("FlexStatement", section) => {
+            if !matches!(
+                section,
+                "Trades"
+                    | "CashTransactions"
+                    | "OpenPositions"
+                    | "ConversionRates"
+                    | "CorporateActions"
+            ) && !statement.unread.contains(&name)
+            {
+                statement.unread.push(name.clone());
+            }
+            return Ok(name);
+        }
         _ => return Ok(name),
     };
     let count = statement.counts.entry(name.clone()).or_insert(0);
@@ -1244,6 +1365,9 @@ struct AccountDraft {
     other_currencies: Vec<(String, usize)>,
     /// The statement header of the account, for messages.
     location: String,
+    /// Sections of its statements tradedesk does not read, for the message when nothing
+    /// it reads is there.
+    unread: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -1284,6 +1408,10 @@ struct Cancellation {
     location: String,
 }
 
+/// Cost bases of the Open Positions: (account, instrument) to (report date, statement
+/// line, cost).
+type PositionCosts = HashMap<(usize, (String, String)), (NaiveDate, usize, Dec)>;
+
 /// Positions of one statement keyed by (account, exchange, symbol), in order.
 type PositionSums = Vec<((usize, String, String), Dec, String)>;
 
@@ -1305,6 +1433,13 @@ struct Builder<'o> {
     rows_without_listing: usize,
     actions: Vec<Value>,
     action_keys: std::collections::HashSet<String>,
+    /// Per (account, instrument): the cost basis IBKR states in the latest Open Positions
+    /// (`costBasisMoney`): its report date, the statement's line, and the cost.
+    position_cost: PositionCosts,
+    /// `conid` of each ISIN (`isin`, else `securityID`) the statement names.
+    isin_conid: HashMap<String, String>,
+    /// The instrument key each `conid` was registered under.
+    conid_key: HashMap<String, (String, String)>,
     fills: Vec<FillDraft>,
     fill_ids: HashMap<String, usize>,
     cancellations: Vec<Cancellation>,
@@ -1343,6 +1478,9 @@ impl<'o> Builder<'o> {
             rows_without_listing: 0,
             actions: Vec::new(),
             action_keys: std::collections::HashSet::new(),
+            position_cost: HashMap::new(),
+            isin_conid: HashMap::new(),
+            conid_key: HashMap::new(),
             fills: Vec::new(),
             fill_ids: HashMap::new(),
             cancellations: Vec::new(),
@@ -1387,6 +1525,13 @@ impl<'o> Builder<'o> {
                 .chain(&statement.positions)
                 .chain(&statement.actions)
             {
+                if let (Some(conid), Some(isin)) =
+                    (row.get("conid"), row.get("isin").or(row.get("securityID")))
+                {
+                    self.isin_conid
+                        .entry(isin.to_owned())
+                        .or_insert_with(|| conid.to_owned());
+                }
                 if let (Some(conid), Some(exchange)) =
                     (row.get("conid"), row.get("listingExchange"))
                 {
@@ -1412,6 +1557,7 @@ impl<'o> Builder<'o> {
                 }
             }
         }
+        self.disambiguate_conids(doc);
         for statement in &doc.statements {
             self.statement(statement)?;
         }
@@ -1419,6 +1565,9 @@ impl<'o> Builder<'o> {
             self.trades(statement)?;
         }
         self.resolve_cancellations();
+        for statement in &doc.statements {
+            self.position_costs(statement)?;
+        }
         for statement in &doc.statements {
             self.corporate_actions(statement)?;
         }
@@ -1446,6 +1595,63 @@ impl<'o> Builder<'o> {
             }
         }
         Ok(())
+    }
+
+    /// Two contracts (`conid`s) IBKR gives one symbol on one listing exchange (a stock
+    /// and its convertible bond, an old and a new line): each is its own instrument. The
+    /// first one met keeps the symbol; each other is named `SYMBOL (conid N)`, with a
+    /// note. Rows without a `conid` keep their symbol.
+    fn disambiguate_conids(&mut self, doc: &Document) {
+        let mut order: Vec<&str> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for statement in &doc.statements {
+            for row in statement
+                .trades
+                .iter()
+                .chain(&statement.actions)
+                .chain(&statement.positions)
+            {
+                if let Some(conid) = row.get("conid")
+                    && seen.insert(conid)
+                {
+                    order.push(conid);
+                }
+            }
+        }
+        let mut owner: HashMap<(String, String), &str> = HashMap::new();
+        let mut renamed: Vec<(String, String, String)> = Vec::new();
+        for conid in order {
+            let Some((date, symbol)) = self.conid_symbol.get(conid).cloned() else {
+                continue;
+            };
+            let exchange = self
+                .conid_exchange
+                .get(conid)
+                .cloned()
+                .unwrap_or_else(|| "IBKR".to_owned());
+            match owner.get(&(exchange.clone(), symbol.clone())) {
+                None => {
+                    owner.insert((exchange, symbol), conid);
+                }
+                Some(first) => {
+                    let label = format!("{symbol} (conid {conid})");
+                    renamed.push((
+                        format!("{exchange}:{symbol}"),
+                        (*first).to_owned(),
+                        label.clone(),
+                    ));
+                    self.conid_symbol.insert(conid.to_owned(), (date, label));
+                }
+            }
+        }
+        for (key, first, label) in renamed {
+            self.notes.push(format!(
+                "{} is the symbol of more than one contract: conid {} keeps it, and another contract is named {}",
+                shown(&key),
+                shown(&first),
+                shown(&label)
+            ));
+        }
     }
 
     /// A row's `fxRateToBase` (`1 currency = fxRateToBase` of the account's currency on
@@ -1541,6 +1747,7 @@ impl<'o> Builder<'o> {
             trade_currencies: Vec::new(),
             other_currencies: Vec::new(),
             location: location.to_owned(),
+            unread: Vec::new(),
         });
         self.accounts.len() - 1
     }
@@ -1554,7 +1761,14 @@ impl<'o> Builder<'o> {
             Self::later(&mut self.as_of, to);
         }
         if !statement.account().is_empty() {
-            self.account_index(statement.account(), &header.location());
+            let index = self.account_index(statement.account(), &header.location());
+            if let Some(draft) = self.accounts.get_mut(index) {
+                for section in &statement.unread {
+                    if !draft.unread.contains(section) {
+                        draft.unread.push(section.clone());
+                    }
+                }
+            }
             if let Some(from) = from {
                 self.notes.push(format!(
                     "account {}: the statement starts on {from}; positions and cash held before then are not in the book (compare reported_positions with the positions the fills imply)",
@@ -1625,6 +1839,11 @@ impl<'o> Builder<'o> {
             }
         }
         let key = (spec.exchange.clone(), spec.symbol.clone());
+        if let Some(conid) = row.get("conid") {
+            self.conid_key
+                .entry(conid.to_owned())
+                .or_insert_with(|| key.clone());
+        }
         if let Some(&i) = self.instrument_index.get(&key) {
             let Some(known) = self.instruments.get_mut(i) else {
                 return Ok(key);
@@ -2359,6 +2578,7 @@ impl<'o> Builder<'o> {
         Self::later(&mut self.latest_activity, date);
         let description = first.get("description").unwrap_or("").to_owned();
         let upper = description.to_ascii_uppercase();
+        let code = first.get("type").map(|t| t.trim().to_ascii_uppercase());
         let id = first
             .get("actionID")
             .or(first.get("transactionID"))
@@ -2386,6 +2606,20 @@ impl<'o> Builder<'o> {
             )
         };
         match (outs.as_slice(), ins.as_slice()) {
+            ([(from, old, out_row)], [(to, new, in_row)])
+                if from != to && !proceeds.is_zero() && !proceeds.is_negative() =>
+            {
+                let merger = StockAndCash {
+                    from,
+                    old: *old,
+                    to,
+                    new: *new,
+                    cash: proceeds,
+                    out_row,
+                    in_row,
+                };
+                return self.stock_and_cash(action, &merger, rows.len());
+            }
             ([(from, old, _)], [(to, new, _)]) if from != to && proceeds.is_zero() => {
                 action.insert("exchange".into(), from.0.clone().into());
                 action.insert("symbol".into(), from.1.clone().into());
@@ -2398,9 +2632,8 @@ impl<'o> Builder<'o> {
             ([(from, old, _)], []) if !proceeds.is_negative() => {
                 let worthless = upper.contains("WORTHLESS")
                     || upper.contains("DELIST")
-                    || first
-                        .get("type")
-                        .is_some_and(|t| t.eq_ignore_ascii_case("DW"));
+                    || upper.contains("EXPIRE DIVIDEND RIGHT")
+                    || code.as_deref().is_some_and(|t| t == "DW" || t == "ED");
                 if proceeds.is_zero() && !worthless {
                     self.notes.push(left_out(
                         "it takes the units out for nothing and the statement has no row of what they became",
@@ -2429,6 +2662,16 @@ impl<'o> Builder<'o> {
                 action.insert("new_units".into(), new.to_string().into());
                 action.insert("old_units".into(), old.to_string().into());
             }
+            ([], [(to, quantity, row)]) if is_delivery(code.as_deref(), &upper) => {
+                let delivery = Delivery {
+                    to,
+                    quantity: *quantity,
+                    row,
+                    description: &description,
+                    code: code.as_deref(),
+                };
+                return self.delivery(action, &delivery, account, date);
+            }
             _ => {
                 self.notes.push(left_out(
                     "its rows are not one instrument exchanged for another, for cash, or a split stated as n FOR m",
@@ -2438,6 +2681,368 @@ impl<'o> Builder<'o> {
             }
         }
         self.actions.push(Value::Object(action));
+        Ok(())
+    }
+
+    /// New units delivered against a holding (one row, positive quantity, no row taking
+    /// units out): a stock dividend or bonus issue of the same instrument is a split of
+    /// (m + n) for m; new units of another instrument (a spin-off, rights, a dividend in
+    /// kind) are a `spin_off` of n for m held, whose cost fraction comes from
+    /// [`FlexOptions::cost_fractions`], else from the Open Positions
+    /// ([`Builder::stated_cost_fraction`]), else the action is left out with a note.
+    fn delivery(
+        &mut self,
+        mut action: Map<String, Value>,
+        d: &Delivery<'_>,
+        account: usize,
+        date: NaiveDate,
+    ) -> Result<(), FlexError> {
+        let what = match d.code {
+            Some("SO" | "CO") => "spin-off",
+            Some("RI" | "DI" | "SR") => "rights issue",
+            Some("SD") => "stock dividend",
+            Some("HI" | "HD" | "CH") => "choice dividend",
+            _ if d.description.to_ascii_uppercase().contains("SPINOFF") => "spin-off",
+            _ if d.description.to_ascii_uppercase().contains("RIGHTS") => "rights issue",
+            _ => "stock dividend",
+        };
+        let left_out = |why: String| {
+            format!(
+                "{}: {what} {} was left out: {why}; the positions it changes will differ from IBKR's",
+                d.row.location(),
+                shown(d.description),
+            )
+        };
+        let upper = d.description.to_ascii_uppercase();
+        let Some((n, m)) = ratio_in(&upper) else {
+            self.notes.push(left_out(
+                "its description states no ratio (n FOR m held); state it in the book's corporate_actions".to_owned(),
+            ));
+            self.skip("corporate actions of a shape tradedesk cannot model".to_owned());
+            return Ok(());
+        };
+        let head = description_head(d.description);
+        let same = head.is_some_and(|(symbol, isin)| {
+            d.row.get("isin").or(d.row.get("securityID")) == Some(isin)
+                || (d.to.1 == symbol && !self.isin_conid.contains_key(isin))
+                || self.parent_key(symbol, isin).as_ref() == Some(d.to)
+        });
+        if same {
+            // Bonus shares of the holding itself: n more for every m, cost spread over all.
+            let Some(total) = m.checked_add(n) else {
+                return Ok(());
+            };
+            action.insert("exchange".into(), d.to.0.clone().into());
+            action.insert("symbol".into(), d.to.1.clone().into());
+            action.insert("kind".into(), "split".into());
+            action.insert("new_units".into(), total.normalize().to_string().into());
+            action.insert("old_units".into(), m.normalize().to_string().into());
+            self.actions.push(Value::Object(action));
+            return Ok(());
+        }
+        let Some((parent_symbol, isin)) = head else {
+            self.notes.push(left_out(
+                "its description does not name the holding it was paid on (PARENT(ISIN) ...)"
+                    .to_owned(),
+            ));
+            self.skip("corporate actions of a shape tradedesk cannot model".to_owned());
+            return Ok(());
+        };
+        let Some(parent) = self.parent_key(parent_symbol, isin) else {
+            self.notes.push(left_out(format!(
+                "the statement has no row of the holding it was paid on ({})",
+                shown(parent_symbol)
+            )));
+            self.skip("corporate actions of a shape tradedesk cannot model".to_owned());
+            return Ok(());
+        };
+        let raw_symbol = d.row.get("symbol").map_or(d.to.1.as_str(), str::trim);
+        let configured = self
+            .options
+            .cost_fractions
+            .get(raw_symbol)
+            .or_else(|| self.options.cost_fractions.get(&d.to.1))
+            .copied();
+        let fraction = if let Some(f) = configured {
+            if let Some((stated, why)) = self.stated_cost_fraction(account, &parent, d.to, date)
+                && stated != f
+            {
+                self.notes.push(format!(
+                    "{}: {what} {}: the configured cost fraction {f} for {} differs from the {stated} the statement implies ({why}); the configured one was used",
+                    d.row.location(),
+                    shown(d.description),
+                    shown(raw_symbol)
+                ));
+            }
+            f
+        } else if let Some((stated, why)) = self.stated_cost_fraction(account, &parent, d.to, date)
+        {
+            self.notes.push(format!(
+                "{}: {what} {}: {} takes {stated} of {}'s cost basis, as the statement's Open Positions imply ({why})",
+                d.row.location(),
+                shown(d.description),
+                shown(&d.to.1),
+                shown(&parent.1)
+            ));
+            stated
+        } else {
+            self.notes.push(left_out(format!(
+                "IBKR's row does not say what share of {}'s cost basis the {} units of {} take, and the statement's Open Positions do not show it (both held, with costBasisMoney, untraded since the action); give it as cost_fractions = {{ \"{}\" = \"0.25\" }} in the account's flex entry of tradedesk.toml (or --cost-fraction {}=0.25 to tradedesk import flex), the share IBKR applied: the Cost Basis of both in the Open Positions of the Activity Statement right after the action, or the issuer's Form 8937",
+                shown(&parent.1),
+                d.quantity,
+                shown(&d.to.1),
+                raw_symbol,
+                raw_symbol
+            )));
+            self.skip("corporate actions without a cost fraction".to_owned());
+            return Ok(());
+        };
+        action.insert("exchange".into(), parent.0.clone().into());
+        action.insert("symbol".into(), parent.1.clone().into());
+        action.insert("kind".into(), "spin_off".into());
+        action.insert("target_exchange".into(), d.to.0.clone().into());
+        action.insert("target_symbol".into(), d.to.1.clone().into());
+        action.insert("new_units".into(), n.normalize().to_string().into());
+        action.insert("old_units".into(), m.normalize().to_string().into());
+        action.insert(
+            "cost_fraction".into(),
+            fraction.normalize().to_string().into(),
+        );
+        self.actions.push(Value::Object(action));
+        Ok(())
+    }
+
+    /// The instrument a description's head names: by its ISIN's `conid`, else the one
+    /// instrument of that symbol.
+    fn parent_key(&self, symbol: &str, isin: &str) -> Option<(String, String)> {
+        if let Some(key) = self
+            .isin_conid
+            .get(isin)
+            .and_then(|c| self.conid_key.get(c))
+        {
+            return Some(key.clone());
+        }
+        let mut named = self.instruments.iter().filter(|i| i.symbol == symbol);
+        match (named.next(), named.next()) {
+            (Some(i), None) => Some((i.exchange.clone(), i.symbol.clone())),
+            _ => None,
+        }
+    }
+
+    /// The share of the parent's cost the new instrument took, as the statement's latest
+    /// Open Positions show it: child cost / (parent cost + child cost), when both are held
+    /// on or after the action's date with a cost basis and neither was traded since.
+    fn stated_cost_fraction(
+        &self,
+        account: usize,
+        parent: &(String, String),
+        child: &(String, String),
+        date: NaiveDate,
+    ) -> Option<(Decimal, String)> {
+        let (p_date, _, p_cost) = self.position_cost.get(&(account, parent.clone()))?;
+        let (c_date, _, c_cost) = self.position_cost.get(&(account, child.clone()))?;
+        if *p_date < date || *c_date < date || p_cost.is_negative() || c_cost.is_negative() {
+            return None;
+        }
+        let traded = self.fills.iter().any(|f| {
+            f.account == account
+                && !f.cancelled
+                && f.trade_date >= date
+                && (f.key == *parent || f.key == *child)
+        });
+        if traded {
+            return None;
+        }
+        let total = p_cost.checked_add(*c_cost)?;
+        let fraction = c_cost
+            .0
+            .checked_div(total.0)?
+            .round_dp(MAX_PLACES)
+            .normalize();
+        Some((
+            fraction,
+            format!(
+                "costBasisMoney {} of {} and {} of {} on {}",
+                c_cost,
+                cut(&child.1),
+                p_cost,
+                cut(&parent.1),
+                (*p_date).min(*c_date)
+            ),
+        ))
+    }
+
+    /// A stock-and-cash merger (the holding becomes `new` units of another instrument and
+    /// cash): the cash part is realized and the rest of the cost carried to the new units.
+    /// The cash takes the share of the cost that it is of the deal's value (cash / (cash +
+    /// the new units' `value` IBKR's row states)): a `spin_off` of the holding into a
+    /// line `SYMBOL (cash part)` with that cost fraction, closed by a `cash_merger` at the
+    /// cash per unit, then a `stock_merger` of the holding. Without a stated value the
+    /// cash is left out with a note.
+    fn stock_and_cash(
+        &mut self,
+        mut action: Map<String, Value>,
+        m: &StockAndCash<'_>,
+        rows: usize,
+    ) -> Result<(), FlexError> {
+        let id = action
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("ca")
+            .to_owned();
+        let value = m
+            .in_row
+            .decimal("value")?
+            .filter(|v| !v.is_negative() && !v.is_zero());
+        let stated = m
+            .out_row
+            .get("fifoPnlRealized")
+            .and_then(|v| Dec::parse(v).ok());
+        let currency = m.out_row.get("currency").unwrap_or("");
+        let description = m.out_row.get("description").unwrap_or("");
+        let per_unit = m
+            .cash
+            .0
+            .checked_div(m.old.0)
+            .map(|d| d.round_dp(MAX_PLACES).normalize())
+            .unwrap_or_default();
+        let stock = |action: &mut Map<String, Value>| {
+            action.insert("exchange".into(), m.from.0.clone().into());
+            action.insert("symbol".into(), m.from.1.clone().into());
+            action.insert("kind".into(), "stock_merger".into());
+            action.insert("target_exchange".into(), m.to.0.clone().into());
+            action.insert("target_symbol".into(), m.to.1.clone().into());
+            action.insert("new_units".into(), m.new.to_string().into());
+            action.insert("old_units".into(), m.old.to_string().into());
+        };
+        let ibkr = stated.map_or_else(String::new, |r| {
+            format!("; IBKR's row states fifoPnlRealized {r}")
+        });
+        let Some(value) = value else {
+            stock(&mut action);
+            self.actions.push(Value::Object(action));
+            self.notes.push(format!(
+                "{}: stock-and-cash merger {} ({rows} row(s)): the {} units of {} became {} of {}, cost carried whole; the {currency} {} in cash was left out (IBKR's row for {} states no value to share the cost between the cash and the new units), so cash and realized P&L differ from IBKR's{ibkr}",
+                m.out_row.location(),
+                shown(description),
+                m.old,
+                shown(&m.from.1),
+                m.new,
+                shown(&m.to.1),
+                m.cash,
+                shown(&m.to.1),
+            ));
+            return Ok(());
+        };
+        let Some(deal) = m.cash.checked_add(value) else {
+            return Ok(());
+        };
+        let fraction = m
+            .cash
+            .0
+            .checked_div(deal.0)
+            .map(|d| d.round_dp(MAX_PLACES).normalize())
+            .unwrap_or_default();
+        let part = (m.from.0.clone(), format!("{} (cash part)", m.from.1));
+        if !self.instrument_index.contains_key(&part)
+            && let Some(from) = self
+                .instrument_index
+                .get(m.from)
+                .and_then(|&i| self.instruments.get(i))
+                .cloned()
+        {
+            let draft = InstrumentDraft {
+                symbol: part.1.clone(),
+                name: Some(format!(
+                    "the cash part of {}'s stock-and-cash merger",
+                    from.symbol
+                )),
+                ..from
+            };
+            self.instrument_index
+                .insert(part.clone(), self.instruments.len());
+            self.instruments.push(draft);
+        }
+        let base = |suffix: &str| {
+            let mut a = action.clone();
+            a.insert("id".into(), format!("{id}{suffix}").into());
+            a
+        };
+        let mut split = base("-cash-part");
+        split.insert("exchange".into(), m.from.0.clone().into());
+        split.insert("symbol".into(), m.from.1.clone().into());
+        split.insert("kind".into(), "spin_off".into());
+        split.insert("target_exchange".into(), part.0.clone().into());
+        split.insert("target_symbol".into(), part.1.clone().into());
+        split.insert("new_units".into(), "1".into());
+        split.insert("old_units".into(), "1".into());
+        split.insert("cost_fraction".into(), fraction.to_string().into());
+        let mut paid = base("-cash");
+        paid.insert("exchange".into(), part.0.clone().into());
+        paid.insert("symbol".into(), part.1.clone().into());
+        paid.insert("kind".into(), "cash_merger".into());
+        paid.insert("cash_per_unit".into(), per_unit.to_string().into());
+        stock(&mut action);
+        self.actions.push(Value::Object(split));
+        self.actions.push(Value::Object(paid));
+        self.actions.push(Value::Object(action));
+        self.notes.push(format!(
+            "{}: stock-and-cash merger {}: the {} units of {} became {} of {} and {currency} {} in cash; the cash was realized against {fraction} of the holding's cost (cash / (cash + the value {} IBKR's row gives the new units)), the rest of the cost carried to {}{ibkr} (docs/methodology/corporate-actions.md)",
+            m.out_row.location(),
+            shown(description),
+            m.old,
+            shown(&m.from.1),
+            m.new,
+            shown(&m.to.1),
+            m.cash,
+            value,
+            shown(&m.to.1),
+        ));
+        Ok(())
+    }
+
+    /// The cost basis of each holding in the statement's Open Positions
+    /// (`costBasisMoney`), kept per account and instrument from the latest report date,
+    /// for [`Builder::stated_cost_fraction`]. Rows without it are passed over.
+    fn position_costs(&mut self, statement: &Statement) -> Result<(), FlexError> {
+        let has_summary = statement.positions.iter().any(|r| {
+            r.get("levelOfDetail")
+                .is_none_or(|l| l.eq_ignore_ascii_case("SUMMARY"))
+        });
+        let statement_date = statement.header.date("toDate")?;
+        for row in &statement.positions {
+            let summary = row
+                .get("levelOfDetail")
+                .is_none_or(|l| l.eq_ignore_ascii_case("SUMMARY"));
+            if summary != has_summary
+                || row
+                    .get("assetCategory")
+                    .is_none_or(|c| asset_class(c, row.get("subCategory")).is_none())
+            {
+                continue;
+            }
+            let (Some(Ok(cost)), Some(date)) = (
+                row.get("costBasisMoney").map(Dec::parse),
+                row.date("reportDate")?.or(statement_date),
+            ) else {
+                continue;
+            };
+            let account = self.account_of(row, statement)?;
+            let spec = self.instrument_spec(row)?;
+            let slot = (account, (spec.exchange, spec.symbol));
+            let line = statement.header.line;
+            match self.position_cost.get_mut(&slot) {
+                Some((d, l, total)) if *d == date && *l == line && !summary => {
+                    if let Some(sum) = total.checked_add(cost) {
+                        *total = sum;
+                    }
+                }
+                Some((d, _, _)) if *d >= date => {}
+                _ => {
+                    self.position_cost.insert(slot, (date, line, cost));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -2765,6 +3370,28 @@ impl<'o> Builder<'o> {
                 }
             }
             let Some((currency, _)) = best else {
+                if !draft.unread.is_empty() {
+                    return Err(FlexError::new(
+                        draft.location.clone(),
+                        None,
+                        format!(
+                            "account {} has none of the sections tradedesk reads, only {} (not read: {}), so neither its history nor its currency can be known",
+                            cut(&draft.raw),
+                            draft
+                                .unread
+                                .iter()
+                                .map(|s| format!("<{}>", cut(s)))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            if draft.unread.iter().any(|s| s == "StmtFunds") {
+                                "the Statement of Funds is a cash ledger in the base currency, not the executions of the Trades section"
+                            } else {
+                                "tradedesk reads Account Information, Trades, Open Positions, Cash Transactions, Corporate Actions and Conversion Rates"
+                            }
+                        ),
+                        "make the Activity Flex Query select Account Information (with Currency), Trades (Executions), Open Positions, Cash Transactions and Corporate Actions (the README's IBKR section lists the fields), then run it again",
+                    ));
+                }
                 return Err(FlexError::new(
                     draft.location.clone(),
                     Some("currency"),
@@ -4190,7 +4817,7 @@ mod tests {
                 "-20",
                 "0"
             ),
-            // A spin-off: new shares from nothing the rows tie to the parent; not modelled.
+            // A spin-off with no cost fraction given or shown: left out, with a note.
             action(
                 "600",
                 "CHILD",
@@ -4228,6 +4855,27 @@ mod tests {
             "{:#?}",
             import.notes
         );
+    }
+
+    /// A statement of only a section tradedesk does not read (a Statement of Funds, its
+    /// rows in the base currency) is refused naming that section and the sections to
+    /// select, never a bare "no currency".
+    #[test]
+    fn a_statement_of_only_unread_sections_names_the_sections_to_select() {
+        let xml = r#"<FlexQueryResponse queryName="funds" type="AF"><FlexStatements count="1">
+<FlexStatement accountId="U9" fromDate="20240101" toDate="20241231" period="LastYear" whenGenerated="20250101;080000">
+<StmtFunds>
+<StatementOfFundsLine accountId="U9" currency="EUR" fxRateToBase="1" assetCategory="STK" symbol="SAP" conid="14204" reportDate="20240301" date="20240301" activityCode="BUY" activityDescription="Buy 10 SAP SE" tradeID="1" buySell="BUY" tradeQuantity="10" tradePrice="180" tradeGross="-1800" tradeCommission="-3" debit="-1803" amount="-1803" balance="-1803" levelOfDetail="BaseCurrency"/>
+</StmtFunds>
+</FlexStatement></FlexStatements></FlexQueryResponse>"#;
+        let e = refuse(xml).to_string();
+        for part in [
+            "account U9 has none of the sections tradedesk reads, only <StmtFunds>",
+            "Statement of Funds",
+            "select Account Information (with Currency), Trades (Executions)",
+        ] {
+            assert!(e.contains(part), "{part}: {e}");
+        }
     }
 
     #[test]

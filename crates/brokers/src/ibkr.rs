@@ -53,6 +53,7 @@ pub struct IbkrFlexBroker {
     client: reqwest::Client,
     /// The statement is a day's history: fetched once per process, then kept.
     cache: Mutex<Option<Arc<Book>>>,
+    options: FlexOptions,
 }
 
 fn unavailable(id: &str, detail: String, hint: &str) -> BrokerError {
@@ -125,7 +126,15 @@ impl IbkrFlexBroker {
             timeout,
             client,
             cache: Mutex::new(None),
+            options: FlexOptions::default(),
         })
+    }
+
+    /// How the statement is read (time zone, account prefix, cost fractions).
+    #[must_use]
+    pub fn with_options(mut self, options: FlexOptions) -> Self {
+        self.options = options;
+        self
     }
 
     async fn get_text(&self, url: &str, query: &[(&str, &str)]) -> Result<String, BrokerError> {
@@ -267,7 +276,7 @@ impl IbkrFlexBroker {
             return Ok(Arc::clone(book));
         }
         let xml = self.statement().await?;
-        let import = flex_to_book(&xml, &FlexOptions::default()).map_err(|e| {
+        let import = flex_to_book(&xml, &self.options).map_err(|e| {
             unavailable(
                 &self.id,
                 format!("the Flex statement: {e}"),
@@ -350,6 +359,12 @@ fn keep_account(book: &Book, keep: usize, id: &str) -> Book {
         .reported_positions
         .iter_mut()
         .for_each(|r| r.account = 0);
+    // The other accounts' corporate actions name accounts this book no longer has.
+    parts.corporate_actions.retain(|a| a.account == keep_idx);
+    parts
+        .corporate_actions
+        .iter_mut()
+        .for_each(|a| a.account = 0);
     Book::assemble(parts)
 }
 

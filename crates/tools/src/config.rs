@@ -246,7 +246,21 @@ pub struct FlexConfig {
     pub token_env: Option<String>,
     /// The service's address (tests; default IBKR's).
     pub url: Option<String>,
+    /// The share of the parent's cost basis each spin-off, rights issue or dividend in
+    /// kind gives its new instrument, by the new instrument's symbol (`{ "SOLV" = "0.25" }`),
+    /// where the statement does not show it (docs/methodology/corporate-actions.md).
+    pub cost_fractions: Option<std::collections::BTreeMap<String, CostFraction>>,
 }
+
+/// A cost fraction as written in the config: text (`"0.25"`, exact) or a number.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum CostFraction {
+    Text(String),
+    Number(f64),
+}
+
+impl Eq for CostFraction {}
 
 /// The client id tradedesk gives TWS unless the config names one (each API connection
 /// to one TWS needs its own).
@@ -291,12 +305,28 @@ fn ibkr_flex(
             ));
         }
     };
+    let mut options = tradedesk_brokers::flex::FlexOptions::default();
+    for (symbol, value) in flex.cost_fractions.iter().flatten() {
+        let text = match value {
+            CostFraction::Text(t) => t.clone(),
+            CostFraction::Number(n) => n.to_string(),
+        };
+        let fraction =
+            tradedesk_brokers::flex::parse_cost_fraction(symbol, &text).map_err(|message| {
+                config_error(
+                    format!("accounts[{i}] ({}): flex.{message}", account.id),
+                    "cost_fractions = { \"SOLV\" = \"0.25\" }: the share IBKR gave the new instrument (the Cost Basis of both in the Open Positions right after the action)",
+                )
+            })?;
+        options.cost_fractions.insert(symbol.clone(), fraction);
+    }
     tradedesk_brokers::ibkr::IbkrFlexBroker::new(
         account.id.clone(),
         account.account.clone(),
         source,
         timeout,
     )
+    .map(|broker| broker.with_options(options))
     .map_err(Error::from)
 }
 
