@@ -680,9 +680,9 @@ async fn corporate_actions_from_flex_leave_ibkrs_positions_and_realized_pnl() {
             row("ABC.RTS", "50.0", "0.0"),
             // Spin-off 1 for 4, 0.2 of the cost from the Open Positions (2000 / 10000).
             row("CHLD", "25.0", "2000.0"),
-            // Spin-off 1 for 2 at the configured 0.3: 1500 x 0.7, plus the purchase's
-            // commission of 1, which stays with the parent (IBKR shares it: 1050.70).
-            row("GEN", "10.0", "1051.0"),
+            // Spin-off 1 for 2 at the configured 0.3: (1500 + the purchase's commission
+            // of 1) x 0.7, as IBKR allocates the cost basis.
+            row("GEN", "10.0", "1050.7"),
             row("PRNT", "100.0", "8000.0"),
             // The dividend right expired worthless: the holding's cost is whole.
             row("RDS", "30.0", "1800.0"),
@@ -695,8 +695,8 @@ async fn corporate_actions_from_flex_leave_ibkrs_positions_and_realized_pnl() {
     let realized = realized_by_fill(book).await;
     // XYZ: 200 at 21 (+1), a stock dividend of 1 for 20, 210 sold at 25 (-1): IBKR's 1048.
     assert_eq!(realized["0000a001.00000008.01.01"], "1048.00");
-    // GENV: 5 sold at 140 (-1) against 0.3 x 1500 = 450.
-    assert_eq!(realized["0000a001.00000007.01.01"], "249.00");
+    // GENV: 5 sold at 140 (-1) against 0.3 x (1500 + 1) = 450.30: IBKR's 248.70.
+    assert_eq!(realized["0000a001.00000007.01.01"], "248.70");
     // The LVGO cash part: 4240 against 4000: IBKR's fifoPnlRealized 240.
     assert_eq!(realized["action:ca-8100007-cash"], "240.00");
     // The expired dividend right realizes nothing (it cost nothing).
@@ -785,7 +785,7 @@ fn cost_fractions_come_from_the_config_and_the_command_line() {
         String::from_utf8_lossy(&out.stderr)
     );
     let realized = json(&realized);
-    assert_eq!(realized["net_pnl"].to_string(), "249.0", "{realized:#}");
+    assert_eq!(realized["net_pnl"].to_string(), "248.7", "{realized:#}");
 
     let bad = write("bad.toml", "GENV = \"1.5\"");
     let out = run(

@@ -674,7 +674,10 @@ impl Fifo {
 
     /// A spin-off: the holder keeps its lots of `parent` and gets `new` of `child` for
     /// every `old`, each child lot opened on its parent lot's date with `fraction` of that
-    /// lot's cost; the parent lot keeps the rest. Commissions stay with the parent.
+    /// lot's cost, its unconsumed opening commission included; the parent lot keeps the
+    /// rest (docs/methodology/corporate-actions.md). The child's commission share comes
+    /// after the parent's in the opening fill's commission, so the shares of both,
+    /// rounded cumulatively, still add up to the fill's commission.
     ///
     /// # Errors
     /// As [`Fifo::transfer`].
@@ -707,12 +710,14 @@ impl Fifo {
                     .map(action_price)
                     .ok_or_else(overflow)?;
                 let child_value = value_of(quantity, price, m_child)?;
+                let child_commission = scaled_by(l.commission, fraction, Decimal::ONE)?;
+                l.commission = Fixed(l.commission.0 - child_commission.0);
                 born.push(LooseLot {
                     fill: l.fill,
                     quantity,
                     price,
-                    commission: Fixed::ZERO,
-                    allocated: Fixed::ZERO,
+                    commission: child_commission,
+                    allocated: Fixed(l.allocated.0 + l.commission.0),
                     adjustment: Fixed(sign * (child_value.0 - allocated.0)),
                     open_date: l.open_date,
                     commission_known: l.commission_known,
