@@ -12,6 +12,12 @@
 //!   A query the budget has no room for is not sent: the call is refused, saying so and
 //!   when to retry.
 //!
+//! * **A budget file that cannot be opened or locked** never blocks a read: the query is
+//!   sent uncounted and the problem is kept ([`Store::budget_problem`]) for the book's
+//!   notes and the health.
+//! * **The clock** ([`Clock`]) is the system's; a test moves a manual one instead of
+//!   sleeping past [`WINDOW`] or the cache's 30 s.
+//!
 //! Without a state directory both live in this process only.
 
 use std::io::{Read, Seek, SeekFrom, Write};

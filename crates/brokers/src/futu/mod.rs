@@ -10,14 +10,16 @@
 //!   the one real account with the configured market (`MY` for Bursa Malaysia, `HK`,
 //!   `US`); several are refused with the list.
 //! * **Book:** funds (cash per currency), positions (with OpenD's prices), historical
-//!   fills in windows of 90 days, and each order's fees (`Trd_GetOrderFee`) joined to its
+//!   fills in windows of 90 days and today's fills (`Trd_GetOrderFillList`; OpenD's
+//!   history is its past days), each fill counted once, and each order's fees (`Trd_GetOrderFee`) joined to its
 //!   first fill. Fills carry no fees of their own; where OpenD has none for an order, its
 //!   fills are marked fees unknown and realized P&L is gross of them, as the book says.
 //!   Daily K-lines are windowed in the exchange's days.
 //! * **Market data:** snapshots for quotes, `Qot_RequestHistoryKL` for bars.
 //!
-//! * **Simulated accounts:** OpenD gives paper trading no fills, so their historical orders
-//!   are read and each filled order is booked as one fill, without fees, and said so.
+//! * **Simulated accounts:** OpenD gives paper trading no fills, so their historical and
+//!   today's orders (`Trd_GetOrderList`) are read and each filled order is booked as one
+//!   fill, without fees, and said so.
 //! * **Currencies:** OpenD's own conversion, from the funds asked in each currency held
 //!   (`opend_rates`).
 //!
