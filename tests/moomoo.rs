@@ -805,3 +805,348 @@ async fn cli_calls_in_a_row_share_the_history_read_and_opend_s_budget() {
         "no query was sent"
     );
 }
+
+/// Today's date at Bursa (and Hong Kong): UTC+8 all year.
+fn today_at_utc8() -> String {
+    (chrono::Utc::now() + chrono::Duration::hours(8))
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fill_made_today_counts_in_positions_and_realized_pnl_once() {
+    // OpenD's history may stop before today (the fake's default) or reach it: either way
+    // today's fill counts once.
+    for history_includes_today in [false, true] {
+        let mut state = bursa();
+        let today = today_at_utc8();
+        state.today = Some(today.clone());
+        state.history_includes_today = history_includes_today;
+        // Sold 200 of 1155 today, just after midnight: 200 x (10.40 - 9.50) = 180.00.
+        state.fills.get_mut(&MY_ACC).unwrap().push(fill(
+            6,
+            "O6",
+            "1155",
+            2,
+            200.0,
+            10.40,
+            &format!("{today} 00:00:01"),
+        ));
+        state.positions.insert(
+            MY_ACC,
+            vec![
+                position("1155", 400.0, 10.30),
+                position("5347", 500.0, 12.80),
+            ],
+        );
+        let fake = OpenDFake::start(state).await;
+        let ctx = desk(config(fake.port, Duration::from_secs(5)));
+        let pnl = tool(
+            &ctx,
+            "get_realized_pnl",
+            json!({"start": "2026-01-01", "end": "2030-12-31"}),
+        )
+        .await;
+        // 400 x (10.20 - 9.50) + 200 x (10.40 - 9.50).
+        assert_eq!(pnl["gross_pnl"], 460.0, "{history_includes_today}: {pnl:#}");
+        let positions = tool(&ctx, "get_positions", json!({})).await;
+        let held = positions["positions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["symbol"] == "1155")
+            .map(|p| p["quantity"].as_f64().unwrap());
+        assert_eq!(held, Some(400.0), "{positions:#}");
+        let history = tool(
+            &ctx,
+            "get_trade_history",
+            json!({"start": "2026-01-01", "end": "2030-12-31", "limit": 50}),
+        )
+        .await;
+        let fills = history["fills"].as_array().unwrap();
+        assert_eq!(
+            fills.iter().filter(|f| f["id"] == "F6").count(),
+            1,
+            "{history:#}"
+        );
+        assert_eq!(fills.len(), 4, "{history:#}");
+        let seen = fake.snapshot();
+        assert_eq!(seen.today_fill_queries, 1);
+        assert_eq!(seen.today_order_queries, 0);
+    }
+}
+
+const HK_PAPER_ACC: u64 = 990_002;
+
+/// A simulated HK account: bought 100 of 00700 at 300.00 in November, sold 50 at 320.00
+/// today (an order OpenD's history does not hold yet): realized 50 x 20.00 = 1,000.00.
+fn hk_paper(today: &str) -> OpenDState {
+    let hk = (pb::SEC_MARKET_HK, pb::CURRENCY_HKD, pb::TRD_MARKET_HK);
+    let mut s = OpenDState {
+        accounts: vec![build::account(
+            pb::TRD_ENV_SIMULATE,
+            HK_PAPER_ACC,
+            pb::TRD_MARKET_HK,
+            "SIMHK",
+        )],
+        today: Some(today.to_owned()),
+        ..OpenDState::default()
+    };
+    s.funds.insert(
+        (HK_PAPER_ACC, pb::CURRENCY_HKD),
+        build::funds(
+            pb::CURRENCY_HKD,
+            986_000.0,
+            15_500.0,
+            &[(pb::CURRENCY_HKD, 986_000.0)],
+        ),
+    );
+    s.positions.insert(
+        HK_PAPER_ACC,
+        vec![build::position("00700", hk, 50.0, 310.0)],
+    );
+    let order = |id: u64, side: i32, qty: f64, avg: f64, at: String| pb::Order {
+        trd_side: side,
+        order_type: 1,
+        order_status: pb::ORDER_FILLED_ALL,
+        order_id: id,
+        order_id_ex: format!("SIMHK-{id}"),
+        code: "00700".to_owned(),
+        name: "Tencent".to_owned(),
+        qty,
+        price: Some(avg),
+        create_time: at.clone(),
+        update_time: at.replace("09:30:00", "09:31:00"),
+        fill_qty: Some(qty),
+        fill_avg_price: Some(avg),
+        last_err_msg: None,
+        sec_market: Some(pb::SEC_MARKET_HK),
+        create_timestamp: None,
+        update_timestamp: None,
+        currency: Some(pb::CURRENCY_HKD),
+        trd_market: Some(pb::TRD_MARKET_HK),
+    };
+    s.orders.insert(
+        HK_PAPER_ACC,
+        vec![
+            order(
+                1,
+                pb::SIDE_BUY,
+                100.0,
+                300.0,
+                "2026-11-02 09:30:00".to_owned(),
+            ),
+            order(2, pb::SIDE_SELL, 50.0, 320.0, format!("{today} 09:30:00")),
+        ],
+    );
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulated_account_books_today_s_filled_orders_once() {
+    for history_includes_today in [false, true] {
+        let mut state = hk_paper(&today_at_utc8());
+        state.history_includes_today = history_includes_today;
+        let fake = OpenDFake::start(state).await;
+        let ctx = desk(OpenDConfig {
+            id: "MOOMOO-HK-PAPER".into(),
+            market: FutuMarket::Hk,
+            simulate: true,
+            ..config(fake.port, Duration::from_secs(5))
+        });
+        let pnl = tool(
+            &ctx,
+            "get_realized_pnl",
+            json!({"start": "2026-01-01", "end": "2030-12-31"}),
+        )
+        .await;
+        assert_eq!(pnl["status"], "ok", "{pnl:#}");
+        assert_eq!(
+            pnl["gross_pnl"], 1000.0,
+            "{history_includes_today}: {pnl:#}"
+        );
+        let positions = tool(&ctx, "get_positions", json!({})).await;
+        assert_eq!(positions["positions"][0]["quantity"], 50.0, "{positions:#}");
+        let seen = fake.snapshot();
+        assert_eq!(seen.today_order_queries, 1);
+        assert_eq!(
+            seen.today_fill_queries, 0,
+            "no deals query for paper trading"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_cache_refreshes_from_a_day_before_its_end_counting_each_fill_once() {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use tradedesk_brokers::futu::history::Clock;
+
+    // OpenD's today is 2026-11-30; the first read is at 12:00:00 Bursa time.
+    let mut state = bursa();
+    state.today = Some("2026-11-30".to_owned());
+    {
+        let fills = state.fills.get_mut(&MY_ACC).unwrap();
+        // Yesterday evening: inside the day the refresh asks again.
+        fills.push(fill(
+            5,
+            "O5",
+            "5347",
+            1,
+            100.0,
+            13.10,
+            "2026-11-29 20:00:00",
+        ));
+        // This morning: 200 x (10.40 - 9.50) = 180.00.
+        fills.push(fill(
+            6,
+            "O6",
+            "1155",
+            2,
+            200.0,
+            10.40,
+            "2026-11-30 09:30:00",
+        ));
+    }
+    state.positions.insert(
+        MY_ACC,
+        vec![
+            position("1155", 400.0, 10.30),
+            position("5347", 600.0, 12.80),
+        ],
+    );
+    let fake = OpenDFake::start(state).await;
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = chrono::DateTime::parse_from_rfc3339("2026-11-30T12:00:00+08:00")
+        .unwrap()
+        .timestamp_millis();
+    let now = Arc::new(AtomicI64::new(t0));
+    let desk_at = || {
+        let broker = OpenDBroker::new(OpenDConfig {
+            state_dir: Some(dir.path().to_path_buf()),
+            ..config(fake.port, Duration::from_secs(5))
+        })
+        .with_clock(Clock::manual(Arc::clone(&now)));
+        let mut ctx = ToolContext::new("test").with_broker(Arc::new(broker), None);
+        ctx.broker_timeout = Duration::from_secs(10);
+        ctx
+    };
+    async fn pnl(ctx: &ToolContext) -> Value {
+        tool(
+            ctx,
+            "get_realized_pnl",
+            json!({"start": "2026-01-01", "end": "2026-12-31"}),
+        )
+        .await
+    }
+    let first = pnl(&desk_at()).await;
+    // 400 x (10.20 - 9.50) + 180.00.
+    assert_eq!(first["gross_pnl"], 460.0, "{first:#}");
+    let seen = fake.snapshot();
+    assert_eq!(seen.fill_windows.len(), 5, "{:?}", seen.fill_windows);
+    assert_eq!(seen.fill_windows[0].1, "2026-11-30 12:00:00");
+    assert_eq!(seen.today_fill_queries, 1);
+
+    // 5 s later another process is served from the shared cache: nothing is asked.
+    now.store(t0 + 5_000, Ordering::SeqCst);
+    assert_eq!(pnl(&desk_at()).await["gross_pnl"], 460.0);
+    assert_eq!(fake.snapshot().fill_windows.len(), 5);
+    assert_eq!(fake.snapshot().today_fill_queries, 1);
+
+    // Meanwhile a fill of yesterday reaches OpenD's history late, and one is made now.
+    fake.with_state(|s| {
+        let fills = s.fills.get_mut(&MY_ACC).unwrap();
+        // Sells 100 of 5347 from the June lot: 100 x (13.50 - 13.00) = 50.00.
+        fills.push(fill(
+            8,
+            "O8",
+            "5347",
+            2,
+            100.0,
+            13.50,
+            "2026-11-29 16:00:00",
+        ));
+        // 200 x (10.50 - 9.50) = 200.00.
+        fills.push(fill(
+            7,
+            "O7",
+            "1155",
+            2,
+            200.0,
+            10.50,
+            "2026-11-30 12:00:20",
+        ));
+        s.positions.insert(
+            MY_ACC,
+            vec![
+                position("1155", 200.0, 10.30),
+                position("5347", 500.0, 12.80),
+            ],
+        );
+    });
+    // 31 s after the first read: the refresh asks only from a day before the cached end.
+    now.store(t0 + 31_000, Ordering::SeqCst);
+    let ctx = desk_at();
+    let refreshed = pnl(&ctx).await;
+    // 280.00 + 180.00 + 200.00 + 50.00; yesterday evening's fill, read twice, once.
+    assert_eq!(refreshed["gross_pnl"], 710.0, "{refreshed:#}");
+    let seen = fake.snapshot();
+    assert_eq!(seen.fill_windows.len(), 6, "{:?}", seen.fill_windows);
+    assert_eq!(
+        seen.fill_windows[5],
+        (
+            "2026-11-29 12:00:00".to_owned(),
+            "2026-11-30 12:00:31".to_owned()
+        )
+    );
+    assert_eq!(seen.today_fill_queries, 2);
+    let history = tool(
+        &ctx,
+        "get_trade_history",
+        json!({"start": "2026-01-01", "end": "2026-12-31", "limit": 50}),
+    )
+    .await;
+    let ids: Vec<&str> = history["fills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 7, "{ids:?}");
+    assert_eq!(ids.iter().filter(|i| **i == "F5").count(), 1, "{ids:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_file_that_cannot_be_used_is_said_in_the_notes_and_the_health() {
+    let fake = OpenDFake::start(bursa()).await;
+    let dir = tempfile::tempdir().unwrap();
+    // The budget's file is a directory: it can be neither opened for writing nor locked.
+    std::fs::create_dir_all(dir.path().join(format!("opend/budget-{MY_ACC}.txt"))).unwrap();
+    let ctx = desk(OpenDConfig {
+        state_dir: Some(dir.path().to_path_buf()),
+        ..config(fake.port, Duration::from_secs(5))
+    });
+    let pnl = tool(
+        &ctx,
+        "get_realized_pnl",
+        json!({"start": "2026-01-01", "end": "2026-12-31"}),
+    )
+    .await;
+    // The queries were still sent: OpenD's own refusal is the guard.
+    assert_eq!(pnl["gross_pnl"], 280.0, "{pnl:#}");
+    let notes = pnl["notes"].to_string();
+    assert!(notes.contains("cannot be opened or locked"), "{notes}");
+    assert!(
+        notes.contains("OpenD's own refusal is the guard"),
+        "{notes}"
+    );
+    let health = tool(&ctx, "get_server_health", json!({})).await;
+    let broker = &health["brokers"][0];
+    assert_eq!(broker["status"], "degraded", "{health:#}");
+    assert!(
+        broker["detail"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be opened or locked"),
+        "{health:#}"
+    );
+}

@@ -5,8 +5,10 @@
 //! connection whose SHA-1 is wrong, answers with the request's proto id and serial number,
 //! insists on InitConnect first and on a plaintext one, and serves in-memory accounts as
 //! OpenD does: funds in the currency asked for, historical fills for real accounts only
-//! (a simulated one gets OpenD's refusal), historical orders for both, K-lines within the
-//! asked window, and at most 10 history queries per proto per account in 30 s. It can be
+//! (a simulated one gets OpenD's refusal), historical orders for both, history only before
+//! OpenD's today and today's fills (real accounts) and orders in the today-queries,
+//! K-lines within the asked window, and at most 10 history queries per proto per account
+//! in 30 s. It can be
 //! told to answer with a wrong SHA-1, as an encrypting OpenD, never, or with a retType
 //! error for one proto id.
 
@@ -81,6 +83,31 @@ pub struct OpenDState {
     pub asked_encryption: usize,
     /// History queries refused for their frequency.
     pub too_frequent: usize,
+    /// OpenD's today (`YYYY-MM-DD`, the exchange's date). `None`: today by the clock in
+    /// the asked market's zone (UTC+8 for MY and HK, UTC-5 for US: the fake's rough
+    /// reading; a test that needs the date exactly sets it).
+    pub today: Option<String>,
+    /// The history queries also answer today's rows (OpenD's history may reach today:
+    /// the docs do not say), so a reader must count each once.
+    pub history_includes_today: bool,
+    /// Today's fills (2211) and today's orders (2201) asked.
+    pub today_fill_queries: usize,
+    pub today_order_queries: usize,
+}
+
+/// OpenD's today for an account of `trd_market`.
+fn today_of(s: &OpenDState, trd_market: i32) -> String {
+    if let Some(t) = &s.today {
+        return t.clone();
+    }
+    let hours = if trd_market == pb::TRD_MARKET_US {
+        -5
+    } else {
+        8
+    };
+    (chrono::Utc::now() + chrono::Duration::hours(hours))
+        .format("%Y-%m-%d")
+        .to_string()
 }
 
 #[derive(Debug)]
@@ -381,6 +408,10 @@ fn answer(
                 t >= from && t <= to
             };
             let acc = header.acc_id;
+            // History is the days before today (today's rows are in the today-queries),
+            // unless told otherwise.
+            let today = today_of(&s, header.trd_market);
+            let within = |t: &str| within(t) && (s.history_includes_today || t < today.as_str());
             if fills {
                 lock(state).fill_windows.push((begin.clone(), end.clone()));
                 let mut rows: Vec<pb::OrderFill> = s
@@ -423,6 +454,61 @@ fn answer(
                     }
                 )
             }
+        }
+        id::TRD_GET_ORDER_FILL_LIST => {
+            let Ok(req) = pb::trd_get_order_fill_list::Request::decode(body) else {
+                return failed("header is required");
+            };
+            let header = req.c2s.header;
+            if header.trd_env != pb::TRD_ENV_REAL {
+                return failed("Paper trading does not support this interface");
+            }
+            lock(state).today_fill_queries += 1;
+            let today = today_of(&s, header.trd_market);
+            let mut rows: Vec<pb::OrderFill> = s
+                .fills
+                .get(&header.acc_id)
+                .into_iter()
+                .flatten()
+                .filter(|f| f.create_time.starts_with(&today))
+                .cloned()
+                .collect();
+            rows.sort_by(|a, b| b.create_time.cmp(&a.create_time));
+            ok!(
+                trd_get_order_fill_list,
+                pb::HistoryFillS2c {
+                    header,
+                    order_fill_list: rows
+                }
+            )
+        }
+        id::TRD_GET_ORDER_LIST => {
+            let Ok(req) = pb::trd_get_order_list::Request::decode(body) else {
+                return failed("header is required");
+            };
+            let header = req.c2s.header;
+            lock(state).today_order_queries += 1;
+            let today = today_of(&s, header.trd_market);
+            let mut rows: Vec<pb::Order> = s
+                .orders
+                .get(&header.acc_id)
+                .into_iter()
+                .flatten()
+                .filter(|o| o.create_time.starts_with(&today))
+                .filter(|o| {
+                    req.c2s.filter_status_list.is_empty()
+                        || req.c2s.filter_status_list.contains(&o.order_status)
+                })
+                .cloned()
+                .collect();
+            rows.sort_by(|a, b| b.create_time.cmp(&a.create_time));
+            ok!(
+                trd_get_order_list,
+                pb::HistoryOrderS2c {
+                    header,
+                    order_list: rows
+                }
+            )
         }
         id::TRD_GET_ORDER_FEE => {
             let Ok(req) = pb::trd_get_order_fee::Request::decode(body) else {

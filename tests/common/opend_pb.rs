@@ -14,6 +14,8 @@ pub mod proto_id {
     pub const TRD_GET_ACC_LIST: u32 = 2001;
     pub const TRD_GET_FUNDS: u32 = 2101;
     pub const TRD_GET_POSITION_LIST: u32 = 2102;
+    pub const TRD_GET_ORDER_LIST: u32 = 2201;
+    pub const TRD_GET_ORDER_FILL_LIST: u32 = 2211;
     pub const TRD_GET_HISTORY_ORDER_LIST: u32 = 2221;
     pub const TRD_GET_HISTORY_ORDER_FILL_LIST: u32 = 2222;
     pub const TRD_GET_ORDER_FEE: u32 = 2225;
@@ -459,6 +461,40 @@ pub struct HistoryOrderS2c {
 request_response!(
     trd_get_history_order_list,
     super::HistoryC2s,
+    super::HistoryOrderS2c
+);
+
+// ---- Trd_GetOrderFillList.proto / Trd_GetOrderList.proto (today's) ----
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TodayFillC2s {
+    #[prost(message, required, tag = "1")]
+    pub header: TrdHeader,
+    #[prost(message, optional, tag = "2")]
+    pub filter_conditions: Option<TrdFilterConditions>,
+    #[prost(bool, optional, tag = "3")]
+    pub refresh_cache: Option<bool>,
+}
+request_response!(
+    trd_get_order_fill_list,
+    super::TodayFillC2s,
+    super::HistoryFillS2c
+);
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TodayOrderC2s {
+    #[prost(message, required, tag = "1")]
+    pub header: TrdHeader,
+    #[prost(message, optional, tag = "2")]
+    pub filter_conditions: Option<TrdFilterConditions>,
+    #[prost(int32, repeated, packed = "false", tag = "3")]
+    pub filter_status_list: Vec<i32>,
+    #[prost(bool, optional, tag = "4")]
+    pub refresh_cache: Option<bool>,
+}
+request_response!(
+    trd_get_order_list,
+    super::TodayOrderC2s,
     super::HistoryOrderS2c
 );
 

@@ -12,11 +12,18 @@
 //!   A query the budget has no room for is not sent: the call is refused, saying so and
 //!   when to retry.
 //!
+//! * **A budget file that cannot be opened or locked** never blocks a read: the query is
+//!   sent uncounted and the problem is kept ([`Store::budget_problem`]) for the book's
+//!   notes and the health.
+//! * **The clock** ([`Clock`]) is the system's; a test moves a manual one instead of
+//!   sleeping past [`WINDOW`] or the cache's 30 s.
+//!
 //! Without a state directory both live in this process only.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prost::Message;
@@ -54,10 +61,41 @@ pub struct Cached {
 /// Without a state directory: the cached read, and the queries sent (proto id, Unix ms).
 type Memory = (Option<Cached>, Vec<(u32, i64)>);
 
-fn now_ms() -> i64 {
+fn system_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// What time it is (Unix ms): the system clock, or a test's own.
+#[derive(Clone)]
+pub struct Clock(Arc<dyn Fn() -> i64 + Send + Sync>);
+
+impl Clock {
+    pub fn system() -> Self {
+        Self(Arc::new(system_ms))
+    }
+
+    /// A clock that reads `now` (Unix ms) whenever asked: a test moves it.
+    pub fn manual(now: Arc<AtomicI64>) -> Self {
+        Self(Arc::new(move || now.load(Ordering::SeqCst)))
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Clock({})", self.now_ms())
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::system()
+    }
 }
 
 /// The history cache and request budget of one account.
@@ -67,6 +105,10 @@ pub struct Store {
     acc: u64,
     key: String,
     memory: Mutex<Memory>,
+    clock: Clock,
+    /// Why the budget file could not be used at its last use (queries were then sent
+    /// uncounted).
+    budget_problem: Mutex<Option<String>>,
 }
 
 /// Why a history query was not sent.
@@ -88,7 +130,21 @@ impl Store {
             acc,
             key: format!("{acc} {env} {market}"),
             memory: Mutex::new((None, Vec::new())),
+            clock: Clock::system(),
+            budget_problem: Mutex::new(None),
         }
+    }
+
+    /// The same store, reading time from `clock`.
+    #[must_use]
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Why the budget file could not be used when last asked (`None`: it could).
+    pub fn budget_problem(&self) -> Option<String> {
+        self.budget_problem.lock().ok().and_then(|p| p.clone())
     }
 
     pub fn key(&self) -> &str {
@@ -144,17 +200,18 @@ impl Store {
     }
 
     /// The age of a read made at `read_at_ms`.
-    pub fn age(read_at_ms: i64) -> Duration {
-        Duration::from_millis(u64::try_from(now_ms().saturating_sub(read_at_ms)).unwrap_or(0))
+    pub fn age(&self, read_at_ms: i64) -> Duration {
+        Duration::from_millis(u64::try_from(self.now_ms().saturating_sub(read_at_ms)).unwrap_or(0))
     }
 
-    pub fn now_ms() -> i64 {
-        now_ms()
+    /// Now, by this store's clock (Unix ms).
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
     }
 
     /// Takes one query of `proto_id` from the budget, or says why not.
     pub fn take(&self, proto_id: u32) -> Result<(), Spent> {
-        let now = now_ms();
+        let now = self.now_ms();
         let window = i64::try_from(WINDOW.as_millis()).unwrap_or(30_000);
         let decide = |seen: &mut Vec<(u32, i64)>| -> Result<(), Spent> {
             seen.retain(|(_, at)| now - *at < window && *at <= now);
@@ -187,9 +244,23 @@ impl Store {
             return decide(&mut m.1);
         };
         // A budget file that cannot be used never blocks a read: OpenD's own refusal is
-        // then the guard.
-        let Ok(mut file) = open_locked(&path) else {
-            return Ok(());
+        // then the guard, and the problem is kept for the book's notes and the health.
+        let mut file = match open_locked(&path) {
+            Ok(file) => {
+                if let Ok(mut p) = self.budget_problem.lock() {
+                    *p = None;
+                }
+                file
+            }
+            Err(e) => {
+                if let Ok(mut p) = self.budget_problem.lock() {
+                    *p = Some(format!(
+                        "the request budget file {} cannot be opened or locked ({e}): history queries are sent without counting OpenD's 10 per 30 s across processes, so OpenD's own refusal is the guard",
+                        path.display()
+                    ));
+                }
+                return Ok(());
+            }
         };
         let mut text = String::new();
         let _ = file.read_to_string(&mut text);

@@ -10,14 +10,16 @@
 //!   the one real account with the configured market (`MY` for Bursa Malaysia, `HK`,
 //!   `US`); several are refused with the list.
 //! * **Book:** funds (cash per currency), positions (with OpenD's prices), historical
-//!   fills in windows of 90 days, and each order's fees (`Trd_GetOrderFee`) joined to its
+//!   fills in windows of 90 days and today's fills (`Trd_GetOrderFillList`; OpenD's
+//!   history is its past days), each fill counted once, and each order's fees (`Trd_GetOrderFee`) joined to its
 //!   first fill. Fills carry no fees of their own; where OpenD has none for an order, its
 //!   fills are marked fees unknown and realized P&L is gross of them, as the book says.
 //!   Daily K-lines are windowed in the exchange's days.
 //! * **Market data:** snapshots for quotes, `Qot_RequestHistoryKL` for bars.
 //!
-//! * **Simulated accounts:** OpenD gives paper trading no fills, so their historical orders
-//!   are read and each filled order is booked as one fill, without fees, and said so.
+//! * **Simulated accounts:** OpenD gives paper trading no fills, so their historical and
+//!   today's orders (`Trd_GetOrderList`) are read and each filled order is booked as one
+//!   fill, without fees, and said so.
 //! * **Currencies:** OpenD's own conversion, from the funds asked in each currency held
 //!   (`opend_rates`).
 //!
@@ -461,6 +463,11 @@ pub struct OpenDBroker {
     cache: Mutex<Option<(Instant, Arc<Book>)>>,
     /// The account's history cache and request budget, once the account is known.
     store: Mutex<Option<Arc<history::Store>>>,
+    /// What time it is for the history cache and budget (the system's, or a test's).
+    clock: history::Clock,
+    /// Why the shared request budget could not be used at the last history read (its
+    /// queries were sent uncounted): said in the book's notes and in the health.
+    budget_problem: std::sync::Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -481,7 +488,21 @@ impl OpenDBroker {
             serial: AtomicU32::new(1),
             cache: Mutex::new(None),
             store: Mutex::new(None),
+            clock: history::Clock::system(),
+            budget_problem: std::sync::Mutex::new(None),
         }
+    }
+
+    fn budget_problem(&self) -> Option<String> {
+        self.budget_problem.lock().ok().and_then(|p| p.clone())
+    }
+
+    /// The same broker, its history cache and budget reading time from `clock` (tests
+    /// move a manual clock instead of sleeping).
+    #[must_use]
+    pub fn with_clock(mut self, clock: history::Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     fn address(&self) -> String {
@@ -881,12 +902,15 @@ impl OpenDBroker {
         {
             return Arc::clone(s);
         }
-        let store = Arc::new(history::Store::new(
-            self.config.state_dir.as_deref(),
-            acc_id,
-            self.config.simulate,
-            self.config.market.name(),
-        ));
+        let store = Arc::new(
+            history::Store::new(
+                self.config.state_dir.as_deref(),
+                acc_id,
+                self.config.simulate,
+                self.config.market.name(),
+            )
+            .with_clock(self.clock.clone()),
+        );
         *slot = Some(Arc::clone(&store));
         store
     }
@@ -990,6 +1014,9 @@ impl OpenDBroker {
                     let _lock = store.exclusive(me.config.timeout).await;
                     let (read, fee_problem) =
                         me.read_history(conn, &header, &store, history_days).await?;
+                    if let Ok(mut p) = me.budget_problem.lock() {
+                        *p = store.budget_problem();
+                    }
                     Ok((funds, converted, positions, read, fee_problem, acc))
                 })
             })
@@ -1023,7 +1050,11 @@ impl OpenDBroker {
     ) -> Result<(history::Cached, Option<String>), BrokerError> {
         let fmt = |t: NaiveDateTime| t.format("%Y-%m-%d %H:%M:%S").to_string();
         let zone = zones::of_currency(self.config.market.currency().code());
-        let now = zones::at(Utc::now(), zone).naive_local();
+        let now_utc = Utc
+            .timestamp_millis_opt(store.now_ms())
+            .single()
+            .unwrap_or_else(Utc::now);
+        let now = zones::at(now_utc, zone).naive_local();
         let start = now - chrono::Duration::days(history_days);
         let start_text = fmt(start);
         let cached = store.load().filter(|c| c.begin <= start_text);
@@ -1053,7 +1084,7 @@ impl OpenDBroker {
             fees: c.fees.clone(),
         };
         if let Some(c) = &cached
-            && history::Store::age(c.read_at_ms) < CACHE_FOR
+            && store.age(c.read_at_ms) < CACHE_FOR
         {
             return Ok((keep(c, "9999"), None));
         }
@@ -1072,7 +1103,7 @@ impl OpenDBroker {
                 ..history::Cached::default()
             },
         };
-        out.read_at_ms = history::Store::now_ms();
+        out.read_at_ms = store.now_ms();
         out.end = fmt(now);
         let mut end = now;
         while end > from {
@@ -1124,6 +1155,10 @@ impl OpenDBroker {
             }
             end = begin;
         }
+        // Today's deals (orders, for a simulated account) are not history yet at OpenD:
+        // they come from the today-queries, each counted once against what the history
+        // gave (OpenD's history may or may not reach today).
+        self.read_today(conn, header, store, &mut out).await?;
         out.orders.sort_by_key(|o| o.order_id);
         out.orders.dedup_by(|a, b| a.order_id == b.order_id);
         // Fees per order, for the orders whose fee is not known yet.
@@ -1179,6 +1214,70 @@ impl OpenDBroker {
         // A cache that cannot be written costs only the next call's queries.
         let _ = store.save(&out);
         Ok((out, problem))
+    }
+
+    /// Today's fills (Trd_GetOrderFillList) for a real account, today's orders
+    /// (Trd_GetOrderList) for a simulated one, merged into `out`: a fill already there (by
+    /// its fill id) or order (by its order id) is replaced by today's state of it, so each
+    /// counts once.
+    async fn read_today(
+        &self,
+        conn: &mut Conn,
+        header: &proto::TrdHeader,
+        store: &history::Store,
+        out: &mut history::Cached,
+    ) -> Result<(), BrokerError> {
+        if self.config.simulate {
+            self.spend(store, proto::id::GET_ORDER_LIST)?;
+            let resp: proto::GetOrderListResponse = self
+                .call(
+                    conn,
+                    proto::id::GET_ORDER_LIST,
+                    &proto::GetOrderListRequest {
+                        c2s: Some(proto::GetOrderListC2s {
+                            header: Some(header.clone()),
+                            filter_conditions: None,
+                            filter_status_list: Vec::new(),
+                            refresh_cache: Some(false),
+                        }),
+                    },
+                    |r: &proto::GetOrderListResponse| (r.ret_type, r.ret_msg.clone()),
+                )
+                .await?;
+            for order in resp.s2c.map(|s| s.order_list).unwrap_or_default() {
+                out.orders.retain(|o| {
+                    o.order_id != order.order_id
+                        || (o.order_id.is_none() && o.order_id_ex != order.order_id_ex)
+                });
+                out.orders.push(order);
+            }
+        } else {
+            self.spend(store, proto::id::GET_ORDER_FILL_LIST)?;
+            let resp: proto::GetOrderFillListResponse = self
+                .call(
+                    conn,
+                    proto::id::GET_ORDER_FILL_LIST,
+                    &proto::GetOrderFillListRequest {
+                        c2s: Some(proto::GetOrderFillListC2s {
+                            header: Some(header.clone()),
+                            filter_conditions: None,
+                            refresh_cache: Some(false),
+                        }),
+                    },
+                    |r: &proto::GetOrderFillListResponse| (r.ret_type, r.ret_msg.clone()),
+                )
+                .await?;
+            let same =
+                |a: &proto::OrderFill, b: &proto::OrderFill| match (&a.fill_id_ex, &b.fill_id_ex) {
+                    (Some(x), Some(y)) => x == y,
+                    _ => a.fill_id.is_some() && a.fill_id == b.fill_id,
+                };
+            for fill in resp.s2c.map(|s| s.order_fill_list).unwrap_or_default() {
+                out.fills.retain(|f| !same(f, &fill));
+                out.fills.push(fill);
+            }
+        }
+        Ok(())
     }
 
     fn assemble(
@@ -1348,7 +1447,7 @@ impl OpenDBroker {
         let days = self.config.history_days;
         if self.config.simulate {
             notes.push(format!(
-                "{id}: a simulated (paper) account: OpenD gives no fills (deals) for paper trading, so each of the last {days} days' orders (history_days) that filled is booked as one fill of its filled quantity at its average fill price, at the order's last update; {} such order(s), without fees (OpenD states none): realized P&L is gross of fees",
+                "{id}: a simulated (paper) account: OpenD gives no fills (deals) for paper trading, so each of the last {days} days' orders (history_days, today's from OpenD's list of today's orders) that filled is booked as one fill of its filled quantity at its average fill price, at the order's last update; {} such order(s), without fees (OpenD states none): realized P&L is gross of fees",
                 out.len()
             ));
         } else {
@@ -1362,8 +1461,11 @@ impl OpenDBroker {
                 Ok(_) => {}
             }
             notes.push(format!(
-                "{id}: fills from the last {days} days (history_days)"
+                "{id}: fills from the last {days} days (history_days), today's from OpenD's list of today's deals"
             ));
+        }
+        if let Some(problem) = self.budget_problem() {
+            notes.push(format!("{id}: {problem}"));
         }
         notes.extend(spec_notes);
         let mut parts = BookParts {
@@ -1597,7 +1699,11 @@ impl Broker for OpenDBroker {
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let (status, detail, hint) = match probe {
             Ok((acc, ver)) => (
-                HealthStatus::Ok,
+                if self.budget_problem().is_some() {
+                    HealthStatus::Degraded
+                } else {
+                    HealthStatus::Ok
+                },
                 format!(
                     "OpenD {ver} at {}, {} account {} ({})",
                     self.address(),
@@ -1608,8 +1714,13 @@ impl Broker for OpenDBroker {
                     },
                     acc.acc_id,
                     self.config.market.name()
-                ),
-                None,
+                ) + &self
+                    .budget_problem()
+                    .map(|p| format!("; {p}"))
+                    .unwrap_or_default(),
+                self.budget_problem().map(|_| {
+                    "make the state directory's opend/ folder writable (or point --state-dir at one that is), so every tradedesk process counts OpenD's budget together".to_owned()
+                }),
             ),
             Err(e) => crate::down(
                 &e,

@@ -12,6 +12,10 @@ pub mod id {
     pub const GET_ACC_LIST: u32 = 2001;
     pub const GET_FUNDS: u32 = 2101;
     pub const GET_POSITION_LIST: u32 = 2102;
+    /// Today's orders (Trd_GetOrderList).
+    pub const GET_ORDER_LIST: u32 = 2201;
+    /// Today's fills (Trd_GetOrderFillList).
+    pub const GET_ORDER_FILL_LIST: u32 = 2211;
     pub const GET_HISTORY_ORDER_LIST: u32 = 2221;
     pub const GET_HISTORY_ORDER_FILL_LIST: u32 = 2222;
     pub const GET_ORDER_FEE: u32 = 2225;
@@ -439,6 +443,59 @@ wrappers!(
     GetHistoryOrderListResponse,
     GetHistoryOrderListC2s,
     GetHistoryOrderListS2c
+);
+
+/// Trd_GetOrderFillList (2211): today's fills; the filter is optional.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetOrderFillListC2s {
+    #[prost(message, optional, tag = "1")]
+    pub header: Option<TrdHeader>,
+    #[prost(message, optional, tag = "2")]
+    pub filter_conditions: Option<TrdFilterConditions>,
+    /// false: OpenD's own copy (kept current by the server's pushes).
+    #[prost(bool, optional, tag = "3")]
+    pub refresh_cache: Option<bool>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetOrderFillListS2c {
+    #[prost(message, optional, tag = "1")]
+    pub header: Option<TrdHeader>,
+    #[prost(message, repeated, tag = "2")]
+    pub order_fill_list: Vec<OrderFill>,
+}
+wrappers!(
+    GetOrderFillListRequest,
+    GetOrderFillListResponse,
+    GetOrderFillListC2s,
+    GetOrderFillListS2c
+);
+
+/// Trd_GetOrderList (2201): today's orders; the filter is optional.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetOrderListC2s {
+    #[prost(message, optional, tag = "1")]
+    pub header: Option<TrdHeader>,
+    #[prost(message, optional, tag = "2")]
+    pub filter_conditions: Option<TrdFilterConditions>,
+    #[prost(int32, repeated, packed = "false", tag = "3")]
+    pub filter_status_list: Vec<i32>,
+    #[prost(bool, optional, tag = "4")]
+    pub refresh_cache: Option<bool>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetOrderListS2c {
+    #[prost(message, optional, tag = "1")]
+    pub header: Option<TrdHeader>,
+    #[prost(message, repeated, tag = "2")]
+    pub order_list: Vec<Order>,
+}
+wrappers!(
+    GetOrderListRequest,
+    GetOrderListResponse,
+    GetOrderListC2s,
+    GetOrderListS2c
 );
 
 #[derive(Clone, PartialEq, prost::Message)]
