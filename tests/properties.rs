@@ -757,7 +757,10 @@ fn the_typed_pass_and_the_validator_agree_on_a_book_read_on_two_threads() {
         assert!(!typed(&edit(&|f| f[k]["account"] = json!("ZZ"))), "{k}");
         assert!(!typed(&edit(&|f| f[k]["note"] = json!("x"))), "{k}");
         // An id given twice, once in each half.
-        assert!(!typed(&edit(&|f| f[k]["id"] = f[(k + n / 2) % n]["id"].clone())), "{k}");
+        assert!(
+            !typed(&edit(&|f| f[k]["id"] = f[(k + n / 2) % n]["id"].clone())),
+            "{k}"
+        );
         // An escaped symbol: a valid book only the validator reads.
         let escaped = edit(&|f| {
             f[k]["account"] = json!("US");

@@ -329,7 +329,9 @@ impl<'a> Fills<'a> {
             .collect::<Option<_>>()?;
         // 10^NOTIONAL_DIGITS as an integer: a value whose digits, read as an integer,
         // are under it is under the bound without a decimal product.
-        let bound = tradedesk_core::bounds::max_notional().mantissa().unsigned_abs();
+        let bound = tradedesk_core::bounds::max_notional()
+            .mantissa()
+            .unsigned_abs();
         let small = |d: &Decimal| {
             let m = d.mantissa().unsigned_abs();
             (m < 1 << 40).then_some(m)
@@ -376,10 +378,16 @@ impl<'a> Fills<'a> {
 /// `parse_from_rfc3339` gives. `None` for every other text (a fraction, a leap second,
 /// a lower-case `t`, `-00:00`, anything out of range), which `time_rule` then reads.
 /// The date is kept from the last time when its text is the same.
-fn fast_time(text: &str, memo: &mut Option<([u8; 10], NaiveDate)>) -> Option<DateTime<FixedOffset>> {
+fn fast_time(
+    text: &str,
+    memo: &mut Option<([u8; 10], NaiveDate)>,
+) -> Option<DateTime<FixedOffset>> {
     let b = text.as_bytes();
     let two = |at: usize| -> Option<u32> {
-        let (hi, lo) = (b.get(at)?.wrapping_sub(b'0'), b.get(at + 1)?.wrapping_sub(b'0'));
+        let (hi, lo) = (
+            b.get(at)?.wrapping_sub(b'0'),
+            b.get(at + 1)?.wrapping_sub(b'0'),
+        );
         (hi < 10 && lo < 10).then_some(u32::from(hi) * 10 + u32::from(lo))
     };
     let offset = match (b.len(), b.get(19)) {
@@ -413,7 +421,9 @@ fn fast_time(text: &str, memo: &mut Option<([u8; 10], NaiveDate)>) -> Option<Dat
         return None;
     }
     let local = date.and_hms_opt(hour, minute, second)?;
-    local.and_local_timezone(FixedOffset::east_opt(offset)?).single()
+    local
+        .and_local_timezone(FixedOffset::east_opt(offset)?)
+        .single()
 }
 
 fn cash(rows: Vec<Obj<CashRow<'_>>>, refs: &Refs<'_>) -> Option<Vec<CashEntry>> {
@@ -575,13 +585,36 @@ mod tests {
     fn fast_times_are_chronos_times() {
         let mut texts: Vec<String> = Vec::new();
         let dates = [
-            "2024-02-29", "2023-02-29", "2025-12-31", "0000-01-01", "9999-12-31", "2025-13-01",
-            "2025-00-10", "2025-04-31", "2025-04-00", "2O25-01-01", "2025/01/01",
+            "2024-02-29",
+            "2023-02-29",
+            "2025-12-31",
+            "0000-01-01",
+            "9999-12-31",
+            "2025-13-01",
+            "2025-00-10",
+            "2025-04-31",
+            "2025-04-00",
+            "2O25-01-01",
+            "2025/01/01",
         ];
-        let clocks = ["00:00:00", "23:59:59", "24:00:00", "12:60:00", "12:00:60", "1a:00:00"];
+        let clocks = [
+            "00:00:00", "23:59:59", "24:00:00", "12:60:00", "12:00:60", "1a:00:00",
+        ];
         let zones = [
-            "Z", "z", "+00:00", "-00:00", "+05:30", "-05:00", "+23:59", "+24:00", "-12:60", "+0530",
-            "", ".5Z", ".123456789+08:00", " ",
+            "Z",
+            "z",
+            "+00:00",
+            "-00:00",
+            "+05:30",
+            "-05:00",
+            "+23:59",
+            "+24:00",
+            "-12:60",
+            "+0530",
+            "",
+            ".5Z",
+            ".123456789+08:00",
+            " ",
         ];
         for date in dates {
             for clock in clocks {

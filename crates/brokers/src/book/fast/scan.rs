@@ -561,7 +561,17 @@ mod tests {
         // and the start of the next one, over and over.
         for look in ["},{x", r#"\"},{\"id\":\"G"#, "} , {"] {
             let long = look.repeat(300_000 / look.len());
-            let text = array(20_000, |i| if i == 10_000 { long.clone() } else { format!("F{i}") }, ",");
+            let text = array(
+                20_000,
+                |i| {
+                    if i == 10_000 {
+                        long.clone()
+                    } else {
+                        format!("F{i}")
+                    }
+                },
+                ",",
+            );
             let (start, middle) = (text.find(&long).unwrap(), text.len() / 2);
             assert!(start < middle && middle + SPLIT_WINDOW < start + long.len());
             let (parts, end) = read(&text).unwrap();
@@ -595,14 +605,28 @@ mod tests {
     #[test]
     fn every_fill_key_is_told_whole() {
         let keys = [
-            "id", "account", "exchange", "symbol", "side", "quantity", "price", "time",
-            "commission", "commission_currency", "commission_known", "closes",
+            "id",
+            "account",
+            "exchange",
+            "symbol",
+            "side",
+            "quantity",
+            "price",
+            "time",
+            "commission",
+            "commission_currency",
+            "commission_known",
+            "closes",
         ];
         for (n, key) in keys.iter().enumerate() {
             let text = format!("\"{key}\" :\t\"v\"");
             let s = text.as_bytes();
             assert_eq!(fill_key(s, 0), Some((n, text.len() - 3)), "{key}");
-            for other in [format!("\"{key}x\":1"), format!("\"{key}"), format!("\"{key}\"1")] {
+            for other in [
+                format!("\"{key}x\":1"),
+                format!("\"{key}"),
+                format!("\"{key}\"1"),
+            ] {
                 assert_eq!(fill_key(other.as_bytes(), 0), None, "{other}");
             }
         }
