@@ -446,7 +446,7 @@ fn rows<'a>(
             b']' => return Some((out, End::Array(at + 1))),
             _ => return None,
         }
-        if out.fills.len() % 4096 == 0 && quit.load(Ordering::Relaxed) {
+        if out.fills.len().is_multiple_of(4096) && quit.load(Ordering::Relaxed) {
             return None;
         }
     }
