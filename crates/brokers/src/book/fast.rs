@@ -295,6 +295,9 @@ impl<'a> Fills<'a> {
             if fills.is_empty() {
                 fills = part_fills;
             } else {
+                // Room for exactly this part: the first part's guess at the count must
+                // not double the book's vector.
+                fills.reserve_exact(part_fills.len());
                 fills.append(&mut part_fills);
             }
             if hashes.is_empty() {
