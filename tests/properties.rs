@@ -661,6 +661,15 @@ fn mutations(text: &str, k: usize) -> Vec<String> {
             edit(&|b| b["unexpected"] = value(v));
         }
     }
+    // The same book laid out otherwise: whitespace (CRLF, tabs, spaces before commas)
+    // everywhere JSON allows it, and the fills after every other section.
+    let pretty = serde_json::to_string_pretty(&base).unwrap();
+    out.push(pretty.replace(",\n", "\t ,\r\n").replace(": ", " :\t"));
+    out.push(pretty);
+    let mut last = base.clone();
+    let fills = last.as_object_mut().unwrap().remove("fills").unwrap();
+    last["fills"] = fills;
+    out.push(last.to_string());
     // Forms only the validator reads: a key given twice, escaped strings.
     out.push(text.replacen("\"side\":", "\"side\":\"buy\",\"side\":", 1));
     out.push(text.replace("\"NASDAQ\"", "\"NASD\\u0041Q\""));
@@ -707,5 +716,59 @@ proptest! {
         // Many edits keep the book valid (a decimal for a decimal, a valid section added):
         // the typed pass reads those.
         prop_assert!(typed > 50, "only {typed} edited books took the typed pass");
+    }
+}
+
+/// A book large enough that the typed pass reads its fills on two threads, split near
+/// the middle: the same book and the same refusals as the validator, whatever side of
+/// the split an edit falls on, and when strings near the middle look like a boundary.
+#[test]
+fn the_typed_pass_and_the_validator_agree_on_a_book_read_on_two_threads() {
+    let n = 8_000;
+    let fills: Vec<GenFill> = (0..n)
+        .map(|i| GenFill {
+            instrument: i % 3,
+            buy: i % 4 != 3,
+            quantity: 1 + u32::try_from(i % 7).unwrap(),
+            price_cents: 1_000 + u32::try_from(i % 500).unwrap(),
+            commission_cents: u32::try_from(i % 9).unwrap(),
+            day: u16::try_from(i * 364 / n).unwrap(),
+        })
+        .collect();
+    let text = book_json(&fills, [true, false, true], &[42_000; 12]);
+    assert!(text.len() > 1_200_000, "{} bytes", text.len());
+    let base: Value = serde_json::from_str(&text).unwrap();
+    let edit = |f: &dyn Fn(&mut Vec<Value>)| {
+        let mut book = base.clone();
+        f(book["fills"].as_array_mut().unwrap());
+        book.to_string()
+    };
+    let typed = |text: &str| same_outcome(text).unwrap();
+    assert!(typed(&text));
+    assert!(typed(&serde_json::to_string_pretty(&base).unwrap()));
+    // Ids around the middle that read like the end of a fill and the start of the next.
+    assert!(typed(&edit(&|f| {
+        for (i, fill) in f.iter_mut().enumerate().skip(n / 2 - 300).take(600) {
+            fill["id"] = json!(format!("F{i}\"}},{{\"id\":\"G{i}"));
+        }
+    })));
+    for k in [10, n / 2 - 1, n / 2, n / 2 + 1, n - 5] {
+        assert!(!typed(&edit(&|f| f[k]["price"] = json!("-1"))), "{k}");
+        assert!(!typed(&edit(&|f| f[k]["account"] = json!("ZZ"))), "{k}");
+        assert!(!typed(&edit(&|f| f[k]["note"] = json!("x"))), "{k}");
+        // An id given twice, once in each half.
+        assert!(
+            !typed(&edit(&|f| f[k]["id"] = f[(k + n / 2) % n]["id"].clone())),
+            "{k}"
+        );
+        // An escaped symbol: a valid book only the validator reads.
+        let escaped = edit(&|f| {
+            f[k]["account"] = json!("US");
+            f[k]["exchange"] = json!("NASDAQ");
+            f[k]["symbol"] = json!("ESCAPED");
+        })
+        .replacen("\"ESCAPED\"", "\"AA\\u0041\"", 1);
+        assert!(!typed(&escaped), "{k}");
+        assert!(parse_book("big.json", &escaped).is_ok());
     }
 }

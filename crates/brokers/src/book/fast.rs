@@ -1,9 +1,10 @@
 //! The typed first pass over a book file (docs/methodology/book-format.md).
 //!
-//! serde reads the text straight into rows of borrowed strings, and each fill is checked
-//! and made into the book's fill as it is read: no JSON tree of the fills, no string
-//! allocated but the fill's own id, accounts and instruments interned as the fills name
-//! them and resolved once at the end. The rules are the validator's own functions
+//! `scan` reads the fills straight from the bytes into rows of borrowed strings (on two
+//! threads for a large file), and each fill is checked and made into the book's fill as
+//! it is read: no JSON tree of the fills, no string allocated but the fill's own id,
+//! accounts and instruments interned as the fills name them and resolved once at the
+//! end. The other sections are small: serde_json reads each from its own text. The rules are the validator's own functions
 //! (`super::decimal_rule`, `super::side_rule`, ...); the small sections that refer to
 //! the rest (accounts, instruments, reported and opening positions, corporate actions)
 //! go through the validator itself. The pass names nothing: at the first broken rule,
@@ -17,11 +18,11 @@ use std::fmt;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::marker::PhantomData;
 
-use chrono::NaiveDate;
+use chrono::{DateTime, FixedOffset, NaiveDate};
 use rust_decimal::Decimal;
 use serde::Deserialize;
 use serde::de::value::MapAccessDeserializer;
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json_borrow::Value;
 use tradedesk_core::{
     AccountIdx, Book, BookParts, CashEntry, Currency, Fill, FillKind, FxQuote, InstrumentIdx,
@@ -33,32 +34,59 @@ use super::{
     side_rule, text_rule, time_rule,
 };
 
+mod scan;
+
 /// The book when every rule holds; `None` at the first fault.
 pub(super) fn book(text: &str) -> Option<Book> {
-    let Obj(top) = serde_json::from_str::<Obj<Top<'_>>>(text).ok()?;
-    if top.format != FORMAT {
+    let scan::Top { sections, fills } = scan::top(text)?;
+    let [
+        format,
+        base_currency,
+        as_of,
+        accounts,
+        instruments,
+        cash_rows,
+        mark_rows,
+        fx_rows,
+        reported_positions,
+        opening_positions,
+        corporate_actions,
+    ] = sections;
+    if serde_json::from_str::<&str>(format?).ok()? != FORMAT {
         return None;
     }
-    let base_currency = currency_rule(text_rule(top.base_currency).ok()?).ok()?;
-    let as_of = date_rule("as_of", text_rule(top.as_of).ok()?).ok()?;
+    let base_currency =
+        currency_rule(text_rule(serde_json::from_str::<&str>(base_currency?).ok()?).ok()?).ok()?;
+    let as_of = date_rule(
+        "as_of",
+        text_rule(serde_json::from_str::<&str>(as_of?).ok()?).ok()?,
+    )
+    .ok()?;
+    let accounts_items = items(accounts?)?;
+    let instrument_items = items(instruments?)?;
+    let cash_rows = section::<Obj<CashRow<'_>>>(cash_rows)?;
+    let mark_rows = section::<Obj<MarkRow<'_>>>(mark_rows)?;
+    let fx_rows = section::<Obj<FxRow<'_>>>(fx_rows)?;
+    let reported_items = optional_items(reported_positions)?;
+    let opening_items = optional_items(opening_positions)?;
+    let action_items = optional_items(corporate_actions)?;
     let mut v = Validator::default();
-    let accounts = v.accounts(&top.accounts.0);
-    let (instruments, unknown_specs) = v.instruments(&top.instruments.0);
+    let accounts = v.accounts(&accounts_items);
+    let (instruments, unknown_specs) = v.instruments(&instrument_items);
     if !v.issues.is_empty() {
         return None;
     }
     let index = super::Index::new(&accounts, &instruments);
     let refs = index.refs(&accounts, &instruments);
-    let mut fills = top.fills.resolve(&refs)?;
-    let cash = cash(top.cash.unwrap_or_default(), &refs)?;
-    let marks = marks(top.marks.unwrap_or_default(), &refs)?;
-    let fx_rates = fx_rates(top.fx_rates.unwrap_or_default())?;
-    let reported_positions = v.reported(slice(top.reported_positions.as_ref()), &refs);
-    let opening = v.opening_positions(slice(top.opening_positions.as_ref()), &refs, &marks);
+    let mut fills = Fills::resolve(fills, &refs)?;
+    let cash = cash(cash_rows, &refs)?;
+    let marks = marks(mark_rows, &refs)?;
+    let fx_rates = fx_rates(fx_rows)?;
+    let reported_positions = v.reported(&reported_items, &refs);
+    let opening = v.opening_positions(&opening_items, &refs, &marks);
     let notes: Vec<String> = opening_note(&opening).into_iter().collect();
     fills.extend(opening);
-    let corporate_actions =
-        v.corporate_actions(slice(top.corporate_actions.as_ref()), &refs, &fills);
+    let corporate_actions = v.corporate_actions(&action_items, &refs, &fills);
     if !v.issues.is_empty() {
         return None;
     }
@@ -80,45 +108,27 @@ pub(super) fn book(text: &str) -> Option<Book> {
     }))
 }
 
-fn slice<'s, 'a>(items: Option<&'s Items<'a>>) -> &'s [Value<'a>] {
-    items.map_or(&[], |i| i.0.as_slice())
+/// A required section the validator reads as it stands: an array of JSON values.
+fn items(text: &str) -> Option<Vec<Value<'_>>> {
+    serde_json::from_str(text).ok()
 }
 
-/// The top level: every section the format has, and no other key.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Top<'a> {
-    format: &'a str,
-    base_currency: &'a str,
-    as_of: &'a str,
-    #[serde(borrow)]
-    accounts: Items<'a>,
-    #[serde(borrow)]
-    instruments: Items<'a>,
-    #[serde(borrow)]
-    fills: Fills<'a>,
-    #[serde(borrow, default)]
-    cash: Option<Vec<Obj<CashRow<'a>>>>,
-    #[serde(borrow, default)]
-    marks: Option<Vec<Obj<MarkRow<'a>>>>,
-    #[serde(borrow, default)]
-    fx_rates: Option<Vec<Obj<FxRow<'a>>>>,
-    #[serde(borrow, default)]
-    reported_positions: Option<Items<'a>>,
-    #[serde(borrow, default)]
-    opening_positions: Option<Items<'a>>,
-    #[serde(borrow, default)]
-    corporate_actions: Option<Items<'a>>,
+/// An optional one: absent or `null` is empty.
+fn optional_items(text: Option<&str>) -> Option<Vec<Value<'_>>> {
+    let Some(text) = text else {
+        return Some(Vec::new());
+    };
+    let items: Option<Vec<Value<'_>>> = serde_json::from_str(text).ok()?;
+    Some(items.unwrap_or_default())
 }
 
-/// A section the validator reads as it stands: an array of JSON values.
-struct Items<'a>(Vec<Value<'a>>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for Items<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let items: Vec<Value<'de>> = Vec::deserialize(deserializer)?;
-        Ok(Self(items))
-    }
+/// An optional section of typed rows: absent or `null` is empty.
+fn section<'a, T: Deserialize<'a>>(text: Option<&'a str>) -> Option<Vec<T>> {
+    let Some(text) = text else {
+        return Some(Vec::new());
+    };
+    let rows: Option<Vec<T>> = serde_json::from_str(text).ok()?;
+    Some(rows.unwrap_or_default())
 }
 
 /// A row read only from a JSON object: serde would also take a struct from an array of
@@ -141,10 +151,8 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A fill's fields as `scan::row` reads them: the keys of `Validator::fills`.
 struct FillRow<'a> {
-    #[serde(borrow)]
     id: Cow<'a, str>,
     account: &'a str,
     exchange: &'a str,
@@ -152,9 +160,7 @@ struct FillRow<'a> {
     side: &'a str,
     quantity: &'a str,
     price: &'a str,
-    #[serde(borrow)]
     commission: Option<&'a str>,
-    #[serde(borrow)]
     commission_currency: Option<&'a str>,
     commission_known: Option<bool>,
     time: &'a str,
@@ -200,13 +206,16 @@ struct Fills<'a> {
     /// Each fill's id hashed while the text is at hand, to find an id given twice
     /// without going back to every fill's id.
     id_hashes: Vec<u64>,
+    /// The date of the last time read by `fast_time`, by its text.
+    last_date: Option<([u8; 10], NaiveDate)>,
 }
 
 impl<'a> Fills<'a> {
     /// One fill, every rule of `Validator::fills` in turn; `None` at the first broken.
     /// A new rule on a fill is one more line here (and in `Validator::fills`).
     fn fill(&mut self, row: FillRow<'a>) -> Option<Fill> {
-        let seq = u32::try_from(self.fills.len()).unwrap_or(u32::MAX);
+        // Numbered in the whole file by `resolve_part`.
+        let seq = 0;
         text_rule(&row.id).ok()?;
         fill_id_rule(&row.id).ok()?;
         self.id_hashes
@@ -228,7 +237,10 @@ impl<'a> Fills<'a> {
             Some(text) => Some(currency_rule(text_rule(text).ok()?).ok()?),
             None => None,
         };
-        let time = time_rule(text_rule(row.time).ok()?).ok()?;
+        let time = match fast_time(row.time, &mut self.last_date) {
+            Some(time) => time,
+            None => time_rule(text_rule(row.time).ok()?).ok()?,
+        };
         if commission_currency.is_none() {
             let word = self.fills.len() / 64;
             if self.unstated.len() <= word {
@@ -258,10 +270,54 @@ impl<'a> Fills<'a> {
         })
     }
 
-    /// The fills with their accounts and instruments found in the book's lists, the
-    /// instrument's currency where a fill states no commission currency, and every id
-    /// once; `None` for an unknown account or instrument or an id given twice.
-    fn resolve(self, refs: &Refs<'_>) -> Option<Vec<Fill>> {
+    /// An empty part with room for `capacity` fills.
+    fn with_capacity(capacity: usize) -> Self {
+        Self {
+            fills: Vec::with_capacity(capacity),
+            accounts: Interned::default(),
+            instruments: Interned::default(),
+            unstated: Vec::new(),
+            id_hashes: Vec::with_capacity(capacity),
+            last_date: None,
+        }
+    }
+
+    /// The fills of every part, in file order, with their accounts and instruments found
+    /// in the book's lists, the instrument's currency where a fill states no commission
+    /// currency, and every id once; `None` for an unknown account or instrument or an
+    /// id given twice.
+    fn resolve(parts: Vec<Self>, refs: &Refs<'_>) -> Option<Vec<Fill>> {
+        let mut fills: Vec<Fill> = Vec::new();
+        let mut hashes: Vec<u64> = Vec::new();
+        for part in parts {
+            let offset = fills.len();
+            let (mut part_fills, part_hashes) = part.resolve_part(refs, offset)?;
+            if fills.is_empty() {
+                fills = part_fills;
+            } else {
+                // Room for exactly this part: the first part's guess at the count must
+                // not double the book's vector.
+                fills.reserve_exact(part_fills.len());
+                fills.append(&mut part_fills);
+            }
+            if hashes.is_empty() {
+                hashes = part_hashes;
+            } else {
+                hashes.extend(part_hashes);
+            }
+        }
+        // Sorted, equal ids sit side by side. Two ids with the same hash are left to the
+        // validator, which tells an id given twice from a collision.
+        hashes.sort_unstable();
+        if hashes.windows(2).any(|pair| pair[0] == pair[1]) {
+            return None;
+        }
+        Some(fills)
+    }
+
+    /// One part's fills resolved, numbered in file order from `offset`; and its ids'
+    /// hashes.
+    fn resolve_part(self, refs: &Refs<'_>, offset: usize) -> Option<(Vec<Fill>, Vec<u64>)> {
         let accounts: Vec<AccountIdx> = self
             .accounts
             .keys
@@ -274,8 +330,18 @@ impl<'a> Fills<'a> {
             .iter()
             .map(|key| refs.instruments.get(key).copied())
             .collect::<Option<_>>()?;
+        // 10^NOTIONAL_DIGITS as an integer: a value whose digits, read as an integer,
+        // are under it is under the bound without a decimal product.
+        let bound = tradedesk_core::bounds::max_notional()
+            .mantissa()
+            .unsigned_abs();
+        let small = |d: &Decimal| {
+            let m = d.mantissa().unsigned_abs();
+            (m < 1 << 40).then_some(m)
+        };
         let mut fills = self.fills;
         for (i, fill) in fills.iter_mut().enumerate() {
+            fill.seq = u32::try_from(offset + i).unwrap_or(u32::MAX);
             fill.account = *accounts.get(fill.account as usize)?;
             fill.instrument = *instruments.get(fill.instrument as usize)?;
             // The engine's bound on one row's value (tradedesk_core::bounds): past it, the
@@ -284,12 +350,18 @@ impl<'a> Fills<'a> {
                 .instrument_list
                 .get(fill.instrument as usize)?
                 .multiplier;
-            let value = fill
-                .quantity
-                .checked_mul(fill.price)?
-                .checked_mul(multiplier)?;
-            if value > tradedesk_core::bounds::max_notional() {
-                return None;
+            let digits = small(&fill.quantity)
+                .zip(small(&fill.price))
+                .zip(small(&multiplier))
+                .map(|((q, p), m)| q * p * m);
+            if digits.is_none_or(|d| d > bound) {
+                let value = fill
+                    .quantity
+                    .checked_mul(fill.price)?
+                    .checked_mul(multiplier)?;
+                if value > tradedesk_core::bounds::max_notional() {
+                    return None;
+                }
             }
             if self
                 .unstated
@@ -300,44 +372,61 @@ impl<'a> Fills<'a> {
                     refs.instrument_list.get(fill.instrument as usize)?.currency;
             }
         }
-        // Sorted, equal ids sit side by side. Two ids with the same hash are left to the
-        // validator, which tells an id given twice from a collision.
-        let mut hashes = self.id_hashes;
-        hashes.sort_unstable();
-        if hashes.windows(2).any(|pair| pair[0] == pair[1]) {
-            return None;
-        }
-        Some(fills)
+        Some((fills, self.id_hashes))
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for Fills<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Rows<'a>(PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for Rows<'a> {
-            type Value = Fills<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an array of fills")
+/// The common forms of an RFC 3339 time, `YYYY-MM-DDTHH:MM:SS` then `Z` or `+HH:MM` /
+/// `-HH:MM`, read at their fixed places: the instant and offset chrono's
+/// `parse_from_rfc3339` gives. `None` for every other text (a fraction, a leap second,
+/// a lower-case `t`, `-00:00`, anything out of range), which `time_rule` then reads.
+/// The date is kept from the last time when its text is the same.
+fn fast_time(
+    text: &str,
+    memo: &mut Option<([u8; 10], NaiveDate)>,
+) -> Option<DateTime<FixedOffset>> {
+    let b = text.as_bytes();
+    let two = |at: usize| -> Option<u32> {
+        let (hi, lo) = (
+            b.get(at)?.wrapping_sub(b'0'),
+            b.get(at + 1)?.wrapping_sub(b'0'),
+        );
+        (hi < 10 && lo < 10).then_some(u32::from(hi) * 10 + u32::from(lo))
+    };
+    let offset = match (b.len(), b.get(19)) {
+        (20, Some(b'Z')) => 0,
+        (25, Some(sign @ (b'+' | b'-'))) => {
+            let (h, m) = (two(20)?, two(23)?);
+            if b.get(22) != Some(&b':') || h > 23 || m > 59 || (*sign == b'-' && h == 0 && m == 0) {
+                return None;
             }
-            fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Fills<'a>, S::Error> {
-                let mut out = Fills {
-                    fills: Vec::with_capacity(seq.size_hint().unwrap_or(0)),
-                    accounts: Interned::default(),
-                    instruments: Interned::default(),
-                    unstated: Vec::new(),
-                    id_hashes: Vec::new(),
-                };
-                while let Some(Obj(row)) = seq.next_element::<Obj<FillRow<'a>>>()? {
-                    let fill = out
-                        .fill(row)
-                        .ok_or_else(|| de::Error::custom("a rule is broken"))?;
-                    out.fills.push(fill);
-                }
-                Ok(out)
-            }
+            let secs = i32::try_from(h * 3600 + m * 60).ok()?;
+            if *sign == b'-' { -secs } else { secs }
         }
-        deserializer.deserialize_seq(Rows(PhantomData))
+        _ => return None,
+    };
+    let punctuation = [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':')];
+    if punctuation.iter().any(|(at, c)| b.get(*at) != Some(c)) {
+        return None;
     }
+    let head: [u8; 10] = b.get(..10)?.try_into().ok()?;
+    let date = match memo {
+        Some((text, date)) if *text == head => *date,
+        _ => {
+            let year = i32::try_from(two(0)? * 100 + two(2)?).ok()?;
+            let date = NaiveDate::from_ymd_opt(year, two(5)?, two(8)?)?;
+            *memo = Some((head, date));
+            date
+        }
+    };
+    let (hour, minute, second) = (two(11)?, two(14)?, two(17)?);
+    if hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    let local = date.and_hms_opt(hour, minute, second)?;
+    local
+        .and_local_timezone(FixedOffset::east_opt(offset)?)
+        .single()
 }
 
 fn cash(rows: Vec<Obj<CashRow<'_>>>, refs: &Refs<'_>) -> Option<Vec<CashEntry>> {
@@ -485,5 +574,72 @@ impl Hasher for QuickHasher {
 
     fn finish(&self) -> u64 {
         self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// `fast_time` reads a time as chrono does, or leaves it to chrono.
+    #[test]
+    fn fast_times_are_chronos_times() {
+        let mut texts: Vec<String> = Vec::new();
+        let dates = [
+            "2024-02-29",
+            "2023-02-29",
+            "2025-12-31",
+            "0000-01-01",
+            "9999-12-31",
+            "2025-13-01",
+            "2025-00-10",
+            "2025-04-31",
+            "2025-04-00",
+            "2O25-01-01",
+            "2025/01/01",
+        ];
+        let clocks = [
+            "00:00:00", "23:59:59", "24:00:00", "12:60:00", "12:00:60", "1a:00:00",
+        ];
+        let zones = [
+            "Z",
+            "z",
+            "+00:00",
+            "-00:00",
+            "+05:30",
+            "-05:00",
+            "+23:59",
+            "+24:00",
+            "-12:60",
+            "+0530",
+            "",
+            ".5Z",
+            ".123456789+08:00",
+            " ",
+        ];
+        for date in dates {
+            for clock in clocks {
+                for zone in zones {
+                    for sep in ["T", "t", " "] {
+                        texts.push(format!("{date}{sep}{clock}{zone}"));
+                    }
+                }
+            }
+        }
+        let mut memo = None;
+        let mut fast = 0;
+        // Twice over, so the date memo is read both fresh and kept.
+        for text in texts.iter().chain(texts.iter()) {
+            let chrono = DateTime::parse_from_rfc3339(text).ok();
+            if let Some(time) = fast_time(text, &mut memo) {
+                fast += 1;
+                let chrono = chrono.unwrap_or_else(|| panic!("{text}: chrono refuses it"));
+                assert_eq!(format!("{time:?}"), format!("{chrono:?}"), "{text}");
+                assert_eq!(time.offset(), chrono.offset(), "{text}");
+            }
+        }
+        assert_eq!(fast, 80);
     }
 }
