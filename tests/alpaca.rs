@@ -889,11 +889,16 @@ async fn transfers_journals_and_option_events_from_the_fake_are_booked_by_meanin
     let put = "JPM260320P00200000";
     fake.option_fill(put, "sell_short", "1", "3.00", at(3, 9, 15));
     fake.option_event("OPASN", put, "1", day(3, 20));
+    // A call bought at 10.00 and exercised: 100 SPY bought at the strike 500, the premium
+    // of 1,000 added to them (cost 50,000 + 1,000).
+    let spy_call = "SPY260320C00500000";
+    fake.option_fill(spy_call, "buy", "1", "10.00", at(3, 10, 15));
+    fake.option_event("OPEXC", spy_call, "1", day(3, 20));
 
     // Every row the fake sends is one Alpaca documents.
     let rows = fake.activities();
     let rows = &rows[..];
-    for kind in ["ACATS", "JNLS", "OPEXP", "OPASN"] {
+    for kind in ["ACATS", "JNLS", "OPEXP", "OPASN", "OPEXC"] {
         assert!(rows.iter().any(|r| r["activity_type"] == kind), "{kind}");
     }
     common::alpaca_fake::check_activities(rows);
@@ -920,11 +925,11 @@ async fn transfers_journals_and_option_events_from_the_fake_are_booked_by_meanin
     };
     assert_eq!(row("AAPL"), (d("3"), d("450")));
     assert_eq!(row("JPM"), (d("103"), d("20300")));
-    assert_eq!(row("SPY"), (d("4"), d("2360")));
+    assert_eq!(row("SPY"), (d("104"), d("53360")));
     assert_eq!(p["positions"].as_array().unwrap().len(), 3, "{p:#}");
-    // Cash as Alpaca has it: 8,181.22 - 300 + 210 + 300 - 20,000.
+    // Cash as Alpaca has it: 8,181.22 - 300 + 210 + 300 - 20,000 - 1,000 - 50,000.
     let accounts = d_.call("get_accounts", json!({})).await;
-    assert_eq!(num(&accounts["accounts"][0]["cash"]), d("-11608.78"));
+    assert_eq!(num(&accounts["accounts"][0]["cash"]), d("-62608.78"));
     // Alpaca's positions are what the activities imply.
     let health = d_.call("get_server_health", json!({})).await;
     assert_eq!(
