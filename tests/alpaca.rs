@@ -110,6 +110,10 @@ async fn the_book_keeps_fees_as_account_fees_and_anchors_cash_to_the_account() {
     let accounts = d.call("get_accounts", json!({})).await;
     assert_eq!(accounts["accounts"][0]["cash"], 8181.22, "{accounts:#}");
     assert_eq!(accounts["accounts"][0]["mode"], "paper");
+    // Alpaca's own equity beside tradedesk's valuation: 8181.22 + 6 x 181 + 5 x 240.
+    let row = &accounts["accounts"][0];
+    assert_eq!(num(&row["broker_equity"]), num(&json!("10467.22")), "{row}");
+    assert_eq!(num(&row["total_value"]), num(&json!("10467.22")), "{row}");
     // Every activity type the book is built from is asked for.
     let asked = fake
         .requests()
@@ -698,6 +702,9 @@ async fn the_projects_own_bodies_book_every_activity_by_meaning() {
     );
     let accounts = d_.call("get_accounts", json!({})).await;
     assert_eq!(num(&accounts["accounts"][0]["cash"]), d("-23140.20"));
+    // The replay's value beside Alpaca's (see the guard below).
+    assert_eq!(num(&accounts["accounts"][0]["total_value"]), d("-8620.20"));
+    assert_eq!(num(&accounts["accounts"][0]["broker_equity"]), d("25000"));
     // Every holding Alpaca reports is explained now; the TSLA sale is listed.
     let health = d_.call("get_server_health", json!({})).await;
     assert_eq!(
