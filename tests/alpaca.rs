@@ -110,6 +110,10 @@ async fn the_book_keeps_fees_as_account_fees_and_anchors_cash_to_the_account() {
     let accounts = d.call("get_accounts", json!({})).await;
     assert_eq!(accounts["accounts"][0]["cash"], 8181.22, "{accounts:#}");
     assert_eq!(accounts["accounts"][0]["mode"], "paper");
+    // Alpaca's own equity beside tradedesk's valuation: 8181.22 + 6 x 181 + 5 x 240.
+    let row = &accounts["accounts"][0];
+    assert_eq!(num(&row["broker_equity"]), num(&json!("10467.22")), "{row}");
+    assert_eq!(num(&row["total_value"]), num(&json!("10467.22")), "{row}");
     // Every activity type the book is built from is asked for.
     let asked = fake
         .requests()
@@ -698,6 +702,9 @@ async fn the_projects_own_bodies_book_every_activity_by_meaning() {
     );
     let accounts = d_.call("get_accounts", json!({})).await;
     assert_eq!(num(&accounts["accounts"][0]["cash"]), d("-23140.20"));
+    // The replay's value beside Alpaca's (see the guard below).
+    assert_eq!(num(&accounts["accounts"][0]["total_value"]), d("-8620.20"));
+    assert_eq!(num(&accounts["accounts"][0]["broker_equity"]), d("25000"));
     // Every holding Alpaca reports is explained now; the TSLA sale is listed.
     let health = d_.call("get_server_health", json!({})).await;
     assert_eq!(
@@ -800,5 +807,146 @@ async fn the_recorded_alpaca_bodies_replay_with_figures_worked_by_hand() {
         ),
         (d("-2478"), d("-22078.98"), d("-1362.90")),
         "{p:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_activity_type_is_dropped_or_the_filter_left_off_and_said() {
+    // Alpaca answers 422 {"code":40010001,"message":"invalid activity type: FOPT"} to a
+    // type it does not take: the adapter asks again without it.
+    let fake = AlpacaFake::start(KEY, SECRET).await;
+    fake.refuse_activity_types(&["FOPT"], true);
+    let d_ = desk(&fake.url, Duration::from_secs(5));
+    let p = d_.call("get_positions", json!({})).await;
+    assert_eq!(p["status"], "ok", "{p:#}");
+    assert_eq!(
+        num(&find(&p["positions"], "symbol", "AAPL")["quantity"]),
+        d("6")
+    );
+    let pnl = d_
+        .call(
+            "get_realized_pnl",
+            json!({"start": "2026-01-01", "end": "2026-12-31"}),
+        )
+        .await;
+    assert_eq!(num(&pnl["net_pnl"]), d("80"), "{pnl:#}");
+    let notes = pnl["notes"].to_string();
+    assert!(notes.contains("refused the activity type FOPT"), "{notes}");
+    assert!(!notes.contains("opening balance"), "{notes}");
+    let asked: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.starts_with("GET /v2/account/activities"))
+        .collect();
+    assert!(asked.iter().any(|r| r.contains("FOPT")), "{asked:#?}");
+    assert!(
+        asked
+            .iter()
+            .any(|r| r.contains("activity_types=FILL") && !r.contains("FOPT")),
+        "{asked:#?}"
+    );
+
+    // A refusal that names no type: every activity, asked for without a filter, each
+    // booked by its type as before.
+    let fake = AlpacaFake::start(KEY, SECRET).await;
+    fake.refuse_activity_types(&["ACATS"], false);
+    let d_ = desk(&fake.url, Duration::from_secs(5));
+    let pnl = d_
+        .call(
+            "get_realized_pnl",
+            json!({"start": "2026-01-01", "end": "2026-12-31"}),
+        )
+        .await;
+    assert_eq!(pnl["status"], "ok", "{pnl:#}");
+    assert_eq!(num(&pnl["net_pnl"]), d("80"), "{pnl:#}");
+    let notes = pnl["notes"].to_string();
+    assert!(notes.contains("without a type filter"), "{notes}");
+    assert!(notes.contains("name no order"), "{notes}");
+    assert!(!notes.contains("opening balance"), "{notes}");
+    let accounts = d_.call("get_accounts", json!({})).await;
+    assert_eq!(num(&accounts["accounts"][0]["cash"]), d("8181.22"));
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r == "GET /v2/account/activities?direction=asc&page_size=100"),
+        "{:#?}",
+        fake.requests()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfers_journals_and_option_events_from_the_fake_are_booked_by_meaning() {
+    use chrono::NaiveDate;
+    let day = |m, d_| NaiveDate::from_ymd_opt(2026, m, d_).unwrap();
+    let at = |m, d_, h| Utc.with_ymd_and_hms(2026, m, d_, h, 0, 0).unwrap();
+    let fake = AlpacaFake::start(KEY, SECRET).await;
+    // Seeded: 10 AAPL bought at 150, 4 sold at 170 (realized 80); 5 JPM at 200.
+    // Out: 3 AAPL by ACATS (no price) and 2 JPM by a journal (at 240): off the first lots,
+    // at their cost, nothing realized. In: 4 SPY by ACATS at 590.
+    fake.transfer_shares("ACATS", "AAPL", "-3", None, "0", day(3, 3));
+    fake.transfer_shares("JNLS", "JPM", "-2", Some("240"), "0", day(3, 3));
+    fake.transfer_shares("ACATS", "SPY", "4", Some("590"), "590", day(3, 4));
+    // A call bought 2 at 1.50, 1 sold at 2.10 (+60.00), the other expires (-150.00).
+    let call_ = "AAPL260320C00150000";
+    fake.option_fill(call_, "buy", "2", "1.50", at(3, 5, 15));
+    fake.option_fill(call_, "sell", "1", "2.10", at(3, 6, 15));
+    fake.option_event("OPEXP", call_, "1", day(3, 20));
+    // A put sold at 3.00 and assigned: 100 JPM bought at the strike 200, the premium of
+    // 300 moving into them (cost 20,000 - 300 = 19,700).
+    let put = "JPM260320P00200000";
+    fake.option_fill(put, "sell_short", "1", "3.00", at(3, 9, 15));
+    fake.option_event("OPASN", put, "1", day(3, 20));
+    // A call bought at 10.00 and exercised: 100 SPY bought at the strike 500, the premium
+    // of 1,000 added to them (cost 50,000 + 1,000).
+    let spy_call = "SPY260320C00500000";
+    fake.option_fill(spy_call, "buy", "1", "10.00", at(3, 10, 15));
+    fake.option_event("OPEXC", spy_call, "1", day(3, 20));
+
+    // Every row the fake sends is one Alpaca documents.
+    let rows = fake.activities();
+    let rows = &rows[..];
+    for kind in ["ACATS", "JNLS", "OPEXP", "OPASN", "OPEXC"] {
+        assert!(rows.iter().any(|r| r["activity_type"] == kind), "{kind}");
+    }
+    common::alpaca_fake::check_activities(rows);
+
+    let d_ = desk(&fake.url, Duration::from_secs(5));
+    let pnl = d_
+        .call(
+            "get_realized_pnl",
+            json!({"start": "2026-01-01", "end": "2026-12-31"}),
+        )
+        .await;
+    assert_eq!(pnl["status"], "ok", "{pnl:#}");
+    // 80 + 60 - 150.
+    assert_eq!(num(&pnl["net_pnl"]), d("-10.00"), "{pnl:#}");
+    let notes = pnl["notes"].to_string();
+    assert!(notes.contains("ACATS 3 AAPL on 2026-03-03"), "{notes}");
+    assert!(notes.contains("JNLS 2 JPM on 2026-03-03"), "{notes}");
+    assert!(!notes.contains("opening balance"), "{notes}");
+    let p = d_.call("get_positions", json!({})).await;
+    assert_eq!(p["status"], "ok", "{p:#}");
+    let row = |s: &str| {
+        let r = find(&p["positions"], "symbol", s);
+        (num(&r["quantity"]), num(&r["cost_basis"]))
+    };
+    assert_eq!(row("AAPL"), (d("3"), d("450")));
+    assert_eq!(row("JPM"), (d("103"), d("20300")));
+    assert_eq!(row("SPY"), (d("104"), d("53360")));
+    assert_eq!(p["positions"].as_array().unwrap().len(), 3, "{p:#}");
+    // Cash as Alpaca has it: 8,181.22 - 300 + 210 + 300 - 20,000 - 1,000 - 50,000.
+    let accounts = d_.call("get_accounts", json!({})).await;
+    assert_eq!(num(&accounts["accounts"][0]["cash"]), d("-62608.78"));
+    // Alpaca's positions are what the activities imply.
+    let health = d_.call("get_server_health", json!({})).await;
+    assert_eq!(
+        health["reconciliation"].as_array().map(Vec::len),
+        Some(0),
+        "{health:#}"
+    );
+    assert_eq!(
+        health["unexplained_closes"].as_array().map_or(0, Vec::len),
+        0,
+        "{health:#}"
     );
 }

@@ -177,6 +177,190 @@ impl AlpacaFake {
         lock(&self.state).failures.push_back(failure);
     }
 
+    /// From now on, a request whose `activity_types` holds one of `types` is refused as
+    /// Alpaca refuses a type it does not take: 422 `{"code":40010001,"message":"invalid
+    /// activity type: FOPT"}` (the body recorded in jrusso1020/alpaca_elixir's cassettes),
+    /// or, when `names_type` is false, the same message without the type. Asking with no
+    /// `activity_types` still answers every activity.
+    pub fn refuse_activity_types(&self, types: &[&str], names_type: bool) {
+        let mut state = lock(&self.state);
+        state.refused_types = types.iter().map(|t| t.to_uppercase()).collect();
+        state.refusal_names_type = names_type;
+    }
+
+    /// Shares moved by a transfer (`ACATS`) or a journal (`JNLS`) on `date`: a non-trade
+    /// row with the `symbol`, the signed `qty` (negative: out of the account),
+    /// `net_amount` "0" and, when given, the `price` (alpaca-py's `NonTradeActivity.price`;
+    /// Alpaca's document has no price for it). The position moves with it: shares in at
+    /// `cost` a share (the basis Alpaca carries into `avg_entry_price`), shares out at the
+    /// position's average cost.
+    pub fn transfer_shares(
+        &self,
+        kind: &str,
+        symbol: &str,
+        qty: &str,
+        price: Option<&str>,
+        cost: &str,
+        date: NaiveDate,
+    ) {
+        assert!(
+            matches!(kind, "ACATS" | "JNLS"),
+            "not a share transfer: {kind}"
+        );
+        let moved = dec(qty);
+        let mut state = lock(&self.state);
+        let held = state.positions.get(symbol).copied().unwrap_or_default();
+        let next = if moved.is_positive() {
+            Holding {
+                qty: held.qty + moved,
+                cost: held.cost + moved.times(dec(cost)).round(2),
+            }
+        } else {
+            let out = held
+                .cost
+                .times(moved.abs())
+                .over(held.qty)
+                .unwrap_or(Dec::ZERO)
+                .round(2);
+            Holding {
+                qty: held.qty + moved,
+                cost: held.cost - out,
+            }
+        };
+        if next.qty == Dec::ZERO {
+            state.positions.remove(symbol);
+        } else {
+            state.positions.insert(symbol.to_owned(), next);
+        }
+        let mut extra = vec![
+            (
+                "description",
+                json!(if moved.is_positive() {
+                    format!("{kind} IN")
+                } else {
+                    format!("{kind} OUT")
+                }),
+            ),
+            ("symbol", json!(symbol)),
+            ("qty", moved.json()),
+        ];
+        if let Some(p) = price {
+            extra.push(("price", dec(p).json()));
+        }
+        let at = date.and_time(NaiveTime::MIN).and_utc() + TimeDelta::hours(12);
+        state.add_row(kind, None, date, at, Dec::ZERO, extra);
+    }
+
+    /// An option contract (OCC symbol) traded at `price` a share: a FILL row (side `buy`,
+    /// `sell` or `sell_short`) whose order id is fresh; cash moves `qty` x `price` x 100.
+    /// The fake's positions and orders are stocks only: an option held shows in neither.
+    pub fn option_fill(
+        &self,
+        contract: &str,
+        side: &str,
+        qty: &str,
+        price: &str,
+        at: DateTime<Utc>,
+    ) {
+        let (qty, price) = (dec(qty), dec(price));
+        let amount = qty.times(price).times(Dec::int(100)).round(2);
+        let mut state = lock(&self.state);
+        state.cash = if side == "buy" {
+            state.cash - amount
+        } else {
+            state.cash + amount
+        };
+        let id = state.activity_id(at);
+        let order_id = state.fresh_id();
+        state.activities.push(Activity {
+            id: id.clone(),
+            kind: "FILL".to_owned(),
+            at,
+            json: json!({
+                "id": id,
+                "activity_type": "FILL",
+                "transaction_time": stamp(at),
+                "type": "fill",
+                "price": price.json(),
+                "qty": qty.json(),
+                "side": side,
+                "symbol": contract,
+                "leaves_qty": "0",
+                "order_id": order_id,
+                "cum_qty": qty.json(),
+                "order_status": "filled",
+            }),
+        });
+    }
+
+    /// An option event on `date` for `qty` contracts of `contract` (OCC symbol):
+    /// `OPEXP` is one row for the contract; `OPASN` (a short contract assigned) and
+    /// `OPEXC` (a long one exercised) are a row for the contract and, under the same
+    /// `group_id`, a row for the shares delivered at the strike (100 a contract): signed
+    /// `qty` and `net_amount` the way the shares and cash move. The stock position and
+    /// cash move with it.
+    pub fn option_event(&self, kind: &str, contract: &str, qty: &str, date: NaiveDate) {
+        assert!(
+            matches!(kind, "OPEXP" | "OPASN" | "OPEXC"),
+            "not an option event: {kind}"
+        );
+        let contracts = dec(qty);
+        let at = date.and_time(NaiveTime::MIN).and_utc() + TimeDelta::hours(12);
+        let mut state = lock(&self.state);
+        let group = state.fresh_id();
+        let common = |symbol: &str, q: Dec| {
+            vec![
+                ("symbol", json!(symbol)),
+                ("qty", q.json()),
+                ("group_id", json!(group.clone())),
+            ]
+        };
+        state.add_row(kind, None, date, at, Dec::ZERO, common(contract, contracts));
+        if kind == "OPEXP" {
+            return;
+        }
+        // OCC: root, YYMMDD, C or P, strike x 1000 in eight digits.
+        let n = contract.len();
+        assert!(n > 15, "not an OCC symbol: {contract}");
+        let root = contract[..n - 15].trim();
+        let right = &contract[n - 9..n - 8];
+        let strike = Dec(contract[n - 8..].parse::<i128>().unwrap_or(0) * (SCALE / 1000));
+        let shares = contracts.times(Dec::int(100));
+        // A call exercised or a put assigned buys the shares; else they are sold.
+        let buys = (right == "C") == (kind == "OPEXC");
+        let value = shares.times(strike).round(2);
+        let (signed, net) = if buys {
+            (shares, -value)
+        } else {
+            (-shares, value)
+        };
+        let held = state.positions.get(root).copied().unwrap_or_default();
+        let next = Holding {
+            qty: held.qty + signed,
+            cost: if buys {
+                held.cost + value
+            } else {
+                held.cost - value
+            },
+        };
+        if next.qty == Dec::ZERO {
+            state.positions.remove(root);
+        } else {
+            state.positions.insert(root.to_owned(), next);
+        }
+        let mut rows = common(root, signed);
+        rows.push(("price", strike.json()));
+        state.add_row(kind, None, date, at, net, rows);
+    }
+
+    /// Every activity row, oldest first, as `GET /v2/account/activities` sends it.
+    pub fn activities(&self) -> Vec<Value> {
+        let state = lock(&self.state);
+        let mut rows: Vec<&Activity> = state.activities.iter().collect();
+        rows.sort_by(|a, b| (a.at, &a.id).cmp(&(b.at, &b.id)));
+        rows.into_iter().map(|a| a.json.clone()).collect()
+    }
+
     /// Every request received, in order, as `"METHOD /path?query"` (the target exactly as
     /// sent, so `"GET /v2/account"` or `"GET /v2/orders?status=all"`).
     pub fn requests(&self) -> Vec<String> {
@@ -568,6 +752,10 @@ struct State {
     positions: BTreeMap<String, Holding>,
     orders: Vec<Order>,
     activities: Vec<Activity>,
+    /// Activity types refused as a filter (see [`AlpacaFake::refuse_activity_types`]),
+    /// and whether the refusal names the type.
+    refused_types: Vec<String>,
+    refusal_names_type: bool,
 }
 
 fn is_open_status(status: &str) -> bool {
@@ -698,6 +886,8 @@ impl State {
             positions: BTreeMap::new(),
             orders: Vec::new(),
             activities: Vec::new(),
+            refused_types: Vec::new(),
+            refusal_names_type: true,
         };
         state.account_id = state.fresh_id();
 
@@ -773,6 +963,18 @@ impl State {
 
     fn find(&self, id: &str) -> Option<usize> {
         self.orders.iter().position(|o| o.id == id)
+    }
+
+    fn add_row(
+        &mut self,
+        kind: &str,
+        sub_type: Option<&str>,
+        date: NaiveDate,
+        at: DateTime<Utc>,
+        net: Dec,
+        extra: Vec<(&str, Value)>,
+    ) {
+        self.add_cash_activity(kind, sub_type, date, at, net, extra);
     }
 
     fn add_cash_activity(
@@ -1571,6 +1773,13 @@ impl State {
                     .find(|t| !ACTIVITY_TYPES.contains(&t.as_str()))
                 {
                     return unprocessable(&format!("invalid activity type: {bad}"));
+                }
+                if let Some(bad) = wanted.iter().find(|t| self.refused_types.contains(t)) {
+                    return unprocessable(&if self.refusal_names_type {
+                        format!("invalid activity type: {bad}")
+                    } else {
+                        "invalid activity type".to_owned()
+                    });
                 }
                 Some(wanted)
             }
@@ -2823,6 +3032,22 @@ fn documented_as_sent(mut spec: Value) -> Value {
     schemas["CanceledOrderResponse"]["properties"]["body"] =
         json!({"type": "object", "additionalProperties": true});
     spec
+}
+
+/// Checks activity rows the fake sent, each against its own schema, strictly: a field
+/// the vendor does not document fails.
+pub fn check_activities(rows: &[Value]) {
+    let spec = documented_as_sent(load_spec("trading-api.json"));
+    for row in rows {
+        let schema = if row["activity_type"] == "FILL" {
+            json!({"$ref": "#/components/schemas/TradingActivities"})
+        } else {
+            json!({"$ref": "#/components/schemas/NonTradeActivities"})
+        };
+        if let Err(e) = check_schema_strict(&spec, &schema, row) {
+            panic!("activity {row}: {e}");
+        }
+    }
 }
 
 pub async fn self_check() -> Vec<String> {

@@ -78,6 +78,13 @@ pub const OPTION_EXCHANGE: &str = "OPRA";
 /// (docs/dev/alpaca-facts.md), bar the two that only name groups of them (`TRANS`, `MISC`).
 const ACTIVITY_TYPES: &str = "FILL,ACATC,ACATS,CFEE,CGD,CSD,CSW,DIV,DIVCGL,DIVCGS,DIVFEE,DIVFT,DIVNRA,DIVROC,DIVTW,DIVTXEX,FEE,INT,INTNRA,INTTW,JNL,JNLC,JNLS,MA,NC,OPASN,OPCA,OPCSH,OPEXC,OPEXP,OPTRD,PTC,PTR,REORG,SPIN,SPLIT,FOPT";
 
+/// One reading of the activity history.
+enum Pages {
+    Read(Vec<Value>),
+    /// Alpaca's 422 `invalid activity type`, with its message.
+    Refused(String),
+}
+
 /// An option event on a contract held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OptionEvent {
@@ -164,7 +171,7 @@ impl Said {
         );
         say(
             &self.transferred_out,
-            "shares transferred out are not applied to the lots (no sale is realized); positions after them may differ from Alpaca's",
+            "shares transferred out are taken off the lots first in, first out, their cost leaving with them (no sale: nothing realized, no cash moved; performance does not count them as a withdrawal)",
         );
         say(
             &self.delivery_from_terms,
@@ -564,28 +571,109 @@ impl AlpacaBroker {
         ))
     }
 
-    /// Every activity of the listed types, oldest first, following the pages.
-    async fn activities(&self) -> Result<Vec<Value>, BrokerError> {
+    /// Every activity of the listed types, oldest first, following the pages, and what
+    /// was said about the asking. Alpaca answers 422 `invalid activity type: X` to a type
+    /// it does not take: `X` is dropped and the history asked again from its start; a
+    /// refusal that names no type the request holds falls back to asking with no type
+    /// filter (every activity, Alpaca's default). Either way each row is booked by its own
+    /// `activity_type` as before, and the note says so (docs/dev/alpaca-facts.md).
+    async fn activities(&self) -> Result<(Vec<Value>, Option<String>), BrokerError> {
+        let mut types: Vec<&str> = ACTIVITY_TYPES.split(',').collect();
+        let mut refused: Vec<String> = Vec::new();
+        let mut filtered = true;
+        let mut unfiltered_because: Option<String> = None;
+        // Each refusal drops a type or the filter, so this bound is never the one hit.
+        for _ in 0..=types.len() + 1 {
+            match self.activity_pages(filtered.then_some(&types[..])).await? {
+                Pages::Read(out) => {
+                    let account = &self.config.account;
+                    let said = match (&unfiltered_because, refused.is_empty()) {
+                        (Some(message), _) => Some(format!(
+                            "{account}: Alpaca refused the activity types asked for ({message}{}): every activity was asked for without a type filter, and each is booked by its own activity_type as before",
+                            if refused.is_empty() {
+                                String::new()
+                            } else {
+                                format!("; {} refused before", refused.join(", "))
+                            }
+                        )),
+                        (None, false) => Some(format!(
+                            "{account}: Alpaca refused the activity type {} (422 invalid activity type): the activities were asked for without it, so any of that type are not in the history (cash is still anchored to the account's)",
+                            refused.join(", ")
+                        )),
+                        (None, true) => None,
+                    };
+                    return Ok((out, said));
+                }
+                Pages::Refused(message) if filtered => {
+                    let named = message
+                        .split_once(':')
+                        .map(|(_, t)| t.trim().to_ascii_uppercase())
+                        .and_then(|t| types.iter().position(|x| *x == t));
+                    match named {
+                        Some(i) => refused.push(types.remove(i).to_owned()),
+                        None => {
+                            filtered = false;
+                            unfiltered_because = Some(tradedesk_core::error::quote(&message));
+                        }
+                    }
+                }
+                Pages::Refused(message) => {
+                    return Err(self.unavailable(format!(
+                        "the broker answered 422 ({}) to a request for activities without a type filter",
+                        tradedesk_core::error::quote(&message)
+                    )));
+                }
+            }
+        }
+        Err(self.unavailable(
+            "Alpaca kept refusing the activity types asked for; refusing a partial history"
+                .to_owned(),
+        ))
+    }
+
+    /// One reading of the activity history, every page, with `types` as the filter (none:
+    /// every activity). A 422 `invalid activity type` ends it as [`Pages::Refused`].
+    async fn activity_pages(&self, types: Option<&[&str]>) -> Result<Pages, BrokerError> {
         let mut out: Vec<Value> = Vec::new();
         let mut token: Option<String> = None;
         for _ in 0..MAX_PAGES {
-            let mut query = vec![
-                ("activity_types", ACTIVITY_TYPES.to_owned()),
-                ("direction", "asc".to_owned()),
-                ("page_size", "100".to_owned()),
-            ];
+            let mut query = Vec::new();
+            if let Some(types) = types {
+                query.push(("activity_types", types.join(",")));
+            }
+            query.push(("direction", "asc".to_owned()));
+            query.push(("page_size", "100".to_owned()));
             if let Some(t) = &token {
                 query.push(("page_token", t.clone()));
             }
-            let body = self
-                .get_ok(self.trading("/v2/account/activities"), &query, true)
-                .await?;
-            let page = body.as_array().cloned().unwrap_or_default();
+            let request = self
+                .client
+                .get(self.trading("/v2/account/activities"))
+                .query(&query);
+            let (status, body) = self.send(request, false).await?;
+            let message = text(&body, "message").unwrap_or_default();
+            if status == 422
+                && message
+                    .to_ascii_lowercase()
+                    .starts_with("invalid activity type")
+            {
+                return Ok(Pages::Refused(message.to_owned()));
+            }
+            let Some(page) = body.as_array().filter(|_| (200..300).contains(&status)) else {
+                return Err(self.unavailable(format!(
+                    "the broker answered {status} without the expected list{}",
+                    if message.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", tradedesk_core::error::quote(message))
+                    }
+                )));
+            };
             let full = page.len() == 100;
             token = page.last().and_then(|a| text(a, "id")).map(str::to_owned);
-            out.extend(page);
+            out.extend(page.iter().cloned());
             if !full || token.is_none() {
-                return Ok(out);
+                return Ok(Pages::Read(out));
             }
         }
         Err(self.unavailable(format!(
@@ -694,7 +782,7 @@ impl AlpacaBroker {
         let positions = self
             .get_ok(self.trading("/v2/positions"), &[], true)
             .await?;
-        let activities = self.activities().await?;
+        let (activities, asked) = self.activities().await?;
         let currency = Currency::new_checked(text(&account, "currency").unwrap_or("USD"))
             .unwrap_or(Currency::USD);
         let utc = Utc.fix();
@@ -935,8 +1023,29 @@ impl AlpacaBroker {
                         continue;
                     };
                     if qty.is_sign_negative() {
+                        // Off the lots first in, first out, their cost leaving with the
+                        // shares: no sale, nothing realized, no cash moved. The price is
+                        // the activity's, shown only (docs/dev/alpaca-facts.md).
                         said.transferred_out
                             .push(format!("{kind} {} {symbol} on {day}", qty.abs()));
+                        fills.push(
+                            MadeFill {
+                                id: id.to_owned(),
+                                account: 0,
+                                instrument: index(symbol, &exchanges),
+                                side: Side::Sell,
+                                quantity: qty.abs(),
+                                price: dec(a, "price")
+                                    .filter(|p| !p.is_sign_negative())
+                                    .unwrap_or_default(),
+                                currency,
+                                time: at,
+                                kind: FillKind::TransferOut,
+                                commission_known: true,
+                                seq,
+                            }
+                            .into(),
+                        );
                         continue;
                     }
                     let reported = positions_by_symbol
@@ -1186,6 +1295,7 @@ impl AlpacaBroker {
             ));
         }
         said.notes(account_id, currency, account_fees, &mut parts.notes);
+        parts.notes.extend(asked);
         if !unlisted.is_empty() {
             parts.notes.push(format!(
                 "{account_id}: Alpaca no longer lists {}: shown under the exchange US",

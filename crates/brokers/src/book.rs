@@ -1567,7 +1567,8 @@ pub fn write_book(book: &Book) -> String {
     for f in &book.fills {
         let mut m = JsonMap::new();
         match f.kind {
-            FillKind::Action => continue,
+            // A transfer out is made by a broker adapter: a book file has no entry for it.
+            FillKind::Action | FillKind::TransferOut => continue,
             FillKind::Opening => {
                 m.insert("account".into(), account_id(f.account).into());
                 place(&mut m, inst(f.instrument), "");

@@ -76,6 +76,11 @@ pub enum FillKind {
     /// Made from a corporate action or option event (a cash merger, a tender, cash in
     /// lieu, an expiry): closes lots like a [`FillKind::Close`] and moves cash.
     Action,
+    /// Shares that left the account without a sale (a transfer or journal out): takes
+    /// them off the lots first in, first out, each lot's cost leaving with its shares. It
+    /// realizes nothing and moves no cash; its price is the broker's figure for the
+    /// transfer, never used for P&L (docs/methodology/realized-pnl.md).
+    TransferOut,
 }
 
 impl FillKind {
@@ -85,17 +90,23 @@ impl FillKind {
             Self::Close => "close",
             Self::Opening => "opening",
             Self::Action => "action",
+            Self::TransferOut => "transfer_out",
         }
     }
 
     /// Whether the fill only closes: its unmatched part opens nothing.
     pub fn closes_only(self) -> bool {
-        matches!(self, Self::Close | Self::Action)
+        matches!(self, Self::Close | Self::Action | Self::TransferOut)
     }
 
     /// Whether the fill moves cash (all but opening positions).
     pub fn moves_cash(self) -> bool {
-        !matches!(self, Self::Opening)
+        !matches!(self, Self::Opening | Self::TransferOut)
+    }
+
+    /// Whether the lots it takes off realize P&L (all but a transfer out).
+    pub fn realizes(self) -> bool {
+        !matches!(self, Self::TransferOut)
     }
 }
 

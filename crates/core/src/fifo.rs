@@ -524,27 +524,30 @@ impl Fifo {
                         (open_adj, close_adj)
                     };
                 let commissions = open_share.checked_add(close_share).ok_or_else(overflow)?;
-                on_close(&ClosedLot {
-                    account: fill.account,
-                    instrument: fill.instrument,
-                    side: queue.side,
-                    quantity_units: matched,
-                    quantity_scale: qs,
-                    open_fill: lot.fill,
-                    close_fill: fill_index,
-                    open_date: lot.open_date,
-                    close_date: fill.trade_date,
-                    open_price: lot.price_decimal,
-                    close_price: fill.price,
-                    gross_pnl: gross,
-                    commissions,
-                    open_commission: open_share,
-                    open_commission_before: lot.allocated,
-                    close_commission: close_share,
-                    close_commission_before: Fixed(commission.0 - remaining_commission.0),
-                    net_pnl: gross.checked_sub(commissions).ok_or_else(overflow)?,
-                    commission_known: lot.commission_known && fill.commission_known,
-                });
+                // A transfer out takes the lot's shares and cost away: nothing realized.
+                if fill.kind.realizes() {
+                    on_close(&ClosedLot {
+                        account: fill.account,
+                        instrument: fill.instrument,
+                        side: queue.side,
+                        quantity_units: matched,
+                        quantity_scale: qs,
+                        open_fill: lot.fill,
+                        close_fill: fill_index,
+                        open_date: lot.open_date,
+                        close_date: fill.trade_date,
+                        open_price: lot.price_decimal,
+                        close_price: fill.price,
+                        gross_pnl: gross,
+                        commissions,
+                        open_commission: open_share,
+                        open_commission_before: lot.allocated,
+                        close_commission: close_share,
+                        close_commission_before: Fixed(commission.0 - remaining_commission.0),
+                        net_pnl: gross.checked_sub(commissions).ok_or_else(overflow)?,
+                        commission_known: lot.commission_known && fill.commission_known,
+                    });
+                }
                 lot.quantity -= matched;
                 lot.commission = Fixed(lot.commission.0 - open_share.0);
                 lot.allocated = Fixed(lot.allocated.0 + open_share.0);
@@ -843,6 +846,33 @@ mod tests {
             .unwrap();
         }
         (closed, fifo)
+    }
+
+    #[test]
+    fn a_transfer_out_takes_the_first_lots_at_their_cost_and_realizes_nothing() {
+        let out = Fill {
+            kind: crate::FillKind::TransferOut,
+            ..fill(2, Sell, dec!(12), dec!(0), dec!(0))
+        };
+        let fills = [
+            fill(0, Buy, dec!(10), dec!(100), dec!(1)),
+            fill(1, Buy, dec!(5), dec!(120), dec!(0)),
+            out,
+        ];
+        let (closed, fifo) = run(&fills, Decimal::ONE);
+        assert!(closed.is_empty(), "{closed:?}");
+        let (_, _, queue) = fifo.open_positions().next().unwrap();
+        let lots: Vec<OpenLot> = queue.lots().collect();
+        assert_eq!(lots.len(), 1);
+        assert_eq!((lots[0].quantity, lots[0].price), (dec!(3), dec!(120)));
+        // More out than held: the rest opens nothing.
+        let more = Fill {
+            kind: crate::FillKind::TransferOut,
+            ..fill(3, Sell, dec!(15), dec!(0), dec!(0))
+        };
+        let (closed, fifo) = run(&[fills[0].clone(), more], Decimal::ONE);
+        assert!(closed.is_empty());
+        assert_eq!(fifo.position(0, 0), Decimal::ZERO);
     }
 
     struct Expected {

@@ -28,6 +28,23 @@ pub struct AccountRow {
     pub total_value: Num,
     /// total_value in the report currency (each row converted from its own currency).
     pub total_value_converted: Num,
+    /// Account currency: the equity the broker itself reports for the account (Alpaca's
+    /// `equity`), beside tradedesk's own total_value; the trading guards value the account
+    /// at it. Null where the broker reports none (a book file, most adapters).
+    pub broker_equity: Option<Num>,
+}
+
+/// Fills each row's `broker_equity` from what `reported` answers for its account (the
+/// broker's currency must be the account's; a figure in another is left out).
+pub(crate) fn with_broker_equity(
+    rows: &mut [AccountRow],
+    reported: impl Fn(&str) -> Option<(Currency, Decimal)>,
+) {
+    for row in rows {
+        row.broker_equity = reported(&row.account)
+            .filter(|(c, _)| c.code() == row.account_currency)
+            .map(|(c, e)| Num(c.round(e)));
+    }
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -87,6 +104,7 @@ pub(crate) fn account_rows(
             positions_value: Num(positions_value),
             total_value: Num(total([positions_value, cash.unwrap_or_default()])?),
             total_value_converted: Num(total([positions_converted, cash_converted])?),
+            broker_equity: None,
         });
     }
     Ok(rows)

@@ -117,7 +117,9 @@ pub fn get_trade_history(
             commission_known: f.commission_known,
             kind: matches!(
                 f.kind,
-                tradedesk_core::FillKind::Opening | tradedesk_core::FillKind::Action
+                tradedesk_core::FillKind::Opening
+                    | tradedesk_core::FillKind::Action
+                    | tradedesk_core::FillKind::TransferOut
             )
             .then(|| f.kind.as_str().to_owned()),
             time: f.time.to_rfc3339(),

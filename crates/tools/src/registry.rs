@@ -1263,6 +1263,9 @@ fn run_tool(
                     get_accounts(book, &value_ledger(book, ledger, ccy, Scope::ACCOUNTS)?)
                 })
                 .map(|mut r| {
+                    crate::accounts::with_broker_equity(&mut r.accounts, |a| {
+                        ctx.broker_for(a).and_then(|b| b.reported_equity(a))
+                    });
                     r.notes.extend(disagreement_note(book, ledger, |_, _| true));
                     r
                 }),
@@ -1411,6 +1414,9 @@ fn run_tool(
                     get_portfolio_summary(book, &value_ledger(book, ledger, ccy, Scope::ACCOUNTS)?)
                 })
                 .map(|mut r| {
+                    crate::accounts::with_broker_equity(&mut r.accounts, |a| {
+                        ctx.broker_for(a).and_then(|b| b.reported_equity(a))
+                    });
                     r.notes.extend(disagreement_note(book, ledger, |_, _| true));
                     r
                 }),
