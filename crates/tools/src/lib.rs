@@ -12,6 +12,7 @@ pub mod health;
 pub mod history;
 pub mod journal;
 pub mod market;
+pub mod marketdata;
 pub mod merge;
 pub mod num;
 pub mod options;
