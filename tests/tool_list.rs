@@ -304,7 +304,7 @@ fn an_unknown_toolset_is_refused_naming_the_valid_ones() {
             .output()
             .unwrap()
     };
-    let valid = "portfolio, market, research, options, perps, trading";
+    let valid = "portfolio, market, research, options, perps, trading, marketdata";
     let flag = run(&["--tools", "portfolio,quotes", "serve"], None);
     assert_eq!(flag.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&flag.stderr);
