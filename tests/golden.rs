@@ -153,6 +153,11 @@ fn the_market_data_tools_on_the_demo_match_their_golden_files() {
             json!({"market": "BTC-PERP", "limit": 5}),
         ),
         (
+            "get_market_hours_sim",
+            "get_market_hours",
+            json!({"account": "SIM-PAPER"}),
+        ),
+        (
             "list_markets_not_supported",
             "list_markets",
             json!({"account": "IBKR-DEMO"}),

@@ -10,6 +10,7 @@ pub mod context;
 pub mod docs;
 pub mod health;
 pub mod history;
+pub mod hours;
 pub mod journal;
 pub mod market;
 pub mod marketdata;

@@ -469,6 +469,19 @@ fn build_specs() -> Vec<ToolSpec> {
             output_schema: output_schema::<crate::marketdata::RecentTradesResult>(),
         },
         ToolSpec {
+            name: "get_market_hours",
+            title: "Market hours",
+            description: "Whether a market (NYSE, NASDAQ, HKEX, BURSA; crypto and perps trade \
+                around the clock) or an account's markets are open now, the regular session in \
+                the exchange's time zone and UTC, the next open, and the closed days and half \
+                days of the next 60 days; says plainly where a market's holidays are not known.",
+            read_only: true,
+            needs_trading: false,
+            toolset: Some(Toolset::MarketData),
+            input_schema: input_schema::<crate::hours::MarketHoursArgs>(),
+            output_schema: output_schema::<crate::hours::MarketHoursResult>(),
+        },
+        ToolSpec {
             name: "backtest",
             title: "Backtest a strategy",
             description: "Would this have worked? Tests entry/exit signals over bars: a signal is \
@@ -1100,6 +1113,37 @@ async fn dispatch_live(
                     r.count, r.total, r.symbol, r.stride
                 )
             }),
+            Err(e) => error_output(&e),
+        },
+        "get_market_hours" => match args::parse::<crate::hours::MarketHoursArgs>(arguments) {
+            Ok(a) => output(
+                crate::hours::get_market_hours(ctx, &a),
+                |r: &crate::hours::MarketHoursResult| {
+                    let each: Vec<String> = r
+                        .markets
+                        .iter()
+                        .map(|m| {
+                            format!(
+                                "{} {}{}",
+                                m.market,
+                                if m.open_now { "open" } else { "closed" },
+                                m.next_open
+                                    .as_ref()
+                                    .map(|n| format!(", next open {}", n.local))
+                                    .unwrap_or_default()
+                            )
+                        })
+                        .collect();
+                    let notes: Vec<String> =
+                        r.markets.iter().flat_map(|m| m.notes.clone()).collect();
+                    format!(
+                        "At {}: {}.{}",
+                        r.as_of,
+                        each.join("; "),
+                        notes_suffix(&notes)
+                    )
+                },
+            ),
             Err(e) => error_output(&e),
         },
         "list_markets" => match args::parse::<crate::marketdata::ListMarketsArgs>(arguments) {
