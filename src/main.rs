@@ -39,7 +39,7 @@ struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     state_dir: Option<PathBuf>,
     /// List and serve only these toolsets, comma-separated: portfolio, market, research,
-    /// options, perps, trading (get_server_health is always served). Beats [tools]
+    /// options, perps, trading, marketdata (get_server_health is always served). Beats [tools]
     /// enabled in the config; default: all.
     #[arg(long, global = true, value_name = "LIST", value_parser = parse_toolsets)]
     tools: Option<Toolsets>,

@@ -271,11 +271,14 @@ fn tools_lists_every_tool() {
         "close_position",
         "modify_position",
         "cancel_order",
+        "get_market_hours",
+        "list_markets",
+        "get_recent_trades",
     ] {
         assert!(text.contains(name), "{name}");
     }
     let json = tradedesk(&["tools", "--json"]);
-    assert_eq!(String::from_utf8_lossy(&json.stdout).lines().count(), 27);
+    assert_eq!(String::from_utf8_lossy(&json.stdout).lines().count(), 30);
 }
 
 #[test]

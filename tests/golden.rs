@@ -133,3 +133,40 @@ fn every_tool_result_on_the_demo_matches_its_golden_file() {
     diffs.extend(golden("tools_list", &Value::Array(list)));
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
+
+/// The market data tools on the demo's sim (its clock fixed, as in docs/tools.md), and
+/// the answer of an account whose broker has no perps.
+#[test]
+fn the_market_data_tools_on_the_demo_match_their_golden_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = tradedesk_tools::config::State::open(dir.path()).unwrap();
+    let ctx = tradedesk_tools::config::docs_context("golden", &state).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let calls = [
+        ("list_markets_sim", "list_markets", json!({})),
+        (
+            "get_recent_trades_sim",
+            "get_recent_trades",
+            json!({"market": "BTC-PERP", "limit": 5}),
+        ),
+        (
+            "get_market_hours_sim",
+            "get_market_hours",
+            json!({"account": "SIM-PAPER"}),
+        ),
+        (
+            "list_markets_not_supported",
+            "list_markets",
+            json!({"account": "IBKR-DEMO"}),
+        ),
+    ];
+    let mut diffs = Vec::new();
+    for (name, tool, args) in calls {
+        let result = rt.block_on(call(&ctx, tool, args)).unwrap().structured;
+        diffs.extend(golden(name, &result));
+    }
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}

@@ -32,6 +32,8 @@ fn scenario() -> HlState {
         open_interest: "1000.5".into(),
         max_leverage: lev,
         sz_decimals: dec,
+        oracle: None,
+        delisted: false,
     };
     // 2,001 buys of 0.001 BTC at 90,000 (more than one page of 2,000), then one sell of 1.
     let mut fills: Vec<HlFill> = (0..2_001u64)
@@ -476,6 +478,8 @@ fn market(coin: &str, mark: &str) -> HlMarket {
         open_interest: "1000.5".into(),
         max_leverage: 20,
         sz_decimals: 3,
+        oracle: None,
+        delisted: false,
     }
 }
 

@@ -16,13 +16,14 @@ use serde_json::{Value, json};
 
 const TRADING_ON: &str = "base_currency = \"USD\"\n[[accounts]]\nid = \"SIM\"\nbroker = \"sim\"\nclock = \"2026-11-30T15:00:00Z\"\n[trading]\nenabled = true\n";
 
-const TOOLSETS: [&str; 6] = [
+const TOOLSETS: [&str; 7] = [
     "portfolio",
     "market",
     "research",
     "options",
     "perps",
     "trading",
+    "marketdata",
 ];
 
 /// One stdio session: `lines` sent, the answers to the requests with the `want` ids
@@ -303,7 +304,7 @@ fn an_unknown_toolset_is_refused_naming_the_valid_ones() {
             .output()
             .unwrap()
     };
-    let valid = "portfolio, market, research, options, perps, trading";
+    let valid = "portfolio, market, research, options, perps, trading, marketdata";
     let flag = run(&["--tools", "portfolio,quotes", "serve"], None);
     assert_eq!(flag.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&flag.stderr);

@@ -29,6 +29,22 @@ pub struct HlMarket {
     pub open_interest: String,
     pub max_leverage: u32,
     pub sz_decimals: u32,
+    /// `oraclePx`; `None` is the mark.
+    pub oracle: Option<String>,
+    /// Sends `isDelisted: true` in the universe (the venue leaves it out otherwise).
+    pub delisted: bool,
+}
+
+/// One print of a coin's tape, as `recentTrades` answers it (the venue's `WsTrade`).
+#[derive(Debug, Clone)]
+pub struct HlTrade {
+    pub coin: String,
+    /// "B" (the taker bought) or "A" (the taker sold).
+    pub side: String,
+    pub px: String,
+    pub sz: String,
+    pub time: i64,
+    pub tid: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -114,6 +130,8 @@ pub struct HlState {
     /// Answers newest first, as the recorded 2023 answers are (one instant's fills stay
     /// in the order they were made).
     pub newest_first: bool,
+    /// Every market's tape, any order: `recentTrades` answers a coin's newest first.
+    pub trades: Vec<HlTrade>,
     pub failure: HlFailure,
     /// Every request body's `type`, in order.
     pub requests: Vec<String>,
@@ -201,15 +219,38 @@ async fn info(State(state): State<Arc<Mutex<HlState>>>, body: String) -> Respons
     let s = state.lock().unwrap_or_else(PoisonError::into_inner).clone();
     let answer = match kind {
         "metaAndAssetCtxs" => json!([
-            {"universe": s.markets.iter().map(|m| json!({
-                "name": m.coin, "szDecimals": m.sz_decimals, "maxLeverage": m.max_leverage,
-                "marginTableId": m.max_leverage})).collect::<Vec<_>>()},
+            {"universe": s.markets.iter().map(|m| {
+                let mut u = json!({
+                    "name": m.coin, "szDecimals": m.sz_decimals, "maxLeverage": m.max_leverage,
+                    "marginTableId": m.max_leverage});
+                if m.delisted {
+                    u["isDelisted"] = json!(true);
+                }
+                u
+            }).collect::<Vec<_>>()},
             s.markets.iter().map(|m| json!({
                 "funding": m.funding, "openInterest": m.open_interest, "prevDayPx": m.mark,
-                "dayNtlVlm": "1000000.0", "premium": "0.0001", "oraclePx": m.mark,
+                "dayNtlVlm": "1000000.0", "premium": "0.0001",
+                "oraclePx": m.oracle.as_deref().unwrap_or(&m.mark),
                 "markPx": m.mark, "midPx": m.mid, "impactPxs": [m.mid, m.mid],
                 "dayBaseVlm": "100.0"})).collect::<Vec<_>>(),
         ]),
+        "recentTrades" => {
+            let Some(coin) = body.get("coin").and_then(Value::as_str) else {
+                return unprocessable("Failed to deserialize the JSON body into the target type");
+            };
+            let mut rows: Vec<&HlTrade> = s.trades.iter().filter(|t| t.coin == coin).collect();
+            rows.sort_by_key(|t| std::cmp::Reverse((t.time, t.tid)));
+            rows.iter()
+                .map(|t| {
+                    json!({"coin": t.coin, "side": t.side, "px": t.px, "sz": t.sz,
+                    "time": t.time, "hash": format!("0x{:064x}", t.tid * 7),
+                    "tid": t.tid, "users": [
+                        format!("0x{:040x}", t.tid * 2), format!("0x{:040x}", t.tid * 2 + 1)]})
+                })
+                .collect::<Vec<_>>()
+                .into()
+        }
         "allMids" => Value::Object(
             s.markets
                 .iter()

@@ -63,6 +63,8 @@ pub struct PerpMarket {
     pub open_interest: Decimal,
     pub max_leverage: u32,
     pub size_decimals: u32,
+    /// `isDelisted` in the universe: listed, no longer traded.
+    pub delisted: bool,
 }
 
 #[derive(Debug)]
@@ -438,6 +440,16 @@ impl HyperliquidBroker {
     /// # Errors
     /// The venue cannot be reached or answers something else.
     pub async fn markets(&self) -> Result<Vec<PerpMarket>, BrokerError> {
+        let mut all = self.all_markets().await?;
+        all.retain(|m| !m.delisted);
+        Ok(all)
+    }
+
+    /// Every perp market of the universe, delisted ones included (flagged).
+    ///
+    /// # Errors
+    /// The venue cannot be reached or answers something else.
+    pub async fn all_markets(&self) -> Result<Vec<PerpMarket>, BrokerError> {
         let v = self.info(json!({"type": "metaAndAssetCtxs"})).await?;
         let universe = v
             .get(0)
@@ -451,9 +463,7 @@ impl HyperliquidBroker {
         };
         let mut out = Vec::with_capacity(universe.len());
         for (meta, ctx) in universe.iter().zip(contexts) {
-            if meta.get("isDelisted").and_then(Value::as_bool) == Some(true) {
-                continue;
-            }
+            let delisted = meta.get("isDelisted").and_then(Value::as_bool) == Some(true);
             let (Some(coin), Some(mark)) = (text(meta, "name"), dec(ctx, "markPx")) else {
                 continue;
             };
@@ -474,6 +484,7 @@ impl HyperliquidBroker {
                     .and_then(Value::as_u64)
                     .and_then(|l| u32::try_from(l).ok())
                     .unwrap_or(0),
+                delisted,
             });
         }
         Ok(out)
@@ -922,6 +933,87 @@ impl Broker for HyperliquidBroker {
             market: key_of(&m.coin).qualified(),
             mark: m.mark,
             max_leverage: m.max_leverage.max(1),
+        })
+    }
+
+    /// `metaAndAssetCtxs`: every market of the universe, delisted ones flagged closed.
+    /// `funding` is Hyperliquid's hourly rate; `openInterest` is in coins; the size
+    /// step is `10^-szDecimals`.
+    async fn perp_markets(&self, account: &str) -> Result<crate::PerpListings, BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let markets = self.all_markets().await?;
+        let listed = markets
+            .into_iter()
+            .map(|m| crate::PerpListing {
+                market: key_of(&m.coin).qualified(),
+                mark: m.mark,
+                oracle: m.oracle,
+                funding_rate: Some(m.funding),
+                funding_period_hours: Some(1),
+                open_interest: Some(m.open_interest),
+                max_leverage: m.max_leverage.max(1),
+                size_step: Decimal::new(1, m.size_decimals.min(12)),
+                open: !m.delisted,
+                name: m.coin,
+            })
+            .collect();
+        Ok(crate::PerpListings {
+            markets: listed,
+            notes: vec![format!(
+                "{}: Hyperliquid's funding is paid every hour; it also refuses an order worth less than 10 USDC, whatever its size",
+                self.config.id
+            )],
+        })
+    }
+
+    /// `recentTrades` for one coin: the venue's latest prints (`side` B is a taker buy,
+    /// A a taker sell), newest first.
+    async fn recent_trades(&self, account: &str, symbol: &str) -> Result<crate::Tape, BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let coin = self.market(symbol).await?.coin;
+        let v = self
+            .info(json!({"type": "recentTrades", "coin": coin}))
+            .await?;
+        let Some(rows) = v.as_array() else {
+            return Err(self.unavailable("recentTrades did not answer a list".to_owned()));
+        };
+        let mut trades = Vec::with_capacity(rows.len());
+        let mut skipped = 0usize;
+        for t in rows {
+            let side = match text(t, "side") {
+                Some("B") => Some(Side::Buy),
+                Some("A") => Some(Side::Sell),
+                _ => None,
+            };
+            let (Some(price), Some(size), Some(side), Some(time)) =
+                (dec(t, "px"), dec(t, "sz"), side, millis(t, "time"))
+            else {
+                skipped += 1;
+                continue;
+            };
+            trades.push(crate::TapeTrade {
+                price,
+                size,
+                side,
+                time,
+                id: t
+                    .get("tid")
+                    .filter(|v| !v.is_null())
+                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)),
+            });
+        }
+        trades.sort_by_key(|t| std::cmp::Reverse(t.time));
+        let mut notes = Vec::new();
+        if skipped > 0 {
+            notes.push(format!(
+                "{}: {skipped} of Hyperliquid's trades lacked a price, size, side or time and are left out",
+                self.config.id
+            ));
+        }
+        Ok(crate::Tape {
+            market: key_of(&coin).qualified(),
+            trades,
+            notes,
         })
     }
 

@@ -464,6 +464,58 @@ pub struct PerpMark {
     pub max_leverage: u32,
 }
 
+/// One perpetual market as its venue lists it (`list_markets`). A figure the venue does
+/// not give is `None`, never a made-up zero.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerpListing {
+    /// `EXCHANGE:SYMBOL`.
+    pub market: String,
+    /// The venue's own name for it (Hyperliquid's coin, `BTC`).
+    pub name: String,
+    pub mark: rust_decimal::Decimal,
+    /// The index (oracle) price funding is measured against.
+    pub oracle: Option<rust_decimal::Decimal>,
+    /// The funding rate of one period, as a fraction (0.0000125 is 0.00125%).
+    pub funding_rate: Option<rust_decimal::Decimal>,
+    /// How long a funding period is, in hours.
+    pub funding_period_hours: Option<u32>,
+    /// Open interest in units of the market (coins, contracts).
+    pub open_interest: Option<rust_decimal::Decimal>,
+    pub max_leverage: u32,
+    /// The size increment, which is also the smallest size.
+    pub size_step: rust_decimal::Decimal,
+    /// False once the venue has delisted it (or halted it).
+    pub open: bool,
+}
+
+/// One trade printed on a venue's tape (`get_recent_trades`): anyone's, not the account's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TapeTrade {
+    pub price: rust_decimal::Decimal,
+    pub size: rust_decimal::Decimal,
+    /// The taker's side: a buy lifted the ask, a sell hit the bid.
+    pub side: tradedesk_core::Side,
+    pub time: DateTime<Utc>,
+    /// The venue's trade id, when it gives one.
+    pub id: Option<String>,
+}
+
+/// The perpetual markets of a venue and what the answer could not say.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PerpListings {
+    pub markets: Vec<PerpListing>,
+    pub notes: Vec<String>,
+}
+
+/// A market's latest trades, newest first, and what the answer could not say.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Tape {
+    /// `EXCHANGE:SYMBOL`.
+    pub market: String,
+    pub trades: Vec<TapeTrade>,
+    pub notes: Vec<String>,
+}
+
 fn unsupported<T>(account: &str, capability: &'static str) -> Result<T, BrokerError> {
     Err(BrokerError::Unsupported {
         account: account.to_owned(),
@@ -540,6 +592,16 @@ pub trait Broker: Send + Sync + fmt::Debug {
     /// A perpetual's mark price and maximum leverage.
     async fn perp_market(&self, account: &str, _symbol: &str) -> Result<PerpMark, BrokerError> {
         unsupported(account, "perpetual markets")
+    }
+
+    /// Every perpetual market the venue lists, with its context.
+    async fn perp_markets(&self, account: &str) -> Result<PerpListings, BrokerError> {
+        unsupported(account, "listing perpetual markets")
+    }
+
+    /// The latest trades of one market, newest first.
+    async fn recent_trades(&self, account: &str, _symbol: &str) -> Result<Tape, BrokerError> {
+        unsupported(account, "recent trades")
     }
 
     /// Bars whose start lies in `[start, end]`, oldest first.

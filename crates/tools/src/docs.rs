@@ -49,6 +49,9 @@ fn example(name: &str) -> Value {
             "max_leverage": 50}),
         "quote_close_position" => json!({"mark_price": 95000, "side": "long", "margin": 1000,
             "leverage": 10, "entry_price": 92000, "fee_rate": 0.00045}),
+        "list_markets" => json!({"account": "SIM-PAPER"}),
+        "get_market_hours" => json!({"market": "NYSE"}),
+        "get_recent_trades" => json!({"market": "BTC-PERP", "account": "SIM-PAPER", "limit": 3}),
         "get_performance" => {
             json!({"start": "2026-01-01", "end": "2026-11-27", "account": "IBKR-DEMO"})
         }

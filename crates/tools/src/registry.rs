@@ -443,6 +443,45 @@ fn build_specs() -> Vec<ToolSpec> {
             output_schema: output_schema::<BarsResult>(),
         },
         ToolSpec {
+            name: "list_markets",
+            title: "Perpetual markets",
+            description: "Every perpetual market of the perps venues (Hyperliquid, the sim): \
+                mark, oracle price, funding rate per period, open interest (units and USD), \
+                maximum leverage, minimum size, and whether it is open; open markets with the \
+                largest open interest first, capped at limit. A figure a venue does not give \
+                is null.",
+            read_only: true,
+            needs_trading: false,
+            toolset: Some(Toolset::MarketData),
+            input_schema: input_schema::<crate::marketdata::ListMarketsArgs>(),
+            output_schema: output_schema::<crate::marketdata::ListMarketsResult>(),
+        },
+        ToolSpec {
+            name: "get_recent_trades",
+            title: "Recent trades",
+            description: "The latest trades printed on a perps venue's market (anyone's, not \
+                the account's): time, price, size, the taker's side and value, newest first, \
+                capped at limit.",
+            read_only: true,
+            needs_trading: false,
+            toolset: Some(Toolset::MarketData),
+            input_schema: input_schema::<crate::marketdata::RecentTradesArgs>(),
+            output_schema: output_schema::<crate::marketdata::RecentTradesResult>(),
+        },
+        ToolSpec {
+            name: "get_market_hours",
+            title: "Market hours",
+            description: "Whether a market (NYSE, NASDAQ, HKEX, BURSA; crypto and perps trade \
+                around the clock) or an account's markets are open now, the regular session in \
+                the exchange's time zone and UTC, the next open, and the closed days and half \
+                days of the next 60 days; says plainly where a market's holidays are not known.",
+            read_only: true,
+            needs_trading: false,
+            toolset: Some(Toolset::MarketData),
+            input_schema: input_schema::<crate::hours::MarketHoursArgs>(),
+            output_schema: output_schema::<crate::hours::MarketHoursResult>(),
+        },
+        ToolSpec {
             name: "backtest",
             title: "Backtest a strategy",
             description: "Would this have worked? Tests entry/exit signals over bars: a signal is \
@@ -1076,6 +1115,94 @@ async fn dispatch_live(
             }),
             Err(e) => error_output(&e),
         },
+        "get_market_hours" => match args::parse::<crate::hours::MarketHoursArgs>(arguments) {
+            Ok(a) => output(
+                crate::hours::get_market_hours(ctx, &a),
+                |r: &crate::hours::MarketHoursResult| {
+                    let each: Vec<String> = r
+                        .markets
+                        .iter()
+                        .map(|m| {
+                            format!(
+                                "{} {}{}",
+                                m.market,
+                                if m.open_now { "open" } else { "closed" },
+                                m.next_open
+                                    .as_ref()
+                                    .map(|n| format!(", next open {}", n.local))
+                                    .unwrap_or_default()
+                            )
+                        })
+                        .collect();
+                    let notes: Vec<String> =
+                        r.markets.iter().flat_map(|m| m.notes.clone()).collect();
+                    format!(
+                        "At {}: {}.{}",
+                        r.as_of,
+                        each.join("; "),
+                        notes_suffix(&notes)
+                    )
+                },
+            ),
+            Err(e) => error_output(&e),
+        },
+        "list_markets" => match args::parse::<crate::marketdata::ListMarketsArgs>(arguments) {
+            Ok(a) => output(
+                crate::marketdata::list_markets(ctx, a).await,
+                |r: &crate::marketdata::ListMarketsResult| {
+                    let top: Vec<String> = r
+                        .markets
+                        .iter()
+                        .take(5)
+                        .map(|m| {
+                            format!(
+                                "{} mark {} funding {}",
+                                m.market,
+                                m.mark.0,
+                                m.funding_rate
+                                    .map_or_else(|| "n/a".to_owned(), |f| f.0.to_string())
+                            )
+                        })
+                        .collect();
+                    format!(
+                        "{} of {} market(s){}: {}.{}",
+                        r.count,
+                        r.total,
+                        if r.truncated { " (truncated)" } else { "" },
+                        top.join("; "),
+                        notes_suffix(&r.notes)
+                    )
+                },
+            ),
+            Err(e) => error_output(&e),
+        },
+        "get_recent_trades" => {
+            match args::parse::<crate::marketdata::RecentTradesArgs>(arguments) {
+                Ok(a) => output(
+                    crate::marketdata::get_recent_trades(ctx, a).await,
+                    |r: &crate::marketdata::RecentTradesResult| {
+                        let latest = r.trades.first().map_or_else(
+                            || "no trades".to_owned(),
+                            |t| {
+                                format!(
+                                    "latest {} {} at {} ({})",
+                                    t.side, t.size.0, t.price.0, t.time
+                                )
+                            },
+                        );
+                        format!(
+                            "{} at {}: {} of {} trade(s), {latest}.{}",
+                            r.market,
+                            r.account,
+                            r.count,
+                            r.total,
+                            notes_suffix(&r.notes)
+                        )
+                    },
+                ),
+                Err(e) => error_output(&e),
+            }
+        }
         "get_orders" => match args::parse::<OrdersArgs>(arguments) {
             Ok(a) => output(get_orders(ctx, a).await, |r: &OrdersResult| {
                 format!("{} order(s).{}", r.count, notes_suffix(&r.notes))

@@ -13,17 +13,19 @@ pub enum Toolset {
     Options,
     Perps,
     Trading,
+    MarketData,
 }
 
 impl Toolset {
     /// Every toolset, in the order they are documented.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Portfolio,
         Self::Market,
         Self::Research,
         Self::Options,
         Self::Perps,
         Self::Trading,
+        Self::MarketData,
     ];
 
     /// The name in the config and on the command line.
@@ -35,6 +37,7 @@ impl Toolset {
             Self::Options => "options",
             Self::Perps => "perps",
             Self::Trading => "trading",
+            Self::MarketData => "marketdata",
         }
     }
 
@@ -52,6 +55,9 @@ impl Toolset {
             }
             Self::Trading => {
                 "orders at the brokers; the order tools are listed only while [trading] enabled = true"
+            }
+            Self::MarketData => {
+                "venue-wide market data: market hours and holidays, the perps venues' markets (mark, funding, open interest) and their latest trades"
             }
         }
     }
@@ -175,7 +181,7 @@ mod tests {
         );
         assert!(
             e.hint
-                .contains("portfolio, market, research, options, perps, trading"),
+                .contains("portfolio, market, research, options, perps, trading, marketdata"),
             "{e}"
         );
         let e = Toolsets::from_names([], "tools.enabled").unwrap_err();

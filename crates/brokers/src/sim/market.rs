@@ -415,6 +415,39 @@ impl SimInstrument {
     }
 }
 
+/// How often the sim's tape prints a trade.
+pub const TAPE_EVERY_SECONDS: i64 = 5;
+
+/// One print of the sim's tape: its time, whether the taker bought, its size in lots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Print {
+    pub time: DateTime<Utc>,
+    pub buy: bool,
+    pub lots: u64,
+}
+
+impl SimInstrument {
+    /// The sim's tape before `now`, newest first: one print every
+    /// [`TAPE_EVERY_SECONDS`], its side and size (1 to 20 lot steps) a deterministic
+    /// function of (seed, instrument, time), like the prices. The price is the ask at that
+    /// instant for a buy and the bid for a sell.
+    pub fn tape(&self, seed: u64, now: DateTime<Utc>, count: usize) -> Vec<Print> {
+        let last = now.timestamp().div_euclid(TAPE_EVERY_SECONDS) * TAPE_EVERY_SECONDS;
+        (0..count)
+            .filter_map(|i| {
+                let back = i64::try_from(i).ok()?.checked_mul(TAPE_EVERY_SECONDS)?;
+                let t = last.checked_sub(back)?;
+                let h = splitmix(seed ^ splitmix(self.salt ^ splitmix(t.cast_unsigned() ^ 0x7a9e)));
+                Some(Print {
+                    time: Utc.timestamp_opt(t, 0).single()?,
+                    buy: h & 1 == 1,
+                    lots: 1 + (h >> 8) % 20,
+                })
+            })
+            .collect()
+    }
+}
+
 /// The start of the UTC day after `t`: when a `day` order lapses.
 pub fn day_end(t: DateTime<Utc>) -> DateTime<Utc> {
     let next: NaiveDate = t.date_naive().succ_opt().unwrap_or(t.date_naive());

@@ -1308,6 +1308,76 @@ impl Broker for SimBroker {
         })
     }
 
+    /// The sim's one perp, BTC-PERP: its mark is the mid; it has no oracle and no other
+    /// traders (so no open interest), and charges no funding.
+    async fn perp_markets(&self, account: &str) -> Result<crate::PerpListings, BrokerError> {
+        self.check_account(account)?;
+        let now = self.clock.now();
+        let markets = self
+            .universe
+            .iter()
+            .filter(|i| i.spec.asset_class == AssetClass::Perp)
+            .map(|inst| {
+                let q = self.quote_of(inst, now);
+                crate::PerpListing {
+                    market: inst.spec.key.qualified(),
+                    name: inst.spec.key.symbol.clone(),
+                    mark: (q.bid + q.ask) / Decimal::TWO,
+                    oracle: None,
+                    funding_rate: Some(Decimal::ZERO),
+                    funding_period_hours: None,
+                    open_interest: None,
+                    max_leverage: Decimal::ONE
+                        .checked_div(inst.spec.margin_rate)
+                        .and_then(|l| rust_decimal::prelude::ToPrimitive::to_u32(&l.floor()))
+                        .unwrap_or(1)
+                        .max(1),
+                    size_step: inst.spec.lot_step,
+                    open: true,
+                }
+            })
+            .collect();
+        Ok(crate::PerpListings {
+            markets,
+            notes: vec![format!(
+                "{account}: the sim's perps charge no funding (rate 0) and have no oracle price and no open interest (it has no other traders): those are left out"
+            )],
+        })
+    }
+
+    /// The sim's tape of a market: a deterministic print every few seconds at the bid or
+    /// the ask of its price process (see `SimInstrument::tape`).
+    async fn recent_trades(&self, account: &str, symbol: &str) -> Result<crate::Tape, BrokerError> {
+        self.check_account(account)?;
+        let inst = self.find(symbol)?;
+        let trades = inst
+            .tape(self.config.seed, self.clock.now(), 100)
+            .into_iter()
+            .map(|p| {
+                let (bid, ask) = inst.bid_ask(self.config.seed, p.time);
+                crate::TapeTrade {
+                    price: if p.buy { ask } else { bid },
+                    size: inst.spec.lot_step * Decimal::from(p.lots),
+                    side: if p.buy {
+                        tradedesk_core::Side::Buy
+                    } else {
+                        tradedesk_core::Side::Sell
+                    },
+                    time: p.time,
+                    id: None,
+                }
+            })
+            .collect();
+        Ok(crate::Tape {
+            market: inst.spec.key.qualified(),
+            trades,
+            notes: vec![format!(
+                "{account}: the sim's tape is simulated: a print every {} seconds at its bid or ask, like its prices",
+                market::TAPE_EVERY_SECONDS
+            )],
+        })
+    }
+
     async fn bars(
         &self,
         account: &str,
