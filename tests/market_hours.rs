@@ -149,3 +149,21 @@ async fn bad_arguments_say_what_to_give() {
     let r = hours(json!({"account": "NOPE"})).await;
     assert_eq!(r["error"]["code"], "unknown_account", "{r:#}");
 }
+
+/// The calendar gives HKEX's day as one session; the answer says the midday break is not
+/// modelled rather than letting open_now read true over it unsaid.
+#[tokio::test]
+async fn hkex_says_its_midday_break_is_not_modelled() {
+    let r = hours(json!({"market": "HKEX", "date": "2026-12-03"})).await;
+    let m = &r["markets"][0];
+    assert_eq!(m["time_zone"], "Asia/Hong_Kong", "{r:#}");
+    assert_eq!(m["sessions"].as_array().unwrap().len(), 1, "{r:#}");
+    assert!(
+        m["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("midday break (12:00 to 13:00")),
+        "{r:#}"
+    );
+}

@@ -104,14 +104,17 @@ fn parse_market(text: &str) -> Option<Market> {
     })
 }
 
-/// The markets an account trades, by its broker.
-fn markets_of(broker: &str) -> Option<Vec<Market>> {
+/// The markets an account trades, by its broker (a Moomoo account reads one market, which
+/// its currency names: MYR Bursa, HKD Hong Kong, USD the US).
+fn markets_of(account: &tradedesk_core::Account) -> Option<Vec<Market>> {
     let m = |s: &str| parse_market(s);
-    let names: &[&str] = match broker {
-        "hyperliquid" => &["HYPERLIQUID"],
-        "alpaca" => &["NYSE"],
-        "moomoo" => &["HKEX", "NYSE"],
-        "sim" => &["NYSE", "BURSA", "PERP"],
+    let names: &[&str] = match (account.broker.as_str(), account.currency.code()) {
+        ("hyperliquid", _) => &["HYPERLIQUID"],
+        ("alpaca", _) => &["NYSE"],
+        ("moomoo", "MYR") => &["BURSA"],
+        ("moomoo", "HKD") => &["HKEX"],
+        ("moomoo", "USD") => &["NYSE"],
+        ("sim", _) => &["NYSE", "BURSA", "PERP"],
         _ => return None,
     };
     names.iter().map(|n| m(n)).collect()
@@ -190,6 +193,11 @@ fn exchange_hours(
     let sessions = sessions_on(cal, tz, day, name)?;
     if sessions.is_empty() {
         notes.push(format!("{name} has no regular session on {day}"));
+    } else if sessions.len() == 1 && matches!(exchange, Exchange::Hkex) {
+        // Checked on exchange-hours 1.3: its HKEX day is one session, 09:30 to 16:00.
+        notes.push(format!(
+            "{name}'s day is given as one session: the calendar tradedesk uses (exchange-hours) does not model the securities market's midday break (12:00 to 13:00 Hong Kong time), when open_now still reads true"
+        ));
     }
     // The next open after now, or after the asked day.
     let after = match date {
@@ -330,7 +338,7 @@ pub fn get_market_hours(ctx: &ToolContext, a: &MarketHoursArgs) -> Result<Market
                         "get_accounts lists the accounts",
                     )
                 })?;
-            markets_of(&account.broker).ok_or_else(|| {
+            markets_of(&account).ok_or_else(|| {
                 Error::new(
                     ErrorCode::NotSupported,
                     format!(
@@ -369,4 +377,37 @@ pub fn get_market_hours(ctx: &ToolContext, a: &MarketHoursArgs) -> Result<Market
         date: date.map(|d| d.to_string()),
         markets,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tradedesk_core::{Account, Currency, Mode};
+
+    fn names(broker: &str, currency: &str) -> Option<Vec<&'static str>> {
+        let account = Account {
+            id: "a".to_owned(),
+            broker: broker.to_owned(),
+            currency: Currency::new(currency),
+            name: None,
+            mode: Mode::Live,
+        };
+        markets_of(&account).map(|ms| {
+            ms.into_iter()
+                .map(|m| match m {
+                    Market::Exchange(name, _) | Market::AroundTheClock(name) => name,
+                })
+                .collect()
+        })
+    }
+
+    #[test]
+    fn a_moomoo_account_reads_the_market_its_currency_names() {
+        assert_eq!(names("moomoo", "MYR"), Some(vec!["BURSA"]));
+        assert_eq!(names("moomoo", "HKD"), Some(vec!["HKEX"]));
+        assert_eq!(names("moomoo", "USD"), Some(vec!["NYSE"]));
+        assert_eq!(names("moomoo", "SGD"), None);
+        assert_eq!(names("alpaca", "USD"), Some(vec!["NYSE"]));
+        assert_eq!(names("ibkr", "USD"), None);
+    }
 }
