@@ -485,6 +485,7 @@ fn mt_ctx(files: &Path, xbrusd: &str) -> ToolContext {
         history_days: 30,
         timeout: Duration::from_secs(10),
         symbols,
+        margin_mode: None,
     };
     ToolContext::new("test").with_broker(Arc::new(DwxBroker::new(config)), None)
 }

@@ -89,6 +89,7 @@ fn config(
         history_days: 30,
         timeout,
         symbols: std::collections::BTreeMap::new(),
+        margin_mode: None,
     }
 }
 
@@ -473,6 +474,8 @@ async fn an_order_the_ea_has_not_taken_is_withdrawn_on_lookup_and_never_runs() {
         client_order_id: "hang-1".into(),
         mode: tradedesk_core::Mode::Paper,
         reduce_only: false,
+        ticket: None,
+        magic: None,
     };
     match broker.place(&order).await {
         Err(tradedesk_brokers::BrokerError::Uncertain { .. }) => {}

@@ -28,6 +28,10 @@ pub struct AccountRow {
     pub total_value: Num,
     /// total_value in the report currency (each row converted from its own currency).
     pub total_value_converted: Num,
+    /// hedging (each ticket its own position) or netting (one per symbol); only where
+    /// the broker has both kinds of account (MetaTrader).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub margin_mode: Option<&'static str>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -83,6 +87,9 @@ pub(crate) fn account_rows(
             name: account.name.clone(),
             account_currency: account.currency.code().to_owned(),
             mode: account.mode.as_str().to_owned(),
+            margin_mode: book
+                .margin_mode(idx)
+                .map(tradedesk_core::MarginMode::as_str),
             cash: cash.map(Num),
             positions_value: Num(positions_value),
             total_value: Num(total([positions_value, cash.unwrap_or_default()])?),
