@@ -47,13 +47,12 @@ pub struct PositionOut {
     pub unrealized_pnl_converted: Option<Num>,
     /// |notional_converted| over the sum of it across the listed, marked positions.
     pub weight_pct: Option<Num>,
-    /// The broker's own open tickets making up this row, where it lists them
-    /// (MetaTrader): on a hedging account each is its own position.
+    /// MetaTrader's open tickets in this row (hedging: each its own position).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tickets: Option<Vec<TicketOut>>,
 }
 
-/// One open ticket as the broker lists it; money in the account's currency.
+/// An open ticket; money in the account's currency.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct TicketOut {
     pub ticket: String,
@@ -66,7 +65,7 @@ pub struct TicketOut {
     pub take_profit: Option<Num>,
     pub swap: Num,
     pub commission: Num,
-    /// The broker's floating profit, swap and commission apart.
+    /// Floating, swap and commission apart.
     pub profit: Num,
     pub magic: Option<i64>,
     pub comment: String,

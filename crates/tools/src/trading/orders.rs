@@ -131,10 +131,9 @@ macro_rules! order_args {
             /// paper (default) or live (only where the account's config allows it).
             #[serde(default)]
             pub mode: ModeArg,
-            /// MetaTrader: the order's magic number (default: the account's). The DWX EA's
-            /// OPEN_ORDER has no slippage field: market orders fill at the terminal's deviation.
+            /// MetaTrader: magic number (default: the account's).
             pub magic: Option<i64>,
-            /// MetaTrader: the ticket this order closes (preview of a close_position by ticket).
+            /// MetaTrader: the ticket it closes.
             pub ticket: Option<String>,
             $($extra)*
         }
@@ -185,8 +184,7 @@ impl From<PlaceArgs> for (PreviewArgs, Option<String>) {
 pub struct CloseArgs {
     pub account: String,
     pub symbol: String,
-    /// MetaTrader: close only this ticket (get_positions lists them); quantity is then
-    /// checked against its lots.
+    /// MetaTrader: only this ticket (get_positions lists them).
     pub ticket: Option<String>,
     /// How much to close (default: all of it).
     pub quantity: Option<Num>,
@@ -202,7 +200,7 @@ pub struct CloseArgs {
 pub struct ModifyArgs {
     pub account: String,
     pub symbol: String,
-    /// MetaTrader: change only this ticket's levels (default: every ticket of the symbol).
+    /// MetaTrader: only this ticket (default: all of the symbol's).
     pub ticket: Option<String>,
     /// New stop-loss level (at least one of stop_loss and take_profit).
     pub stop_loss: Option<Num>,
