@@ -138,6 +138,8 @@ pub(crate) fn generate(n: usize) -> Book {
         action_fills: Vec::new(),
         notes: Vec::new(),
         unknown_specs: Vec::new(),
+        tickets: Vec::new(),
+        margin_modes: Vec::new(),
     }
 }
 

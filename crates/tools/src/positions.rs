@@ -78,7 +78,7 @@ fn add_opt(a: Option<Num>, b: Option<Num>) -> Option<Num> {
 
 /// Folds a second row of one (account, instrument, side) into the first: a hedging
 /// account's tickets are positions of their own, shown under one row.
-fn fold_into(row: &mut PositionOut, other: PositionOut) {
+fn fold_into(row: &mut PositionOut, other: &PositionOut) {
     let (q1, q2) = (row.quantity.0.abs(), other.quantity.0.abs());
     let both = q1 + q2;
     if !both.is_zero() {
@@ -187,7 +187,7 @@ pub fn get_positions(
         };
         match rows.entry((p.account, p.instrument, row.side.clone())) {
             std::collections::btree_map::Entry::Occupied(e) => {
-                fold_into(&mut positions[*e.get()], row);
+                fold_into(&mut positions[*e.get()], &row);
             }
             std::collections::btree_map::Entry::Vacant(e) => {
                 e.insert(positions.len());
