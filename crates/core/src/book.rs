@@ -122,7 +122,7 @@ pub struct Fill {
     /// The position the fill belongs to within its (account, instrument): 0 for the
     /// usual one position, else the broker's own position id (a MetaTrader hedging
     /// account's ticket). Lots are matched first in, first out within one position,
-    /// never across two (docs/methodology/fifo.md).
+    /// never across two (docs/methodology/realized-pnl.md).
     pub position: u32,
 }
 
