@@ -54,6 +54,8 @@ fn request(i: usize, order_type: OrderType, limit: Option<Decimal>) -> OrderRequ
         client_order_id: format!("bench-{i}"),
         mode: Mode::Paper,
         reduce_only: false,
+        ticket: None,
+        magic: None,
     }
 }
 

@@ -485,6 +485,7 @@ fn mt_ctx(files: &Path, xbrusd: &str) -> ToolContext {
         history_days: 30,
         timeout: Duration::from_secs(10),
         symbols,
+        margin_mode: None,
     };
     ToolContext::new("test").with_broker(Arc::new(DwxBroker::new(config)), None)
 }
@@ -982,6 +983,39 @@ fn a_metatrader_config_states_symbol_specs_and_a_bad_one_names_the_key() {
         .unwrap_err();
     assert!(
         e.message.contains("symbols.\"GER40\".profit_currency"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn a_metatrader_margin_mode_is_hedging_or_netting_and_mt4_only_hedges() {
+    use tradedesk_tools::config::{Config, State, config_context};
+    let dir = tempfile::tempdir().unwrap();
+    let state = State::open(&dir.path().join("state")).unwrap();
+    let write = |folder: &str, extra: &str| {
+        let files = dir.path().join(folder);
+        std::fs::create_dir_all(&files).unwrap();
+        let path = dir.path().join("tradedesk.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[[accounts]]\nid = \"MT\"\nbroker = \"metatrader\"\npath = {:?}\n{extra}",
+                files.display().to_string()
+            ),
+        )
+        .unwrap();
+        Config::load(&path).and_then(|c| config_context("test", &c, &state).map(|_| ()))
+    };
+    write("MQL5/Files", "margin_mode = \"netting\"\n").unwrap();
+    write("MQL5/Files", "margin_mode = \"hedging\"\n").unwrap();
+    write("MQL4/Files", "margin_mode = \"hedging\"\n").unwrap();
+    let e = write("MQL4/Files", "margin_mode = \"netting\"\n").unwrap_err();
+    assert!(e.message.contains("netting\" on MT4"), "{}", e.message);
+    let e = write("MQL5/Files", "margin_mode = \"hedge\"\n").unwrap_err();
+    assert!(
+        e.message
+            .contains("margin_mode 'hedge' is neither hedging nor netting"),
         "{}",
         e.message
     );

@@ -89,11 +89,13 @@ fn config(
         history_days: 30,
         timeout,
         symbols: std::collections::BTreeMap::new(),
+        margin_mode: None,
     }
 }
 
 struct Desk {
     ctx: ToolContext,
+    state: State,
     ea: FakeEa,
     _dir: tempfile::TempDir,
 }
@@ -103,6 +105,14 @@ fn desk(platform: Platform, timeout: Duration) -> Desk {
 }
 
 fn desk_with(scenario: EaState, timeout: Duration) -> Desk {
+    desk_mode(scenario, timeout, None)
+}
+
+fn desk_mode(
+    scenario: EaState,
+    timeout: Duration,
+    margin_mode: Option<tradedesk_core::MarginMode>,
+) -> Desk {
     let platform = scenario.platform;
     let dir = tempfile::tempdir().unwrap();
     let files = dir.path().join(if platform == Platform::Mt5 {
@@ -129,12 +139,20 @@ fn desk_with(scenario: EaState, timeout: Duration) -> Desk {
     };
     let mut ctx = ToolContext::new("test")
         .with_broker(
-            Arc::new(DwxBroker::new(config(&files, which, timeout))),
+            Arc::new(DwxBroker::new(DwxConfig {
+                margin_mode,
+                ..config(&files, which, timeout)
+            })),
             None,
         )
         .with_trading(Arc::new(trading));
     ctx.broker_timeout = timeout * 3;
-    Desk { ctx, ea, _dir: dir }
+    Desk {
+        ctx,
+        state,
+        ea,
+        _dir: dir,
+    }
 }
 
 impl Desk {
@@ -473,6 +491,8 @@ async fn an_order_the_ea_has_not_taken_is_withdrawn_on_lookup_and_never_runs() {
         client_order_id: "hang-1".into(),
         mode: tradedesk_core::Mode::Paper,
         reduce_only: false,
+        ticket: None,
+        magic: None,
     };
     match broker.place(&order).await {
         Err(tradedesk_brokers::BrokerError::Uncertain { .. }) => {}
@@ -1035,4 +1055,438 @@ async fn an_mt5_netting_reversal_closes_and_opens_and_ansi_files_are_read() {
     assert_eq!(pnl["gross_pnl"], 100.0, "{pnl:#}");
     let health = d.call("get_server_health", json!({})).await;
     assert_eq!(health["reconciliation"], json!([]), "{health:#}");
+}
+
+/// A hedging MT4 account holding gold both ways: ticket 910 bought 0.10 lots at 2,000.00
+/// (profit 50.00 at the bid of 2,005.00, 100 oz a lot), ticket 911 sold 0.05 lots at
+/// 2,001.00 (loss 20.00 at the ask of 2,005.00). In the history, ticket 700 bought 0.10
+/// at 2,000 and sold at 2,010 (100.00) while ticket 701 sold 0.10 at 2,005 and bought
+/// back at 2,008 (-30.00), each its own position.
+fn gold_hedged() -> EaState {
+    let mut s = EaState {
+        platform: Platform::Mt4,
+        balance: 10_070.0,
+        equity: 10_100.0,
+        free_margin: 9_500.0,
+        mark_to_market: true,
+        ..EaState::default()
+    };
+    s.prices.insert("XAUUSD".into(), (2_005.0, 2_005.0));
+    s.specs.insert("XAUUSD".into(), spec(100.0, 0.01, 1.0));
+    let day = |d: u32, h: u32| format!("2026.11.{d:02} {h:02}:00:00");
+    s.closed = vec![
+        trade(
+            700,
+            "XAUUSD",
+            "buy",
+            0.1,
+            (&day(25, 13), &day(26, 9)),
+            (2_000.0, 2_010.0),
+            100.0,
+            0.0,
+            0.0,
+        ),
+        trade(
+            701,
+            "XAUUSD",
+            "sell",
+            0.1,
+            (&day(25, 14), &day(26, 10)),
+            (2_005.0, 2_008.0),
+            -30.0,
+            0.0,
+            0.0,
+        ),
+    ];
+    let mut buy = position(910, "XAUUSD", "buy", 0.10, 2_000.0, 50.0);
+    buy.swap = -1.20;
+    buy.commission = -0.70;
+    buy.comment = "gold long".into();
+    buy.magic = 42;
+    let mut sell = position(911, "XAUUSD", "sell", 0.05, 2_001.0, -20.0);
+    sell.open_time = "2026.11.27 12:00:00".into();
+    s.orders = vec![buy, sell];
+    s
+}
+
+fn gold_rows(positions: &Value) -> Vec<&Value> {
+    positions["positions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{positions:#}"))
+        .iter()
+        .filter(|p| p["symbol"] == "XAUUSD")
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hedging_mt4_account_runs_the_three_gold_scenarios_ticket_by_ticket() {
+    let d = desk_with(gold_hedged(), Duration::from_secs(5));
+
+    // The account says how it holds positions; each ticket is its own position.
+    let accounts = d.call("get_accounts", json!({})).await;
+    assert_eq!(
+        accounts["accounts"][0]["margin_mode"], "hedging",
+        "{accounts:#}"
+    );
+    let positions = d.call("get_positions", json!({})).await;
+    let gold = gold_rows(&positions);
+    assert_eq!(gold.len(), 2, "a long and a short row: {positions:#}");
+    let long = gold.iter().find(|p| p["side"] == "long").unwrap();
+    let short = gold.iter().find(|p| p["side"] == "short").unwrap();
+    // Never netted: 0.10 long at 2,000 and 0.05 short at 2,001 (netted, FIFO would
+    // leave 0.05 long and realize 5.00).
+    assert_eq!(
+        (long["quantity"].as_f64(), long["avg_cost"].as_f64()),
+        (Some(0.1), Some(2000.0)),
+        "{long:#}"
+    );
+    assert_eq!(
+        (short["quantity"].as_f64(), short["avg_cost"].as_f64()),
+        (Some(-0.05), Some(2001.0)),
+        "{short:#}"
+    );
+    // 50.00 at the bid, less the ticket's 0.70 opening commission.
+    assert_eq!(long["market_value"], 50.0, "{long:#}");
+    assert_eq!(long["unrealized_pnl"], 49.3, "{long:#}");
+    assert_eq!(short["unrealized_pnl"], -20.0, "{short:#}");
+    let t = &long["tickets"][0];
+    assert_eq!(
+        (
+            &t["ticket"],
+            &t["side"],
+            &t["lots"],
+            &t["open_price"],
+            &t["swap"],
+            &t["commission"],
+            &t["profit"],
+            &t["magic"],
+            &t["comment"]
+        ),
+        (
+            &json!("910"),
+            &json!("buy"),
+            &json!(0.1),
+            &json!(2000.0),
+            &json!(-1.2),
+            &json!(-0.7),
+            &json!(50.0),
+            &json!(42),
+            &json!("gold long")
+        ),
+        "{long:#}"
+    );
+    assert!(
+        t["open_time"]
+            .as_str()
+            .unwrap()
+            .starts_with("2026-11-26T08:00:00"),
+        "{t:#}"
+    );
+    assert_eq!(short["tickets"][0]["ticket"], "911", "{short:#}");
+    // The history: each closed ticket its own round trip (100.00 and -30.00).
+    let pnl = d
+        .call(
+            "get_realized_pnl",
+            json!({"start": "2026-11-01", "end": "2026-11-30"}),
+        )
+        .await;
+    assert_eq!(pnl["gross_pnl"], 70.0, "{pnl:#}");
+
+    // Scenario 1: check equity, buy 0.1 lots of XAUUSD (with its own magic number).
+    let health = d.call("get_server_health", json!({})).await;
+    assert!(health.to_string().contains("equity 10098.1"), "{health:#}");
+    // The tickets both ways add up to what the terminal holds: no disagreement.
+    assert_eq!(health["reconciliation"], json!([]), "{health:#}");
+    let bought = d
+        .call(
+            "place_order",
+            json!({"account": "MT", "symbol": "XAUUSD", "side": "buy", "quantity": 0.1,
+                "magic": 777, "client_order_id": "gold-1"}),
+        )
+        .await;
+    assert_eq!(bought["outcome"], "filled", "{bought:#}");
+    let ea = d.ea.snapshot();
+    let new = ea
+        .orders
+        .iter()
+        .find(|o| o.comment.starts_with(&tag_of("gold-1")))
+        .unwrap();
+    assert_eq!((new.magic, new.lots, new.kind.as_str()), (777, 0.1, "buy"));
+    let new_ticket = new.ticket.to_string();
+
+    // Scenario 2: SL/TP on the gold position. Held both ways, the ticket must be said.
+    let which = d
+        .call(
+            "modify_position",
+            json!({"account": "MT", "symbol": "XAUUSD", "stop_loss": 1990.0}),
+        )
+        .await;
+    assert_eq!(which["error"]["rule"], "ticket_required", "{which:#}");
+    assert!(which.to_string().contains("910 (buy 0.1"), "{which:#}");
+    let neither = d
+        .call(
+            "modify_position",
+            json!({"account": "MT", "symbol": "XAUUSD", "ticket": "910"}),
+        )
+        .await;
+    assert_eq!(neither["error"]["rule"], "sl_or_tp_required", "{neither:#}");
+    let crossed = d
+        .call(
+            "modify_position",
+            json!({"account": "MT", "symbol": "XAUUSD", "ticket": "910", "stop_loss": 2004.0, "take_profit": 2003.0}),
+        )
+        .await;
+    assert_eq!(crossed["error"]["rule"], "sl_above_tp", "{crossed:#}");
+    let crossed_sell = d
+        .call(
+            "modify_position",
+            json!({"account": "MT", "symbol": "XAUUSD", "ticket": "911", "stop_loss": 2000.0, "take_profit": 2010.0}),
+        )
+        .await;
+    assert_eq!(
+        crossed_sell["error"]["rule"], "sl_below_tp",
+        "{crossed_sell:#}"
+    );
+    let missing = d
+        .call(
+            "modify_position",
+            json!({"account": "MT", "symbol": "XAUUSD", "ticket": "999", "stop_loss": 1990.0}),
+        )
+        .await;
+    assert_eq!(missing["error"]["rule"], "ticket_found", "{missing:#}");
+    assert!(
+        missing.to_string().contains("910"),
+        "names the open tickets: {missing:#}"
+    );
+    let set = d
+        .call(
+            "modify_position",
+            json!({"account": "MT", "symbol": "XAUUSD", "ticket": "910", "stop_loss": 1990.0, "take_profit": 2030.0}),
+        )
+        .await;
+    assert_eq!(set["status"], "ok", "{set:#}");
+    let ea = d.ea.snapshot();
+    let levels = |t: u64| {
+        ea.orders
+            .iter()
+            .find(|o| o.ticket == t)
+            .map(|o| (o.sl, o.tp))
+            .unwrap()
+    };
+    assert_eq!(levels(910), (1990.0, 2030.0));
+    assert_eq!(levels(911), (0.0, 0.0), "the other ticket is untouched");
+    assert!(
+        ea.commands
+            .iter()
+            .all(|(_, c, b)| c != "MODIFY_ORDER" || b.starts_with("910,"))
+    );
+
+    // The close rules: lots above the ticket, off the step, a ticket not open.
+    let too_many = d
+        .call(
+            "close_position",
+            json!({"account": "MT", "symbol": "XAUUSD", "ticket": "911", "quantity": 0.2}),
+        )
+        .await;
+    assert_eq!(
+        too_many["error"]["rule"], "close_exceeds_ticket",
+        "{too_many:#}"
+    );
+    let off_step = d
+        .call(
+            "close_position",
+            json!({"account": "MT", "symbol": "XAUUSD", "ticket": "911", "quantity": 0.015}),
+        )
+        .await;
+    assert_eq!(off_step["error"]["rule"], "lot_step", "{off_step:#}");
+    let gone = d
+        .call(
+            "close_position",
+            json!({"account": "MT", "symbol": "XAUUSD", "ticket": "12345"}),
+        )
+        .await;
+    assert_eq!(gone["error"]["rule"], "ticket_found", "{gone:#}");
+    let too_big = d
+        .call(
+            "place_order",
+            json!({"account": "MT", "symbol": "XAUUSD", "side": "buy", "quantity": 150}),
+        )
+        .await;
+    assert_eq!(too_big["error"]["rule"], "max_quantity", "{too_big:#}");
+    let both = d
+        .call(
+            "close_position",
+            json!({"account": "MT", "symbol": "XAUUSD"}),
+        )
+        .await;
+    assert_eq!(both["error"]["rule"], "ticket_required", "{both:#}");
+    // A partial close by ticket: 0.02 of 911's 0.05 (MT4 reopens the rest as a new ticket).
+    let part = d
+        .call("close_position", json!({"account": "MT", "symbol": "XAUUSD", "ticket": "911", "quantity": 0.02, "client_order_id": "part-911"}))
+        .await;
+    assert_eq!(part["status"], "ok", "{part:#}");
+    let ea = d.ea.snapshot();
+    assert!(
+        ea.commands
+            .iter()
+            .any(|(_, c, b)| c == "CLOSE_ORDER" && b == "911,0.02"),
+        "{:?}",
+        ea.commands
+    );
+    let short_left: f64 = ea
+        .orders
+        .iter()
+        .filter(|o| o.symbol == "XAUUSD" && o.kind == "sell")
+        .map(|o| o.lots)
+        .sum();
+    assert!((short_left - 0.03).abs() < 1e-9, "{:?}", ea.orders);
+
+    // Scenario 3: close all profitable gold positions, ticket by ticket.
+    let positions = d.call("get_positions", json!({"symbol": "XAUUSD"})).await;
+    let profitable: Vec<String> = gold_rows(&positions)
+        .iter()
+        .flat_map(|p| p["tickets"].as_array().unwrap().iter())
+        .filter(|t| t["profit"].as_f64().unwrap() > 0.0)
+        .map(|t| t["ticket"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        profitable,
+        vec!["910".to_owned()],
+        "only 910 is in profit (the new ticket is at 0): {positions:#}"
+    );
+    for t in &profitable {
+        let closed = d
+            .call("close_position", json!({"account": "MT", "symbol": "XAUUSD", "ticket": t, "client_order_id": format!("close-{t}")}))
+            .await;
+        assert_eq!(closed["status"], "ok", "{closed:#}");
+    }
+    let ea = d.ea.snapshot();
+    let open: Vec<u64> = ea
+        .orders
+        .iter()
+        .filter(|o| o.symbol == "XAUUSD")
+        .map(|o| o.ticket)
+        .collect();
+    assert!(!open.contains(&910), "{open:?}");
+    assert!(open.contains(&new_ticket.parse().unwrap()), "{open:?}");
+    assert_eq!(open.len(), 2, "the new buy and the rest of 911: {open:?}");
+    assert!(
+        ea.commands
+            .iter()
+            .any(|(_, c, b)| c == "CLOSE_ORDER" && b == "910,0"),
+        "{:?}",
+        ea.commands
+    );
+    assert_eq!(d.opens(), 1, "closes never open");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tickets_and_magic_are_bound_into_the_confirmation_token_and_the_audit_log() {
+    let d = desk_with(gold_hedged(), Duration::from_secs(5));
+    // A preview of closing ticket 910, then a close of 911 with its token: refused.
+    let preview = d
+        .call(
+            "preview_order",
+            json!({"account": "MT", "symbol": "XAUUSD", "side": "sell", "quantity": 0.05, "ticket": "910"}),
+        )
+        .await;
+    assert_eq!(preview["status"], "ok", "{preview:#}");
+    assert_eq!(preview["order"]["ticket"], "910", "{preview:#}");
+    let token = preview["confirmation_token"].as_str().unwrap().to_owned();
+    let wrong = d
+        .call(
+            "close_position",
+            json!({"account": "MT", "symbol": "XAUUSD", "ticket": "911", "quantity": 0.05, "confirmation_token": token}),
+        )
+        .await;
+    assert_eq!(wrong["error"]["code"], "confirmation_invalid", "{wrong:#}");
+    // The same ticket, side and lots: accepted.
+    let right = d
+        .call(
+            "close_position",
+            json!({"account": "MT", "symbol": "XAUUSD", "ticket": "910", "quantity": 0.05, "confirmation_token": token}),
+        )
+        .await;
+    assert_eq!(right["status"], "ok", "{right:#}");
+    // A preview's side must be the ticket's opposite; a ticket takes market orders only.
+    let same_side = d
+        .call("preview_order", json!({"account": "MT", "symbol": "XAUUSD", "side": "sell", "quantity": 0.01, "ticket": "911"}))
+        .await;
+    assert!(
+        same_side.to_string().contains("ticket_side"),
+        "{same_side:#}"
+    );
+    // A magic number changes the binding too.
+    let p = d
+        .call("preview_order", json!({"account": "MT", "symbol": "XAUUSD", "side": "buy", "quantity": 0.01, "magic": 5}))
+        .await;
+    let token = p["confirmation_token"].as_str().unwrap().to_owned();
+    let other_magic = d
+        .call("place_order", json!({"account": "MT", "symbol": "XAUUSD", "side": "buy", "quantity": 0.01, "magic": 6, "confirmation_token": token}))
+        .await;
+    assert_eq!(
+        other_magic["error"]["code"], "confirmation_invalid",
+        "{other_magic:#}"
+    );
+    // The audit log names the ticket.
+    let details: Vec<String> = d
+        .state
+        .store
+        .read(|c| {
+            let mut stmt = c
+                .prepare("SELECT detail FROM audit WHERE kind = 'submitted' ORDER BY seq")
+                .unwrap();
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0)).unwrap();
+            Ok::<_, tradedesk_store::StoreError>(rows.map(Result::unwrap).collect())
+        })
+        .unwrap();
+    assert!(
+        details.iter().any(|d| d.contains("\"ticket\":\"910\"")),
+        "{details:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mt5_netting_account_says_so_and_closes_part_of_its_ticket() {
+    let mut s = gold_hedged();
+    s.platform = Platform::Mt5;
+    s.closed.clear();
+    s.orders.truncate(1); // one gold position: ticket 910, 0.10 lots bought at 2,000
+    let d = desk_mode(
+        s.clone(),
+        Duration::from_secs(5),
+        Some(tradedesk_core::MarginMode::Netting),
+    );
+    let accounts = d.call("get_accounts", json!({})).await;
+    assert_eq!(
+        accounts["accounts"][0]["margin_mode"], "netting",
+        "{accounts:#}"
+    );
+    let positions = d.call("get_positions", json!({})).await;
+    let gold = gold_rows(&positions);
+    assert_eq!(gold.len(), 1, "{positions:#}");
+    assert_eq!(gold[0]["quantity"], 0.1, "{positions:#}");
+    assert_eq!(gold[0]["tickets"][0]["ticket"], "910", "{positions:#}");
+    let part = d
+        .call("close_position", json!({"account": "MT", "symbol": "XAUUSD", "ticket": "910", "quantity": 0.04, "client_order_id": "mt5-part"}))
+        .await;
+    assert_eq!(part["status"], "ok", "{part:#}");
+    let ea = d.ea.snapshot();
+    let left: Vec<(u64, f64)> = ea.orders.iter().map(|o| (o.ticket, o.lots)).collect();
+    assert_eq!(
+        left,
+        vec![(910, 0.06)],
+        "MT5 keeps the ticket with the rest"
+    );
+    // Without margin_mode the MT5 account's mode is asked for, never guessed.
+    let d = desk_with(s, Duration::from_secs(5));
+    let accounts = d.call("get_accounts", json!({})).await;
+    assert!(
+        accounts["accounts"][0].get("margin_mode").is_none(),
+        "{accounts:#}"
+    );
+    assert!(
+        accounts.to_string().contains("set margin_mode"),
+        "{accounts:#}"
+    );
 }

@@ -192,6 +192,18 @@ async fn every_validation_rule_refuses_with_its_own_name() {
             rule: "quantity_or_notional",
         },
         RuleCase {
+            name: "a magic number on a broker without them",
+            order: order("AAPL", "buy", json!({"quantity": 1, "magic": 7})),
+            code: "invalid_order",
+            rule: "magic_supported",
+        },
+        RuleCase {
+            name: "a MetaTrader ticket on an account without tickets",
+            order: order("AAPL", "sell", json!({"quantity": 1, "ticket": "1"})),
+            code: "invalid_order",
+            rule: "ticket_found",
+        },
+        RuleCase {
             name: "TC3: zero quantity",
             order: order("AAPL", "buy", json!({"quantity": 0})),
             code: "invalid_quantity",

@@ -95,6 +95,7 @@ pub(crate) fn generate(n: usize) -> Book {
             time,
             seq: u32::try_from(k).unwrap_or(u32::MAX),
             kind: tradedesk_core::FillKind::Trade,
+            position: 0,
         });
     }
     let first = start.date_naive();
@@ -137,6 +138,8 @@ pub(crate) fn generate(n: usize) -> Book {
         action_fills: Vec::new(),
         notes: Vec::new(),
         unknown_specs: Vec::new(),
+        tickets: Vec::new(),
+        margin_modes: Vec::new(),
     }
 }
 

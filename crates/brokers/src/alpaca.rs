@@ -954,6 +954,7 @@ impl AlpacaBroker {
                     trade_date: t.with_timezone(&eastern(t)).date_naive(),
                     seq,
                     kind: fill_kind,
+                    position: 0,
                 });
                 continue;
             }
@@ -1270,6 +1271,8 @@ impl AlpacaBroker {
             corporate_actions: actions,
             notes: specs.values().filter_map(|s| s.note.clone()).collect(),
             unknown_specs,
+            tickets: Vec::new(),
+            margin_modes: Vec::new(),
         };
         // Holdings the activities do not explain were held before the history Alpaca
         // gives: opened just before it at the position's average entry price. Only what

@@ -629,6 +629,8 @@ impl Validator {
             corporate_actions,
             notes,
             unknown_specs,
+            tickets: Vec::new(),
+            margin_modes: Vec::new(),
         }))
     }
 
@@ -926,6 +928,7 @@ impl Validator {
                 } else {
                     FillKind::Trade
                 },
+                position: 0,
             });
         }
         out

@@ -36,7 +36,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 use tradedesk_core::{
     Account, AssetClass, Book, BookParts, CashEntry, CashKind, Currency, Fill, FxQuote, Instrument,
-    InstrumentKey, Mode, OrderRecord, OrderRequest, OrderStatus, OrderType, Quote,
+    InstrumentKey, MarginMode, Mode, OrderRecord, OrderRequest, OrderStatus, OrderType, Quote,
     ReportedPosition, Side, TimeInForce, TradableInstrument, UnknownSpec,
 };
 
@@ -85,6 +85,9 @@ pub struct DwxConfig {
     /// Contract size and profit currency per symbol (as the terminal's Specification
     /// window shows them): the EA's files do not carry them.
     pub symbols: BTreeMap<String, SymbolSpec>,
+    /// MT5: whether the account hedges or nets, as the config states it (the EA does
+    /// not write it); MT4 always hedges.
+    pub margin_mode: Option<MarginMode>,
 }
 
 /// What the config states of one symbol.
@@ -621,6 +624,7 @@ struct Sent {
     symbol: String,
     lots: Decimal,
     side: Side,
+    magic: i64,
     before: BTreeSet<String>,
     /// The command file, until the EA takes it, and its text.
     slot: PathBuf,
@@ -1059,6 +1063,7 @@ impl Draft {
             trade_date: time.date_naive(),
             seq,
             kind: tradedesk_core::FillKind::Trade,
+            position: 0,
         });
     }
 }
@@ -1442,6 +1447,14 @@ impl DwxBroker {
         }
     }
 
+    /// How the account holds positions: MT4 always hedges; MT5 as the config says.
+    fn margin_mode(&self) -> Option<MarginMode> {
+        match self.config.platform {
+            Platform::Mt4 => Some(MarginMode::Hedging),
+            Platform::Mt5 => self.config.margin_mode,
+        }
+    }
+
     fn mode(&self) -> Mode {
         if self.config.live {
             Mode::Live
@@ -1454,25 +1467,27 @@ impl DwxBroker {
     /// process remembers the send) a new ticket with its symbol, lots, side and magic.
     fn find_in(&self, tickets: &[Ticket], cid: &str) -> Option<Ticket> {
         let tag = tag_of(cid);
-        if let Some(t) = tickets
-            .iter()
-            .find(|t| t.magic == self.config.magic && t.comment.starts_with(&tag))
-        {
-            return Some(t.clone());
-        }
         let sent = self
             .sent
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(cid)
-            .cloned()?;
+            .cloned();
+        // The account's magic, or the one this order was sent with.
+        let magic = sent.as_ref().map_or(self.config.magic, |s| s.magic);
+        if let Some(t) = tickets.iter().find(|t| {
+            (t.magic == self.config.magic || t.magic == magic) && t.comment.starts_with(&tag)
+        }) {
+            return Some(t.clone());
+        }
+        let sent = sent?;
         tickets
             .iter()
             .find(|t| {
                 // A ticket tagged for another order is that order's, never this one's.
                 let foreign = is_tag(&t.comment) && !t.comment.starts_with(&tag);
                 !foreign
-                    && t.magic == self.config.magic
+                    && t.magic == sent.magic
                     && !sent.before.contains(&t.ticket)
                     && t.symbol == sent.symbol
                     && t.lots == sent.lots
@@ -1970,6 +1985,55 @@ impl DwxBroker {
             ));
         }
         notes.extend(draft.disagreements(&self.config.id));
+        // Each open ticket as the terminal lists it, under its symbol.
+        let open_tickets: Vec<tradedesk_core::BrokerTicket> = positions
+            .iter()
+            .map(|t| tradedesk_core::BrokerTicket {
+                account: 0,
+                instrument: draft.index(&t.symbol),
+                ticket: t.ticket.clone(),
+                side: t.side(),
+                quantity: t.lots,
+                open_price: t.open_price,
+                open_time: self
+                    .server_instant(&t.open_time)
+                    .map(|i| i.with_timezone(&utc)),
+                stop_loss: (!t.sl.is_zero()).then_some(t.sl),
+                take_profit: (!t.tp.is_zero()).then_some(t.tp),
+                swap: t.swap,
+                commission: t.commission,
+                profit: t.pnl,
+                magic: Some(t.magic),
+                comment: t.comment.clone(),
+            })
+            .collect();
+        let margin_mode = self.margin_mode();
+        match (self.config.platform, margin_mode) {
+            (Platform::Mt4, _) => {
+                // A hedging account: each ticket is its own position, its partial closes
+                // matched within it and never against another ticket.
+                let mut ids: BTreeMap<String, u32> = BTreeMap::new();
+                for f in &mut draft.fills {
+                    if let Some(t) = f
+                        .id
+                        .strip_suffix("-open")
+                        .or_else(|| f.id.strip_suffix("-close"))
+                    {
+                        let next = u32::try_from(ids.len() + 1).unwrap_or(u32::MAX);
+                        f.position = *ids.entry(t.to_owned()).or_insert(next);
+                    }
+                }
+            }
+            (Platform::Mt5, Some(MarginMode::Hedging)) => notes.push(format!(
+                "{}: a hedging MT5 account: the EA's deals name no position, so closed deals are matched first in, first out per symbol; the open tickets are listed each under their symbol",
+                self.config.id
+            )),
+            (Platform::Mt5, Some(MarginMode::Netting)) => {}
+            (Platform::Mt5, None) => notes.push(format!(
+                "{}: whether this MT5 account hedges or nets is not known (the EA does not write it): positions are netted per symbol; set margin_mode = \"hedging\" or \"netting\" in the account's config, as the terminal shows it",
+                self.config.id
+            )),
+        }
         let mut parts = BookParts {
             base_currency: currency,
             as_of: today,
@@ -1983,6 +2047,8 @@ impl DwxBroker {
             corporate_actions: Vec::new(),
             notes,
             unknown_specs: draft.unknown_specs,
+            tickets: open_tickets,
+            margin_modes: margin_mode.map(|m| (0, m)).into_iter().collect(),
         };
         // MetaTrader keeps one balance, in the account's currency: each trade's P&L is
         // converted at its close. The ledger books a pair's P&L in its quote currency, so
@@ -2159,12 +2225,30 @@ impl DwxBroker {
         let closing: Vec<Ticket> = tickets
             .into_iter()
             .filter(|t| t.is_position() && t.symbol == order.key.symbol && t.side() != order.side)
+            .filter(|t| order.ticket.as_ref().is_none_or(|o| &t.ticket == o))
             .collect();
         if closing.is_empty() {
             return Err(BrokerError::Rejected {
                 account: self.config.id.clone(),
-                reason: format!("no open {} position to close", order.key.symbol),
+                reason: match &order.ticket {
+                    Some(o) => format!("no open {} ticket {o} to close", order.key.symbol),
+                    None => format!("no open {} position to close", order.key.symbol),
+                },
                 order_id: None,
+            });
+        }
+        if let Some(t) = closing
+            .first()
+            .filter(|t| order.ticket.is_some() && order.quantity > t.lots)
+        {
+            return Err(BrokerError::InvalidRequest {
+                account: self.config.id.clone(),
+                reason: format!(
+                    "{} lots to close, ticket {} has {}",
+                    order.quantity.normalize(),
+                    t.ticket,
+                    t.lots.normalize()
+                ),
             });
         }
         let mut left = order.quantity;
@@ -2511,6 +2595,8 @@ impl Broker for DwxBroker {
             }
         };
         let (comment, changed) = comment_for(&order.client_order_id, order.comment.as_deref());
+        // The order's own magic number, else the account's.
+        let magic = order.magic.unwrap_or(self.config.magic);
         let lots = order.quantity.round_dp(2);
         let content = format!(
             "{},{kind},{},{},{},{},{},{comment},{expiration}",
@@ -2519,7 +2605,7 @@ impl Broker for DwxBroker {
             price.normalize(),
             order.stop_loss.unwrap_or_default().normalize(),
             order.take_profit.unwrap_or_default().normalize(),
-            self.config.magic,
+            magic,
         );
         let mut reset = self.writing.lock().await;
         let before: BTreeSet<String> = Self::tickets(&self.orders_file().await?)
@@ -2537,6 +2623,7 @@ impl Broker for DwxBroker {
                     symbol: order.key.symbol.clone(),
                     lots,
                     side: order.side,
+                    magic,
                     before,
                     slot,
                     body,
@@ -2664,15 +2751,51 @@ impl Broker for DwxBroker {
             .rsplit_once(':')
             .map_or(symbol, |(_, s)| s)
             .to_owned();
+        self.modify_where(&symbol, None, stop_loss, take_profit)
+            .await
+    }
+
+    async fn modify_ticket(
+        &self,
+        account: &str,
+        symbol: &str,
+        ticket: &str,
+        stop_loss: Option<Decimal>,
+        take_profit: Option<Decimal>,
+    ) -> Result<(Option<Decimal>, Option<Decimal>), BrokerError> {
+        crate::check_served(&self.config.id, account)?;
+        let symbol = symbol
+            .rsplit_once(':')
+            .map_or(symbol, |(_, s)| s)
+            .to_owned();
+        self.modify_where(&symbol, Some(ticket), stop_loss, take_profit)
+            .await
+    }
+}
+
+impl DwxBroker {
+    /// `MODIFY_ORDER` on the symbol's open tickets (or the one named), each keeping the
+    /// level not given.
+    async fn modify_where(
+        &self,
+        symbol: &str,
+        only: Option<&str>,
+        stop_loss: Option<Decimal>,
+        take_profit: Option<Decimal>,
+    ) -> Result<(Option<Decimal>, Option<Decimal>), BrokerError> {
         let mut reset = self.writing.lock().await;
         let tickets: Vec<Ticket> = Self::tickets(&self.orders_file().await?)
             .into_iter()
             .filter(|t| t.is_position() && t.symbol == symbol)
+            .filter(|t| only.is_none_or(|o| t.ticket == o))
             .collect();
         if tickets.is_empty() {
             return Err(BrokerError::Rejected {
                 account: self.config.id.clone(),
-                reason: format!("no open {symbol} position"),
+                reason: match only {
+                    Some(o) => format!("no open {symbol} ticket {o}"),
+                    None => format!("no open {symbol} position"),
+                },
                 order_id: None,
             });
         }

@@ -622,6 +622,7 @@ impl HyperliquidBroker {
                 trade_date: time.date_naive(),
                 seq: u32::try_from(seq).unwrap_or(u32::MAX),
                 kind: tradedesk_core::FillKind::Trade,
+                position: 0,
             });
         }
         let mut marks = Vec::new();
@@ -764,6 +765,8 @@ impl HyperliquidBroker {
                 self.config.id
             )],
             unknown_specs: Vec::new(),
+            tickets: Vec::new(),
+            margin_modes: Vec::new(),
         };
         if !opened_before.is_empty() {
             parts.notes.push(format!(

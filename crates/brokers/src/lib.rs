@@ -669,6 +669,19 @@ pub trait Broker: Send + Sync + fmt::Debug {
     ) -> Result<(Option<rust_decimal::Decimal>, Option<rust_decimal::Decimal>), BrokerError> {
         unsupported(account, "modifying positions")
     }
+
+    /// As [`Broker::modify_position`], on one of the broker's own positions (a
+    /// MetaTrader ticket) alone.
+    async fn modify_ticket(
+        &self,
+        account: &str,
+        _symbol: &str,
+        _ticket: &str,
+        _stop_loss: Option<rust_decimal::Decimal>,
+        _take_profit: Option<rust_decimal::Decimal>,
+    ) -> Result<(Option<rust_decimal::Decimal>, Option<rust_decimal::Decimal>), BrokerError> {
+        unsupported(account, "modifying positions by ticket")
+    }
 }
 
 #[cfg(test)]

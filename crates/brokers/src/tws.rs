@@ -812,6 +812,8 @@ impl TwsBroker {
                 corporate_actions: Vec::new(),
                 notes: Vec::new(),
                 unknown_specs: Vec::new(),
+                tickets: Vec::new(),
+                margin_modes: Vec::new(),
             },
         };
         parts.base_currency = base;
@@ -972,6 +974,7 @@ impl TwsBroker {
                 trade_date: time.date_naive(),
                 seq: first_seq.saturating_add(u32::try_from(n).unwrap_or(u32::MAX)),
                 kind: tradedesk_core::FillKind::Trade,
+                position: 0,
             });
             merged += 1;
         }

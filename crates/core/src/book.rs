@@ -130,6 +130,11 @@ pub struct Fill {
     /// Position in the source (file order), the tie-break for equal instants.
     pub seq: u32,
     pub kind: FillKind,
+    /// The position the fill belongs to within its (account, instrument): 0 for the
+    /// usual one position, else the broker's own position id (a MetaTrader hedging
+    /// account's ticket). Lots are matched first in, first out within one position,
+    /// never across two (docs/methodology/realized-pnl.md).
+    pub position: u32,
 }
 
 /// What a fill tradedesk makes itself is made of (a position held when the history
@@ -167,6 +172,47 @@ impl From<MadeFill> for Fill {
             time: m.time,
             seq: m.seq,
             kind: m.kind,
+            position: 0,
+        }
+    }
+}
+
+/// An open position as the broker itself lists it by its own id (a MetaTrader ticket):
+/// what a hedging account holds apart, shown under its instrument's row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerTicket {
+    pub account: AccountIdx,
+    pub instrument: InstrumentIdx,
+    pub ticket: String,
+    pub side: Side,
+    /// Unsigned, in the broker's units (lots).
+    pub quantity: Decimal,
+    pub open_price: Decimal,
+    pub open_time: Option<DateTime<FixedOffset>>,
+    pub stop_loss: Option<Decimal>,
+    pub take_profit: Option<Decimal>,
+    /// Swap, commission and profit as the broker states them, in the account's currency.
+    pub swap: Decimal,
+    pub commission: Decimal,
+    pub profit: Decimal,
+    pub magic: Option<i64>,
+    pub comment: String,
+}
+
+/// How an account holds positions: one per instrument (netting) or one per ticket
+/// (hedging, where a buy and a sell of one symbol stay open side by side).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MarginMode {
+    Netting,
+    Hedging,
+}
+
+impl MarginMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Netting => "netting",
+            Self::Hedging => "hedging",
         }
     }
 }
@@ -292,6 +338,10 @@ pub struct Book {
     /// Instruments whose contract size or profit currency is assumed, at most one entry
     /// per instrument.
     pub unknown_specs: Vec<UnknownSpec>,
+    /// Open positions by the broker's own ids, where the broker lists them so.
+    pub tickets: Vec<BrokerTicket>,
+    /// Accounts whose broker says how they hold positions.
+    pub margin_modes: Vec<(AccountIdx, MarginMode)>,
 }
 
 /// The parts a book is assembled from; every index already checked by the caller.
@@ -314,6 +364,10 @@ pub struct BookParts {
     pub notes: Vec<String>,
     /// Instruments whose contract size or profit currency is assumed.
     pub unknown_specs: Vec<UnknownSpec>,
+    /// Open positions by the broker's own ids (empty where the broker has none).
+    pub tickets: Vec<BrokerTicket>,
+    /// Accounts whose broker says whether they net or hedge.
+    pub margin_modes: Vec<(AccountIdx, MarginMode)>,
 }
 
 impl Book {
@@ -333,6 +387,8 @@ impl Book {
             mut corporate_actions,
             notes,
             mut unknown_specs,
+            tickets,
+            margin_modes,
         } = parts;
         unknown_specs.sort_by_key(|u| u.instrument);
         unknown_specs.dedup_by_key(|u| u.instrument);
@@ -354,6 +410,8 @@ impl Book {
             action_fills: vec![None; action_count],
             notes,
             unknown_specs,
+            tickets,
+            margin_modes,
         };
         if action_count > 0 {
             crate::ledger::settle_actions(&mut book);
@@ -407,6 +465,8 @@ impl Book {
             corporate_actions: self.corporate_actions.clone(),
             notes: self.notes.clone(),
             unknown_specs: self.unknown_specs.clone(),
+            tickets: self.tickets.clone(),
+            margin_modes: self.margin_modes.clone(),
         }
     }
 
@@ -431,6 +491,14 @@ impl Book {
             .iter()
             .position(|i| &i.key == key)
             .and_then(|i| InstrumentIdx::try_from(i).ok())
+    }
+
+    /// How the account holds positions, where its broker says.
+    pub fn margin_mode(&self, account: AccountIdx) -> Option<MarginMode> {
+        self.margin_modes
+            .iter()
+            .find(|(a, _)| *a == account)
+            .map(|(_, m)| *m)
     }
 
     pub fn account_index(&self, id: &str) -> Option<AccountIdx> {

@@ -351,6 +351,9 @@ pub struct Fifo {
     slots: Slots,
     queues: Vec<LotQueue>,
     keys: Vec<(AccountIdx, InstrumentIdx)>,
+    /// The queues of positions other than an instrument's usual one (a hedging
+    /// account's tickets, [`Fill::position`]), by (account, instrument, position).
+    positions: HashMap<(AccountIdx, InstrumentIdx, u32), usize>,
 }
 
 /// A value of the lots past what [`Fixed`] holds: the book's values are too large
@@ -388,6 +391,7 @@ impl Fifo {
                 slots: Slots::Sparse(HashMap::new()),
                 queues: Vec::new(),
                 keys: Vec::new(),
+                positions: HashMap::new(),
             };
         }
         let keys = (0..accounts)
@@ -406,7 +410,26 @@ impl Fifo {
             },
             queues: vec![LotQueue::EMPTY; pairs],
             keys,
+            positions: HashMap::new(),
         }
+    }
+
+    /// The queue of one of an instrument's positions other than its usual one.
+    fn position_queue_mut(
+        &mut self,
+        account: AccountIdx,
+        instrument: InstrumentIdx,
+        position: u32,
+    ) -> &mut LotQueue {
+        let slot = *self
+            .positions
+            .entry((account, instrument, position))
+            .or_insert_with(|| {
+                self.queues.push(LotQueue::EMPTY);
+                self.keys.push((account, instrument));
+                self.queues.len() - 1
+            });
+        &mut self.queues[slot]
     }
 
     fn queue_mut(
@@ -475,9 +498,14 @@ impl Fifo {
         adjustment: Fixed,
         mut on_close: impl FnMut(&ClosedLot),
     ) -> Result<Decimal> {
-        let queue = self
-            .queue_mut(fill.account, fill.instrument)
-            .ok_or_else(|| Error::internal(format!("fill {} refers outside the book", fill.id)))?;
+        let queue = if fill.position == 0 {
+            self.queue_mut(fill.account, fill.instrument)
+                .ok_or_else(|| {
+                    Error::internal(format!("fill {} refers outside the book", fill.id))
+                })?
+        } else {
+            self.position_queue_mut(fill.account, fill.instrument, fill.position)
+        };
         queue.widen(fill.quantity.scale(), fill.price.scale())?;
         let (qs, ps) = (queue.quantity_scale, queue.price_scale);
         let quantity = fill
@@ -603,8 +631,15 @@ impl Fifo {
             }
             Slots::Sparse(map) => map.get(&(account, instrument)).copied(),
         };
-        slot.and_then(|s| self.queues.get(s))
-            .map_or(Decimal::ZERO, LotQueue::signed_quantity)
+        let own = slot
+            .and_then(|s| self.queues.get(s))
+            .map_or(Decimal::ZERO, LotQueue::signed_quantity);
+        // A hedging account's other positions in it count towards its net holding.
+        self.positions
+            .iter()
+            .filter(|((a, i, _), _)| *a == account && *i == instrument)
+            .filter_map(|(_, &s)| self.queues.get(s))
+            .fold(own, |sum, q| sum + q.signed_quantity())
     }
 
     /// A split (or reverse split): `new` units for every `old`. Quantities are scaled,
@@ -829,6 +864,7 @@ mod tests {
             time,
             seq: i,
             kind: crate::FillKind::Trade,
+            position: 0,
         }
     }
 
@@ -872,6 +908,32 @@ mod tests {
         };
         let (closed, fifo) = run(&[fills[0].clone(), more], Decimal::ONE);
         assert!(closed.is_empty());
+        assert_eq!(fifo.position(0, 0), Decimal::ZERO);
+    }
+
+    #[test]
+    fn positions_of_one_instrument_match_within_themselves_never_across() {
+        // A hedging account: ticket 1 buys 2 at 100, ticket 2 sells 1 at 110, ticket 1
+        // closes 1 at 120. Netted, the sell would close ticket 1's lot at 110.
+        let at = |i, side, q: Decimal, p: Decimal, position| Fill {
+            position,
+            ..fill(i, side, q, p, Decimal::ZERO)
+        };
+        let fills = [
+            at(0, Side::Buy, dec!(2), dec!(100), 1),
+            at(1, Side::Sell, dec!(1), dec!(110), 2),
+            at(2, Side::Sell, dec!(1), dec!(120), 1),
+        ];
+        let (closed, fifo) = run(&fills, Decimal::ONE);
+        assert_eq!(closed.len(), 1);
+        assert_eq!((closed[0].open_fill, closed[0].close_fill), (0, 2));
+        assert_eq!(closed[0].gross_pnl.to_decimal(), dec!(20));
+        // Long 1 (ticket 1) and short 1 (ticket 2): two positions, net flat.
+        let open: Vec<Decimal> = fifo
+            .open_positions()
+            .map(|(_, _, q)| q.signed_quantity())
+            .collect();
+        assert_eq!(open, vec![dec!(1), dec!(-1)]);
         assert_eq!(fifo.position(0, 0), Decimal::ZERO);
     }
 

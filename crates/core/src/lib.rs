@@ -19,8 +19,8 @@ pub mod order;
 
 pub use actions::{ActionKind, CorporateAction, FillRef};
 pub use book::{
-    Account, AccountIdx, Book, BookParts, CashEntry, CashKind, Fill, FillKind, InstrumentIdx,
-    MadeFill, Marks, Mode, ReportedPosition, Side, UnknownSpec,
+    Account, AccountIdx, Book, BookParts, BrokerTicket, CashEntry, CashKind, Fill, FillKind,
+    InstrumentIdx, MadeFill, MarginMode, Marks, Mode, ReportedPosition, Side, UnknownSpec,
 };
 pub use currency::Currency;
 pub use dates::{DateRange, parse_date};

@@ -172,6 +172,10 @@ pub struct OrderRequest {
     pub mode: Mode,
     /// Only reduces an existing position (a close): the kill switch lets it through.
     pub reduce_only: bool,
+    /// The broker's position id a close is for (a MetaTrader ticket): only it is closed.
+    pub ticket: Option<String>,
+    /// MetaTrader's magic number for the order (`None`: the account's).
+    pub magic: Option<i64>,
 }
 
 /// An order as a broker reports it.

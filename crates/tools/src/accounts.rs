@@ -32,6 +32,10 @@ pub struct AccountRow {
     /// `equity`), beside tradedesk's own total_value; the trading guards value the account
     /// at it. Null where the broker reports none (a book file, most adapters).
     pub broker_equity: Option<Num>,
+    /// hedging (each ticket its own position) or netting (one per symbol); only where
+    /// the broker has both kinds of account (MetaTrader).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub margin_mode: Option<&'static str>,
 }
 
 /// Fills each row's `broker_equity` from what `reported` answers for its account (the
@@ -100,6 +104,9 @@ pub(crate) fn account_rows(
             name: account.name.clone(),
             account_currency: account.currency.code().to_owned(),
             mode: account.mode.as_str().to_owned(),
+            margin_mode: book
+                .margin_mode(idx)
+                .map(tradedesk_core::MarginMode::as_str),
             cash: cash.map(Num),
             positions_value: Num(positions_value),
             total_value: Num(total([positions_value, cash.unwrap_or_default()])?),

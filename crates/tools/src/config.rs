@@ -177,6 +177,9 @@ pub struct AccountConfig {
     /// Specification window shows them (the DWXConnect EA does not write them):
     /// `[accounts.symbols."GER40"] contract_size = 1, profit_currency = "EUR"`.
     pub symbols: Option<BTreeMap<String, SymbolConfig>>,
+    /// `metatrader` (MT5): "hedging" (each ticket its own position) or "netting" (one
+    /// position per symbol), as the terminal's account shows it; MT4 is always hedging.
+    pub margin_mode: Option<String>,
 }
 
 /// One symbol's spec under a `metatrader` account's `symbols`.
@@ -977,6 +980,31 @@ pub fn config_context_with(
                     ));
                 }
                 let symbols = symbol_specs(i, account)?;
+                let margin_mode = match (platform, account.margin_mode.as_deref()) {
+                    (_, None) => None,
+                    (_, Some("hedging")) => Some(tradedesk_core::MarginMode::Hedging),
+                    (tradedesk_brokers::dwx::Platform::Mt5, Some("netting")) => {
+                        Some(tradedesk_core::MarginMode::Netting)
+                    }
+                    (tradedesk_brokers::dwx::Platform::Mt4, Some("netting")) => {
+                        return Err(config_error(
+                            format!(
+                                "accounts[{i}] ({}): margin_mode = \"netting\" on MT4, which only hedges",
+                                account.id
+                            ),
+                            "remove margin_mode (MT4 accounts are hedging), or point path at an MT5 terminal's MQL5/Files",
+                        ));
+                    }
+                    (_, Some(other)) => {
+                        return Err(config_error(
+                            format!(
+                                "accounts[{i}] ({}): margin_mode '{other}' is neither hedging nor netting",
+                                account.id
+                            ),
+                            "write margin_mode = \"hedging\" or \"netting\", as the MT5 terminal's account shows it (Toolbox > Trade: a hedging account lists several positions per symbol)",
+                        ));
+                    }
+                };
                 let broker =
                     tradedesk_brokers::dwx::DwxBroker::new(tradedesk_brokers::dwx::DwxConfig {
                         id: account.id.clone(),
@@ -994,6 +1022,7 @@ pub fn config_context_with(
                                 .max(1),
                         ),
                         symbols,
+                        margin_mode,
                     });
                 ctx = ctx.with_broker(Arc::new(broker), None);
             }

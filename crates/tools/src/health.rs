@@ -179,7 +179,8 @@ pub fn disagreements(book: &Book, ledger: &Ledger) -> Vec<Disagreement> {
     let mut implied: BTreeMap<(AccountIdx, InstrumentIdx), Decimal> = BTreeMap::new();
     for (account, instrument, queue) in ledger.fifo.open_positions() {
         if reporting.contains(&account) {
-            implied.insert((account, instrument), queue.signed_quantity());
+            // A hedging account's tickets are queues of their own: summed.
+            *implied.entry((account, instrument)).or_default() += queue.signed_quantity();
         }
     }
     let mut keys: Vec<(AccountIdx, InstrumentIdx)> =

@@ -38,6 +38,8 @@ pub fn merge_books(
     let mut actions = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let mut unknown_specs: Vec<tradedesk_core::UnknownSpec> = Vec::new();
+    let mut tickets: Vec<tradedesk_core::BrokerTicket> = Vec::new();
+    let mut margin_modes: Vec<(AccountIdx, tradedesk_core::MarginMode)> = Vec::new();
     let mut seq_offset: u32 = 0;
 
     for (book, selection) in parts {
@@ -141,6 +143,20 @@ pub fn merge_books(
                     ..u.clone()
                 }),
         );
+        for t in &book.tickets {
+            if let Some(&account) = account_map.get(&t.account) {
+                tickets.push(tradedesk_core::BrokerTicket {
+                    account,
+                    instrument: instrument_map[t.instrument as usize],
+                    ..t.clone()
+                });
+            }
+        }
+        margin_modes.extend(
+            book.margin_modes
+                .iter()
+                .filter_map(|(a, m)| Some((*account_map.get(a)?, *m))),
+        );
         for a in &book.corporate_actions {
             if let Some(&account) = account_map.get(&a.account) {
                 let mut a = a.clone();
@@ -182,5 +198,7 @@ pub fn merge_books(
         corporate_actions: actions,
         notes,
         unknown_specs,
+        tickets,
+        margin_modes,
     }))
 }

@@ -47,6 +47,74 @@ pub struct PositionOut {
     pub unrealized_pnl_converted: Option<Num>,
     /// |notional_converted| over the sum of it across the listed, marked positions.
     pub weight_pct: Option<Num>,
+    /// MetaTrader's open tickets in this row (hedging: each its own position).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tickets: Option<Vec<TicketOut>>,
+}
+
+/// An open ticket; money in the account's currency.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TicketOut {
+    pub ticket: String,
+    /// buy | sell
+    pub side: &'static str,
+    pub lots: Num,
+    pub open_price: Num,
+    pub open_time: Option<String>,
+    pub stop_loss: Option<Num>,
+    pub take_profit: Option<Num>,
+    pub swap: Num,
+    pub commission: Num,
+    /// Floating, swap and commission apart.
+    pub profit: Num,
+    pub magic: Option<i64>,
+    pub comment: String,
+}
+
+/// Sums two optional figures: unknown when either is.
+fn add_opt(a: Option<Num>, b: Option<Num>) -> Option<Num> {
+    Some(Num(a?.0 + b?.0))
+}
+
+/// Folds a second row of one (account, instrument, side) into the first: a hedging
+/// account's tickets are positions of their own, shown under one row.
+fn fold_into(row: &mut PositionOut, other: &PositionOut) {
+    let (q1, q2) = (row.quantity.0.abs(), other.quantity.0.abs());
+    let both = q1 + q2;
+    if !both.is_zero() {
+        row.avg_cost = Num((row.avg_cost.0 * q1 + other.avg_cost.0 * q2) / both);
+    }
+    row.quantity = Num(row.quantity.0 + other.quantity.0);
+    row.cost_basis = Num(row.cost_basis.0 + other.cost_basis.0);
+    row.notional = add_opt(row.notional.take(), other.notional);
+    row.notional_converted = add_opt(row.notional_converted.take(), other.notional_converted);
+    row.market_value = add_opt(row.market_value.take(), other.market_value);
+    row.market_value_converted = add_opt(
+        row.market_value_converted.take(),
+        other.market_value_converted,
+    );
+    row.unrealized_pnl = add_opt(row.unrealized_pnl.take(), other.unrealized_pnl);
+    row.unrealized_pnl_converted = add_opt(
+        row.unrealized_pnl_converted.take(),
+        other.unrealized_pnl_converted,
+    );
+}
+
+fn ticket_out(t: &tradedesk_core::BrokerTicket) -> TicketOut {
+    TicketOut {
+        ticket: t.ticket.clone(),
+        side: t.side.as_str(),
+        lots: Num(t.quantity),
+        open_price: Num(t.open_price),
+        open_time: t.open_time.map(|at| at.to_rfc3339()),
+        stop_loss: t.stop_loss.map(Num),
+        take_profit: t.take_profit.map(Num),
+        swap: Num(t.swap),
+        commission: Num(t.commission),
+        profit: Num(t.profit),
+        magic: t.magic,
+        comment: t.comment.clone(),
+    }
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -76,7 +144,8 @@ pub fn get_positions(
             .filter_map(|p| p.marked.as_ref()?.notional_converted)
             .map(|n| n.abs()),
     )?;
-    let mut positions = Vec::with_capacity(listed.len());
+    let mut positions: Vec<PositionOut> = Vec::with_capacity(listed.len());
+    let mut rows: BTreeMap<(u32, u32, String), usize> = BTreeMap::new();
     let mut sum = Decimal::ZERO;
     for p in &listed {
         let inst = book.instrument(p.instrument);
@@ -85,7 +154,7 @@ pub fn get_positions(
         if let Some(value) = m.and_then(|m| m.market_value_converted) {
             accumulate(&mut sum, value)?;
         }
-        positions.push(PositionOut {
+        let row = PositionOut {
             account: account.id.clone(),
             broker: account.broker.clone(),
             exchange: inst.key.exchange.clone(),
@@ -114,7 +183,37 @@ pub fn get_positions(
                 .and_then(|m| m.notional_converted)
                 .and_then(|n| pct(n.abs(), gross))
                 .map(Num),
-        });
+            tickets: None,
+        };
+        match rows.entry((p.account, p.instrument, row.side.clone())) {
+            std::collections::btree_map::Entry::Occupied(e) => {
+                fold_into(&mut positions[*e.get()], &row);
+            }
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(positions.len());
+                positions.push(row);
+            }
+        }
+    }
+    for ((account, instrument, side), &i) in &rows {
+        let long = side == "long";
+        let tickets: Vec<TicketOut> = book
+            .tickets
+            .iter()
+            .filter(|t| {
+                t.account == *account
+                    && t.instrument == *instrument
+                    && (t.side == tradedesk_core::Side::Buy) == long
+            })
+            .map(ticket_out)
+            .collect();
+        let row = &mut positions[i];
+        if !tickets.is_empty() {
+            row.tickets = Some(tickets);
+        }
+        if let Some(n) = row.notional_converted {
+            row.weight_pct = pct(n.0.abs(), gross).map(Num);
+        }
     }
     let mut notes = Vec::new();
     common_notes(book, v, listed.iter().copied(), &mut notes);

@@ -675,7 +675,8 @@ fn build_specs() -> Vec<ToolSpec> {
                 after every server-side guard, with preview_order's confirmation_token for the \
                 same arguments when confirmation is on. A retry with the same client_order_id \
                 returns the first outcome (replayed: true), never a second order. On an uncertain \
-                outcome look the order up with get_orders; do not resend.",
+                outcome look the order up with get_orders; do not resend. MetaTrader takes no \
+                slippage (the EA's order command has none).",
             read_only: false,
             needs_trading: true,
             toolset: Some(Toolset::Trading),
@@ -687,7 +688,7 @@ fn build_specs() -> Vec<ToolSpec> {
             title: "Close a position",
             description: "Closes all (default) or part of an open position with a market order on \
                 the opposite side; allowed while the kill switch is on. Its confirmation_token \
-                comes from preview_order of that market order.",
+                comes from preview_order of that market order (with its ticket, if any).",
             read_only: false,
             needs_trading: true,
             toolset: Some(Toolset::Trading),

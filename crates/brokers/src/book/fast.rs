@@ -105,6 +105,8 @@ pub(super) fn book(text: &str) -> Option<Book> {
         corporate_actions,
         notes,
         unknown_specs,
+        tickets: Vec::new(),
+        margin_modes: Vec::new(),
     }))
 }
 
@@ -267,6 +269,7 @@ impl<'a> Fills<'a> {
             } else {
                 FillKind::Trade
             },
+            position: 0,
         })
     }
 

@@ -1418,6 +1418,7 @@ impl OpenDBroker {
                 trade_date: time.date_naive(),
                 seq: u32::try_from(seq).unwrap_or(u32::MAX),
                 kind: tradedesk_core::FillKind::Trade,
+                position: 0,
             });
         }
         let mut marks = Vec::new();
@@ -1481,6 +1482,8 @@ impl OpenDBroker {
             corporate_actions: Vec::new(),
             notes,
             unknown_specs,
+            tickets: Vec::new(),
+            margin_modes: Vec::new(),
         };
         // Positions older than history_days: opened at OpenD's average cost.
         let mut cost = BTreeMap::new();

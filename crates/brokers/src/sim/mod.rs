@@ -522,6 +522,7 @@ impl SimBroker {
                 trade_date: f.time.date_naive(),
                 seq: f.seq,
                 kind: tradedesk_core::FillKind::Trade,
+                position: 0,
             });
         }
         let today = t.date_naive();
@@ -569,6 +570,8 @@ impl SimBroker {
             corporate_actions: Vec::new(),
             notes: Vec::new(),
             unknown_specs: Vec::new(),
+            tickets: Vec::new(),
+            margin_modes: Vec::new(),
         }))
     }
 
@@ -1716,6 +1719,8 @@ mod tests {
             client_order_id: id.into(),
             mode: Mode::Paper,
             reduce_only: false,
+            ticket: None,
+            magic: None,
         }
     }
 

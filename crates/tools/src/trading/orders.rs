@@ -131,6 +131,10 @@ macro_rules! order_args {
             /// paper (default) or live (only where the account's config allows it).
             #[serde(default)]
             pub mode: ModeArg,
+            /// MetaTrader: magic number (default: the account's).
+            pub magic: Option<i64>,
+            /// MetaTrader: the ticket it closes.
+            pub ticket: Option<String>,
             $($extra)*
         }
     };
@@ -167,6 +171,8 @@ impl From<PlaceArgs> for (PreviewArgs, Option<String>) {
                 comment: a.comment,
                 client_order_id: a.client_order_id,
                 mode: a.mode,
+                magic: a.magic,
+                ticket: a.ticket,
             },
             a.confirmation_token,
         )
@@ -178,6 +184,8 @@ impl From<PlaceArgs> for (PreviewArgs, Option<String>) {
 pub struct CloseArgs {
     pub account: String,
     pub symbol: String,
+    /// MetaTrader: only this ticket (get_positions lists them).
+    pub ticket: Option<String>,
     /// How much to close (default: all of it).
     pub quantity: Option<Num>,
     #[serde(default)]
@@ -192,6 +200,8 @@ pub struct CloseArgs {
 pub struct ModifyArgs {
     pub account: String,
     pub symbol: String,
+    /// MetaTrader: only this ticket (default: all of the symbol's).
+    pub ticket: Option<String>,
     /// New stop-loss level (at least one of stop_loss and take_profit).
     pub stop_loss: Option<Num>,
     /// New take-profit level.
@@ -317,6 +327,10 @@ pub struct NormalizedView {
     pub comment: Option<String>,
     pub client_order_id: Option<String>,
     pub mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub magic: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -409,6 +423,9 @@ struct Normalized {
     client_order_id: Option<String>,
     mode: Mode,
     reduce_only: bool,
+    /// The ticket a close is for (MetaTrader).
+    ticket: Option<String>,
+    magic: Option<i64>,
 }
 
 impl Normalized {
@@ -443,6 +460,8 @@ impl Normalized {
             client_order_id: a.client_order_id,
             mode: a.mode.into(),
             reduce_only: false,
+            ticket: a.ticket.map(|t| t.trim().to_owned()),
+            magic: a.magic,
         }
     }
 
@@ -468,15 +487,29 @@ impl Normalized {
         )
     }
 
+    /// The order text, with the ticket and the magic number where given (an order
+    /// without them keeps the fingerprint it always had).
+    fn bound_text(&self, key: &InstrumentKey) -> String {
+        let mut text = self.order_text(key);
+        if let Some(t) = &self.ticket {
+            text.push_str("|ticket=");
+            text.push_str(t);
+        }
+        if let Some(m) = self.magic {
+            text.push_str(&format!("|magic={m}"));
+        }
+        text
+    }
+
     fn idempotency_fingerprint(&self, key: &InstrumentKey) -> String {
-        sha256_hex(&[self.order_text(key).as_bytes()])
+        sha256_hex(&[self.bound_text(key).as_bytes()])
     }
 
     /// What a confirmation token is bound to: the order, its account and mode, and the
     /// client order id when one was given.
     fn token_fingerprint(&self, key: &InstrumentKey) -> String {
         sha256_hex(&[
-            self.order_text(key).as_bytes(),
+            self.bound_text(key).as_bytes(),
             b"|",
             self.client_order_id.as_deref().unwrap_or("").as_bytes(),
         ])
@@ -499,6 +532,8 @@ impl Normalized {
             comment: self.comment.clone(),
             client_order_id: self.client_order_id.clone(),
             mode: self.mode.as_str(),
+            magic: self.magic,
+            ticket: self.ticket.clone(),
         }
     }
 }
@@ -580,6 +615,30 @@ fn rule_error(rule: &'static str, detail: &str) -> Error {
         "close_exceeds_position" => (
             ErrorCode::InvalidQuantity,
             "close at most the open quantity (get_positions shows it), or omit quantity to close all",
+        ),
+        "ticket_found" => (
+            ErrorCode::InvalidOrder,
+            "get_positions lists each open ticket under its symbol; pass one of those, of this symbol",
+        ),
+        "ticket_required" => (
+            ErrorCode::InvalidOrder,
+            "pass ticket (get_positions lists each ticket under its symbol)",
+        ),
+        "ticket_side" => (
+            ErrorCode::InvalidOrder,
+            "an order on a ticket closes it: its side is the ticket's opposite (close_position sets it)",
+        ),
+        "close_exceeds_ticket" => (
+            ErrorCode::InvalidQuantity,
+            "close at most the ticket's lots (get_positions shows them), or omit quantity to close all of it",
+        ),
+        "ticket_close_only" => (
+            ErrorCode::InvalidOrder,
+            "an order on a ticket closes it at the market: leave type market, or leave ticket out to open a new ticket",
+        ),
+        "magic_supported" => (
+            ErrorCode::InvalidOrder,
+            "magic numbers are MetaTrader's: leave magic out for this account",
         ),
         "prices_match_type" => (
             ErrorCode::InvalidOrder,
@@ -1285,11 +1344,83 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         );
     }
 
+    // A ticket (MetaTrader): the order closes it, so it must be open, of this symbol,
+    // on the other side, and no bigger than it.
+    let mut on_ticket = false;
+    if let Some(ticket) = &order.ticket {
+        let account_idx = own.account_index(&order.account);
+        let found = own
+            .tickets
+            .iter()
+            .find(|t| Some(t.account) == account_idx && &t.ticket == ticket);
+        let of_symbol = found.filter(|t| own.instrument(t.instrument).key.symbol == key.symbol);
+        check(
+            "ticket_found",
+            of_symbol.is_some(),
+            match (found, of_symbol) {
+                (None, _) => format!(
+                    "account {} has no open ticket {}",
+                    order.account,
+                    quoted(ticket)
+                ),
+                (Some(t), None) => format!(
+                    "ticket {} is {}, not {}",
+                    quoted(ticket),
+                    own.instrument(t.instrument).key.symbol,
+                    key.symbol
+                ),
+                _ => format!("ticket {ticket} is open"),
+            },
+        );
+        check(
+            "ticket_close_only",
+            order.order_type == OrderType::Market,
+            format!("a {} order on ticket {ticket}", order.order_type.as_str()),
+        );
+        if let Some(t) = of_symbol {
+            on_ticket = true;
+            check(
+                "ticket_side",
+                t.side != order.side,
+                format!(
+                    "ticket {ticket} is a {}; an order on it is a {}",
+                    t.side.as_str(),
+                    if t.side == Side::Buy { "sell" } else { "buy" }
+                ),
+            );
+            if let Some(q) = quantity {
+                check(
+                    "close_exceeds_ticket",
+                    q <= t.quantity,
+                    format!(
+                        "{q} {} to close, ticket {ticket} has {}",
+                        inst.unit, t.quantity
+                    ),
+                );
+            }
+        }
+    }
+    if order.magic.is_some() {
+        let broker_name = own
+            .account_index(&order.account)
+            .map(|a| own.account(a).broker.as_str())
+            .unwrap_or_default();
+        check(
+            "magic_supported",
+            broker_name == "metatrader",
+            format!(
+                "account {} is {broker_name}, which has no magic numbers",
+                order.account
+            ),
+        );
+    }
+
     // An order that only takes risk off (a market order against this account's own
     // position, no bigger than it) passes the kill switch, the lists and the limits:
     // the owner must always be able to get out. The broker is told to clamp it.
     let held_here = position_in(&own, &own_ledger, &order.account, &key);
     let reduces = order.reduce_only
+        || (on_ticket && order.order_type == OrderType::Market)
         || (order.order_type == OrderType::Market
             && quantity.is_some_and(|q| q > Decimal::ZERO && q <= held_here.abs())
             && (held_here.is_sign_positive() != buy)
@@ -2155,6 +2286,8 @@ async fn submit(
         client_order_id: client_order_id.clone(),
         mode: plan.order.mode,
         reduce_only: plan.reduces,
+        ticket: plan.order.ticket.clone(),
+        magic: plan.order.magic,
     };
     let outcome = tokio::time::timeout(ctx.broker_timeout, plan.broker.place(&request)).await;
     trading.pause_at(Failpoint::AfterBroker).await;
@@ -2396,6 +2529,93 @@ async fn open_position(ctx: &ToolContext, account: &str, key: &InstrumentKey) ->
     Ok(position_in(&book, &ledger, account, key))
 }
 
+/// An open ticket of an account in an instrument, as its broker lists it.
+///
+/// # Errors
+/// `invalid_order` (`ticket_found`) naming the tickets that are open in the instrument.
+async fn open_ticket(
+    ctx: &ToolContext,
+    account: &str,
+    key: &InstrumentKey,
+    ticket: &str,
+) -> Result<tradedesk_core::BrokerTicket> {
+    let book = ctx.account_book(account).await?;
+    let a = book.account_index(account);
+    let here: Vec<&tradedesk_core::BrokerTicket> = book
+        .tickets
+        .iter()
+        .filter(|t| Some(t.account) == a)
+        .collect();
+    if let Some(t) = here.iter().find(|t| t.ticket == ticket) {
+        if book.instrument(t.instrument).key.symbol != key.symbol {
+            return Err(rule_error(
+                "ticket_found",
+                &format!(
+                    "ticket {} is {}, not {}",
+                    quoted(ticket),
+                    book.instrument(t.instrument).key.symbol,
+                    key.symbol
+                ),
+            ));
+        }
+        return Ok((*t).clone());
+    }
+    let open: Vec<&str> = here
+        .iter()
+        .filter(|t| book.instrument(t.instrument).key.symbol == key.symbol)
+        .map(|t| t.ticket.as_str())
+        .collect();
+    Err(rule_error(
+        "ticket_found",
+        &format!(
+            "account {account} has no open ticket {}{}",
+            quoted(ticket),
+            if open.is_empty() {
+                format!(" (nothing of {} is open)", key.symbol)
+            } else {
+                format!("; {} tickets open: {}", key.symbol, open.join(", "))
+            }
+        ),
+    ))
+}
+
+/// Refuses a change to a whole symbol on a hedging account that holds it both ways (a
+/// buy and a sell ticket): which ticket is meant must be said.
+///
+/// # Errors
+/// `invalid_order` (`ticket_required`) naming the open tickets.
+async fn hedged_both_ways(
+    ctx: &ToolContext,
+    account: &str,
+    key: &InstrumentKey,
+    tool: &str,
+) -> Result<()> {
+    let book = ctx.account_book(account).await?;
+    let a = book.account_index(account);
+    let here: Vec<&tradedesk_core::BrokerTicket> = book
+        .tickets
+        .iter()
+        .filter(|t| Some(t.account) == a && book.instrument(t.instrument).key.symbol == key.symbol)
+        .collect();
+    let buys = here.iter().any(|t| t.side == Side::Buy);
+    let sells = here.iter().any(|t| t.side == Side::Sell);
+    if buys && sells {
+        let list: Vec<String> = here
+            .iter()
+            .map(|t| format!("{} ({} {})", t.ticket, t.side.as_str(), t.quantity))
+            .collect();
+        return Err(rule_error(
+            "ticket_required",
+            &format!(
+                "account {account} holds {} both ways (hedging): {tool} needs the ticket, one of {}",
+                key.symbol,
+                list.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// An account's own book, replayed, read from its broker alone (never waiting for
 /// another broker).
 async fn own_ledger(
@@ -2427,7 +2647,20 @@ pub async fn close_position(
         .instrument(&args.account, &args.symbol)
         .await
         .map_err(broker_error)?;
-    let held = open_position(ctx, &args.account, &inst.key).await?;
+    let ticket = args.ticket.as_deref().map(str::trim).map(str::to_owned);
+    if ticket.is_none() {
+        hedged_both_ways(ctx, &args.account, &inst.key, "close_position").await?;
+    }
+    // By ticket (MetaTrader): that ticket's side and lots; else the net position.
+    let held = if let Some(ticket) = &ticket {
+        let t = open_ticket(ctx, &args.account, &inst.key, ticket).await?;
+        match t.side {
+            Side::Buy => t.quantity,
+            Side::Sell => -t.quantity,
+        }
+    } else {
+        open_position(ctx, &args.account, &inst.key).await?
+    };
     if held.is_zero() {
         return Err(rule_error(
             "no_position",
@@ -2437,16 +2670,24 @@ pub async fn close_position(
     let quantity = match args.quantity {
         None => held.abs(),
         Some(q) if q.0 > held.abs() => {
-            return Err(rule_error(
-                "close_exceeds_position",
-                &format!("{} to close, but {} is open", q.0, held.abs()),
-            ));
+            return Err(match &ticket {
+                Some(t) => rule_error(
+                    "close_exceeds_ticket",
+                    &format!("{} to close, ticket {t} has {}", q.0, held.abs()),
+                ),
+                None => rule_error(
+                    "close_exceeds_position",
+                    &format!("{} to close, but {} is open", q.0, held.abs()),
+                ),
+            });
         }
         Some(q) => q.0,
     };
     let order = Normalized {
         account: args.account,
         symbol: inst.key.qualified(),
+        ticket,
+        magic: None,
         side: if held.is_sign_positive() {
             Side::Sell
         } else {
@@ -2497,7 +2738,19 @@ pub async fn modify_position(ctx: &ToolContext, args: ModifyArgs) -> Result<Modi
         .instrument(&args.account, &args.symbol)
         .await
         .map_err(broker_error)?;
-    let held = open_position(ctx, &args.account, &inst.key).await?;
+    let ticket = args.ticket.as_deref().map(str::trim).map(str::to_owned);
+    let on_ticket = match &ticket {
+        Some(t) => Some(open_ticket(ctx, &args.account, &inst.key, t).await?),
+        None => {
+            hedged_both_ways(ctx, &args.account, &inst.key, "modify_position").await?;
+            None
+        }
+    };
+    let held = match &on_ticket {
+        Some(t) if t.side == Side::Buy => t.quantity,
+        Some(t) => -t.quantity,
+        None => open_position(ctx, &args.account, &inst.key).await?,
+    };
     if held.is_zero() {
         return Err(rule_error(
             "no_position",
@@ -2528,10 +2781,13 @@ pub async fn modify_position(ctx: &ToolContext, args: ModifyArgs) -> Result<Modi
         }
     }
     // The pair in force after the change: a new level with the one already set.
-    let (old_sl, old_tp) = broker
-        .position_levels(&args.account, &inst.key.qualified())
-        .await
-        .unwrap_or((None, None));
+    let (old_sl, old_tp) = match &on_ticket {
+        Some(t) => (t.stop_loss, t.take_profit),
+        None => broker
+            .position_levels(&args.account, &inst.key.qualified())
+            .await
+            .unwrap_or((None, None)),
+    };
     let exit = if long { "bid" } else { "ask" };
     if let Some(failed) = level_rules(
         long,
@@ -2544,16 +2800,21 @@ pub async fn modify_position(ctx: &ToolContext, args: ModifyArgs) -> Result<Modi
     {
         return Err(rule_error(failed.rule, &failed.detail));
     }
-    let (new_sl, new_tp) = broker
-        .modify_position(&args.account, &inst.key.qualified(), sl, tp)
-        .await
-        .map_err(broker_error)?;
-    trading.audit(
-        "modify",
-        &args.account,
-        "",
-        &json!({"symbol": inst.key.qualified(), "stop_loss": new_sl.map(|d| d.to_string()), "take_profit": new_tp.map(|d| d.to_string())}),
-    )?;
+    let (new_sl, new_tp) = match &ticket {
+        Some(t) => broker
+            .modify_ticket(&args.account, &inst.key.qualified(), t, sl, tp)
+            .await
+            .map_err(broker_error)?,
+        None => broker
+            .modify_position(&args.account, &inst.key.qualified(), sl, tp)
+            .await
+            .map_err(broker_error)?,
+    };
+    let mut detail = json!({"symbol": inst.key.qualified(), "stop_loss": new_sl.map(|d| d.to_string()), "take_profit": new_tp.map(|d| d.to_string())});
+    if let Some(t) = &ticket {
+        detail["ticket"] = json!(t);
+    }
+    trading.audit("modify", &args.account, "", &detail)?;
     Ok(ModifyResult {
         mode: mode.as_str(),
         account: args.account,
