@@ -2384,7 +2384,7 @@ impl Broker for DwxBroker {
         symbol: &str,
     ) -> Result<TradableInstrument, BrokerError> {
         crate::check_served(&self.config.id, account)?;
-        let symbol = symbol.rsplit_once(':').map_or(symbol, |(_, s)| s).trim();
+        let symbol = bare_symbol(symbol).trim();
         let info = self.account_info(&self.orders_file().await?)?;
         let r = resolve(symbol, info.currency, &self.config.symbols, None);
         if let Some((detail, fix)) = r.assumed {
@@ -2421,11 +2421,7 @@ impl Broker for DwxBroker {
 
     async fn quote(&self, account: &str, symbol: &str) -> Result<Quote, BrokerError> {
         crate::check_served(&self.config.id, account)?;
-        let symbol = symbol
-            .rsplit_once(':')
-            .map_or(symbol, |(_, s)| s)
-            .trim()
-            .to_owned();
+        let symbol = bare_symbol(symbol).trim().to_owned();
         let mark = self.message_mark().await;
         let deadline = Instant::now() + self.config.timeout;
         let prices = self.prices(std::slice::from_ref(&symbol), deadline).await?;
@@ -2726,7 +2722,7 @@ impl Broker for DwxBroker {
         symbol: &str,
     ) -> Result<(Option<Decimal>, Option<Decimal>), BrokerError> {
         crate::check_served(&self.config.id, account)?;
-        let symbol = symbol.rsplit_once(':').map_or(symbol, |(_, s)| s);
+        let symbol = bare_symbol(symbol);
         let tickets = Self::tickets(&self.orders_file().await?);
         let t = tickets
             .iter()
@@ -2747,11 +2743,7 @@ impl Broker for DwxBroker {
         take_profit: Option<Decimal>,
     ) -> Result<(Option<Decimal>, Option<Decimal>), BrokerError> {
         crate::check_served(&self.config.id, account)?;
-        let symbol = symbol
-            .rsplit_once(':')
-            .map_or(symbol, |(_, s)| s)
-            .to_owned();
-        self.modify_where(&symbol, None, stop_loss, take_profit)
+        self.modify_where(bare_symbol(symbol), None, stop_loss, take_profit)
             .await
     }
 
@@ -2764,11 +2756,7 @@ impl Broker for DwxBroker {
         take_profit: Option<Decimal>,
     ) -> Result<(Option<Decimal>, Option<Decimal>), BrokerError> {
         crate::check_served(&self.config.id, account)?;
-        let symbol = symbol
-            .rsplit_once(':')
-            .map_or(symbol, |(_, s)| s)
-            .to_owned();
-        self.modify_where(&symbol, Some(ticket), stop_loss, take_profit)
+        self.modify_where(bare_symbol(symbol), Some(ticket), stop_loss, take_profit)
             .await
     }
 }
@@ -2854,6 +2842,11 @@ pub fn platform_of(path: &Path) -> Platform {
     } else {
         Platform::Mt4
     }
+}
+
+/// The terminal's own name of a symbol the tools may give qualified (`MT4:XAUUSD`).
+fn bare_symbol(symbol: &str) -> &str {
+    symbol.rsplit_once(':').map_or(symbol, |(_, s)| s)
 }
 
 #[cfg(test)]
