@@ -1490,3 +1490,30 @@ async fn an_mt5_netting_account_says_so_and_closes_part_of_its_ticket() {
         "{accounts:#}"
     );
 }
+
+/// An `account_info` without the account's figures gives no made-up balance or leverage:
+/// cash stays what the history implies, with a note, and the health line says which
+/// figures the EA did not write.
+#[tokio::test]
+async fn an_account_info_without_its_figures_is_said_not_made_up() {
+    let mut s = scenario(Platform::Mt4);
+    s.bare_account_info = true;
+    let d = desk_with(s, Duration::from_secs(5));
+    let accounts = d.call("get_accounts", json!({})).await;
+    assert_eq!(accounts["status"], "ok", "{accounts:#}");
+    assert!(
+        accounts["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("writes no balance")),
+        "{accounts:#}"
+    );
+    let health = d.call("get_server_health", json!({})).await;
+    let detail = health["brokers"][0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("balance not written by the EA")
+            && detail.contains("leverage not written by the EA"),
+        "{detail}"
+    );
+}

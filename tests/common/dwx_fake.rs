@@ -159,6 +159,9 @@ pub struct EaState {
     pub balance: f64,
     pub equity: f64,
     pub free_margin: f64,
+    /// Unkind: `account_info` names the account only (no leverage, balance, equity or
+    /// free margin), as an EA other than the stock one may write it.
+    pub bare_account_info: bool,
     /// Open positions and pending orders, in the terminal's order.
     pub orders: Vec<EaOrder>,
     /// History, oldest first.
@@ -233,6 +236,7 @@ impl Default for EaState {
             balance: 10_000.0,
             equity: 10_000.0,
             free_margin: 10_000.0,
+            bare_account_info: false,
             orders: Vec::new(),
             closed: Vec::new(),
             prices: BTreeMap::new(),
@@ -1242,6 +1246,15 @@ fn orders_text(st: &EaState, hidden: &BTreeMap<u64, Instant>) -> String {
             )
         })
         .collect();
+    if st.bare_account_info {
+        return format!(
+            "{{\"account_info\": {{\"name\": \"{}\", \"number\": {}, \"currency\": \"{}\"}}, \"orders\": {{{}}}}}",
+            st.name,
+            st.number,
+            st.currency,
+            entries.join(", ")
+        );
+    }
     format!(
         "{{\"account_info\": {{\"name\": \"{}\", \"number\": {}, \"currency\": \"{}\", \"leverage\": {}, \"free_margin\": {:.6}, \"balance\": {:.6}, \"equity\": {:.6}}}, \"orders\": {{{}}}}}",
         st.name,

@@ -612,10 +612,11 @@ struct AccountInfo {
     name: String,
     number: String,
     currency: Currency,
-    leverage: Decimal,
-    balance: Decimal,
-    equity: Decimal,
-    free_margin: Decimal,
+    /// Each `None` where the EA's `account_info` does not write it: never a made-up 0 or 1.
+    leverage: Option<Decimal>,
+    balance: Option<Decimal>,
+    equity: Option<Decimal>,
+    free_margin: Option<Decimal>,
 }
 
 /// What a send left to look for, while this process lives.
@@ -1237,10 +1238,10 @@ impl DwxBroker {
             name: text(info, "name"),
             number: text(info, "number"),
             currency,
-            leverage: dec(info, "leverage").unwrap_or(Decimal::ONE),
-            balance: dec(info, "balance").unwrap_or_default(),
-            equity: dec(info, "equity").unwrap_or_default(),
-            free_margin: dec(info, "free_margin").unwrap_or_default(),
+            leverage: dec(info, "leverage").filter(|l| *l > Decimal::ZERO),
+            balance: dec(info, "balance"),
+            equity: dec(info, "equity"),
+            free_margin: dec(info, "free_margin"),
         })
     }
 
@@ -2163,13 +2164,20 @@ impl DwxBroker {
             }
             // The replay above, with the conversions booked, is the cash the history
             // implies: no second replay.
-            crate::anchor_cash_to(
-                &mut parts,
-                &[(currency, info.balance)],
-                &ledger.cash,
-                "MetaTrader",
-                "the history read",
-            );
+            if let Some(balance) = info.balance {
+                crate::anchor_cash_to(
+                    &mut parts,
+                    &[(currency, balance)],
+                    &ledger.cash,
+                    "MetaTrader",
+                    "the history read",
+                );
+            } else {
+                parts.notes.push(format!(
+                    "{}: the EA's account_info writes no balance, so cash is what the history read implies, not the terminal's balance",
+                    self.config.id
+                ));
+            }
         }
         Ok(Book::assemble(parts))
     }
@@ -2343,16 +2351,16 @@ impl Broker for DwxBroker {
             Ok((i, n)) => (
                 HealthStatus::Ok,
                 format!(
-                    "{} account {} ({}), {} {}, balance {}, equity {}, free margin {}, leverage 1:{}, {n} open ticket(s), EA files in {}",
+                    "{} account {} ({}), {} {}, balance {}, equity {}, free margin {}, leverage {}, {n} open ticket(s), EA files in {}",
                     self.config.platform.name(),
                     i.number,
                     i.name,
                     if self.config.live { "live" } else { "demo" },
                     i.currency.code(),
-                    i.currency.round(i.balance),
-                    i.currency.round(i.equity),
-                    i.currency.round(i.free_margin),
-                    i.leverage,
+                    written(i.balance.map(|b| i.currency.round(b))),
+                    written(i.equity.map(|e| i.currency.round(e))),
+                    written(i.free_margin.map(|f| i.currency.round(f))),
+                    written(i.leverage.map(|l| format!("1:{l}"))),
                     self.dir().display()
                 ),
                 None,
@@ -2414,7 +2422,11 @@ impl Broker for DwxBroker {
             max_quantity: Decimal::from(100),
             tick,
             pip,
-            margin_rate: Decimal::ONE / info.leverage.max(Decimal::ONE),
+            // Without the account's leverage the order is taken as fully funded (rate 1),
+            // the rate that never lets an order past the margin check it would fail.
+            margin_rate: info
+                .leverage
+                .map_or(Decimal::ONE, |l| Decimal::ONE / l.max(Decimal::ONE)),
             unit: "lots",
         })
     }
@@ -2842,6 +2854,11 @@ pub fn platform_of(path: &Path) -> Platform {
     } else {
         Platform::Mt4
     }
+}
+
+/// A figure of the EA's `account_info` for the health line, or what it lacks.
+fn written<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "not written by the EA".to_owned(), |d| d.to_string())
 }
 
 /// The terminal's own name of a symbol the tools may give qualified (`MT4:XAUUSD`).
