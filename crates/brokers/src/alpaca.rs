@@ -196,18 +196,6 @@ impl Said {
     }
 }
 
-/// The signed quantity the fills imply per instrument (closes and openings alike).
-fn implied_quantities(parts: &BookParts) -> BTreeMap<u32, Decimal> {
-    let mut implied: BTreeMap<u32, Decimal> = BTreeMap::new();
-    for f in &parts.fills {
-        *implied.entry(f.instrument).or_default() += match f.side {
-            Side::Buy => f.quantity,
-            Side::Sell => -f.quantity,
-        };
-    }
-    implied
-}
-
 /// What the book knows of one symbol: asset class, multiplier, and what was assumed.
 #[derive(Debug, Clone)]
 struct Spec {
@@ -1278,7 +1266,7 @@ impl AlpacaBroker {
         // gives: opened just before it at the position's average entry price. Only what
         // the broker holds beyond the fills, the same way round: fills that imply more
         // than the broker holds are the reconciliation's to show, not an opening short.
-        let implied = implied_quantities(&parts);
+        let implied = crate::implied_quantities(&parts);
         let all_reported = std::mem::take(&mut parts.reported_positions);
         parts.reported_positions = all_reported
             .iter()

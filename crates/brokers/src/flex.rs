@@ -2697,13 +2697,15 @@ impl<'o> Builder<'o> {
         account: usize,
         date: NaiveDate,
     ) -> Result<(), FlexError> {
+        let upper = d.description.to_ascii_uppercase();
+        // The codes `is_delivery` lets through, else the description's words.
         let what = match d.code {
             Some("SO" | "CO") => "spin-off",
-            Some("RI" | "DI" | "SR") => "rights issue",
+            Some("RI" | "DI") => "rights issue",
             Some("SD") => "stock dividend",
-            Some("HI" | "HD" | "CH") => "choice dividend",
-            _ if d.description.to_ascii_uppercase().contains("SPINOFF") => "spin-off",
-            _ if d.description.to_ascii_uppercase().contains("RIGHTS") => "rights issue",
+            Some("HI") => "choice dividend",
+            _ if upper.contains("SPINOFF") => "spin-off",
+            _ if upper.contains("RIGHTS") => "rights issue",
             _ => "stock dividend",
         };
         let left_out = |why: String| {
@@ -2713,7 +2715,6 @@ impl<'o> Builder<'o> {
                 shown(d.description),
             )
         };
-        let upper = d.description.to_ascii_uppercase();
         let Some((n, m)) = ratio_in(&upper) else {
             self.notes.push(left_out(
                 "its description states no ratio (n FOR m held); state it in the book's corporate_actions".to_owned(),

@@ -207,6 +207,20 @@ pub enum OrderRef {
     ClientOrderId(String),
 }
 
+/// The signed quantity the fills imply per instrument (closes and openings alike).
+pub(crate) fn implied_quantities(
+    parts: &tradedesk_core::BookParts,
+) -> std::collections::BTreeMap<u32, rust_decimal::Decimal> {
+    let mut implied = std::collections::BTreeMap::new();
+    for f in &parts.fills {
+        *implied.entry(f.instrument).or_default() += match f.side {
+            tradedesk_core::Side::Buy => f.quantity,
+            tradedesk_core::Side::Sell => -f.quantity,
+        };
+    }
+    implied
+}
+
 /// Opens, before the history read, what a broker reports held but the fills read do not
 /// explain (a position older than the history): one fill per instrument for the
 /// difference, at `cost` (the broker's average cost per unit) or else the latest mark,
@@ -215,15 +229,8 @@ pub(crate) fn open_unexplained(
     parts: &mut tradedesk_core::BookParts,
     cost: &std::collections::BTreeMap<u32, rust_decimal::Decimal>,
 ) -> Vec<String> {
-    use rust_decimal::Decimal;
     use tradedesk_core::Side;
-    let mut implied: std::collections::BTreeMap<u32, Decimal> = std::collections::BTreeMap::new();
-    for f in &parts.fills {
-        *implied.entry(f.instrument).or_default() += match f.side {
-            Side::Buy => f.quantity,
-            Side::Sell => -f.quantity,
-        };
-    }
+    let implied = implied_quantities(parts);
     let earliest = parts
         .fills
         .iter()

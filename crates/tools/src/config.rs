@@ -74,12 +74,17 @@ pub enum ConfigNumber {
 }
 
 impl ConfigNumber {
-    fn decimal(&self, key: &str) -> Result<Decimal> {
-        let text = match self {
+    /// The number as written (a float by its shortest digits).
+    fn text(&self) -> String {
+        match self {
             Self::Int(i) => i.to_string(),
             Self::Float(f) => f.to_string(),
             Self::Text(t) => t.clone(),
-        };
+        }
+    }
+
+    fn decimal(&self, key: &str) -> Result<Decimal> {
+        let text = self.text();
         text.parse::<Decimal>()
             .ok()
             .filter(|d| !d.is_sign_negative())
@@ -238,7 +243,7 @@ fn symbol_specs(
 }
 
 /// `flex` of an `ibkr` account: a downloaded statement, or the Flex Web Service.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct FlexConfig {
     /// A downloaded Activity Flex statement (XML).
@@ -252,18 +257,8 @@ pub struct FlexConfig {
     /// The share of the parent's cost basis each spin-off, rights issue or dividend in
     /// kind gives its new instrument, by the new instrument's symbol (`{ "SOLV" = "0.25" }`),
     /// where the statement does not show it (docs/methodology/corporate-actions.md).
-    pub cost_fractions: Option<std::collections::BTreeMap<String, CostFraction>>,
+    pub cost_fractions: Option<std::collections::BTreeMap<String, ConfigNumber>>,
 }
-
-/// A cost fraction as written in the config: text (`"0.25"`, exact) or a number.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(untagged)]
-pub enum CostFraction {
-    Text(String),
-    Number(f64),
-}
-
-impl Eq for CostFraction {}
 
 /// The client id tradedesk gives TWS unless the config names one (each API connection
 /// to one TWS needs its own).
@@ -310,10 +305,7 @@ fn ibkr_flex(
     };
     let mut options = tradedesk_brokers::flex::FlexOptions::default();
     for (symbol, value) in flex.cost_fractions.iter().flatten() {
-        let text = match value {
-            CostFraction::Text(t) => t.clone(),
-            CostFraction::Number(n) => n.to_string(),
-        };
+        let text = value.text();
         let fraction =
             tradedesk_brokers::flex::parse_cost_fraction(symbol, &text).map_err(|message| {
                 config_error(
@@ -613,15 +605,8 @@ fn open_book(path: &Path, load: BookLoad) -> Result<BookBroker> {
     })
 }
 
-/// The context serving every account of one book file (`--book PATH`).
-///
-/// # Errors
-/// `invalid_book` with the file's first broken rule.
-pub fn book_context(version: &str, path: &Path) -> Result<ToolContext> {
-    book_context_with(version, path, BookLoad::Now)
-}
-
-/// As [`book_context`], the book read as `load` says.
+/// The context serving every account of one book file (`--book PATH`), the book read as
+/// `load` says.
 ///
 /// # Errors
 /// `invalid_book` with the file's first broken rule (when read now).

@@ -67,9 +67,9 @@ pub(super) fn book(text: &str) -> Option<Book> {
     let cash_rows = section::<Obj<CashRow<'_>>>(cash_rows)?;
     let mark_rows = section::<Obj<MarkRow<'_>>>(mark_rows)?;
     let fx_rows = section::<Obj<FxRow<'_>>>(fx_rows)?;
-    let reported_items = optional_items(reported_positions)?;
-    let opening_items = optional_items(opening_positions)?;
-    let action_items = optional_items(corporate_actions)?;
+    let reported_items = section::<Value<'_>>(reported_positions)?;
+    let opening_items = section::<Value<'_>>(opening_positions)?;
+    let action_items = section::<Value<'_>>(corporate_actions)?;
     let mut v = Validator::default();
     let accounts = v.accounts(&accounts_items);
     let (instruments, unknown_specs) = v.instruments(&instrument_items);
@@ -115,16 +115,7 @@ fn items(text: &str) -> Option<Vec<Value<'_>>> {
     serde_json::from_str(text).ok()
 }
 
-/// An optional one: absent or `null` is empty.
-fn optional_items(text: Option<&str>) -> Option<Vec<Value<'_>>> {
-    let Some(text) = text else {
-        return Some(Vec::new());
-    };
-    let items: Option<Vec<Value<'_>>> = serde_json::from_str(text).ok()?;
-    Some(items.unwrap_or_default())
-}
-
-/// An optional section of typed rows: absent or `null` is empty.
+/// An optional section of typed rows (or of JSON values): absent or `null` is empty.
 fn section<'a, T: Deserialize<'a>>(text: Option<&'a str>) -> Option<Vec<T>> {
     let Some(text) = text else {
         return Some(Vec::new());

@@ -1700,9 +1700,10 @@ impl Broker for OpenDBroker {
             })
             .await;
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let budget_problem = self.budget_problem();
         let (status, detail, hint) = match probe {
             Ok((acc, ver)) => (
-                if self.budget_problem().is_some() {
+                if budget_problem.is_some() {
                     HealthStatus::Degraded
                 } else {
                     HealthStatus::Ok
@@ -1717,11 +1718,11 @@ impl Broker for OpenDBroker {
                     },
                     acc.acc_id,
                     self.config.market.name()
-                ) + &self
-                    .budget_problem()
+                ) + &budget_problem
+                    .as_ref()
                     .map(|p| format!("; {p}"))
                     .unwrap_or_default(),
-                self.budget_problem().map(|_| {
+                budget_problem.as_ref().map(|_| {
                     "make the state directory's opend/ folder writable (or point --state-dir at one that is), so every tradedesk process counts OpenD's budget together".to_owned()
                 }),
             ),

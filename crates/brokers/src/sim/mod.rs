@@ -319,6 +319,17 @@ impl SimBroker {
         })
     }
 
+    /// A perpetual's mark (its mid) at `t` and the most leverage its margin rate allows.
+    fn perp_mark_of(&self, inst: &SimInstrument, t: DateTime<Utc>) -> (Decimal, u32) {
+        let q = self.quote_of(inst, t);
+        let max_leverage = Decimal::ONE
+            .checked_div(inst.spec.margin_rate)
+            .and_then(|l| rust_decimal::prelude::ToPrimitive::to_u32(&l.floor()))
+            .unwrap_or(1)
+            .max(1);
+        ((q.bid + q.ask) / Decimal::TWO, max_leverage)
+    }
+
     fn quote_of(&self, inst: &SimInstrument, t: DateTime<Utc>) -> Quote {
         let (bid, ask) = inst.bid_ask(self.config.seed, t);
         Quote {
@@ -1298,16 +1309,11 @@ impl Broker for SimBroker {
                     .to_owned(),
             });
         }
-        let q = self.quote_of(inst, self.clock.now());
-        let max = Decimal::ONE
-            .checked_div(inst.spec.margin_rate)
-            .and_then(|l| rust_decimal::prelude::ToPrimitive::to_u32(&l.floor()))
-            .unwrap_or(1)
-            .max(1);
+        let (mark, max_leverage) = self.perp_mark_of(inst, self.clock.now());
         Ok(crate::PerpMark {
             market: inst.spec.key.qualified(),
-            mark: (q.bid + q.ask) / Decimal::TWO,
-            max_leverage: max,
+            mark,
+            max_leverage,
         })
     }
 
@@ -1321,20 +1327,16 @@ impl Broker for SimBroker {
             .iter()
             .filter(|i| i.spec.asset_class == AssetClass::Perp)
             .map(|inst| {
-                let q = self.quote_of(inst, now);
+                let (mark, max_leverage) = self.perp_mark_of(inst, now);
                 crate::PerpListing {
                     market: inst.spec.key.qualified(),
                     name: inst.spec.key.symbol.clone(),
-                    mark: (q.bid + q.ask) / Decimal::TWO,
+                    mark,
                     oracle: None,
                     funding_rate: Some(Decimal::ZERO),
                     funding_period_hours: None,
                     open_interest: None,
-                    max_leverage: Decimal::ONE
-                        .checked_div(inst.spec.margin_rate)
-                        .and_then(|l| rust_decimal::prelude::ToPrimitive::to_u32(&l.floor()))
-                        .unwrap_or(1)
-                        .max(1),
+                    max_leverage,
                     size_step: inst.spec.lot_step,
                     open: true,
                 }
