@@ -199,6 +199,16 @@ pub struct BrokerTicket {
     pub comment: String,
 }
 
+impl BrokerTicket {
+    /// The ticket's quantity, negative for a sell.
+    pub fn signed_quantity(&self) -> Decimal {
+        match self.side {
+            Side::Buy => self.quantity,
+            Side::Sell => -self.quantity,
+        }
+    }
+}
+
 /// How an account holds positions: one per instrument (netting) or one per ticket
 /// (hedging, where a buy and a sell of one symbol stay open side by side).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

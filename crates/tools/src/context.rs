@@ -250,6 +250,16 @@ impl ToolContext {
         self.trading.as_ref().is_some_and(|t| t.settings.enabled)
     }
 
+    /// The equity an account's broker itself reports for it, in the broker's currency
+    /// (`None` where it reports none).
+    pub fn reported_equity(
+        &self,
+        account: &str,
+    ) -> Option<(tradedesk_core::Currency, rust_decimal::Decimal)> {
+        self.broker_for(account)
+            .and_then(|b| b.reported_equity(account))
+    }
+
     /// The broker serving `account`, if any.
     pub fn broker_for(&self, account: &str) -> Option<Arc<dyn Broker>> {
         self.sources

@@ -1392,7 +1392,7 @@ fn run_tool(
                 })
                 .map(|mut r| {
                     crate::accounts::with_broker_equity(&mut r.accounts, |a| {
-                        ctx.broker_for(a).and_then(|b| b.reported_equity(a))
+                        ctx.reported_equity(a)
                     });
                     r.notes.extend(disagreement_note(book, ledger, |_, _| true));
                     r
@@ -1543,7 +1543,7 @@ fn run_tool(
                 })
                 .map(|mut r| {
                     crate::accounts::with_broker_equity(&mut r.accounts, |a| {
-                        ctx.broker_for(a).and_then(|b| b.reported_equity(a))
+                        ctx.reported_equity(a)
                     });
                     r.notes.extend(disagreement_note(book, ledger, |_, _| true));
                     r

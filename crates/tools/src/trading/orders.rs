@@ -747,8 +747,7 @@ fn portfolio_total(
             )
             .sum();
         let reported = ctx
-            .broker_for(&account.id)
-            .and_then(|b| b.reported_equity(&account.id))
+            .reported_equity(&account.id)
             .and_then(|(currency, equity)| {
                 if currency == base {
                     Some(equity)
@@ -2522,24 +2521,16 @@ fn confirm_prompt(plan: &Plan, quantity: Decimal, notional_base: Decimal) -> Str
     text
 }
 
-/// The open position of an account in an instrument (signed), from that account's own
-/// broker alone: closing never waits for another broker.
-async fn open_position(ctx: &ToolContext, account: &str, key: &InstrumentKey) -> Result<Decimal> {
-    let (book, ledger) = own_ledger(ctx, account).await?;
-    Ok(position_in(&book, &ledger, account, key))
-}
-
 /// An open ticket of an account in an instrument, as its broker lists it.
 ///
 /// # Errors
 /// `invalid_order` (`ticket_found`) naming the tickets that are open in the instrument.
-async fn open_ticket(
-    ctx: &ToolContext,
+fn open_ticket(
+    book: &tradedesk_core::Book,
     account: &str,
     key: &InstrumentKey,
     ticket: &str,
 ) -> Result<tradedesk_core::BrokerTicket> {
-    let book = ctx.account_book(account).await?;
     let a = book.account_index(account);
     let here: Vec<&tradedesk_core::BrokerTicket> = book
         .tickets
@@ -2584,13 +2575,12 @@ async fn open_ticket(
 ///
 /// # Errors
 /// `invalid_order` (`ticket_required`) naming the open tickets.
-async fn hedged_both_ways(
-    ctx: &ToolContext,
+fn hedged_both_ways(
+    book: &tradedesk_core::Book,
     account: &str,
     key: &InstrumentKey,
     tool: &str,
 ) -> Result<()> {
-    let book = ctx.account_book(account).await?;
     let a = book.account_index(account);
     let here: Vec<&tradedesk_core::BrokerTicket> = book
         .tickets
@@ -2648,18 +2638,15 @@ pub async fn close_position(
         .await
         .map_err(broker_error)?;
     let ticket = args.ticket.as_deref().map(str::trim).map(str::to_owned);
+    let (book, ledger) = own_ledger(ctx, &args.account).await?;
     if ticket.is_none() {
-        hedged_both_ways(ctx, &args.account, &inst.key, "close_position").await?;
+        hedged_both_ways(&book, &args.account, &inst.key, "close_position")?;
     }
     // By ticket (MetaTrader): that ticket's side and lots; else the net position.
     let held = if let Some(ticket) = &ticket {
-        let t = open_ticket(ctx, &args.account, &inst.key, ticket).await?;
-        match t.side {
-            Side::Buy => t.quantity,
-            Side::Sell => -t.quantity,
-        }
+        open_ticket(&book, &args.account, &inst.key, ticket)?.signed_quantity()
     } else {
-        open_position(ctx, &args.account, &inst.key).await?
+        position_in(&book, &ledger, &args.account, &inst.key)
     };
     if held.is_zero() {
         return Err(rule_error(
@@ -2739,17 +2726,17 @@ pub async fn modify_position(ctx: &ToolContext, args: ModifyArgs) -> Result<Modi
         .await
         .map_err(broker_error)?;
     let ticket = args.ticket.as_deref().map(str::trim).map(str::to_owned);
+    let (book, ledger) = own_ledger(ctx, &args.account).await?;
     let on_ticket = match &ticket {
-        Some(t) => Some(open_ticket(ctx, &args.account, &inst.key, t).await?),
+        Some(t) => Some(open_ticket(&book, &args.account, &inst.key, t)?),
         None => {
-            hedged_both_ways(ctx, &args.account, &inst.key, "modify_position").await?;
+            hedged_both_ways(&book, &args.account, &inst.key, "modify_position")?;
             None
         }
     };
     let held = match &on_ticket {
-        Some(t) if t.side == Side::Buy => t.quantity,
-        Some(t) => -t.quantity,
-        None => open_position(ctx, &args.account, &inst.key).await?,
+        Some(t) => t.signed_quantity(),
+        None => position_in(&book, &ledger, &args.account, &inst.key),
     };
     if held.is_zero() {
         return Err(rule_error(
