@@ -1,4 +1,5 @@
-//! tradedesk's core: money, currencies, instruments, fills, FIFO lots, FX and dates.
+//! tradedesk's core: currencies, instruments, fills, FIFO lots, FX and dates. Amounts are
+//! `rust_decimal::Decimal` (or `Fixed` in the FIFO loop); no type of its own wraps them.
 //!
 //! Pure and synchronous: no I/O, no async, no vendor types. Every broker adapter maps its
 //! data into these types; every tool computes over them.
@@ -14,7 +15,6 @@ pub mod fixed;
 pub mod fx;
 pub mod instrument;
 pub mod ledger;
-pub mod money;
 pub mod order;
 
 pub use actions::{ActionKind, CorporateAction, FillRef};
@@ -29,7 +29,6 @@ pub use fifo::{ClosedLot, Fifo, LotQueue, LotSide, OpenLot};
 pub use fixed::Fixed;
 pub use fx::{FxQuote, FxRate, FxTable};
 pub use instrument::{AssetClass, Instrument, InstrumentKey, SectorMap};
-pub use money::{Money, MoneyError};
 pub use order::{
     Bar, Interval, OrderRecord, OrderRequest, OrderStatus, OrderType, Quote, TimeInForce,
     TradableInstrument,
