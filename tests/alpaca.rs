@@ -114,6 +114,13 @@ async fn the_book_keeps_fees_as_account_fees_and_anchors_cash_to_the_account() {
     let row = &accounts["accounts"][0];
     assert_eq!(num(&row["broker_equity"]), num(&json!("10467.22")), "{row}");
     assert_eq!(num(&row["total_value"]), num(&json!("10467.22")), "{row}");
+    // Its buying power and maintenance margin as `/v2/account` states them; the margin
+    // figures it does not state are null, never 0.
+    assert_eq!(num(&row["buying_power"]), num(&json!("8181.22")), "{row}");
+    assert_eq!(num(&row["maintenance_margin"]), num(&json!("0")), "{row}");
+    for absent in ["free_margin", "margin_used", "margin_level", "leverage"] {
+        assert!(row[absent].is_null(), "{absent}: {row}");
+    }
     // Every activity type the book is built from is asked for.
     let asked = fake
         .requests()

@@ -145,6 +145,8 @@ fn scenario() -> TwsState {
         accounts: vec![ACCOUNT.into(), "U1111111".into()],
         account_values: vec![
             value("NetLiquidation", "40000.00", "USD"),
+            value("BuyingPower", "160000.00", "USD"),
+            value("MaintMarginReq", "3750.25", "USD"),
             value("CashBalance", "25000.00", "USD"),
             value("CashBalance", "25000.00", "BASE"),
             value("ExchangeRate", "1.00", "USD"),
@@ -315,6 +317,18 @@ async fn recent_executions_join_the_flex_history_by_execution_id_never_twice() {
     // Cash anchored to what TWS reports, with the unexplained part said.
     let accounts = tool(&ctx, "get_accounts", json!({})).await;
     assert_eq!(accounts["accounts"][0]["cash"], 25000.0, "{accounts:#}");
+    // The margin figures TWS's account values state, in the base currency; the
+    // MetaTrader ones it does not state are null.
+    let row = &accounts["accounts"][0];
+    assert_eq!(
+        (
+            &row["buying_power"],
+            &row["maintenance_margin"],
+            &row["free_margin"]
+        ),
+        (&json!(160000.0), &json!(3750.25), &Value::Null),
+        "{accounts:#}"
+    );
     assert!(
         accounts.to_string().contains("opening balance"),
         "{accounts:#}"
@@ -623,6 +637,11 @@ async fn with_tws_down_the_statement_answers_alone_and_says_so() {
     let accounts = tool(&ctx, "get_accounts", json!({})).await;
     assert_eq!(accounts["accounts"][0]["account"], "ibkr", "{accounts:#}");
     assert_eq!(accounts["accounts"][0]["mode"], "live");
+    // A statement states no buying power: nothing from TWS stands in for it.
+    assert!(
+        accounts["accounts"][0]["buying_power"].is_null(),
+        "{accounts:#}"
+    );
     // Health says which part is down.
     let health = tool(&ctx, "get_server_health", json!({})).await;
     let row = &health["brokers"][0];

@@ -486,6 +486,7 @@ fn mt_ctx(files: &Path, xbrusd: &str) -> ToolContext {
         timeout: Duration::from_secs(10),
         symbols,
         margin_mode: None,
+        lots: BTreeMap::new(),
     };
     ToolContext::new("test").with_broker(Arc::new(DwxBroker::new(config)), None)
 }
@@ -1019,4 +1020,60 @@ fn a_metatrader_margin_mode_is_hedging_or_netting_and_mt4_only_hedges() {
         "{}",
         e.message
     );
+}
+
+#[test]
+fn a_metatrader_symbols_volumes_are_positive_whole_steps_and_may_stand_alone() {
+    use tradedesk_tools::config::{Config, State, config_context};
+    let dir = tempfile::tempdir().unwrap();
+    let state = State::open(&dir.path().join("state")).unwrap();
+    let files = dir.path().join("MQL4/Files");
+    std::fs::create_dir_all(&files).unwrap();
+    let write = |symbols: &str| {
+        let path = dir.path().join("tradedesk.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[[accounts]]\nid = \"MT\"\nbroker = \"metatrader\"\npath = {:?}\n{symbols}",
+                files.display().to_string()
+            ),
+        )
+        .unwrap();
+        Config::load(&path).and_then(|c| config_context("test", &c, &state).map(|_| ()))
+    };
+    // Volumes alone (a pair's contract size is known), or beside a CFD's spec.
+    write("[accounts.symbols.XAUUSD]\nlot_step = 0.01\nmin_lots = 0.01\nmax_lots = 50\n").unwrap();
+    write(
+        "[accounts.symbols.GER40]\ncontract_size = 1\nprofit_currency = \"EUR\"\nlot_step = \"0.1\"\nmax_lots = 20\n",
+    )
+    .unwrap();
+    let e = write("[accounts.symbols.XAUUSD]\nlot_step = 0\n").unwrap_err();
+    assert!(
+        e.message
+            .contains("symbols.\"XAUUSD\".lot_step is 0: it must be a number of lots > 0"),
+        "{}",
+        e.message
+    );
+    let e = write("[accounts.symbols.XAUUSD]\nmin_lots = 5\nmax_lots = 1\n").unwrap_err();
+    assert!(
+        e.message.contains("min_lots 5 is above max_lots 1"),
+        "{}",
+        e.message
+    );
+    let e = write("[accounts.symbols.GER40]\nlot_step = 0.1\nmax_lots = 2.05\n").unwrap_err();
+    assert!(
+        e.message
+            .contains("max_lots 2.05 is not a whole multiple of lot_step 0.1"),
+        "{}",
+        e.message
+    );
+    let e = write("[accounts.symbols.GER40]\nprofit_currency = \"EUR\"\n").unwrap_err();
+    assert!(
+        e.message
+            .contains("has a profit_currency but no contract_size"),
+        "{}",
+        e.message
+    );
+    let e = write("[accounts.symbols.GER40]\n").unwrap_err();
+    assert!(e.message.contains("states nothing"), "{}", e.message);
 }

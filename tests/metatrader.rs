@@ -22,7 +22,7 @@ use common::dwx_fake::{
 };
 use serde_json::{Value, json};
 use tradedesk_brokers::Broker;
-use tradedesk_brokers::dwx::{DwxBroker, DwxConfig, tag_of};
+use tradedesk_brokers::dwx::{DwxBroker, DwxConfig, LotRules, tag_of};
 use tradedesk_brokers::sim::{Clock, ManualClock};
 use tradedesk_tools::config::{ConfigNumber, State, TradingConfig, trading_for};
 use tradedesk_tools::{ToolContext, call};
@@ -90,6 +90,7 @@ fn config(
         timeout,
         symbols: std::collections::BTreeMap::new(),
         margin_mode: None,
+        lots: std::collections::BTreeMap::new(),
     }
 }
 
@@ -113,6 +114,11 @@ fn desk_mode(
     timeout: Duration,
     margin_mode: Option<tradedesk_core::MarginMode>,
 ) -> Desk {
+    desk_cfg(scenario, timeout, |c| c.margin_mode = margin_mode)
+}
+
+/// A desk whose account config `edit` changes (margin mode, lot rules, ...).
+fn desk_cfg(scenario: EaState, timeout: Duration, edit: impl FnOnce(&mut DwxConfig)) -> Desk {
     let platform = scenario.platform;
     let dir = tempfile::tempdir().unwrap();
     let files = dir.path().join(if platform == Platform::Mt5 {
@@ -137,14 +143,10 @@ fn desk_mode(
     } else {
         tradedesk_brokers::dwx::Platform::Mt4
     };
+    let mut account = config(&files, which, timeout);
+    edit(&mut account);
     let mut ctx = ToolContext::new("test")
-        .with_broker(
-            Arc::new(DwxBroker::new(DwxConfig {
-                margin_mode,
-                ..config(&files, which, timeout)
-            })),
-            None,
-        )
+        .with_broker(Arc::new(DwxBroker::new(account)), None)
         .with_trading(Arc::new(trading));
     ctx.broker_timeout = timeout * 3;
     Desk {
@@ -740,13 +742,17 @@ fn position(ticket: u64, symbol: &str, kind: &str, lots: f64, price: f64, pnl: f
 /// * EURGBP 0.10 lots 0.85000 to 0.85500: GBP 50.00 at GBPUSD 1.26 = 63.00.
 ///
 /// Open: GER40 1 lot from 18,000, marked 18,199 (199 EUR x 1.0845 = 215.82); EURGBP 0.10
-/// lots from 0.85000, bid 0.85100 (GBP 10.00 at 1.26 = 12.60).
+/// lots from 0.85000, bid 0.85100 (GBP 10.00 at 1.26 = 12.60); EURUSD 0.10 from 1.08000
+/// (45.00); USDJPY 0.10 sold at 152.000 (JPY 10,000 at 151 = 66.23); XAUUSD 0.10 from
+/// 2,000.00 (50.00); XBRUSD 1 lot sold at 75.50 (40.00). The terminal marks each ticket
+/// itself and its equity is the balance plus their profit.
 fn terminal(platform: Platform) -> EaState {
     let mut s = EaState {
         platform,
         balance: 10_000.0,
-        equity: 10_228.42,
+        equity: 10_000.0,
         free_margin: 9_000.0,
+        mark_to_market: true,
         ..EaState::default()
     };
     for (symbol, bid, ask) in [
@@ -841,6 +847,10 @@ fn terminal(platform: Platform) -> EaState {
     s.orders = vec![
         position(900, "GER40", "buy", 1.0, 18_000.0, 215.82),
         position(901, "EURGBP", "buy", 0.1, 0.85, 12.6),
+        position(902, "EURUSD", "buy", 0.1, 1.08, 45.0),
+        position(903, "USDJPY", "sell", 0.1, 152.0, 66.23),
+        position(904, "XAUUSD", "buy", 0.1, 2_000.0, 50.0),
+        position(905, "XBRUSD", "sell", 1.0, 75.5, 40.0),
     ];
     s
 }
@@ -908,6 +918,40 @@ async fn every_figure_is_the_terminals_own_on_mt4_and_mt5() {
         assert_eq!(ger["unrealized_pnl_converted"], 215.82, "{ger:#}");
         let cross = row("EURGBP");
         assert_eq!(cross["unrealized_pnl_converted"], 12.6, "{cross:#}");
+        // Every open ticket's P&L is the terminal's own, to the cent.
+        let ea = d.ea.snapshot();
+        for o in &ea.orders {
+            let r = row(&o.symbol);
+            assert_eq!(
+                r["unrealized_pnl_converted"].as_f64(),
+                Some(o.pnl),
+                "{platform:?} {}: {r:#}",
+                o.symbol
+            );
+            assert_eq!(r["tickets"][0]["profit"].as_f64(), Some(o.pnl), "{r:#}");
+        }
+        // The account's figures are the terminal's: equity 10,429.65 (the balance and
+        // the six tickets' profit), free margin as written, margin the difference.
+        let accounts = d.call("get_accounts", json!({})).await;
+        let a = &accounts["accounts"][0];
+        assert_eq!(ea.equity, 10_429.65, "{platform:?}");
+        assert_eq!(
+            (
+                a["broker_equity"].as_f64(),
+                a["free_margin"].as_f64(),
+                a["margin_used"].as_f64(),
+                a["margin_level"].as_f64(),
+                a["leverage"].as_f64()
+            ),
+            (
+                Some(ea.equity),
+                Some(ea.free_margin),
+                Some(1_429.65),
+                Some(729.52),
+                Some(100.0)
+            ),
+            "{platform:?}: {accounts:#}"
+        );
         for (tool, args) in [
             ("get_accounts", json!({})),
             ("get_portfolio_summary", json!({})),
@@ -1109,6 +1153,18 @@ fn gold_hedged() -> EaState {
     s
 }
 
+/// The gold volumes the terminal's Specification window shows, as the config states them.
+fn gold_lots(c: &mut DwxConfig) {
+    c.lots.insert(
+        "XAUUSD".into(),
+        LotRules {
+            step: Some("0.01".parse().unwrap()),
+            min: Some("0.01".parse().unwrap()),
+            max: Some("50".parse().unwrap()),
+        },
+    );
+}
+
 fn gold_rows(positions: &Value) -> Vec<&Value> {
     positions["positions"]
         .as_array()
@@ -1120,7 +1176,7 @@ fn gold_rows(positions: &Value) -> Vec<&Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hedging_mt4_account_runs_the_three_gold_scenarios_ticket_by_ticket() {
-    let d = desk_with(gold_hedged(), Duration::from_secs(5));
+    let d = desk_cfg(gold_hedged(), Duration::from_secs(5), gold_lots);
 
     // The account says how it holds positions; each ticket is its own position.
     let accounts = d.call("get_accounts", json!({})).await;
@@ -1193,6 +1249,28 @@ async fn a_hedging_mt4_account_runs_the_three_gold_scenarios_ticket_by_ticket() 
     assert_eq!(pnl["gross_pnl"], 70.0, "{pnl:#}");
 
     // Scenario 1: check equity, buy 0.1 lots of XAUUSD (with its own magic number).
+    // The account's figures are the terminal's: equity 10,070.00 + 50.00 - 0.70 - 1.20
+    // - 20.00, free margin as written, margin used the rest, level equity over it.
+    let a = &accounts["accounts"][0];
+    assert_eq!(
+        (
+            &a["broker_equity"],
+            &a["free_margin"],
+            &a["margin_used"],
+            &a["margin_level"],
+            &a["leverage"],
+            &a["buying_power"]
+        ),
+        (
+            &json!(10098.1),
+            &json!(9500.0),
+            &json!(598.1),
+            &json!(1688.36),
+            &json!(100.0),
+            &Value::Null
+        ),
+        "{accounts:#}"
+    );
     let health = d.call("get_server_health", json!({})).await;
     assert!(health.to_string().contains("equity 10098.1"), "{health:#}");
     // The tickets both ways add up to what the terminal holds: no disagreement.
@@ -1313,6 +1391,13 @@ async fn a_hedging_mt4_account_runs_the_three_gold_scenarios_ticket_by_ticket() 
         )
         .await;
     assert_eq!(too_big["error"]["rule"], "max_quantity", "{too_big:#}");
+    assert!(
+        too_big["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("maximum of 50 lots"),
+        "names the configured maximum: {too_big:#}"
+    );
     let both = d
         .call(
             "close_position",
@@ -1516,4 +1601,246 @@ async fn an_account_info_without_its_figures_is_said_not_made_up() {
             && detail.contains("leverage not written by the EA"),
         "{detail}"
     );
+}
+
+fn check<'a>(preview: &'a Value, rule: &str) -> &'a Value {
+    preview["checks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{preview:#}"))
+        .iter()
+        .find(|c| c["rule"] == rule)
+        .unwrap_or_else(|| panic!("no {rule} check: {preview:#}"))
+}
+
+/// The guards weigh an order against the terminal's own free margin (gold at 2,005.00,
+/// 100 oz a lot, 1:100: 200.50 a tenth of a lot): 0.2 lots need 401.00 of the 300.00
+/// free and are refused with the rule's error before anything is sent; 0.1 lots pass;
+/// a close needs none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_above_the_terminals_free_margin_is_refused_and_one_below_passes() {
+    let mut s = gold_hedged();
+    s.free_margin = 300.0;
+    let d = desk_cfg(s, Duration::from_secs(5), gold_lots);
+    let preview = d
+        .call(
+            "preview_order",
+            json!({"account": "MT", "symbol": "XAUUSD", "side": "buy", "quantity": 0.2}),
+        )
+        .await;
+    assert_eq!(preview["allowed"], false, "{preview:#}");
+    let c = check(&preview, "free_margin");
+    assert_eq!(c["passed"], false, "{c:#}");
+    assert_eq!(
+        c["detail"], "needs 401.00 USD of free margin; the broker reports 300.00 USD",
+        "{c:#}"
+    );
+    let refused = d
+        .call(
+            "place_order",
+            json!({"account": "MT", "symbol": "XAUUSD", "side": "buy", "quantity": 0.2, "client_order_id": "too-much"}),
+        )
+        .await;
+    assert_eq!(
+        (&refused["error"]["code"], &refused["error"]["rule"]),
+        (&json!("limit_exceeded"), &json!("free_margin")),
+        "{refused:#}"
+    );
+    assert!(
+        refused["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("get_accounts shows it"),
+        "{refused:#}"
+    );
+    assert_eq!(d.opens(), 0, "nothing was sent");
+    let fits = d
+        .call(
+            "place_order",
+            json!({"account": "MT", "symbol": "XAUUSD", "side": "buy", "quantity": 0.1, "client_order_id": "fits"}),
+        )
+        .await;
+    assert_eq!(fits["outcome"], "filled", "{fits:#}");
+    // Closing a ticket only takes risk off: it needs no free margin.
+    d.ea.state.lock().unwrap().free_margin = 0.0;
+    let close = d
+        .call(
+            "preview_order",
+            json!({"account": "MT", "symbol": "XAUUSD", "side": "sell", "quantity": 0.1, "ticket": "910"}),
+        )
+        .await;
+    assert_eq!(close["allowed"], true, "{close:#}");
+    assert_eq!(check(&close, "free_margin")["passed"], true, "{close:#}");
+}
+
+/// Volumes: the config's step, minimum and maximum are checked before sending, each
+/// error naming the figure; without them the answer says the EA does not write them,
+/// and the terminal's own refusal of lots off the symbol's step says how to configure it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lots_are_held_to_the_symbols_step_minimum_and_maximum() {
+    let d = desk_cfg(gold_hedged(), Duration::from_secs(5), |c| {
+        c.lots.insert(
+            "XAUUSD".into(),
+            LotRules {
+                step: Some("0.1".parse().unwrap()),
+                min: Some("0.2".parse().unwrap()),
+                max: Some("5".parse().unwrap()),
+            },
+        );
+    });
+    for (lots, rule, says) in [
+        (0.15, "lot_step", "0.15 lots in steps of 0.1"),
+        (0.1, "min_quantity", "0.1 against a minimum of 0.2 lots"),
+        (6.0, "max_quantity", "6 against a maximum of 5 lots"),
+    ] {
+        let r = d
+            .call(
+                "place_order",
+                json!({"account": "MT", "symbol": "XAUUSD", "side": "buy", "quantity": lots}),
+            )
+            .await;
+        assert_eq!(r["error"]["rule"], rule, "{r:#}");
+        assert!(
+            r["error"]["message"].as_str().unwrap().contains(says),
+            "{r:#}"
+        );
+    }
+    let fine = d
+        .call(
+            "preview_order",
+            json!({"account": "MT", "symbol": "XAUUSD", "side": "buy", "quantity": 0.2}),
+        )
+        .await;
+    assert_eq!(fine["allowed"], true, "{fine:#}");
+    assert!(
+        !fine["notes"].to_string().contains("does not write"),
+        "{fine:#}"
+    );
+    assert_eq!(d.opens(), 0);
+
+    // Unstated: the EA's own lot (0.01) is checked, and the answer says what is not.
+    let mut s = gold_hedged();
+    s.volume_steps.insert("XAUUSD".into(), 0.1);
+    let d = desk_with(s, Duration::from_secs(5));
+    let preview = d
+        .call(
+            "preview_order",
+            json!({"account": "MT", "symbol": "XAUUSD", "side": "buy", "quantity": 0.15}),
+        )
+        .await;
+    assert_eq!(preview["allowed"], true, "{preview:#}");
+    assert!(
+        preview["notes"].to_string().contains(
+            "XAUUSD: the DWXConnect EA does not write its lot step (0.01 is checked, the finest lot the EA carries), its minimum (0.01 is checked), its maximum (none is checked)"
+        ),
+        "{preview:#}"
+    );
+    assert_eq!(
+        check(&preview, "max_quantity")["detail"],
+        "0.15 lots: the broker states no maximum",
+        "{preview:#}"
+    );
+    let off = d
+        .call(
+            "place_order",
+            json!({"account": "MT", "symbol": "XAUUSD", "side": "buy", "quantity": 0.15, "client_order_id": "off-step"}),
+        )
+        .await;
+    assert_eq!(off["error"]["code"], "broker_rejected", "{off:#}");
+    let text = off.to_string();
+    assert!(
+        text.contains("invalid trade volume")
+            && text.contains(
+                "add lot_step, min_lots and max_lots under [accounts.symbols.\\\"XAUUSD\\\"]"
+            ),
+        "{off:#}"
+    );
+}
+
+/// A hedging MT5 account, each ticket its own position as on MT4, from deals that name
+/// no position. Gold, 100 oz a lot: 700 long 0.10 from 2,000 closed at 2,010 (100.00);
+/// 701 short 0.10 from 2,005 bought back at 2,008 (-30.00); 910 long 0.20 from 2,000 and
+/// 912 long 0.20 from 1,990, 0.10 of each closed: 912's first, at 2,004 (140.00), then
+/// 910's at 2,012 (120.00) - the oldest lots first would take 910's at 2,004 and leave
+/// 912 whole; 911 short 0.05 from 2,001 and 913 short 0.10 from 2,020, opened before the
+/// history read, still open. At 2,005: longs 50.00 + 150.00, shorts -20.00 + 150.00.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hedging_mt5_account_keeps_each_ticket_its_own_position() {
+    let mut s = gold_hedged();
+    s.platform = Platform::Mt5;
+    let day = |d: u32, h: u32| format!("2026.11.{d:02} {h:02}:00:00");
+    s.closed.push(trade(
+        912,
+        "XAUUSD",
+        "buy",
+        0.1,
+        (&day(26, 11), &day(26, 14)),
+        (1_990.0, 2_004.0),
+        140.0,
+        0.0,
+        0.0,
+    ));
+    s.closed.push(trade(
+        910,
+        "XAUUSD",
+        "buy",
+        0.1,
+        (&day(26, 10), &day(26, 15)),
+        (2_000.0, 2_012.0),
+        120.0,
+        0.0,
+        0.0,
+    ));
+    s.orders[0].commission = 0.0;
+    s.orders[0].swap = 0.0;
+    let mut second = position(912, "XAUUSD", "buy", 0.1, 1_990.0, 150.0);
+    second.open_time = day(26, 11);
+    let mut old = position(913, "XAUUSD", "sell", 0.1, 2_020.0, 150.0);
+    old.open_time = "2026.10.01 10:00:00".into();
+    s.orders.push(second);
+    s.orders.push(old);
+    let d = desk_mode(
+        s,
+        Duration::from_secs(5),
+        Some(tradedesk_core::MarginMode::Hedging),
+    );
+    let positions = d.call("get_positions", json!({})).await;
+    let gold = gold_rows(&positions);
+    assert_eq!(gold.len(), 2, "a long and a short row: {positions:#}");
+    let long = gold.iter().find(|p| p["side"] == "long").unwrap();
+    let short = gold.iter().find(|p| p["side"] == "short").unwrap();
+    assert_eq!(
+        (
+            long["quantity"].as_f64(),
+            long["avg_cost"].as_f64(),
+            long["unrealized_pnl"].as_f64()
+        ),
+        (Some(0.2), Some(1995.0), Some(200.0)),
+        "{long:#}"
+    );
+    assert_eq!(
+        (short["quantity"].as_f64(), short["unrealized_pnl"].as_f64()),
+        (Some(-0.15), Some(130.0)),
+        "{short:#}"
+    );
+    let tickets: Vec<&str> = gold
+        .iter()
+        .flat_map(|p| p["tickets"].as_array().unwrap())
+        .map(|t| t["ticket"].as_str().unwrap())
+        .collect();
+    assert_eq!(tickets.len(), 4, "{positions:#}");
+    let pnl = d
+        .call(
+            "get_realized_pnl",
+            json!({"start": "2026-11-01", "end": "2026-11-30"}),
+        )
+        .await;
+    assert_eq!(pnl["gross_pnl"], 330.0, "{pnl:#}");
+    assert!(
+        pnl["notes"]
+            .to_string()
+            .contains("each ticket is its own position"),
+        "{pnl:#}"
+    );
+    let health = d.call("get_server_health", json!({})).await;
+    assert_eq!(health["reconciliation"], json!([]), "{health:#}");
 }

@@ -54,15 +54,15 @@ pub fn bursa() -> OpenDState {
         ],
         ..OpenDState::default()
     };
-    s.funds.insert(
-        (MY_ACC, pb::CURRENCY_MYR),
-        build::funds(
-            pb::CURRENCY_MYR,
-            20_000.0,
-            12_580.0,
-            &[(pb::CURRENCY_MYR, 20_000.0)],
-        ),
+    let mut funds = build::funds(
+        pb::CURRENCY_MYR,
+        20_000.0,
+        12_580.0,
+        &[(pb::CURRENCY_MYR, 20_000.0)],
     );
+    // A margin account's requirement, as OpenD's optional `maintenanceMargin` gives it.
+    funds.maintenance_margin = Some(3_145.0);
+    s.funds.insert((MY_ACC, pb::CURRENCY_MYR), funds);
     s.positions.insert(
         MY_ACC,
         vec![
@@ -133,6 +133,17 @@ async fn a_bursa_account_reads_in_ringgit_with_fees_joined_to_fills() {
     assert_eq!(accounts["total_value"], 32580.0, "{accounts:#}");
     assert_eq!(acc["cash"], 20000.0, "{accounts:#}");
     assert_eq!(acc["mode"], "live");
+    // OpenD's funds: `power` (the most it can buy) and `maintenanceMargin`; no free
+    // margin or leverage, which OpenD does not state.
+    assert_eq!(
+        (
+            &acc["buying_power"],
+            &acc["maintenance_margin"],
+            &acc["leverage"]
+        ),
+        (&json!(20000.0), &json!(3145.0), &Value::Null),
+        "{accounts:#}"
+    );
 
     let positions = tool(&ctx, "get_positions", json!({})).await;
     let rows = positions["positions"].as_array().unwrap();

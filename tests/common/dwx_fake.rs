@@ -16,9 +16,11 @@
 //! one-second heartbeat of the orders file; "written only when the text changed" for
 //! market data; plain truncate-and-write output (no temp file, no rename) ending in
 //! "\r\n", optionally UTF-16LE with a BOM or ANSI (code page 1252); MT5 history deals
-//! newest first, commission half on the entry deal and half on the exit, and any extra
-//! deals a test adds (`EaState::extra_deals`, an `in_out` reversal say); and the folder
-//! reset of `OnInit`/`OnDeinit`.
+//! newest first, commission half on the entry deal and half on the exit, an entry deal
+//! for each open position opened inside the window, and any extra deals a test adds
+//! (`EaState::extra_deals`, an `in_out` reversal say); the trade server's refusal of
+//! lots off a symbol's volume step (`EaState::volume_steps`), which the EA itself never
+//! checks; and the folder reset of `OnInit`/`OnDeinit`.
 //!
 //! Symbol specs are the broker's, as a terminal holds them (`EaState::specs`): contract
 //! size, tick size and the rate from the profit currency to the account's; the EA writes
@@ -177,6 +179,11 @@ pub struct EaState {
     /// Symbol volume limits, default 0.01 / 100.
     pub min_lot: f64,
     pub max_lot: f64,
+    /// Volume steps per symbol (`MODE_LOTSTEP` / `SYMBOL_VOLUME_STEP`), 0.01 where none
+    /// is given. The EA does not check the step; the trade server refuses an order off
+    /// it, which the EA reports as ERROR `OPEN_ORDER` "Could not open order: invalid
+    /// trade volume".
+    pub volume_steps: BTreeMap<String, f64>,
     pub mode: EaMode,
     /// Next ticket the broker hands out; default 1000.
     pub next_ticket: u64,
@@ -245,6 +252,7 @@ impl Default for EaState {
             maximum_lot_size: 1.0,
             min_lot: 0.01,
             max_lot: 100.0,
+            volume_steps: BTreeMap::new(),
             mode: EaMode::Normal,
             next_ticket: 1000,
             server_time: "2026.11.30 17:00:00".to_string(),
@@ -775,6 +783,16 @@ impl Engine {
                 st,
                 "OPEN_ORDER_PRICE_ZERO",
                 &format!("Price is zero: {content}"),
+            );
+            return;
+        }
+        let step = st.volume_steps.get(*symbol).copied().unwrap_or(0.01);
+        let steps = lots / step;
+        if (steps - steps.round()).abs() > 1e-6 {
+            self.error(
+                st,
+                "OPEN_ORDER",
+                "Could not open order: invalid trade volume",
             );
             return;
         }
@@ -1394,6 +1412,29 @@ fn mt5_deals_text(st: &EaState, days: i64) -> String {
                 (c.pnl, round_to(c.commission - in_share, 2), c.swap),
             ));
         }
+    }
+    // The entry deal of each open position no close has written yet.
+    for (j, o) in st
+        .orders
+        .iter()
+        .filter(|o| is_position(&o.kind) && !seen.contains(&o.ticket))
+        .enumerate()
+    {
+        if !in_window(&o.open_time) {
+            continue;
+        }
+        let key = MT5_FIRST_DEAL + 2 * u64::try_from(st.closed.len() + j).unwrap_or(0);
+        entries.push(format!(
+            "\"{key}\": {{\"magic\": {}, \"symbol\": \"{}\", \"lots\": {:.2}, \"type\": \"{}\", \"entry\": \"entry_in\", \"deal_time\": \"{}\", \"deal_price\": {:.5}, \"pnl\": 0.00, \"commission\": {:.2}, \"swap\": 0.00, \"comment\": \"{}\"}}",
+            o.magic,
+            o.symbol,
+            z(o.lots),
+            o.kind,
+            o.open_time,
+            z(o.open_price),
+            z(o.commission),
+            o.comment
+        ));
     }
     for x in &st.extra_deals {
         if in_window(&x.time) {

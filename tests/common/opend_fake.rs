@@ -640,6 +640,7 @@ pub mod build {
             debt_cash: 0.0,
             avl_withdrawal_cash: cash,
             currency: Some(currency),
+            maintenance_margin: None,
             cash_info_list: cash_info
                 .iter()
                 .map(|(c, v)| pb::AccCashInfo {

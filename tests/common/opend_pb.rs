@@ -200,6 +200,9 @@ pub struct Funds {
     pub avl_withdrawal_cash: f64,
     #[prost(int32, optional, tag = "8")]
     pub currency: Option<i32>,
+    /// Maintenance margin (Trd_Common.proto `maintenanceMargin`, optional).
+    #[prost(double, optional, tag = "14")]
+    pub maintenance_margin: Option<f64>,
     #[prost(message, repeated, tag = "15")]
     pub cash_info_list: Vec<AccCashInfo>,
     #[prost(double, optional, tag = "17")]

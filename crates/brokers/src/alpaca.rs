@@ -68,6 +68,8 @@ pub struct AlpacaBroker {
     multipliers: Mutex<BTreeMap<String, Option<Decimal>>>,
     /// The account's equity as Alpaca reported it when the book was last built.
     equity: Mutex<Option<(Currency, Decimal)>>,
+    /// Its `buying_power` and `maintenance_margin`, likewise.
+    margin: Mutex<Option<crate::AccountMargin>>,
 }
 
 /// The exchange an option is keyed under: Alpaca names none for an option position, and
@@ -278,6 +280,7 @@ impl AlpacaBroker {
             exchanges: Mutex::new(BTreeMap::new()),
             multipliers: Mutex::new(BTreeMap::new()),
             equity: Mutex::new(None),
+            margin: Mutex::new(None),
         })
     }
 
@@ -1307,6 +1310,18 @@ impl AlpacaBroker {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = dec(&account, "equity")
             .or_else(|| dec(&account, "portfolio_value"))
             .map(|e| (currency, e));
+        *self
+            .margin
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(crate::AccountMargin {
+            currency,
+            margin_used: None,
+            free_margin: None,
+            margin_level: None,
+            leverage: None,
+            buying_power: dec(&account, "buying_power"),
+            maintenance_margin: dec(&account, "maintenance_margin"),
+        });
         Ok(Book::assemble(parts))
     }
 
@@ -1441,6 +1456,16 @@ impl Broker for AlpacaBroker {
             .equity
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn reported_margin(&self, account: &str) -> Option<crate::AccountMargin> {
+        if account != self.config.account {
+            return None;
+        }
+        self.margin
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Fills and activities arrive on their own: the book is read again every 30 s.

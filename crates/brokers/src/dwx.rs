@@ -88,7 +88,23 @@ pub struct DwxConfig {
     /// MT5: whether the account hedges or nets, as the config states it (the EA does
     /// not write it); MT4 always hedges.
     pub margin_mode: Option<MarginMode>,
+    /// Lot step, minimum and maximum per symbol, as the terminal's Specification window
+    /// shows them: the EA's files do not carry them.
+    pub lots: BTreeMap<String, LotRules>,
 }
+
+/// What the config states of a symbol's volumes; each `None` where it states nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LotRules {
+    pub step: Option<Decimal>,
+    pub min: Option<Decimal>,
+    pub max: Option<Decimal>,
+}
+
+/// The finest lot the EA carries: it rounds an order's lots to `lotSizeDigits` (2 in the
+/// stock EA) and writes every ticket's lots with two decimals
+/// (docs/dev/dwx-hyperliquid-facts.md, A.2 and A.3).
+const EA_LOT: Decimal = Decimal::from_parts(1, 0, 0, false, 2);
 
 /// What the config states of one symbol.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,10 +130,7 @@ struct Resolved {
 }
 
 /// The config's spec for a symbol: by its exact name, else case-insensitively.
-fn configured<'a>(
-    symbols: &'a BTreeMap<String, SymbolSpec>,
-    symbol: &str,
-) -> Option<&'a SymbolSpec> {
+fn configured<'a, T>(symbols: &'a BTreeMap<String, T>, symbol: &str) -> Option<&'a T> {
     symbols.get(symbol).or_else(|| {
         symbols
             .iter()
@@ -635,6 +648,8 @@ struct Sent {
 #[derive(Debug)]
 pub struct DwxBroker {
     config: DwxConfig,
+    /// The account's figures as the EA wrote them with the last snapshot.
+    reported: std::sync::Mutex<Option<AccountInfo>>,
     next_id: AtomicI64,
     /// One command conversation at a time: messages and new tickets are then ours.
     writing: Mutex<bool>,
@@ -981,6 +996,34 @@ struct Draft {
 }
 
 impl Draft {
+    /// The price a position of `sign` (1 long, -1 short) was opened at, as the profit
+    /// of its close of `lots` at `close` implies (in the account's currency: the
+    /// instrument's own, or a pair's quote over a base that is the account's).
+    fn implied_open(
+        &mut self,
+        symbol: &str,
+        lots: Decimal,
+        close: Decimal,
+        sign: Decimal,
+        pnl: Decimal,
+    ) -> Option<Decimal> {
+        let index = self.index(symbol) as usize;
+        let inst = &self.instruments[index];
+        let gross = if inst.currency == self.currency {
+            Some(pnl)
+        } else if pair_of(symbol)
+            .is_some_and(|(base, quote)| base == self.currency && quote == inst.currency)
+        {
+            Some(pnl * close)
+        } else {
+            None
+        };
+        gross
+            .and_then(|g| g.checked_div(lots * inst.multiplier))
+            .map(|per_unit| (close - sign * per_unit).round_dp(8))
+            .filter(|p| p.is_sign_positive() && !p.is_zero())
+    }
+
     /// Configured symbols, paid in the account's currency, whose closed trades' own P&L
     /// implies another contract size than the config states (beyond 1%).
     fn disagreements(&self, account: &str) -> Vec<String> {
@@ -1073,6 +1116,7 @@ impl DwxBroker {
     pub fn new(config: DwxConfig) -> Self {
         Self {
             config,
+            reported: std::sync::Mutex::new(None),
             next_id: AtomicI64::new(0),
             writing: Mutex::new(false),
             subscribed: Mutex::new(BTreeSet::new()),
@@ -1456,6 +1500,226 @@ impl DwxBroker {
         }
     }
 
+    /// MT5 hedging: gives each position its own FIFO queue ([`Fill::position`]), as
+    /// MT4's tickets have. Every `entry_in` deal opens a position: an open ticket's when
+    /// its symbol, side, time and price are the deal's. A closing deal closes one
+    /// position of its symbol on the other side: the one whose price its own profit
+    /// implies, else the oldest with lots left to close; one opened before the history
+    /// read is an open ticket no deal opened, else the implied opening fill of the
+    /// deal. Each open ticket no deal opened gets its opening fill here, at its own
+    /// price and with the lots closed from it since. Answers how many it opened.
+    fn hedging_positions(
+        &self,
+        draft: &mut Draft,
+        rows: &[(String, Value)],
+        tickets: &[&Ticket],
+        before_history: Option<DateTime<chrono::FixedOffset>>,
+    ) -> usize {
+        struct Held {
+            symbol: String,
+            long: bool,
+            price: Option<Decimal>,
+            /// Lots the history may still close of it.
+            closable: Decimal,
+            /// An open ticket no deal opened: its lots, and the lots closed from it.
+            ticket: Option<(usize, Decimal)>,
+        }
+        let mut deals: Vec<&(String, Value)> = rows
+            .iter()
+            .filter(|(_, h)| matches!(text(h, "type").as_str(), "buy" | "sell"))
+            .collect();
+        deals.sort_by(|a, b| {
+            text(&a.1, "deal_time")
+                .cmp(&text(&b.1, "deal_time"))
+                .then(a.0.len().cmp(&b.0.len()))
+                .then(a.0.cmp(&b.0))
+        });
+        let mut held: Vec<Held> = Vec::new();
+        let mut of_deal: BTreeMap<String, usize> = BTreeMap::new();
+        let mut matched = vec![false; tickets.len()];
+        for (key, h) in deals {
+            let (Some(price), Some(lots)) = (dec(h, "deal_price"), dec(h, "lots")) else {
+                continue;
+            };
+            let symbol = text(h, "symbol");
+            let buy = text(h, "type") == "buy";
+            match text(h, "entry").as_str() {
+                "entry_in" => {
+                    let time = text(h, "deal_time");
+                    let ticket = tickets.iter().enumerate().position(|(i, t)| {
+                        !matched[i]
+                            && t.symbol == symbol
+                            && (t.side() == Side::Buy) == buy
+                            && t.open_time.trim() == time.trim()
+                            && t.open_price == price
+                            && t.lots <= lots
+                    });
+                    let open_lots = ticket.map_or(Decimal::ZERO, |i| tickets[i].lots);
+                    if let Some(i) = ticket {
+                        matched[i] = true;
+                    }
+                    of_deal.insert(key.clone(), held.len());
+                    held.push(Held {
+                        symbol,
+                        long: buy,
+                        price: Some(price),
+                        closable: lots - open_lots,
+                        ticket: None,
+                    });
+                }
+                "entry_out" | "entry_out_by" => {
+                    // A sell closes a long position.
+                    let long = !buy;
+                    let sign = if long {
+                        Decimal::ONE
+                    } else {
+                        Decimal::NEGATIVE_ONE
+                    };
+                    let pnl = dec(h, "pnl").unwrap_or_default();
+                    let implied = draft.implied_open(&symbol, lots, price, sign, pnl);
+                    let nearest = |candidates: Vec<usize>, held: &[Held]| {
+                        candidates.into_iter().min_by_key(|&i| {
+                            implied
+                                .zip(held[i].price)
+                                .map_or(Decimal::ZERO, |(p, q)| (p - q).abs())
+                        })
+                    };
+                    let open: Vec<usize> = (0..held.len())
+                        .filter(|&i| {
+                            held[i].symbol == symbol
+                                && held[i].long == long
+                                && held[i].ticket.is_none()
+                                && held[i].closable >= lots
+                        })
+                        .collect();
+                    let chosen = nearest(open, &held).or_else(|| {
+                        // Opened before the read: an open ticket no deal opened.
+                        let older: Vec<usize> = (0..held.len())
+                            .filter(|&i| {
+                                held[i].symbol == symbol
+                                    && held[i].long == long
+                                    && held[i].ticket.is_some()
+                            })
+                            .collect();
+                        nearest(older, &held)
+                    });
+                    let chosen = chosen.or_else(|| {
+                        let free = tickets.iter().enumerate().position(|(i, t)| {
+                            !matched[i] && t.symbol == symbol && (t.side() == Side::Buy) == long
+                        })?;
+                        matched[free] = true;
+                        held.push(Held {
+                            symbol: symbol.clone(),
+                            long,
+                            price: Some(tickets[free].open_price),
+                            closable: Decimal::ZERO,
+                            ticket: Some((free, Decimal::ZERO)),
+                        });
+                        Some(held.len() - 1)
+                    });
+                    let i = chosen.unwrap_or_else(|| {
+                        // Opened and closed out of the read's sight: its own position,
+                        // which the deal's implied opening fill opens.
+                        held.push(Held {
+                            symbol: symbol.clone(),
+                            long,
+                            price: None,
+                            closable: Decimal::ZERO,
+                            ticket: None,
+                        });
+                        held.len() - 1
+                    });
+                    let h = &mut held[i];
+                    match &mut h.ticket {
+                        Some((_, closed)) => *closed += lots,
+                        None => h.closable = (h.closable - lots).max(Decimal::ZERO),
+                    }
+                    of_deal.insert(key.clone(), i);
+                }
+                _ => {}
+            }
+        }
+        // The open tickets no deal opened, each its own position.
+        for (i, _) in tickets.iter().enumerate().filter(|(i, _)| !matched[*i]) {
+            held.push(Held {
+                symbol: tickets[i].symbol.clone(),
+                long: tickets[i].side() == Side::Buy,
+                price: Some(tickets[i].open_price),
+                closable: Decimal::ZERO,
+                ticket: Some((i, Decimal::ZERO)),
+            });
+        }
+        let mut opened = 0;
+        for (p, h) in held.iter().enumerate() {
+            let Some((i, closed)) = h.ticket else {
+                continue;
+            };
+            let t = tickets[i];
+            let at = self
+                .server_instant(&t.open_time)
+                .into_iter()
+                .chain(before_history.map(|t| t.with_timezone(&Utc)))
+                .min()
+                .unwrap_or_else(Utc::now);
+            let instrument = draft.index(&t.symbol);
+            let currency = draft.instruments[instrument as usize].currency;
+            let seq = u32::try_from(draft.fills.len()).unwrap_or(u32::MAX);
+            let mut fill: Fill = tradedesk_core::MadeFill {
+                id: format!("opening-ticket-{}", t.ticket),
+                account: 0,
+                instrument,
+                side: t.side(),
+                quantity: t.lots + closed,
+                price: t.open_price,
+                currency,
+                time: at.with_timezone(&Utc.fix()),
+                kind: tradedesk_core::FillKind::Opening,
+                commission_known: true,
+                seq,
+            }
+            .into();
+            fill.position = u32::try_from(p + 1).unwrap_or(u32::MAX);
+            draft.fills.push(fill);
+            opened += 1;
+        }
+        for f in &mut draft.fills {
+            let key = f.id.strip_prefix("opening-").unwrap_or(&f.id);
+            if let Some(p) = of_deal.get(key) {
+                f.position = u32::try_from(p + 1).unwrap_or(u32::MAX);
+            }
+        }
+        opened
+    }
+
+    /// An EA or terminal refusal of an order's lots, with how to have tradedesk check
+    /// them before sending (the EA does not write a symbol's volumes).
+    fn with_lot_fix(&self, symbol: &str, reason: String) -> String {
+        let lots = reason.starts_with("OPEN_ORDER_LOTSIZE")
+            || reason.to_ascii_lowercase().contains("volume");
+        if !lots {
+            return reason;
+        }
+        if reason.starts_with("OPEN_ORDER_LOTSIZE_TOO_LARGE") {
+            return format!(
+                "{reason} (MaximumLotSize is an input of the EA, 0.01 in the stock EA: raise it in the EA's inputs on the chart)"
+            );
+        }
+        format!(
+            "{reason} (the terminal's volume rules for {symbol}: add lot_step, min_lots and max_lots under [accounts.symbols.\"{symbol}\"] in tradedesk.toml, as its Specification window shows them, and tradedesk checks them before sending)"
+        )
+    }
+
+    /// The EA's `account_info` as the last snapshot read it, for this account.
+    fn last_info(&self, account: &str) -> Option<AccountInfo> {
+        if account != self.config.id {
+            return None;
+        }
+        self.reported
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     fn mode(&self) -> Mode {
         if self.config.live {
             Mode::Live
@@ -1592,6 +1856,10 @@ impl DwxBroker {
     async fn build_book(&self) -> Result<Book, BrokerError> {
         let orders = self.orders_file().await?;
         let info = self.account_info(&orders)?;
+        *self
+            .reported
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(info.clone());
         let tickets = Self::tickets(&orders);
         let history = self.history(self.config.history_days).await?;
         let currency = info.currency;
@@ -1871,23 +2139,10 @@ impl DwxBroker {
                 continue;
             };
             let index = draft.index(&t.symbol) as usize;
-            let inst = &draft.instruments[index];
-            let gross = if inst.currency == currency {
-                Some(t.pnl)
-            } else if pair_of(&t.symbol)
-                .is_some_and(|(base, quote)| base == currency && quote == inst.currency)
-            {
-                Some(t.pnl * t.close)
-            } else {
-                None
-            };
-            let Some(open) = gross
-                .and_then(|g| g.checked_div(t.lots * inst.multiplier))
-                .map(|per_unit| (t.close - t.sign * per_unit).round_dp(8))
-                .filter(|p| p.is_sign_positive() && !p.is_zero())
-            else {
+            let Some(open) = draft.implied_open(&t.symbol, t.lots, t.close, t.sign, t.pnl) else {
                 continue;
             };
+            let inst = &draft.instruments[index];
             let seq = u32::try_from(draft.fills.len()).unwrap_or(u32::MAX);
             draft.fills.push(
                 tradedesk_core::MadeFill {
@@ -2025,10 +2280,19 @@ impl DwxBroker {
                     }
                 }
             }
-            (Platform::Mt5, Some(MarginMode::Hedging)) => notes.push(format!(
-                "{}: a hedging MT5 account: the EA's deals name no position, so closed deals are matched first in, first out per symbol; the open tickets are listed each under their symbol",
-                self.config.id
-            )),
+            (Platform::Mt5, Some(MarginMode::Hedging)) => {
+                let opened = self.hedging_positions(&mut draft, &rows, &positions, before_history);
+                if opened > 0 {
+                    notes.push(format!(
+                        "{}: {opened} open ticket(s) opened before the history read: each opened at its own open price, before the history",
+                        self.config.id
+                    ));
+                }
+                notes.push(format!(
+                    "{}: a hedging MT5 account: each ticket is its own position; the EA's deals name no position, so each closing deal is matched to the open position of its symbol and side whose price its own profit implies (else the oldest)",
+                    self.config.id
+                ));
+            }
             (Platform::Mt5, Some(MarginMode::Netting)) => {}
             (Platform::Mt5, None) => notes.push(format!(
                 "{}: whether this MT5 account hedges or nets is not known (the EA does not write it): positions are netted per symbol; set margin_mode = \"hedging\" or \"netting\" in the account's config, as the terminal shows it",
@@ -2330,6 +2594,64 @@ impl Broker for DwxBroker {
         vec![self.account(Currency::USD, None)]
     }
 
+    fn reported_equity(&self, account: &str) -> Option<(Currency, Decimal)> {
+        let info = self.last_info(account)?;
+        info.equity.map(|e| (info.currency, e))
+    }
+
+    /// The EA's `account_info`: free margin and leverage as written; margin used is
+    /// equity less free margin and the margin level equity over it in percent, as
+    /// MetaTrader defines both (docs/methodology/trading.md, "Margin").
+    fn reported_margin(&self, account: &str) -> Option<crate::AccountMargin> {
+        let info = self.last_info(account)?;
+        let used = info.equity.zip(info.free_margin).map(|(e, f)| e - f);
+        let level = info
+            .equity
+            .zip(used)
+            .filter(|(_, u)| *u > Decimal::ZERO)
+            .and_then(|(e, u)| e.checked_div(u))
+            .and_then(|r| r.checked_mul(Decimal::ONE_HUNDRED));
+        Some(crate::AccountMargin {
+            currency: info.currency,
+            margin_used: used,
+            free_margin: info.free_margin,
+            margin_level: level,
+            leverage: info.leverage,
+            buying_power: None,
+            maintenance_margin: None,
+        })
+    }
+
+    fn instrument_notes(&self, account: &str, symbol: &str) -> Vec<String> {
+        if account != self.config.id {
+            return Vec::new();
+        }
+        let symbol = bare_symbol(symbol).trim();
+        let rules = configured(&self.config.lots, symbol)
+            .cloned()
+            .unwrap_or_default();
+        let mut unstated = Vec::new();
+        if rules.step.is_none() {
+            unstated.push(format!(
+                "its lot step ({} is checked, the finest lot the EA carries)",
+                EA_LOT
+            ));
+        }
+        if rules.min.is_none() && rules.step.is_none() {
+            unstated.push(format!("its minimum ({EA_LOT} is checked)"));
+        }
+        if rules.max.is_none() {
+            unstated.push("its maximum (none is checked)".to_owned());
+        }
+        if unstated.is_empty() {
+            return Vec::new();
+        }
+        vec![format!(
+            "{symbol}: the DWXConnect EA does not write {}; the terminal refuses lots off the symbol's own step or outside its limits; to check them before sending, add lot_step, min_lots and max_lots under [accounts.symbols.\"{symbol}\"] in tradedesk.toml, as the terminal's Specification window shows them",
+            unstated.join(", ")
+        )]
+    }
+
     async fn snapshot(&self) -> Result<Arc<Book>, BrokerError> {
         self.build_book().await.map(Arc::new)
     }
@@ -2412,14 +2734,21 @@ impl Broker for DwxBroker {
             tick,
             ..
         } = r;
+        // The config's volumes, else the finest lot the EA carries and no maximum: the
+        // terminal refuses what is off the symbol's own step or limits
+        // (`instrument_notes` says so with every order).
+        let rules = configured(&self.config.lots, symbol)
+            .cloned()
+            .unwrap_or_default();
+        let lot_step = rules.step.unwrap_or(EA_LOT);
         Ok(TradableInstrument {
             key: InstrumentKey::new(exchange_of(class), symbol),
             currency,
             asset_class: class,
             multiplier,
-            lot_step: Decimal::new(1, 2),
-            min_quantity: Decimal::new(1, 2),
-            max_quantity: Decimal::from(100),
+            lot_step,
+            min_quantity: rules.min.unwrap_or(lot_step),
+            max_quantity: rules.max.unwrap_or(Decimal::MAX),
             tick,
             pip,
             // Without the account's leverage the order is taken as fully funded (rate 1),
@@ -2676,7 +3005,7 @@ impl Broker for DwxBroker {
             }
             Err(reason) => Err(BrokerError::Rejected {
                 account: self.config.id.clone(),
-                reason,
+                reason: self.with_lot_fix(&order.key.symbol, reason),
                 order_id: None,
             }),
         }

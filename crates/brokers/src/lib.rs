@@ -523,6 +523,26 @@ pub struct Tape {
     pub notes: Vec<String>,
 }
 
+/// An account's margin as its broker reports it, in the account's currency. A figure the
+/// broker does not state is `None`, never a made-up zero.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountMargin {
+    pub currency: tradedesk_core::Currency,
+    /// Margin held by the open positions (MetaTrader: equity less free margin).
+    pub margin_used: Option<rust_decimal::Decimal>,
+    /// What is left to open new positions with (MetaTrader's free margin).
+    pub free_margin: Option<rust_decimal::Decimal>,
+    /// Equity over margin used, in percent (MetaTrader's margin level); `None` with no
+    /// margin in use.
+    pub margin_level: Option<rust_decimal::Decimal>,
+    /// The account's leverage (100 for 1:100).
+    pub leverage: Option<rust_decimal::Decimal>,
+    /// The value of securities the account can buy now (Alpaca, IBKR, Futu).
+    pub buying_power: Option<rust_decimal::Decimal>,
+    /// The maintenance margin the positions require.
+    pub maintenance_margin: Option<rust_decimal::Decimal>,
+}
+
 fn unsupported<T>(account: &str, capability: &'static str) -> Result<T, BrokerError> {
     Err(BrokerError::Unsupported {
         account: account.to_owned(),
@@ -558,6 +578,20 @@ pub trait Broker: Send + Sync + fmt::Debug {
         _account: &str,
     ) -> Option<(tradedesk_core::Currency, rust_decimal::Decimal)> {
         None
+    }
+
+    /// The account's margin figures as the broker itself reported them with the last
+    /// snapshot (get_accounts; the guards' `free_margin` rule); `None` where the broker
+    /// states none, and each figure `None` where it does not state that one
+    /// (docs/methodology/trading.md, "Margin").
+    fn reported_margin(&self, _account: &str) -> Option<AccountMargin> {
+        None
+    }
+
+    /// What the broker does not state of an instrument's trading rules (a MetaTrader
+    /// symbol's lot step and limits the EA does not write), said with every order on it.
+    fn instrument_notes(&self, _account: &str, _symbol: &str) -> Vec<String> {
+        Vec::new()
     }
 
     /// Changes whenever `snapshot` would answer differently (new fills, new marks), so

@@ -214,6 +214,8 @@ pub struct TwsBroker {
     contracts: std::sync::Mutex<BTreeMap<String, Contract>>,
     /// What the last read could not get from TWS (no end marker), for health.
     last_read: std::sync::Mutex<Option<String>>,
+    /// The account's BuyingPower and MaintMarginReq as the last read got them.
+    margin: std::sync::Mutex<Option<crate::AccountMargin>>,
 }
 
 fn decimal(v: f64) -> Option<Decimal> {
@@ -337,6 +339,7 @@ impl TwsBroker {
             reading: Mutex::new(()),
             contracts: std::sync::Mutex::new(BTreeMap::new()),
             last_read: std::sync::Mutex::new(None),
+            margin: std::sync::Mutex::new(None),
         }
     }
 
@@ -685,6 +688,11 @@ impl TwsBroker {
 
     async fn build_book(&self) -> Result<Book, BrokerError> {
         let _one = self.reading.lock().await;
+        // Until TWS answers again, no figure of an earlier read stands for the account.
+        *self
+            .margin
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         let history = match &self.flex {
             Some(flex) => Some(flex.snapshot().await?),
             None => None,
@@ -1082,6 +1090,29 @@ impl TwsBroker {
             }
         }
 
+        // Margin: the account values TWS states in the base currency.
+        let figure = |key: &str| {
+            let of = |ccy: &str| {
+                values
+                    .iter()
+                    .find(|v| v.key == key && v.currency == ccy)
+                    .and_then(|v| v.value.trim().parse::<Decimal>().ok())
+            };
+            of(base.code()).or_else(|| of("BASE"))
+        };
+        *self
+            .margin
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(crate::AccountMargin {
+            currency: base,
+            margin_used: None,
+            free_margin: None,
+            margin_level: None,
+            leverage: None,
+            buying_power: figure("BuyingPower"),
+            maintenance_margin: figure("MaintMarginReq"),
+        });
+
         // Cash: anchored to the balances TWS reports, per currency.
         let reported_cash: Vec<(Currency, Decimal)> = values
             .iter()
@@ -1151,6 +1182,16 @@ impl Broker for TwsBroker {
 
     async fn snapshot(&self) -> Result<Arc<Book>, BrokerError> {
         self.build_book().await.map(Arc::new)
+    }
+
+    fn reported_margin(&self, account: &str) -> Option<crate::AccountMargin> {
+        if account != self.config.id {
+            return None;
+        }
+        self.margin
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     fn generation(&self) -> u64 {

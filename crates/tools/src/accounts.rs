@@ -29,13 +29,50 @@ pub struct AccountRow {
     /// total_value in the report currency (each row converted from its own currency).
     pub total_value_converted: Num,
     /// Account currency: the equity the broker itself reports for the account (Alpaca's
-    /// `equity`), beside tradedesk's own total_value; the trading guards value the account
-    /// at it. Null where the broker reports none (a book file, most adapters).
+    /// `equity`, MetaTrader's), beside tradedesk's own total_value; the trading guards
+    /// value the account at it. Null where the broker reports none (a book file, most
+    /// adapters).
     pub broker_equity: Option<Num>,
+    /// Account currency, as the broker reports it (MetaTrader: equity - free margin);
+    /// this and the figures below are null where the broker does not state them.
+    pub margin_used: Option<Num>,
+    /// Account currency (MetaTrader); the guards' free_margin rule weighs orders on it.
+    pub free_margin: Option<Num>,
+    /// Percent: equity / margin_used (MetaTrader).
+    pub margin_level: Option<Num>,
+    /// 100 for 1:100 (MetaTrader).
+    pub leverage: Option<Num>,
+    /// Account currency (Alpaca, IBKR, Moomoo); the free_margin rule's figure where
+    /// free_margin is null.
+    pub buying_power: Option<Num>,
+    /// Account currency (Alpaca, IBKR, Moomoo).
+    pub maintenance_margin: Option<Num>,
     /// hedging (each ticket its own position) or netting (one per symbol); only where
     /// the broker has both kinds of account (MetaTrader).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub margin_mode: Option<&'static str>,
+}
+
+/// Fills each row's margin figures from what `reported` answers for its account (the
+/// broker's currency must be the account's; figures in another are left out, as
+/// `broker_equity`'s). Money is rounded to the currency, the margin level to 0.01%.
+pub(crate) fn with_broker_margin(
+    rows: &mut [AccountRow],
+    reported: impl Fn(&str) -> Option<tradedesk_brokers::AccountMargin>,
+) {
+    for row in rows {
+        let Some(m) = reported(&row.account).filter(|m| m.currency.code() == row.account_currency)
+        else {
+            continue;
+        };
+        let money = |v: Option<Decimal>| v.map(|v| Num(m.currency.round(v)));
+        row.margin_used = money(m.margin_used);
+        row.free_margin = money(m.free_margin);
+        row.margin_level = m.margin_level.map(|l| Num(l.round_dp(2)));
+        row.leverage = m.leverage.map(|l| Num(l.normalize()));
+        row.buying_power = money(m.buying_power);
+        row.maintenance_margin = money(m.maintenance_margin);
+    }
 }
 
 /// Fills each row's `broker_equity` from what `reported` answers for its account (the
@@ -112,6 +149,12 @@ pub(crate) fn account_rows(
             total_value: Num(total([positions_value, cash.unwrap_or_default()])?),
             total_value_converted: Num(total([positions_converted, cash_converted])?),
             broker_equity: None,
+            margin_used: None,
+            free_margin: None,
+            margin_level: None,
+            leverage: None,
+            buying_power: None,
+            maintenance_margin: None,
         });
     }
     Ok(rows)

@@ -178,9 +178,10 @@ pub struct AccountConfig {
     pub magic: Option<i64>,
     /// `metatrader`: the broker's server time zone (IANA name), for the EA's times.
     pub server_time_zone: Option<String>,
-    /// `metatrader`: contract size and profit currency per symbol, as the terminal's
-    /// Specification window shows them (the DWXConnect EA does not write them):
-    /// `[accounts.symbols."GER40"] contract_size = 1, profit_currency = "EUR"`.
+    /// `metatrader`: contract size, profit currency and volumes per symbol, as the
+    /// terminal's Specification window shows them (the DWXConnect EA does not write
+    /// them): `[accounts.symbols."GER40"] contract_size = 1, profit_currency = "EUR",
+    /// lot_step = 0.1, min_lots = 0.1, max_lots = 50`.
     pub symbols: Option<BTreeMap<String, SymbolConfig>>,
     /// `metatrader` (MT5): "hedging" (each ticket its own position) or "netting" (one
     /// position per symbol), as the terminal's account shows it; MT4 is always hedging.
@@ -192,9 +193,78 @@ pub struct AccountConfig {
 #[serde(deny_unknown_fields)]
 pub struct SymbolConfig {
     /// Units in one lot: a number, or a decimal string.
-    pub contract_size: toml::Value,
+    pub contract_size: Option<toml::Value>,
     /// The ISO 4217 currency profit is paid in.
     pub profit_currency: Option<String>,
+    /// The symbol's volume step, minimum and maximum, in lots (numbers or decimal
+    /// strings).
+    pub lot_step: Option<toml::Value>,
+    pub min_lots: Option<toml::Value>,
+    pub max_lots: Option<toml::Value>,
+}
+
+/// A positive number from the config: an integer, a float or a decimal string.
+fn positive_number(v: &toml::Value) -> Option<Decimal> {
+    match v {
+        toml::Value::Integer(n) => Some(Decimal::from(*n)),
+        toml::Value::Float(f) => Decimal::from_str(&f.to_string()).ok(),
+        toml::Value::String(t) => Decimal::from_str(t.trim()).ok(),
+        _ => None,
+    }
+    .filter(|d| d.is_sign_positive() && !d.is_zero())
+}
+
+/// A `metatrader` account's volumes per symbol, checked: each a positive number, the
+/// minimum at most the maximum, and both whole multiples of the step.
+fn lot_rules(
+    i: usize,
+    account: &AccountConfig,
+) -> Result<BTreeMap<String, tradedesk_brokers::dwx::LotRules>> {
+    let mut out = BTreeMap::new();
+    for (symbol, spec) in account.symbols.iter().flatten() {
+        let what = format!("accounts[{i}] ({}): symbols.\"{symbol}\"", account.id);
+        let read = |key: &str, v: &Option<toml::Value>| -> Result<Option<Decimal>> {
+            v.as_ref()
+                .map(|v| {
+                    positive_number(v).ok_or_else(|| {
+                        config_error(
+                            format!("{what}.{key} is {v}: it must be a number of lots > 0"),
+                            "write the volume the terminal's Specification window shows, e.g. lot_step = 0.01, min_lots = 0.01, max_lots = 50",
+                        )
+                    })
+                })
+                .transpose()
+        };
+        let rules = tradedesk_brokers::dwx::LotRules {
+            step: read("lot_step", &spec.lot_step)?,
+            min: read("min_lots", &spec.min_lots)?,
+            max: read("max_lots", &spec.max_lots)?,
+        };
+        if let (Some(min), Some(max)) = (rules.min, rules.max)
+            && min > max
+        {
+            return Err(config_error(
+                format!("{what}: min_lots {min} is above max_lots {max}"),
+                "write the minimum and maximum volume as the Specification window shows them",
+            ));
+        }
+        if let Some(step) = rules.step {
+            for (key, v) in [("min_lots", rules.min), ("max_lots", rules.max)] {
+                if let Some(v) = v
+                    && !(v % step).is_zero()
+                {
+                    return Err(config_error(
+                        format!("{what}: {key} {v} is not a whole multiple of lot_step {step}"),
+                        "check the volumes against the Specification window: the minimum and maximum are whole steps",
+                    ));
+                }
+            }
+        }
+        if rules != tradedesk_brokers::dwx::LotRules::default() {
+            out.insert(symbol.clone(), rules);
+        }
+    }
+    Ok(out)
 }
 
 /// A `metatrader` account's `symbols`, checked: each contract size a positive number and
@@ -206,16 +276,24 @@ fn symbol_specs(
     let mut out = BTreeMap::new();
     for (symbol, spec) in account.symbols.iter().flatten() {
         let what = format!("accounts[{i}] ({}): symbols.\"{symbol}\"", account.id);
-        let size = match &spec.contract_size {
-            toml::Value::Integer(n) => Some(Decimal::from(*n)),
-            toml::Value::Float(f) => Decimal::from_str(&f.to_string()).ok(),
-            toml::Value::String(t) => Decimal::from_str(t.trim()).ok(),
-            _ => None,
-        }
-        .filter(|d| d.is_sign_positive() && !d.is_zero())
-        .ok_or_else(|| {
+        let Some(contract_size) = &spec.contract_size else {
+            if spec.profit_currency.is_some() {
+                return Err(config_error(
+                    format!("{what} has a profit_currency but no contract_size"),
+                    "write the contract size the terminal's Specification window shows beside it, e.g. contract_size = 1",
+                ));
+            }
+            if spec.lot_step.is_none() && spec.min_lots.is_none() && spec.max_lots.is_none() {
+                return Err(config_error(
+                    format!("{what} states nothing"),
+                    "write contract_size and profit_currency, or lot_step, min_lots and max_lots, as the Specification window shows them (or remove the section)",
+                ));
+            }
+            continue; // volumes only
+        };
+        let size = positive_number(contract_size).ok_or_else(|| {
             config_error(
-                format!("{what}.contract_size is {}: it must be a number > 0", spec.contract_size),
+                format!("{what}.contract_size is {contract_size}: it must be a number > 0"),
                 "write the contract size the terminal's Specification window shows, e.g. contract_size = 100",
             )
         })?;
@@ -965,6 +1043,7 @@ pub fn config_context_with(
                     ));
                 }
                 let symbols = symbol_specs(i, account)?;
+                let lots = lot_rules(i, account)?;
                 let margin_mode = match (platform, account.margin_mode.as_deref()) {
                     (_, None) => None,
                     (_, Some("hedging")) => Some(tradedesk_core::MarginMode::Hedging),
@@ -1008,6 +1087,7 @@ pub fn config_context_with(
                         ),
                         symbols,
                         margin_mode,
+                        lots,
                     });
                 ctx = ctx.with_broker(Arc::new(broker), None);
             }

@@ -260,6 +260,13 @@ impl ToolContext {
             .and_then(|b| b.reported_equity(account))
     }
 
+    /// The margin figures an account's broker itself reports for it (`None` where it
+    /// reports none).
+    pub fn reported_margin(&self, account: &str) -> Option<tradedesk_brokers::AccountMargin> {
+        self.broker_for(account)
+            .and_then(|b| b.reported_margin(account))
+    }
+
     /// The broker serving `account`, if any.
     pub fn broker_for(&self, account: &str) -> Option<Arc<dyn Broker>> {
         self.sources

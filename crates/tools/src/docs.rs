@@ -215,6 +215,24 @@ never through float arithmetic). An unknown or missing argument is \
 `invalid_argument` too, with the allowed names in the hint; values are then checked against each \
 tool's own rules (ranges, dates, symbols), each error naming the argument and the rule.\n";
 
+/// The MetaTrader connector specification's three requests as tool calls (the demo has
+/// no MetaTrader account; tests/metatrader.rs runs them on a hedging account).
+const METATRADER: &str = "\n## MetaTrader: tickets, margin and the three requests\n\n\
+On a MetaTrader account `get_accounts` gives the terminal's `broker_equity`, `free_margin`, \
+`margin_used`, `margin_level`, `leverage` and `margin_mode`; on a hedging account each ticket is \
+its own position, listed under its symbol's row in `get_positions` (`tickets`: ticket, side, lots, \
+open price and time, SL, TP, swap, commission, profit, magic, comment). The write tools take \
+`ticket`; orders take `magic`. The guards refuse an order whose margin is above the terminal's free \
+margin (`free_margin`) and lots off the symbol's configured step, minimum or maximum \
+(`lot_step`, `min_quantity`, `max_quantity`).\n\n\
+1. \"Check equity and buy 0.1 lots of XAUUSD\": `get_accounts '{}'`, then \
+`place_order '{\"account\": \"mt4-demo\", \"symbol\": \"XAUUSD\", \"side\": \"buy\", \"quantity\": 0.1}'`.\n\
+2. \"Set SL/TP on the gold position\": `get_positions '{\"symbol\": \"XAUUSD\"}'` for its tickets, then \
+`modify_position '{\"account\": \"mt4-demo\", \"symbol\": \"XAUUSD\", \"ticket\": \"910\", \"stop_loss\": 1990, \"take_profit\": 2030}'` \
+(a symbol held both ways needs the ticket: `ticket_required`).\n\
+3. \"Close all profitable gold positions\": `get_positions '{\"symbol\": \"XAUUSD\"}'`, then for each \
+ticket whose `profit` is above zero `close_position '{\"account\": \"mt4-demo\", \"symbol\": \"XAUUSD\", \"ticket\": \"910\"}'`.\n";
+
 /// The whole document. Examples run on the context given (the demo, in the docs test).
 pub async fn tools_markdown(ctx: &ToolContext) -> String {
     let mut out = String::from(
@@ -226,6 +244,7 @@ pub async fn tools_markdown(ctx: &ToolContext) -> String {
     toolsets(&mut out);
     out.push_str(ARGUMENTS);
     out.push_str(UNAVAILABLE);
+    out.push_str(METATRADER);
     for spec in tools() {
         let _ = write!(
             out,

@@ -1394,6 +1394,9 @@ fn run_tool(
                     crate::accounts::with_broker_equity(&mut r.accounts, |a| {
                         ctx.reported_equity(a)
                     });
+                    crate::accounts::with_broker_margin(&mut r.accounts, |a| {
+                        ctx.reported_margin(a)
+                    });
                     r.notes.extend(disagreement_note(book, ledger, |_, _| true));
                     r
                 }),
@@ -1544,6 +1547,9 @@ fn run_tool(
                 .map(|mut r| {
                     crate::accounts::with_broker_equity(&mut r.accounts, |a| {
                         ctx.reported_equity(a)
+                    });
+                    crate::accounts::with_broker_margin(&mut r.accounts, |a| {
+                        ctx.reported_margin(a)
                     });
                     r.notes.extend(disagreement_note(book, ledger, |_, _| true));
                     r

@@ -468,6 +468,8 @@ pub struct OpenDBroker {
     /// Why the shared request budget could not be used at the last history read (its
     /// queries were sent uncounted): said in the book's notes and in the health.
     budget_problem: std::sync::Mutex<Option<String>>,
+    /// The funds' `power` and `maintenanceMargin` as the last book read them.
+    margin: std::sync::Mutex<Option<crate::AccountMargin>>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -490,6 +492,7 @@ impl OpenDBroker {
             store: Mutex::new(None),
             clock: history::Clock::system(),
             budget_problem: std::sync::Mutex::new(None),
+            margin: std::sync::Mutex::new(None),
         }
     }
 
@@ -1029,6 +1032,25 @@ impl OpenDBroker {
                 .filter_map(|f| Some((f.order_id_ex.clone()?, f.fee_amount?)))
                 .collect()),
         };
+        // Trd_GetFunds: `power` is the most the account can buy (long), and
+        // `maintenanceMargin` what its positions require, in the currency asked (OpenD's
+        // Trd_Common.proto, `Funds`); a field OpenD does not send stays unknown.
+        *self
+            .margin
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            funds.as_ref().map(|f| crate::AccountMargin {
+                currency: f
+                    .currency
+                    .and_then(currency_of)
+                    .unwrap_or_else(|| self.config.market.currency()),
+                margin_used: None,
+                free_margin: None,
+                margin_level: None,
+                leverage: None,
+                buying_power: decimal(f.power),
+                maintenance_margin: decimal(f.maintenance_margin),
+            });
         let fills = if self.config.simulate {
             read.orders.iter().filter_map(order_as_fill).collect()
         } else {
@@ -1671,6 +1693,16 @@ impl Broker for OpenDBroker {
                 card: None,
             },
         )]
+    }
+
+    fn reported_margin(&self, account: &str) -> Option<crate::AccountMargin> {
+        if account != self.config.id {
+            return None;
+        }
+        self.margin
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     async fn snapshot(&self) -> Result<Arc<Book>, BrokerError> {

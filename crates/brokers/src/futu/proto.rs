@@ -237,6 +237,8 @@ pub struct Funds {
     pub avl_withdrawal_cash: Option<f64>,
     #[prost(int32, optional, tag = "8")]
     pub currency: Option<i32>,
+    #[prost(double, optional, tag = "14")]
+    pub maintenance_margin: Option<f64>,
     #[prost(message, repeated, tag = "15")]
     pub cash_info_list: Vec<AccCashInfo>,
 }

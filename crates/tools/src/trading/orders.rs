@@ -705,6 +705,10 @@ fn rule_error(rule: &'static str, detail: &str) -> Error {
             ErrorCode::PriceUnavailable,
             "no current price or FX rate to value the order; retry when the market data is back (get_quote)",
         ),
+        "free_margin" => (
+            ErrorCode::LimitExceeded,
+            "the broker's free margin (or buying power; get_accounts shows it) does not cover this order: make it smaller, close a position, or add funds",
+        ),
         "max_order_notional"
         | "max_daily_notional"
         | "max_orders_per_day"
@@ -775,6 +779,67 @@ fn portfolio_total(
         }
     }
     (total, said)
+}
+
+/// The `free_margin` rule (docs/methodology/trading.md, "Margin"): where the account's
+/// broker reports its free margin (else its buying power) with the last snapshot, an
+/// order that adds risk may need no more than that: its notional times the instrument's
+/// margin rate against free margin, its notional against buying power, in the account's
+/// currency. `None` where the broker reports neither, or the order has no value yet
+/// (`price_available` refuses it then).
+#[allow(clippy::too_many_arguments)]
+async fn free_margin_check(
+    ctx: &ToolContext,
+    book: &tradedesk_core::Book,
+    broker: &Arc<dyn Broker>,
+    account: &str,
+    inst: &TradableInstrument,
+    notional: Option<Decimal>,
+    exempt: bool,
+    today: chrono::NaiveDate,
+) -> Option<(bool, String)> {
+    let m = broker.reported_margin(account)?;
+    let (available, what, rate) = match (m.free_margin, m.buying_power) {
+        (Some(f), _) => (f, "free margin", inst.margin_rate),
+        (None, Some(b)) => (b, "buying power", Decimal::ONE),
+        (None, None) => return None,
+    };
+    let ccy = m.currency;
+    if exempt {
+        return Some((
+            true,
+            format!("this order only reduces a position: it needs no {what}"),
+        ));
+    }
+    let notional = notional?;
+    let Some(to_account) =
+        rate_to_base(ctx, book, ccy, broker, account, inst.currency, today).await
+    else {
+        return Some((
+            false,
+            format!(
+                "no {}/{} rate to weigh the order against the broker's {what}",
+                inst.currency.code(),
+                ccy.code()
+            ),
+        ));
+    };
+    let needed = notional
+        .checked_mul(rate)
+        .and_then(|n| n.checked_mul(to_account));
+    let dp = ccy.minor_units() as usize;
+    Some(match needed {
+        Some(n) => (
+            n <= available,
+            format!(
+                "needs {:.dp$} {c} of {what}; the broker reports {:.dp$} {c}",
+                ccy.round(n),
+                ccy.round(available),
+                c = ccy.code()
+            ),
+        ),
+        None => (false, "the order is too large to value".to_owned()),
+    })
 }
 
 /// The evaluated order: what it would trade, at what value, and every rule's verdict.
@@ -1148,6 +1213,7 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
             detail,
         });
     };
+    notes.extend(broker.instrument_notes(&order.account, &order.symbol));
     let quote = match broker.quote(&order.account, &key.qualified()).await {
         Ok(q) => Some(q),
         Err(e) => {
@@ -1287,10 +1353,14 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         check(
             "max_quantity",
             q <= inst.max_quantity,
-            format!(
-                "{q} against a maximum of {} {}",
-                inst.max_quantity, inst.unit
-            ),
+            if inst.max_quantity == Decimal::MAX {
+                format!("{q} {}: the broker states no maximum", inst.unit)
+            } else {
+                format!(
+                    "{q} against a maximum of {} {}",
+                    inst.max_quantity, inst.unit
+                )
+            },
         );
     }
     // Stop-loss and take-profit against each other and the entry price.
@@ -1609,6 +1679,20 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
         exempt || day_count < s.max_orders_per_day,
         format!("{day_count} order(s) today; limit {}", s.max_orders_per_day),
     );
+    if let Some((passed, detail)) = free_margin_check(
+        ctx,
+        &book,
+        &broker,
+        &order.account,
+        &inst,
+        notional,
+        exempt,
+        today,
+    )
+    .await
+    {
+        check("free_margin", passed, detail);
+    }
     let commission = match (quantity, price) {
         (Some(q), Some(p)) => broker.estimate_commission(&order.account, &inst, q, p),
         _ => None,
