@@ -25,6 +25,7 @@ use common::opend_fake::{OpenDFailure, OpenDFake, OpenDState, build};
 use common::opend_pb as pb;
 use common::tws_fake::{FakeTws, TwsDay, TwsQuote, TwsState};
 use serde_json::{Value, json};
+use tradedesk_brokers::BookBroker;
 use tradedesk_brokers::Broker;
 use tradedesk_brokers::alpaca::{AlpacaBroker, AlpacaConfig};
 use tradedesk_brokers::demo::{DEMO_SOURCE, demo_book};
@@ -33,7 +34,6 @@ use tradedesk_brokers::futu::{FutuMarket, OpenDBroker, OpenDConfig};
 use tradedesk_brokers::hyperliquid::{HyperliquidBroker, HyperliquidConfig};
 use tradedesk_brokers::sim::{Clock, ManualClock, SimBroker, SimConfig};
 use tradedesk_brokers::tws::{TwsBroker, TwsConfig};
-use tradedesk_brokers::BookBroker;
 use tradedesk_tools::config::State;
 use tradedesk_tools::{ToolContext, call};
 
@@ -100,16 +100,33 @@ async fn the_sims_snapshots_agree_with_its_quotes_bars_and_tape() {
     )
     .await;
     assert_eq!(r["status"], "ok", "{r:#}");
-    assert_eq!((r["count"].as_u64(), r["asked"].as_u64()), (Some(3), Some(4)));
+    assert_eq!(
+        (r["count"].as_u64(), r["asked"].as_u64()),
+        (Some(3), Some(4))
+    );
     assert_eq!(r["limit"], 100);
     assert_eq!(r["requests"], 1);
-    assert!(unknown(&r, "NOPE").contains("AAPL"), "the reason names what it quotes");
-    assert!(r["notes"].to_string().contains("1 repeated symbol"), "{r:#}");
+    assert!(
+        unknown(&r, "NOPE").contains("AAPL"),
+        "the reason names what it quotes"
+    );
+    assert!(
+        r["notes"].to_string().contains("1 repeated symbol"),
+        "{r:#}"
+    );
     for symbol in ["AAPL", "EURUSD", "BTC-PERP"] {
         let s = row(&r, symbol);
-        let q = tool(&ctx, "get_quote", json!({"account": "SIM", "symbol": symbol})).await;
+        let q = tool(
+            &ctx,
+            "get_quote",
+            json!({"account": "SIM", "symbol": symbol}),
+        )
+        .await;
         assert_eq!((&s["bid"], &s["ask"]), (&q["bid"], &q["ask"]), "{symbol}");
-        assert_eq!(s["market"], format!("{}:{}", q["exchange"].as_str().unwrap(), symbol));
+        assert_eq!(
+            s["market"],
+            format!("{}:{}", q["exchange"].as_str().unwrap(), symbol)
+        );
         assert_eq!(s["session_date"], "2026-11-30");
         // The day opens at the previous daily bar's close.
         let bars = tool(
@@ -119,7 +136,10 @@ async fn the_sims_snapshots_agree_with_its_quotes_bars_and_tape() {
                    "start": "2026-11-29", "end": "2026-11-29"}}),
         )
         .await;
-        assert_eq!(s["prev_close"], bars["bars"][0]["close"], "{symbol}: {bars:#}");
+        assert_eq!(
+            s["prev_close"], bars["bars"][0]["close"],
+            "{symbol}: {bars:#}"
+        );
         assert_eq!(s["open"], s["prev_close"]);
         let (high, low) = (s["high"].as_f64().unwrap(), s["low"].as_f64().unwrap());
         for p in ["open", "close"] {
@@ -141,7 +161,11 @@ async fn the_sims_snapshots_agree_with_its_quotes_bars_and_tape() {
             .iter()
             .map(|b| b["volume"].as_f64().unwrap())
             .sum();
-        assert!(close_to(&s["volume"], volume), "{symbol}: {} vs {volume}", s["volume"]);
+        assert!(
+            close_to(&s["volume"], volume),
+            "{symbol}: {} vs {volume}",
+            s["volume"]
+        );
         // The last trade is the tape's latest print.
         let tape = tool(
             &ctx,
@@ -155,9 +179,15 @@ async fn the_sims_snapshots_agree_with_its_quotes_bars_and_tape() {
         // The change is from the last trade, against the previous close.
         assert_eq!(s["change_from"], "last");
         let change = s["last"].as_f64().unwrap() - s["prev_close"].as_f64().unwrap();
-        assert!((s["change"].as_f64().unwrap() - change).abs() < 1e-9, "{s:#}");
+        assert!(
+            (s["change"].as_f64().unwrap() - change).abs() < 1e-9,
+            "{s:#}"
+        );
         let pct = change / s["prev_close"].as_f64().unwrap() * 100.0;
-        assert!((s["change_pct"].as_f64().unwrap() - pct).abs() <= 0.005 + 1e-9, "{s:#}");
+        assert!(
+            (s["change_pct"].as_f64().unwrap() - pct).abs() <= 0.005 + 1e-9,
+            "{s:#}"
+        );
     }
     assert_eq!(row(&r, "BTC-PERP")["mark"], row(&r, "BTC-PERP")["mid"]);
     assert_eq!(row(&r, "AAPL")["mark"], Value::Null);
@@ -189,18 +219,29 @@ async fn bad_arguments_and_brokers_without_snapshots_are_named() {
     for broker in ["Alpaca", "OpenD", "Hyperliquid", "TWS", "MetaTrader", "sim"] {
         assert!(hint.contains(broker), "{hint}");
     }
-    let r = tool(&ctx, "get_snapshots", json!({"account": "NOPE", "symbols": ["AAPL"]})).await;
+    let r = tool(
+        &ctx,
+        "get_snapshots",
+        json!({"account": "NOPE", "symbols": ["AAPL"]}),
+    )
+    .await;
     assert_eq!(r["error"]["code"], "unknown_account", "{r:#}");
     let many: Vec<String> = (0..101).map(|i| format!("S{i}")).collect();
     for (args, says) in [
         (json!({"account": account, "symbols": []}), "symbols"),
         (json!({"account": account, "symbols": many}), "101"),
-        (json!({"account": account, "symbols": ["AAPL", " "]}), "symbols[1]"),
+        (
+            json!({"account": account, "symbols": ["AAPL", " "]}),
+            "symbols[1]",
+        ),
         (json!({"account": account}), "symbols"),
     ] {
         let r = tool(&ctx, "get_snapshots", args.clone()).await;
         assert_eq!(r["error"]["code"], "invalid_argument", "{args}: {r:#}");
-        assert!(r["error"]["message"].as_str().unwrap().contains(says), "{r:#}");
+        assert!(
+            r["error"]["message"].as_str().unwrap().contains(says),
+            "{r:#}"
+        );
     }
 }
 
@@ -230,7 +271,10 @@ async fn alpaca_answers_every_stock_in_one_request_and_names_the_rest() {
     fake.omit_from_snapshot("JPM", &["latestTrade", "prevDailyBar"]);
     fake.set_price("SPY", "600.00", "0");
     fake.set_option_quote("AAPL260320C00180000", "4.15", "4.3", "4.2");
-    let ctx = ctx_of(alpaca(&fake.url, Duration::from_secs(5)), Duration::from_secs(15));
+    let ctx = ctx_of(
+        alpaca(&fake.url, Duration::from_secs(5)),
+        Duration::from_secs(15),
+    );
     let r = tool(
         &ctx,
         "get_snapshots",
@@ -248,8 +292,14 @@ async fn alpaca_answers_every_stock_in_one_request_and_names_the_rest() {
         .filter(|q| q.contains("snapshots"))
         .collect();
     assert_eq!(asked.len(), 3, "{asked:?}");
-    assert!(asked[1].contains("symbols=AAPL%2CJPM%2CSPY%2CNOPE&feed=iex"), "{asked:?}");
-    assert!(unknown(&r, "BAD$").contains("invalid symbol: BAD$"), "{r:#}");
+    assert!(
+        asked[1].contains("symbols=AAPL%2CJPM%2CSPY%2CNOPE&feed=iex"),
+        "{asked:?}"
+    );
+    assert!(
+        unknown(&r, "BAD$").contains("invalid symbol: BAD$"),
+        "{r:#}"
+    );
     assert!(unknown(&r, "NOPE").contains("no snapshot"), "{r:#}");
     assert!(unknown(&r, "BTC/USD").contains("crypto"), "{r:#}");
 
@@ -267,10 +317,21 @@ async fn alpaca_answers_every_stock_in_one_request_and_names_the_rest() {
     let s = row(&r, "AAPL");
     assert_eq!(s["market"], "NASDAQ:AAPL", "tape C is Nasdaq-listed");
     assert_eq!(s["currency"], "USD");
-    assert_eq!((s["bid"].as_f64(), s["ask"].as_f64()), (Some(181.0), Some(181.1)));
+    assert_eq!(
+        (s["bid"].as_f64(), s["ask"].as_f64()),
+        (Some(181.0), Some(181.1))
+    );
     assert_eq!(s["mid"], 181.05);
-    assert_eq!((s["last"].as_f64(), s["last_size"].as_f64()), (Some(181.0), Some(100.0)));
-    for (field, bar) in [("open", "open"), ("high", "high"), ("low", "low"), ("close", "close")] {
+    assert_eq!(
+        (s["last"].as_f64(), s["last_size"].as_f64()),
+        (Some(181.0), Some(100.0))
+    );
+    for (field, bar) in [
+        ("open", "open"),
+        ("high", "high"),
+        ("low", "low"),
+        ("close", "close"),
+    ] {
         assert_eq!(s[field], day[bar], "{field}");
     }
     assert_eq!(s["volume"], day["volume"]);
@@ -278,14 +339,20 @@ async fn alpaca_answers_every_stock_in_one_request_and_names_the_rest() {
     assert_eq!(s["prev_close"], prev["close"]);
     assert_eq!(s["change_from"], "last");
     let change = 181.0 - prev["close"].as_f64().unwrap();
-    assert!((s["change"].as_f64().unwrap() - change).abs() < 1e-9, "{s:#}");
+    assert!(
+        (s["change"].as_f64().unwrap() - change).abs() < 1e-9,
+        "{s:#}"
+    );
 
     // JPM without its latest trade and previous day: those are null, never 0.
     let s = row(&r, "NASDAQ:jpm");
     assert_eq!(s["market"], "NYSE:JPM", "its quote's tape A is NYSE-listed");
     assert_eq!((&s["last"], &s["last_time"]), (&Value::Null, &Value::Null));
     assert_eq!(s["prev_close"], Value::Null);
-    assert_eq!((&s["change"], &s["change_from"]), (&Value::Null, &Value::Null));
+    assert_eq!(
+        (&s["change"], &s["change_from"]),
+        (&Value::Null, &Value::Null)
+    );
     assert_eq!(s["bid"], 240.0);
     assert!(s["close"].is_number());
     // SPY's ask of 0 is Alpaca's "no active ask"; tape B names no one exchange.
@@ -297,7 +364,10 @@ async fn alpaca_answers_every_stock_in_one_request_and_names_the_rest() {
     // The option, from the option snapshots.
     let s = row(&r, "AAPL260320C00180000");
     assert_eq!(s["market"], "OPRA:AAPL260320C00180000");
-    assert_eq!((s["bid"].as_f64(), s["ask"].as_f64(), s["last"].as_f64()), (Some(4.15), Some(4.3), Some(4.2)));
+    assert_eq!(
+        (s["bid"].as_f64(), s["ask"].as_f64(), s["last"].as_f64()),
+        (Some(4.15), Some(4.3), Some(4.2))
+    );
     assert_eq!((&s["open"], &s["prev_close"]), (&Value::Null, &Value::Null));
     assert!(r["notes"].to_string().contains("IEX"), "{r:#}");
     // Rows in the order asked.
@@ -310,14 +380,27 @@ async fn alpaca_answers_every_stock_in_one_request_and_names_the_rest() {
     assert_eq!(order, ["AAPL", "NASDAQ:jpm", "SPY", "AAPL260320C00180000"]);
 
     // A data host that hangs is cut off at the broker timeout.
-    let slow = ctx_of(alpaca(&fake.url, Duration::from_secs(60)), Duration::from_millis(300));
+    let slow = ctx_of(
+        alpaca(&fake.url, Duration::from_secs(60)),
+        Duration::from_millis(300),
+    );
     fake.fail_next(Failure::Hang);
     let started = Instant::now();
-    let r = tool(&slow, "get_snapshots", json!({"account": "ALPACA", "symbols": ["AAPL"]})).await;
+    let r = tool(
+        &slow,
+        "get_snapshots",
+        json!({"account": "ALPACA", "symbols": ["AAPL"]}),
+    )
+    .await;
     assert_eq!(r["error"]["code"], "broker_timeout", "{r:#}");
     assert!(started.elapsed() < Duration::from_secs(30));
     fake.fail_next(Failure::ServerError);
-    let r = tool(&ctx, "get_snapshots", json!({"account": "ALPACA", "symbols": ["AAPL"]})).await;
+    let r = tool(
+        &ctx,
+        "get_snapshots",
+        json!({"account": "ALPACA", "symbols": ["AAPL"]}),
+    )
+    .await;
     assert_eq!(r["error"]["code"], "broker_unavailable", "{r:#}");
 }
 
@@ -343,7 +426,8 @@ fn opend_state() -> OpenDState {
     maybank.basic.last_close_price = 10.24;
     maybank.basic.volume = 4_250_300;
     maybank.basic.turnover = 43_602_150.5;
-    s.snapshots.insert((pb::QOT_MARKET_MY, "1155".to_owned()), maybank);
+    s.snapshots
+        .insert((pb::QOT_MARKET_MY, "1155".to_owned()), maybank);
     // Before its first trade: OpenD's required prices are 0, and it has no quote yet.
     let mut quiet = build::snapshot(pb::QOT_MARKET_MY, "5347", 0.0, 0.0);
     quiet.basic.open_price = 0.0;
@@ -354,12 +438,18 @@ fn opend_state() -> OpenDState {
     quiet.basic.bid_price = None;
     quiet.basic.last_close_price = 12.80;
     quiet.basic.volume = 0;
-    s.snapshots.insert((pb::QOT_MARKET_MY, "5347".to_owned()), quiet);
+    s.snapshots
+        .insert((pb::QOT_MARKET_MY, "5347".to_owned()), quiet);
     for i in 0..25 {
         let code = format!("{:05}", 700 + i);
         s.snapshots.insert(
             (pb::QOT_MARKET_HK, code.clone()),
-            build::snapshot(pb::QOT_MARKET_HK, &code, 380.0 + f64::from(i), 380.2 + f64::from(i)),
+            build::snapshot(
+                pb::QOT_MARKET_HK,
+                &code,
+                380.0 + f64::from(i),
+                380.2 + f64::from(i),
+            ),
         );
     }
     s
@@ -392,7 +482,10 @@ async fn opend_answers_many_codes_a_request_and_an_unknown_one_is_taken_out() {
     let mut state = opend_state();
     state.snapshot_hk_limit = Some(20);
     let fake = OpenDFake::start(state).await;
-    let ctx = ctx_of(opend(fake.port, Duration::from_secs(5)), Duration::from_secs(15));
+    let ctx = ctx_of(
+        opend(fake.port, Duration::from_secs(5)),
+        Duration::from_secs(15),
+    );
     let r = tool(
         &ctx,
         "get_snapshots",
@@ -408,19 +501,44 @@ async fn opend_answers_many_codes_a_request_and_an_unknown_one_is_taken_out() {
     let s = row(&r, "1155");
     assert_eq!(s["market"], "BURSA:1155");
     assert_eq!(s["currency"], "MYR");
-    assert_eq!((s["bid"].as_f64(), s["ask"].as_f64()), (Some(10.28), Some(10.3)));
+    assert_eq!(
+        (s["bid"].as_f64(), s["ask"].as_f64()),
+        (Some(10.28), Some(10.3))
+    );
     assert_eq!(s["last"], 10.3);
-    assert_eq!((s["open"].as_f64(), s["high"].as_f64(), s["low"].as_f64()), (Some(10.2), Some(10.34), Some(10.18)));
-    assert_eq!(s["close"], Value::Null, "OpenD gives no day close apart from the latest price");
+    assert_eq!(
+        (s["open"].as_f64(), s["high"].as_f64(), s["low"].as_f64()),
+        (Some(10.2), Some(10.34), Some(10.18))
+    );
+    assert_eq!(
+        s["close"],
+        Value::Null,
+        "OpenD gives no day close apart from the latest price"
+    );
     assert_eq!(s["volume"], 4_250_300.0);
     assert_eq!(s["turnover"], 43_602_150.5);
     assert_eq!(s["prev_close"], 10.24);
     // 10.30 - 10.24 = 0.06, 0.06 / 10.24 = 0.586 %.
-    assert_eq!((s["change"].as_f64(), s["change_pct"].as_f64()), (Some(0.06), Some(0.59)));
-    assert_eq!(s["time"], "2026-11-30T08:50:00.000Z", "OpenD's updateTimestamp");
+    assert_eq!(
+        (s["change"].as_f64(), s["change_pct"].as_f64()),
+        (Some(0.06), Some(0.59))
+    );
+    assert_eq!(
+        s["time"], "2026-11-30T08:50:00.000Z",
+        "OpenD's updateTimestamp"
+    );
     // Before its first trade: no prices (OpenD's 0s), a real 0 volume, and no change.
     let s = row(&r, "BURSA:5347");
-    for field in ["last", "bid", "ask", "open", "high", "low", "change", "change_pct"] {
+    for field in [
+        "last",
+        "bid",
+        "ask",
+        "open",
+        "high",
+        "low",
+        "change",
+        "change_pct",
+    ] {
         assert_eq!(s[field], Value::Null, "{field}: {s:#}");
     }
     assert_eq!(s["prev_close"], 12.8);
@@ -430,7 +548,12 @@ async fn opend_answers_many_codes_a_request_and_an_unknown_one_is_taken_out() {
     // 25 HK codes with BMP rights: 20, then 5.
     let before = snapshot_requests(&fake);
     let hk: Vec<String> = (0..25).map(|i| format!("HKEX:{:05}", 700 + i)).collect();
-    let r = tool(&ctx, "get_snapshots", json!({"account": "MOOMOO-MY", "symbols": hk})).await;
+    let r = tool(
+        &ctx,
+        "get_snapshots",
+        json!({"account": "MOOMOO-MY", "symbols": hk}),
+    )
+    .await;
     assert_eq!(r["count"], 25, "{r:#}");
     assert_eq!(snapshot_requests(&fake) - before, 2);
     assert_eq!(row(&r, "HKEX:00724")["bid"], 404.0);
@@ -442,13 +565,28 @@ async fn opend_answers_many_codes_a_request_and_an_unknown_one_is_taken_out() {
         json!({"account": "MOOMOO-MY", "symbols": ["0001", "1155", "0002", "0003"]}),
     )
     .await;
-    assert_eq!((r["count"].as_u64(), r["unknown_symbols"].as_array().map(Vec::len)), (Some(1), Some(3)), "{r:#}");
+    assert_eq!(
+        (
+            r["count"].as_u64(),
+            r["unknown_symbols"].as_array().map(Vec::len)
+        ),
+        (Some(1), Some(3)),
+        "{r:#}"
+    );
 
     // An OpenD that never answers: broker_timeout.
     fake.state.lock().unwrap().failure = OpenDFailure::Silent;
-    let slow = ctx_of(opend(fake.port, Duration::from_secs(60)), Duration::from_millis(500));
+    let slow = ctx_of(
+        opend(fake.port, Duration::from_secs(60)),
+        Duration::from_millis(500),
+    );
     let started = Instant::now();
-    let r = tool(&slow, "get_snapshots", json!({"account": "MOOMOO-MY", "symbols": ["1155"]})).await;
+    let r = tool(
+        &slow,
+        "get_snapshots",
+        json!({"account": "MOOMOO-MY", "symbols": ["1155"]}),
+    )
+    .await;
     assert_eq!(r["error"]["code"], "broker_timeout", "{r:#}");
     assert!(started.elapsed() < Duration::from_secs(30));
 }
@@ -497,7 +635,8 @@ fn venue() -> HlState {
         ]),
     );
     // ETH's context has no mid (the venue sends null for a coin without one).
-    s.contexts.insert("ETH".into(), fields(&[("midPx", Value::Null)]));
+    s.contexts
+        .insert("ETH".into(), fields(&[("midPx", Value::Null)]));
     s
 }
 
@@ -518,13 +657,19 @@ async fn check_hyperliquid(r: &Value) {
     assert_eq!(r["count"], 2, "{r:#}");
     let s = row(r, "BTC");
     assert_eq!(s["market"], "HYPERLIQUID:BTC-PERP");
-    assert_eq!((s["mark"].as_f64(), s["mid"].as_f64()), (Some(95000.0), Some(95000.5)));
+    assert_eq!(
+        (s["mark"].as_f64(), s["mid"].as_f64()),
+        (Some(95000.0), Some(95000.5))
+    );
     assert_eq!(s["prev_close"], 94000.0);
     assert_eq!(s["volume"], 1234.56789);
     assert_eq!(s["turnover"], 117_283_950.12);
     // No last trade or close: the change is from the mark. 1000 / 94000 = 1.0638 %.
     assert_eq!(s["change_from"], "mark");
-    assert_eq!((s["change"].as_f64(), s["change_pct"].as_f64()), (Some(1000.0), Some(1.06)));
+    assert_eq!(
+        (s["change"].as_f64(), s["change_pct"].as_f64()),
+        (Some(1000.0), Some(1.06))
+    );
     for field in ["last", "bid", "ask", "open", "high", "low", "close"] {
         assert_eq!(s[field], Value::Null, "{field}");
     }
@@ -534,22 +679,39 @@ async fn check_hyperliquid(r: &Value) {
     assert!(unknown(r, "NOPE").contains("BTC"), "{r:#}");
 }
 
-const HL_ASK: &str = r#"{"account": "HL", "symbols": ["BTC", "HYPERLIQUID:ETH-PERP", "MATIC", "NOPE"]}"#;
+const HL_ASK: &str =
+    r#"{"account": "HL", "symbols": ["BTC", "HYPERLIQUID:ETH-PERP", "MATIC", "NOPE"]}"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hyperliquid_reads_every_context_at_once_and_mids_where_missing() {
     let fake = HlFake::start(venue()).await;
-    let ctx = ctx_of(hyperliquid(&fake.url, Duration::from_secs(5)), Duration::from_secs(15));
+    let ctx = ctx_of(
+        hyperliquid(&fake.url, Duration::from_secs(5)),
+        Duration::from_secs(15),
+    );
     let r = tool(&ctx, "get_snapshots", serde_json::from_str(HL_ASK).unwrap()).await;
     check_hyperliquid(&r).await;
     assert_eq!(r["requests"], 2);
     assert_eq!(fake.requests(), ["metaAndAssetCtxs", "allMids"]);
     // Every mid in the contexts: one request.
-    let r = tool(&ctx, "get_snapshots", json!({"account": "HL", "symbols": ["BTC"]})).await;
+    let r = tool(
+        &ctx,
+        "get_snapshots",
+        json!({"account": "HL", "symbols": ["BTC"]}),
+    )
+    .await;
     assert_eq!(r["requests"], 1, "{r:#}");
     fake.fail(HlFailure::Hang);
-    let slow = ctx_of(hyperliquid(&fake.url, Duration::from_secs(60)), Duration::from_millis(300));
-    let r = tool(&slow, "get_snapshots", json!({"account": "HL", "symbols": ["BTC"]})).await;
+    let slow = ctx_of(
+        hyperliquid(&fake.url, Duration::from_secs(60)),
+        Duration::from_millis(300),
+    );
+    let r = tool(
+        &slow,
+        "get_snapshots",
+        json!({"account": "HL", "symbols": ["BTC"]}),
+    )
+    .await;
     assert_eq!(r["error"]["code"], "broker_timeout", "{r:#}");
 }
 
@@ -581,7 +743,12 @@ async fn the_cli_and_mcp_answer_the_same_snapshots() {
     })
     .await
     .unwrap();
-    assert_eq!(cli.status.code(), Some(0), "{}", String::from_utf8_lossy(&cli.stderr));
+    assert_eq!(
+        cli.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
     let by_cli: Value = serde_json::from_slice(&cli.stdout).unwrap();
     check_hyperliquid(&by_cli).await;
 
@@ -629,7 +796,10 @@ async fn the_cli_and_mcp_answer_the_same_snapshots() {
     assert_eq!(by_mcp["unknown_symbols"], by_cli["unknown_symbols"]);
     // The text block carries the figures too.
     let text = reply["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("HYPERLIQUID:BTC-PERP 95000") && text.contains("1.06%"), "{text}");
+    assert!(
+        text.contains("HYPERLIQUID:BTC-PERP 95000") && text.contains("1.06%"),
+        "{text}"
+    );
 }
 
 // -- TWS ------------------------------------------------------------------------------
@@ -643,7 +813,8 @@ fn tws_state() -> TwsState {
         ask_size: "200".into(),
     };
     let mut s = TwsState::default();
-    s.quotes.insert("AAPL".into(), quote(230.10, 230.14, 230.12));
+    s.quotes
+        .insert("AAPL".into(), quote(230.10, 230.14, 230.12));
     s.quotes.insert("MSFT".into(), quote(410.0, 410.2, 410.1));
     s.quotes.insert("SLOW".into(), quote(1.0, 1.1, 1.05));
     s.days.insert(
@@ -698,7 +869,10 @@ fn tws(port: u16, timeout: Duration) -> Arc<dyn Broker> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tws_sends_every_snapshot_request_then_reads_them_and_names_the_late_one() {
     let fake = FakeTws::start(tws_state()).await.unwrap();
-    let ctx = ctx_of(tws(fake.port(), Duration::from_secs(2)), Duration::from_secs(15));
+    let ctx = ctx_of(
+        tws(fake.port(), Duration::from_secs(2)),
+        Duration::from_secs(15),
+    );
     let r = tool(
         &ctx,
         "get_snapshots",
@@ -715,21 +889,51 @@ async fn tws_sends_every_snapshot_request_then_reads_them_and_names_the_late_one
     assert_eq!(asked, 4);
     let s = row(&r, "AAPL");
     assert_eq!(s["market"], "SMART:AAPL");
-    assert_eq!((s["bid"].as_f64(), s["ask"].as_f64(), s["last"].as_f64()), (Some(230.1), Some(230.14), Some(230.12)));
-    assert_eq!((s["open"].as_f64(), s["high"].as_f64(), s["low"].as_f64()), (Some(228.5), Some(231.0), Some(228.1)));
-    assert_eq!(s["prev_close"], 227.9, "TWS's close tick is the previous session's");
+    assert_eq!(
+        (s["bid"].as_f64(), s["ask"].as_f64(), s["last"].as_f64()),
+        (Some(230.1), Some(230.14), Some(230.12))
+    );
+    assert_eq!(
+        (s["open"].as_f64(), s["high"].as_f64(), s["low"].as_f64()),
+        (Some(228.5), Some(231.0), Some(228.1))
+    );
+    assert_eq!(
+        s["prev_close"], 227.9,
+        "TWS's close tick is the previous session's"
+    );
     assert_eq!(s["close"], Value::Null);
-    assert_eq!((s["volume"].as_f64(), s["last_size"].as_f64()), (Some(41_234_567.0), Some(100.0)));
+    assert_eq!(
+        (s["volume"].as_f64(), s["last_size"].as_f64()),
+        (Some(41_234_567.0), Some(100.0))
+    );
     assert_eq!(s["last_time"], "2026-11-30T14:59:50.000Z");
     // 230.12 - 227.9 = 2.22; / 227.9 = 0.974 %.
-    assert_eq!((s["change"].as_f64(), s["change_pct"].as_f64()), (Some(2.22), Some(0.97)));
+    assert_eq!(
+        (s["change"].as_f64(), s["change_pct"].as_f64()),
+        (Some(2.22), Some(0.97))
+    );
     // Delayed ticks fill the same figures, and the answer says they are delayed.
     let s = row(&r, "NASDAQ:MSFT");
     assert_eq!(s["market"], "NASDAQ:MSFT");
-    assert_eq!((s["bid"].as_f64(), s["prev_close"].as_f64(), s["volume"].as_f64()), (Some(410.0), Some(400.0), Some(1000.0)));
-    assert!(r["notes"].to_string().contains("delayed data (no real-time subscription) for NASDAQ:MSFT"), "{r:#}");
+    assert_eq!(
+        (
+            s["bid"].as_f64(),
+            s["prev_close"].as_f64(),
+            s["volume"].as_f64()
+        ),
+        (Some(410.0), Some(400.0), Some(1000.0))
+    );
+    assert!(
+        r["notes"]
+            .to_string()
+            .contains("delayed data (no real-time subscription) for NASDAQ:MSFT"),
+        "{r:#}"
+    );
     assert!(unknown(&r, "NOPE").contains("no such contract"), "{r:#}");
-    assert!(unknown(&r, "SLOW").contains("no complete snapshot"), "{r:#}");
+    assert!(
+        unknown(&r, "SLOW").contains("no complete snapshot"),
+        "{r:#}"
+    );
 }
 
 // -- MetaTrader -----------------------------------------------------------------------
@@ -779,16 +983,34 @@ async fn metatrader_reads_the_eas_bid_and_ask_and_names_a_symbol_it_lacks() {
         .await;
         assert_eq!(r["status"], "ok", "{platform:?}: {r:#}");
         let s = row(&r, "EURUSD");
-        assert_eq!((s["bid"].as_f64(), s["ask"].as_f64()), (Some(1.085), Some(1.0851)));
+        assert_eq!(
+            (s["bid"].as_f64(), s["ask"].as_f64()),
+            (Some(1.085), Some(1.0851))
+        );
         assert_eq!(s["mid"], 1.08505);
         assert_eq!(s["market"], "FX:EURUSD");
         // MT5's last of 0 is none; nothing else is written.
-        for field in ["last", "open", "high", "low", "close", "volume", "prev_close", "change"] {
+        for field in [
+            "last",
+            "open",
+            "high",
+            "low",
+            "close",
+            "volume",
+            "prev_close",
+            "change",
+        ] {
             assert_eq!(s[field], Value::Null, "{platform:?} {field}");
         }
         assert_eq!(row(&r, "MT4:XAUUSD")["ask"], 2650.45);
-        assert!(unknown(&r, "NOPE").contains("Could not get bid/ask for NOPE"), "{r:#}");
-        assert!(r["notes"].to_string().contains("only the bid and ask"), "{r:#}");
+        assert!(
+            unknown(&r, "NOPE").contains("Could not get bid/ask for NOPE"),
+            "{r:#}"
+        );
+        assert!(
+            r["notes"].to_string().contains("only the bid and ask"),
+            "{r:#}"
+        );
         // One subscription for all three.
         let subs = ea
             .snapshot()

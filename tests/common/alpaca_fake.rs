@@ -3588,7 +3588,10 @@ pub async fn self_check() -> Vec<String> {
             template,
         )
         .await;
-    assert_eq!(options["snapshots"]["AAPL260320C00180000"]["latestQuote"]["ap"], json!(4.3));
+    assert_eq!(
+        options["snapshots"]["AAPL260320C00180000"]["latestQuote"]["ap"],
+        json!(4.3)
+    );
     assert!(options["snapshots"].get("AAPL260320P00001000").is_none());
     c.fails(Data, "GET", template, template, None, 400, 40010001)
         .await;

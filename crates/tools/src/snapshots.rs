@@ -36,9 +36,11 @@ pub struct SnapshotRow {
     /// EXCHANGE:SYMBOL, as the other tools take it.
     pub market: String,
     pub currency: Option<String>,
-    /// The latest trade's price, size and time (RFC 3339, UTC).
+    /// The latest trade's price.
     pub last: Option<Num>,
+    /// Its size.
     pub last_size: Option<Num>,
+    /// Its time (RFC 3339, UTC).
     pub last_time: Option<String>,
     pub bid: Option<Num>,
     pub ask: Option<Num>,
@@ -46,19 +48,23 @@ pub struct SnapshotRow {
     pub mid: Option<Num>,
     /// A perp's mark.
     pub mark: Option<Num>,
-    /// The day so far: open, high, low, latest close, volume (units) and turnover
-    /// (value traded, in currency).
+    /// The day so far (the latest session's): its open.
     pub open: Option<Num>,
     pub high: Option<Num>,
     pub low: Option<Num>,
+    /// The day's latest close.
     pub close: Option<Num>,
+    /// Traded today, in units (shares, coins, contracts).
     pub volume: Option<Num>,
+    /// Value traded today, in currency.
     pub turnover: Option<Num>,
     /// The trading day of those figures (YYYY-MM-DD), where the broker says.
     pub session_date: Option<String>,
+    /// The previous session's close.
     pub prev_close: Option<Num>,
-    /// Price less prev_close, and as a percentage of it (2 places).
+    /// The price (change_from) less prev_close.
     pub change: Option<Num>,
+    /// change as a % of prev_close, 2 places.
     pub change_pct: Option<Num>,
     /// Which price the change is from: last, close, mark or mid.
     pub change_from: Option<&'static str>,
@@ -109,7 +115,11 @@ impl SnapshotsResult {
                     r.market,
                     price.map_or_else(|| "n/a".to_owned(), |p| p.0.to_string()),
                     r.change_pct
-                        .map(|c| format!(" ({}{}%)", if c.0 >= Decimal::ZERO { "+" } else { "" }, c.0))
+                        .map(|c| format!(
+                            " ({}{}%)",
+                            if c.0 >= Decimal::ZERO { "+" } else { "" },
+                            c.0
+                        ))
                         .unwrap_or_default()
                 )
             })
@@ -219,7 +229,7 @@ fn row(s: MarketSnapshot) -> SnapshotRow {
         turnover: num(s.turnover),
         session_date: s.session_date.map(|d| d.to_string()),
         prev_close: num(s.prev_close),
-        change: change.filter(|_| from.is_some()).map(|c| Num(c.normalize())),
+        change: change.map(|c| Num(c.normalize())),
         change_pct: change_pct.map(|c| Num(c.normalize())),
         change_from: from.filter(|_| change.is_some()),
         time: time(s.time),
@@ -259,16 +269,16 @@ pub async fn get_snapshots(ctx: &ToolContext, a: SnapshotsArgs) -> Result<Snapsh
             return Err(Error::new(
                 ErrorCode::NotSupported,
                 format!("account {} does not serve snapshots", quoted(&a.account)),
-                format!("get_snapshots is served by {SNAPSHOT_BROKERS}; get_accounts lists the accounts"),
+                format!(
+                    "get_snapshots is served by {SNAPSHOT_BROKERS}; get_accounts lists the accounts"
+                ),
             ));
         }
         Err(e) => return Err(e.into()),
     };
     let mut notes = answer.notes;
     if dropped > 0 {
-        notes.push(format!(
-            "{dropped} repeated symbol(s) asked once"
-        ));
+        notes.push(format!("{dropped} repeated symbol(s) asked once"));
     }
     let snapshots: Vec<SnapshotRow> = answer.rows.into_iter().map(row).collect();
     Ok(SnapshotsResult {
@@ -319,7 +329,10 @@ mod tests {
             prev_close: Some(dec!(3)),
             ..MarketSnapshot::default()
         });
-        assert_eq!((r.change_from, r.change), (Some("mid"), Some(Num(dec!(0.5)))));
+        assert_eq!(
+            (r.change_from, r.change),
+            (Some("mid"), Some(Num(dec!(0.5))))
+        );
         assert_eq!(r.change_pct, Some(Num(dec!(16.67))));
         let r = row(MarketSnapshot {
             last: Some(dec!(3)),
@@ -340,7 +353,12 @@ mod tests {
         let (s, dropped) = symbols_of(&[" AAPL".into(), "AAPL".into(), "JPM".into()]).unwrap();
         assert_eq!((s, dropped), (vec!["AAPL".to_owned(), "JPM".to_owned()], 1));
         assert!(symbols_of(&[]).is_err());
-        assert!(symbols_of(&[" ".into()]).unwrap_err().message.contains("symbols[0]"));
+        assert!(
+            symbols_of(&[" ".into()])
+                .unwrap_err()
+                .message
+                .contains("symbols[0]")
+        );
         let many: Vec<String> = (0..101).map(|i| format!("S{i}")).collect();
         let e = symbols_of(&many).unwrap_err();
         assert!(e.message.contains("101") && e.hint.contains("100"), "{e}");

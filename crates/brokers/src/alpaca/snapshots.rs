@@ -53,8 +53,9 @@ impl AlpacaBroker {
             if bare.contains('/') {
                 out.unknown.push(UnknownSymbol {
                     symbol: s.clone(),
-                    reason: "a crypto pair: tradedesk reads Alpaca's stock and option snapshots only"
-                        .to_owned(),
+                    reason:
+                        "a crypto pair: tradedesk reads Alpaca's stock and option snapshots only"
+                            .to_owned(),
                 });
             } else if crate::occ::parse(&bare).is_some() {
                 options.push(Asked {
@@ -90,11 +91,10 @@ impl AlpacaBroker {
             let body = self.batch(&mut options, &mut out, true).await?;
             for a in &options {
                 match body.get(&a.bare).filter(|v| v.is_object()) {
-                    Some(snap) => out.rows.push(row_of(
-                        a,
-                        snap,
-                        format!("{OPTION_EXCHANGE}:{}", a.bare),
-                    )),
+                    Some(snap) => {
+                        let market = format!("{OPTION_EXCHANGE}:{}", a.bare);
+                        out.rows.push(row_of(a, snap, market));
+                    }
                     None => out.unknown.push(UnknownSymbol {
                         symbol: a.asked.clone(),
                         reason: "Alpaca has no snapshot of this option contract".to_owned(),
@@ -151,9 +151,7 @@ impl AlpacaBroker {
                 query.push(("page_token", t.clone()));
             }
             out.requests += 1;
-            let (status, body) = self
-                .send(self.client.get(url).query(&query), false)
-                .await?;
+            let (status, body) = self.send(self.client.get(url).query(&query), false).await?;
             if status == 400 && refusals > 0 {
                 let message = text(&body, "message").unwrap_or_default().to_owned();
                 let named = asked
@@ -199,7 +197,10 @@ impl AlpacaBroker {
                     }
                 )));
             };
-            found.extend(page.iter().map(|(k, v)| (k.to_ascii_uppercase(), v.clone())));
+            found.extend(
+                page.iter()
+                    .map(|(k, v)| (k.to_ascii_uppercase(), v.clone())),
+            );
             token = text(&body, "next_page_token").map(str::to_owned);
             pages += 1;
             if token.is_none() || pages >= MAX_OPTION_PAGES {
@@ -258,7 +259,9 @@ fn row_of(a: &Asked, snap: &Value, market: String) -> MarketSnapshot {
         high: price(day, "h"),
         low: price(day, "l"),
         close: price(day, "c"),
-        volume: day.and_then(|d| dec(d, "v")).filter(|v| !v.is_sign_negative()),
+        volume: day
+            .and_then(|d| dec(d, "v"))
+            .filter(|v| !v.is_sign_negative()),
         turnover: None,
         // Daily bars are stamped at New York midnight of their day.
         session_date: stamp(day).map(|t| t.with_timezone(&eastern(t)).date_naive()),

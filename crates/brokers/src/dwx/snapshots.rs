@@ -113,7 +113,8 @@ impl DwxBroker {
             match (&prices[i], &refused[i]) {
                 (Some((bid, ask, last)), _) => {
                     let class = instrument_of(name, Currency::USD).0;
-                    let currency = resolve(name, info.currency, &self.config.symbols, None).currency;
+                    let currency =
+                        resolve(name, info.currency, &self.config.symbols, None).currency;
                     out.rows.push(MarketSnapshot {
                         symbol: symbol.clone(),
                         market: InstrumentKey::new(exchange_of(class), name).qualified(),

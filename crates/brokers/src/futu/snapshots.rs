@@ -52,7 +52,8 @@ impl OpenDBroker {
                 continue;
             }
             out.requests += 1;
-            let securities: Vec<proto::Security> = batch.iter().map(|&i| wanted[i].clone()).collect();
+            let securities: Vec<proto::Security> =
+                batch.iter().map(|&i| wanted[i].clone()).collect();
             match self.snapshot_batch(securities).await {
                 Ok(list) => {
                     for &i in &batch {
@@ -202,7 +203,10 @@ fn row_of(asked: &str, wanted: &proto::Security, b: &proto::SnapshotBasicData) -
         high: price(b.high_price),
         low: price(b.low_price),
         close: None,
-        volume: b.volume.map(Decimal::from).filter(|v| !v.is_sign_negative()),
+        volume: b
+            .volume
+            .map(Decimal::from)
+            .filter(|v| !v.is_sign_negative()),
         turnover: decimal(b.turnover).filter(|v| !v.is_sign_negative()),
         session_date: None,
         prev_close: price(b.last_close_price),

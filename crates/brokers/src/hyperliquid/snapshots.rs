@@ -51,7 +51,10 @@ impl HyperliquidBroker {
         let mut found = Vec::new();
         for symbol in symbols {
             let coin = coin_of(symbol);
-            match listed.iter().find(|(c, _, _)| c.eq_ignore_ascii_case(&coin)) {
+            match listed
+                .iter()
+                .find(|(c, _, _)| c.eq_ignore_ascii_case(&coin))
+            {
                 Some((c, false, ctx)) => found.push((symbol, *c, *ctx)),
                 Some((c, true, _)) => out.unknown.push(UnknownSymbol {
                     symbol: symbol.clone(),
@@ -67,7 +70,10 @@ impl HyperliquidBroker {
                 }),
             }
         }
-        let mids = if found.iter().any(|(_, _, ctx)| positive(dec(ctx, "midPx")).is_none()) {
+        let mids = if found
+            .iter()
+            .any(|(_, _, ctx)| positive(dec(ctx, "midPx")).is_none())
+        {
             out.requests += 1;
             Some(self.info(json!({"type": "allMids"})).await?)
         } else {

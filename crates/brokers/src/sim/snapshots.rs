@@ -8,8 +8,8 @@ use tradedesk_core::AssetClass;
 
 use super::SimBroker;
 use super::market::SimInstrument;
-use crate::market_snapshot::{MarketSnapshot, MarketSnapshots, UnknownSymbol};
 use crate::BrokerError;
+use crate::market_snapshot::{MarketSnapshot, MarketSnapshots, UnknownSymbol};
 
 /// How often the day's high and low are sampled (the daily bar samples as often).
 const SAMPLE_SECONDS: i64 = 15 * 60;

@@ -24,7 +24,10 @@ const IN_FLIGHT: usize = 50;
 fn last_time(ticks: &[TickTypes]) -> Option<DateTime<Utc>> {
     ticks.iter().rev().find_map(|t| match t {
         TickTypes::String(s)
-            if matches!(s.tick_type, TickType::LastTimestamp | TickType::DelayedLastTimestamp) =>
+            if matches!(
+                s.tick_type,
+                TickType::LastTimestamp | TickType::DelayedLastTimestamp
+            ) =>
         {
             DateTime::from_timestamp(s.value.trim().parse().ok()?, 0)
         }
@@ -39,7 +42,10 @@ impl TwsBroker {
         symbols: &[String],
     ) -> Result<MarketSnapshots, BrokerError> {
         crate::check_served(&self.config.id, account)?;
-        let contracts: Vec<_> = symbols.iter().map(|s| self.contract_for(s.trim())).collect();
+        let contracts: Vec<_> = symbols
+            .iter()
+            .map(|s| self.contract_for(s.trim()))
+            .collect();
         let answers = self
             .with_session(|s| {
                 let contracts = contracts.clone();
@@ -76,7 +82,10 @@ impl TwsBroker {
                     // A lost connection fails the call; per contract errors are answers.
                     if !s.client.is_connected() {
                         return Err(self.unavailable(
-                            format!("the connection to {} was lost while reading snapshots", self.address()),
+                            format!(
+                                "the connection to {} was lost while reading snapshots",
+                                self.address()
+                            ),
                             &self.start_hint(),
                         ));
                     }
@@ -127,7 +136,10 @@ impl TwsBroker {
                 market: InstrumentKey::new(exchange, symbol_of(contract)).qualified(),
                 currency: Currency::new_checked(contract.currency.as_str()).ok(),
                 last: price(q.last),
-                last_size: q.last_size.and_then(decimal).filter(|v| !v.is_sign_negative()),
+                last_size: q
+                    .last_size
+                    .and_then(decimal)
+                    .filter(|v| !v.is_sign_negative()),
                 last_time: last_time(&ticks),
                 bid: price(q.bid),
                 ask: price(q.ask),
