@@ -135,7 +135,7 @@ fn every_tool_result_on_the_demo_matches_its_golden_file() {
 }
 
 /// The market data tools on the demo's sim (its clock fixed, as in docs/tools.md), and
-/// the answer of an account whose broker has no perps.
+/// the answer of an account whose broker has no perps (or no snapshots).
 #[test]
 fn the_market_data_tools_on_the_demo_match_their_golden_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -161,6 +161,16 @@ fn the_market_data_tools_on_the_demo_match_their_golden_files() {
             "list_markets_not_supported",
             "list_markets",
             json!({"account": "IBKR-DEMO"}),
+        ),
+        (
+            "get_snapshots_sim",
+            "get_snapshots",
+            json!({"account": "SIM-PAPER", "symbols": ["AAPL", "EURUSD", "BTC-PERP", "BURSA:1155", "NOPE"]}),
+        ),
+        (
+            "get_snapshots_not_supported",
+            "get_snapshots",
+            json!({"account": "IBKR-DEMO", "symbols": ["AAPL"]}),
         ),
     ];
     let mut diffs = Vec::new();

@@ -80,7 +80,12 @@
 //!   position, asset, quote or path, 422 (40010001) for an invalid order or query parameter,
 //!   422 (42210000) for an order that cannot be canceled or replaced any more.
 //! * Snapshots (`GET /v2/stocks/snapshots?symbols=…`, unknown symbols left out) hold the
-//!   quote, a latest trade at the bid, and the series' last minute bar and last two daily bars.
+//!   quote, a latest trade at the bid, and the series' last minute bar and last two daily bars;
+//!   [`AlpacaFake::omit_from_snapshot`] leaves parts of one symbol's out, a symbol with a
+//!   character no ticker has is refused with 400 `invalid symbol: …` (the fake's words), and
+//!   an ask set to 0 is sent as 0 (Alpaca's "no active ask"). Option snapshots
+//!   (`GET /v1beta1/options/snapshots?symbols=…`) answer the contracts given
+//!   [`AlpacaFake::set_option_quote`], with their latest quote and trade only.
 //! * `GET /v2/clock` uses the real time, with US daylight saving and no holidays.
 //! * Normal answers carry `X-RateLimit-Limit: 200`, `X-RateLimit-Remaining: 199` and
 //!   `X-RateLimit-Reset`; only [`Failure::TooManyRequests`] produces a 429.
@@ -390,6 +395,25 @@ impl AlpacaFake {
             .quotes
             .insert(symbol.to_owned(), Quote { bid, ask, at: now });
         state.sweep(symbol, now);
+    }
+
+    /// Leaves `parts` (`latestTrade`, `latestQuote`, `minuteBar`, `dailyBar`,
+    /// `prevDailyBar`) out of `symbol`'s stock snapshot, as Alpaca does for a symbol with no
+    /// trade yet or no previous day.
+    pub fn omit_from_snapshot(&self, symbol: &str, parts: &[&str]) {
+        lock(&self.state).snapshot_omit.insert(
+            symbol.to_owned(),
+            parts.iter().map(|p| (*p).to_owned()).collect(),
+        );
+    }
+
+    /// Sets an option contract's quote and last trade price (decimal strings), served by
+    /// the option snapshots.
+    pub fn set_option_quote(&self, contract: &str, bid: &str, ask: &str, last: &str) {
+        let d = |t: &str| Dec::parse(t).unwrap_or_else(|| panic!("set_option_quote: bad {t:?}"));
+        lock(&self.state)
+            .option_quotes
+            .insert(contract.to_owned(), (d(bid), d(ask), d(last)));
     }
 
     /// Every order the fake holds, oldest first, as the API shows it; legs are listed as
@@ -756,6 +780,10 @@ struct State {
     /// and whether the refusal names the type.
     refused_types: Vec<String>,
     refusal_names_type: bool,
+    /// Snapshot parts left out per symbol (see [`AlpacaFake::omit_from_snapshot`]).
+    snapshot_omit: BTreeMap<String, Vec<String>>,
+    /// Option contracts' bid, ask and last trade price.
+    option_quotes: BTreeMap<String, (Dec, Dec, Dec)>,
 }
 
 fn is_open_status(status: &str) -> bool {
@@ -888,6 +916,8 @@ impl State {
             activities: Vec::new(),
             refused_types: Vec::new(),
             refusal_names_type: true,
+            snapshot_omit: BTreeMap::new(),
+            option_quotes: BTreeMap::new(),
         };
         state.account_id = state.fresh_id();
 
@@ -1746,6 +1776,7 @@ impl State {
                 None => Reply::error(404, 40410000, "asset not found"),
             },
             ("GET", ["v2", "stocks", "snapshots"]) => self.snapshots(query),
+            ("GET", ["v1beta1", "options", "snapshots"]) => self.option_snapshots(query),
             ("GET", ["v2", "stocks", symbol, "quotes", "latest"]) => {
                 self.latest_quote(symbol, query)
             }
@@ -2448,7 +2479,18 @@ impl State {
         let days = Frame::Day.slots();
         let minutes = Frame::Minutes(1).slots();
         let mut out = Map::new();
-        for symbol in symbols.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let asked: Vec<&str> = symbols
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        if let Some(bad) = asked.iter().find(|s| {
+            !s.chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || ".-/".contains(c))
+        }) {
+            return bad_request(&format!("invalid symbol: {bad}"));
+        }
+        for symbol in asked {
             let (Some(series), Some(quote), Some(q)) = (
                 self.series(symbol),
                 self.quote_json(symbol),
@@ -2480,9 +2522,39 @@ impl State {
             if let Some(slot) = days.iter().rev().nth(1) {
                 snapshot.insert("prevDailyBar".into(), series.bar(slot));
             }
+            for part in self.snapshot_omit.get(symbol).into_iter().flatten() {
+                snapshot.remove(part);
+            }
             out.insert(symbol.to_owned(), Value::Object(snapshot));
         }
         Reply::ok(Value::Object(out))
+    }
+
+    fn option_snapshots(&self, query: &Query) -> Reply {
+        let Some(symbols) = query.get("symbols") else {
+            return bad_request("symbols is required");
+        };
+        if let Some(feed) = query.get("feed")
+            && !matches!(feed, "opra" | "indicative")
+        {
+            return bad_request(&format!("invalid feed: {feed}"));
+        }
+        let at = stamp(Utc::now());
+        let mut out = Map::new();
+        for symbol in symbols.split(',').map(str::trim) {
+            let Some((bid, ask, last)) = self.option_quotes.get(symbol) else {
+                continue;
+            };
+            out.insert(
+                symbol.to_owned(),
+                json!({
+                    "latestQuote": {"ap": ask.number(), "as": 12, "ax": "C", "bp": bid.number(),
+                                    "bs": 9, "bx": "B", "c": "A", "t": at},
+                    "latestTrade": {"c": "I", "p": last.number(), "s": 1, "t": at, "x": "C"},
+                }),
+            );
+        }
+        Reply::ok(json!({"snapshots": out, "next_page_token": null}))
     }
 }
 
@@ -3488,6 +3560,39 @@ pub async fn self_check() -> Vec<String> {
     assert_eq!(snapshots["JPM"]["latestQuote"]["ap"], json!(240.2));
     assert_eq!(snapshots["JPM"]["latestTrade"]["p"], json!(240.0));
     assert_eq!(snapshots["AAPL"]["dailyBar"], bars[399]);
+    c.fails(Data, "GET", template, template, None, 400, 40010001)
+        .await;
+    let refused = c
+        .fails(
+            Data,
+            "GET",
+            "/v2/stocks/snapshots?symbols=AAPL,BAD$",
+            template,
+            None,
+            400,
+            40010001,
+        )
+        .await;
+    assert_eq!(refused["message"], "invalid symbol: BAD$");
+    fake.omit_from_snapshot("JPM", &["latestTrade", "prevDailyBar"]);
+    let gaps = c
+        .get(Data, "/v2/stocks/snapshots?symbols=JPM", template)
+        .await;
+    assert!(gaps["JPM"].get("latestTrade").is_none() && gaps["JPM"].get("dailyBar").is_some());
+    let template = "/v1beta1/options/snapshots";
+    fake.set_option_quote("AAPL260320C00180000", "4.15", "4.3", "4.2");
+    let options = c
+        .get(
+            Data,
+            "/v1beta1/options/snapshots?symbols=AAPL260320C00180000,AAPL260320P00001000",
+            template,
+        )
+        .await;
+    assert_eq!(
+        options["snapshots"]["AAPL260320C00180000"]["latestQuote"]["ap"],
+        json!(4.3)
+    );
+    assert!(options["snapshots"].get("AAPL260320P00001000").is_none());
     c.fails(Data, "GET", template, template, None, 400, 40010001)
         .await;
 

@@ -132,6 +132,10 @@ pub struct HlState {
     pub newest_first: bool,
     /// Every market's tape, any order: `recentTrades` answers a coin's newest first.
     pub trades: Vec<HlTrade>,
+    /// A coin's asset-context fields sent as given here instead of the defaults
+    /// (`prevDayPx` the mark, `dayBaseVlm` "100.0", `dayNtlVlm` "1000000.0", `midPx` the
+    /// mid); a `null` is sent as null, as the venue does for a coin with no mid.
+    pub contexts: HashMap<String, serde_json::Map<String, Value>>,
     pub failure: HlFailure,
     /// Every request body's `type`, in order.
     pub requests: Vec<String>,
@@ -228,12 +232,18 @@ async fn info(State(state): State<Arc<Mutex<HlState>>>, body: String) -> Respons
                 }
                 u
             }).collect::<Vec<_>>()},
-            s.markets.iter().map(|m| json!({
-                "funding": m.funding, "openInterest": m.open_interest, "prevDayPx": m.mark,
-                "dayNtlVlm": "1000000.0", "premium": "0.0001",
-                "oraclePx": m.oracle.as_deref().unwrap_or(&m.mark),
-                "markPx": m.mark, "midPx": m.mid, "impactPxs": [m.mid, m.mid],
-                "dayBaseVlm": "100.0"})).collect::<Vec<_>>(),
+            s.markets.iter().map(|m| {
+                let mut ctx = json!({
+                    "funding": m.funding, "openInterest": m.open_interest, "prevDayPx": m.mark,
+                    "dayNtlVlm": "1000000.0", "premium": "0.0001",
+                    "oraclePx": m.oracle.as_deref().unwrap_or(&m.mark),
+                    "markPx": m.mark, "midPx": m.mid, "impactPxs": [m.mid, m.mid],
+                    "dayBaseVlm": "100.0"});
+                for (k, v) in s.contexts.get(&m.coin).into_iter().flatten() {
+                    ctx[k] = v.clone();
+                }
+                ctx
+            }).collect::<Vec<_>>(),
         ]),
         "recentTrades" => {
             let Some(coin) = body.get("coin").and_then(Value::as_str) else {

@@ -59,8 +59,13 @@ pub struct OpenDState {
     pub orders: BTreeMap<u64, Vec<pb::Order>>,
     /// Fee by order id (orderIDEx).
     pub fees: BTreeMap<String, f64>,
-    /// Snapshots by (QotMarket, code).
+    /// Snapshots by (QotMarket, code). A snapshot request naming a code not here is
+    /// refused whole ("Unknown stock CODE"), as OpenD refuses it; more than 400 securities,
+    /// or more HK ones than `snapshot_hk_limit`, are refused too.
     pub snapshots: BTreeMap<(i32, String), pb::Snapshot>,
+    /// The HK securities a snapshot request may name (20 with HK BMP quote rights);
+    /// `None`: no limit past the 400.
+    pub snapshot_hk_limit: Option<usize>,
     /// K-lines by (QotMarket, code), oldest first.
     pub klines: BTreeMap<(i32, String), Vec<pb::KLine>>,
     pub keep_alive_secs: i32,
@@ -548,6 +553,21 @@ fn answer(
             let Ok(req) = pb::qot_get_security_snapshot::Request::decode(body) else {
                 return failed("securityList is required");
             };
+            let securities = &req.c2s.security_list;
+            if securities.len() > 400 {
+                return failed("Too many securities: at most 400 per request");
+            }
+            let hk = securities
+                .iter()
+                .filter(|s| s.market == pb::QOT_MARKET_HK)
+                .count();
+            if let Some(limit) = s.snapshot_hk_limit
+                && hk > limit
+            {
+                return failed(format!(
+                    "Too many HK securities: at most {limit} per request with BMP quote rights"
+                ));
+            }
             let mut list = Vec::new();
             for sec in req.c2s.security_list {
                 match s.snapshots.get(&(sec.market, sec.code.clone())) {

@@ -33,7 +33,7 @@
 //! | AccountSummaryRequest 262      | AccountSummary 263 ×n (account values whose key is a requested tag), AccountSummaryEnd 264 |
 //! | PositionsRequest 261           | Position 261 ×n (every portfolio item, all accounts), PositionEnd 262      |
 //! | ExecutionRequest 207           | per matching execution: ExecutionDetails 211 then (if any) CommissionAndFeesReport 259; then ExecutionDetailsEnd 255 (see *Executions* below for the unkind modes) |
-//! | MarketDataRequest 201          | known symbol: TickReqParams 281, MarketDataType 258 (1), TickPrice 201 bid (1, with size), ask (2, with size), last (4), TickSnapshotEnd 257 (snapshot only); unknown: ErrorMessage 204 code 200 with the req id |
+//! | MarketDataRequest 201          | known symbol: TickReqParams 281, MarketDataType 258 (1), TickPrice 201 bid (1, with size), ask (2, with size), last (4), with a [`TwsDay`] also TickPrice open (14), high (6), low (7), close (9), TickSize last size (5), volume (8) and TickString last timestamp (45) (delayed: MarketDataType 3 and the delayed tick types 66.. instead), TickSnapshotEnd 257 (snapshot only); unknown: ErrorMessage 204 code 200 with the req id; a silent [`TwsDay`]: nothing at all |
 //! | HistoricalDataRequest 220      | known symbol: HistoricalData 217 (all bars), HistoricalDataEnd 308; unknown: ErrorMessage 204 code 200 |
 //! | anything else (cancels, 259 MarketDataTypeRequest, orders, …) | nothing (recorded only) |
 //!
@@ -135,6 +135,10 @@ pub mod ids {
     // ---- server → client ----
     /// `TickPrice`.
     pub const TICK_PRICE: i32 = 201;
+    /// `TickSize`.
+    pub const TICK_SIZE: i32 = 202;
+    /// `TickString`.
+    pub const TICK_STRING: i32 = 246;
     /// `ErrorMessage` (errors and notices).
     pub const ERROR: i32 = 204;
     /// `AccountValue`.
@@ -300,6 +304,27 @@ pub struct TwsQuote {
     pub ask_size: String,
 }
 
+/// A contract's day, sent after its quote's ticks: IBKR's tick types open (14), high
+/// (6), low (7), close (9, the previous session's), last size (5), volume (8) and last
+/// timestamp (45, Unix seconds as text).
+#[derive(Debug, Clone, Default)]
+pub struct TwsDay {
+    pub open: f64,
+    pub high: f64,
+    pub low: f64,
+    pub close: f64,
+    /// Decimal strings; empty sends no size.
+    pub volume: String,
+    pub last_size: String,
+    pub last_time: Option<i64>,
+    /// Sent as delayed data: MarketDataType 3 and the delayed tick types (66 bid, 67 ask,
+    /// 68 last, 69 bid size, 70 ask size, 71 last size, 72 high, 73 low, 74 volume, 75
+    /// close, 76 open, 88 last timestamp).
+    pub delayed: bool,
+    /// Answers nothing to a request for it (no ticks, no end): a snapshot that never comes.
+    pub silent: bool,
+}
+
 /// How the fake treats a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TwsBehaviour {
@@ -338,6 +363,8 @@ pub struct TwsState {
     pub quotes: BTreeMap<String, TwsQuote>,
     /// By symbol (or local symbol, or "SYMBOL.CURRENCY").
     pub bars: BTreeMap<String, Vec<TwsBar>>,
+    /// The day's ticks by symbol, sent with its quote.
+    pub days: BTreeMap<String, TwsDay>,
     pub behaviour: TwsBehaviour,
     /// Every inbound frame's wire id (e.g. 271 StartApi), in order, across all connections.
     pub received: Vec<i32>,
@@ -371,6 +398,7 @@ impl Default for TwsState {
             executions: Vec::new(),
             quotes: BTreeMap::new(),
             bars: BTreeMap::new(),
+            days: BTreeMap::new(),
             behaviour: TwsBehaviour::Normal,
             received: Vec::new(),
             execution_filters: Vec::new(),
@@ -917,6 +945,32 @@ fn market_data(st: &TwsState, req: &pb::MarketDataRequest, out: &mut Out) -> std
             &error_message(st, req_id.unwrap_or(-1), 200, NO_SECURITY_DEFINITION),
         );
     };
+    let day = lookup(&st.days, req.contract.as_ref());
+    if day.is_some_and(|d| d.silent) {
+        return Ok(());
+    }
+    let delayed = day.is_some_and(|d| d.delayed);
+    // IBKR's delayed twin of each tick type.
+    let kind = |t: i32| {
+        if !delayed {
+            return t;
+        }
+        match t {
+            1 => 66,
+            2 => 67,
+            4 => 68,
+            0 => 69,
+            3 => 70,
+            5 => 71,
+            6 => 72,
+            7 => 73,
+            8 => 74,
+            9 => 75,
+            14 => 76,
+            45 => 88,
+            other => other,
+        }
+    };
     out.push(
         ids::TICK_REQ_PARAMS,
         &pb::TickReqParams {
@@ -930,25 +984,57 @@ fn market_data(st: &TwsState, req: &pb::MarketDataRequest, out: &mut Out) -> std
         ids::MARKET_DATA_TYPE,
         &pb::MarketDataType {
             req_id,
-            market_data_type: Some(1),
+            market_data_type: Some(if delayed { 3 } else { 1 }),
         },
     )?;
-    let ticks = [
+    let mut ticks = vec![
         (1, q.bid, non_empty(&q.bid_size)),
         (2, q.ask, non_empty(&q.ask_size)),
         (4, q.last, None),
     ];
+    if let Some(d) = day {
+        ticks.extend([
+            (14, d.open, None),
+            (6, d.high, None),
+            (7, d.low, None),
+            (9, d.close, None),
+        ]);
+    }
     for (tick_type, price, size) in ticks {
         out.push(
             ids::TICK_PRICE,
             &pb::TickPrice {
                 req_id,
-                tick_type: Some(tick_type),
+                tick_type: Some(kind(tick_type)),
                 price: Some(price),
                 size,
                 attr_mask: Some(0),
             },
         )?;
+    }
+    if let Some(d) = day {
+        for (tick_type, size) in [(5, &d.last_size), (8, &d.volume)] {
+            if let Some(size) = non_empty(size) {
+                out.push(
+                    ids::TICK_SIZE,
+                    &pb::TickSize {
+                        req_id,
+                        tick_type: Some(kind(tick_type)),
+                        size: Some(size),
+                    },
+                )?;
+            }
+        }
+        if let Some(t) = d.last_time {
+            out.push(
+                ids::TICK_STRING,
+                &pb::TickString {
+                    req_id,
+                    tick_type: Some(kind(45)),
+                    value: Some(t.to_string()),
+                },
+            )?;
+        }
     }
     if req.snapshot == Some(true) {
         out.push(ids::TICK_SNAPSHOT_END, &pb::ReqIdOnly { req_id })?;
@@ -1422,6 +1508,26 @@ mod pb {
         pub(super) size: Option<String>,
         #[prost(int32, optional, tag = "5")]
         pub(super) attr_mask: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct TickSize {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) req_id: Option<i32>,
+        #[prost(int32, optional, tag = "2")]
+        pub(super) tick_type: Option<i32>,
+        #[prost(string, optional, tag = "3")]
+        pub(super) size: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct TickString {
+        #[prost(int32, optional, tag = "1")]
+        pub(super) req_id: Option<i32>,
+        #[prost(int32, optional, tag = "2")]
+        pub(super) tick_type: Option<i32>,
+        #[prost(string, optional, tag = "3")]
+        pub(super) value: Option<String>,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]

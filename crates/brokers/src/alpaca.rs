@@ -26,6 +26,8 @@ use tradedesk_core::{
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
+mod snapshots;
+
 /// Where and how to reach one Alpaca account.
 #[derive(Clone)]
 pub struct AlpacaConfig {
@@ -1989,5 +1991,14 @@ impl Broker for AlpacaBroker {
             }
             None => (order, true),
         })
+    }
+
+    /// Stock and option snapshots, one request each (`snapshots.rs`).
+    async fn market_snapshots(
+        &self,
+        account: &str,
+        symbols: &[String],
+    ) -> Result<crate::MarketSnapshots, BrokerError> {
+        self.read_snapshots(account, symbols).await
     }
 }

@@ -43,6 +43,8 @@ use tradedesk_core::{
 use crate::zones;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
+mod snapshots;
+
 /// Command slots the EA scans.
 const SLOTS: usize = 50;
 /// How often files are polled while waiting.
@@ -3099,6 +3101,15 @@ impl Broker for DwxBroker {
         crate::check_served(&self.config.id, account)?;
         self.modify_where(bare_symbol(symbol), Some(ticket), stop_loss, take_profit)
             .await
+    }
+
+    /// The bid and ask the EA writes for subscribed symbols (`snapshots.rs`).
+    async fn market_snapshots(
+        &self,
+        account: &str,
+        symbols: &[String],
+    ) -> Result<crate::MarketSnapshots, BrokerError> {
+        self.read_snapshots(account, symbols).await
     }
 }
 

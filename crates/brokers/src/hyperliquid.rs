@@ -30,6 +30,8 @@ use tradedesk_core::{
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
 
+mod snapshots;
+
 pub const MAINNET_URL: &str = "https://api.hyperliquid.xyz";
 pub const TESTNET_URL: &str = "https://api.hyperliquid-testnet.xyz";
 
@@ -1091,6 +1093,15 @@ impl Broker for HyperliquidBroker {
         }
         out.sort_by_key(|b| b.instant);
         Ok(out)
+    }
+
+    /// Every perp's context in one `metaAndAssetCtxs` (`snapshots.rs`).
+    async fn market_snapshots(
+        &self,
+        account: &str,
+        symbols: &[String],
+    ) -> Result<crate::MarketSnapshots, BrokerError> {
+        self.read_snapshots(account, symbols).await
     }
 }
 

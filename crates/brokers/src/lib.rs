@@ -24,11 +24,14 @@ pub mod flex;
 pub mod futu;
 pub mod hyperliquid;
 pub mod ibkr;
+pub mod market_snapshot;
 pub mod occ;
 pub mod sim;
 pub mod tws;
 mod zones;
 pub use zones::{SteadyOffset, steady_offset};
+
+pub use market_snapshot::{MarketSnapshot, MarketSnapshots, UnknownSymbol};
 
 pub use book::{
     BookBroker, BookError, BookIssue, load_book, parse_book, parse_fx_file, write_book,
@@ -722,6 +725,20 @@ pub trait Broker: Send + Sync + fmt::Debug {
         _take_profit: Option<rust_decimal::Decimal>,
     ) -> Result<(Option<rust_decimal::Decimal>, Option<rust_decimal::Decimal>), BrokerError> {
         unsupported(account, "modifying positions by ticket")
+    }
+
+    // -- get_snapshots (docs/methodology/research.md, "Snapshots") ---------------------
+
+    /// Several symbols' latest trade, quote and day figures, in one request where the
+    /// venue batches (at most [`market_snapshot::MAX_SNAPSHOT_SYMBOLS`]). A symbol the
+    /// venue does not know is listed in `unknown` with its reason, not an error; a figure
+    /// it does not give is `None`.
+    async fn market_snapshots(
+        &self,
+        account: &str,
+        _symbols: &[String],
+    ) -> Result<MarketSnapshots, BrokerError> {
+        unsupported(account, "snapshots")
     }
 }
 

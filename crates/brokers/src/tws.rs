@@ -54,6 +54,8 @@ use crate::ibkr::IbkrFlexBroker;
 use crate::zones;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
 
+mod snapshots;
+
 /// The ports TWS and IB Gateway listen on by default, for hints.
 pub const USUAL_PORTS: &str =
     "7497 (TWS paper), 7496 (TWS live), 4002 (IB Gateway paper), 4001 (IB Gateway live)";
@@ -1462,6 +1464,15 @@ impl Broker for TwsBroker {
             });
         }
         Ok(out)
+    }
+
+    /// One market-data snapshot per contract, all sent at once (`snapshots.rs`).
+    async fn market_snapshots(
+        &self,
+        account: &str,
+        symbols: &[String],
+    ) -> Result<crate::MarketSnapshots, BrokerError> {
+        self.read_snapshots(account, symbols).await
     }
 }
 

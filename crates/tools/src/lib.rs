@@ -25,6 +25,7 @@ pub mod realized;
 pub mod registry;
 pub mod research;
 pub mod select;
+pub mod snapshots;
 pub mod toolset;
 pub mod trading;
 pub mod unavailable;

@@ -469,6 +469,20 @@ fn build_specs() -> Vec<ToolSpec> {
             output_schema: output_schema::<crate::marketdata::RecentTradesResult>(),
         },
         ToolSpec {
+            name: "get_snapshots",
+            title: "Snapshots",
+            description: "Several symbols at once (1 to 100) at one account: last trade, bid, \
+                ask, the day's open, high, low, close and volume, the previous close and the \
+                change (absolute and %), in one request where the broker batches. A symbol \
+                the broker does not know is listed in unknown_symbols, not an error; a figure \
+                it does not give is null.",
+            read_only: true,
+            needs_trading: false,
+            toolset: Some(Toolset::MarketData),
+            input_schema: input_schema::<crate::snapshots::SnapshotsArgs>(),
+            output_schema: output_schema::<crate::snapshots::SnapshotsResult>(),
+        },
+        ToolSpec {
             name: "get_market_hours",
             title: "Market hours",
             description: "Whether a market (NYSE, NASDAQ, HKEX, BURSA; crypto and perps trade \
@@ -1204,6 +1218,15 @@ async fn dispatch_live(
                 Err(e) => error_output(&e),
             }
         }
+        "get_snapshots" => match args::parse::<crate::snapshots::SnapshotsArgs>(arguments) {
+            Ok(a) => output(
+                crate::snapshots::get_snapshots(ctx, a).await,
+                |r: &crate::snapshots::SnapshotsResult| {
+                    format!("{}{}", r.summary(), notes_suffix(&r.notes))
+                },
+            ),
+            Err(e) => error_output(&e),
+        },
         "get_orders" => match args::parse::<OrdersArgs>(arguments) {
             Ok(a) => output(get_orders(ctx, a).await, |r: &OrdersResult| {
                 format!("{} order(s).{}", r.count, notes_suffix(&r.notes))

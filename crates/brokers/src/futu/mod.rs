@@ -29,6 +29,7 @@
 
 pub mod history;
 pub mod proto;
+mod snapshots;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -1991,6 +1992,15 @@ impl Broker for OpenDBroker {
         }
         bars.sort_by_key(|b| b.instant);
         Ok(bars)
+    }
+
+    /// Many securities per `Qot_GetSecuritySnapshot` (`snapshots.rs`).
+    async fn market_snapshots(
+        &self,
+        account: &str,
+        symbols: &[String],
+    ) -> Result<crate::MarketSnapshots, BrokerError> {
+        self.read_snapshots(account, symbols).await
     }
 }
 

@@ -27,6 +27,7 @@ use tradedesk_store::{Store, StoreError, sql};
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
 pub mod market;
+mod snapshots;
 
 use market::{SimInstrument, day_end, universe};
 
@@ -1624,6 +1625,15 @@ impl Broker for SimBroker {
             reason: format!("no open position in {}", inst.spec.key),
             order_id: None,
         })
+    }
+
+    /// Every symbol from the sim's own price process (`snapshots.rs`).
+    async fn market_snapshots(
+        &self,
+        account: &str,
+        symbols: &[String],
+    ) -> Result<crate::MarketSnapshots, BrokerError> {
+        self.read_snapshots(account, symbols)
     }
 }
 
