@@ -26,6 +26,8 @@ use tradedesk_core::{
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
+mod assets;
+
 /// Where and how to reach one Alpaca account.
 #[derive(Clone)]
 pub struct AlpacaConfig {
@@ -68,6 +70,8 @@ pub struct AlpacaBroker {
     multipliers: Mutex<BTreeMap<String, Option<Decimal>>>,
     /// The account's equity as Alpaca reported it when the book was last built.
     equity: Mutex<Option<(Currency, Decimal)>>,
+    /// The asset lists `search_instruments` reads (see `assets`).
+    assets: assets::AssetCache,
 }
 
 /// The exchange an option is keyed under: Alpaca names none for an option position, and
@@ -278,6 +282,7 @@ impl AlpacaBroker {
             exchanges: Mutex::new(BTreeMap::new()),
             multipliers: Mutex::new(BTreeMap::new()),
             equity: Mutex::new(None),
+            assets: assets::AssetCache::default(),
         })
     }
 
@@ -1964,5 +1969,14 @@ impl Broker for AlpacaBroker {
             }
             None => (order, true),
         })
+    }
+
+    /// Alpaca's asset list (`assets`).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        query: &crate::search::InstrumentQuery,
+    ) -> Result<crate::search::InstrumentMatches, BrokerError> {
+        self.search(account, query).await
     }
 }

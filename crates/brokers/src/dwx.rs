@@ -43,6 +43,8 @@ use tradedesk_core::{
 use crate::zones;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
+mod search;
+
 /// Command slots the EA scans.
 const SLOTS: usize = 50;
 /// How often files are polled while waiting.
@@ -2770,6 +2772,15 @@ impl Broker for DwxBroker {
         crate::check_served(&self.config.id, account)?;
         self.modify_where(bare_symbol(symbol), Some(ticket), stop_loss, take_profit)
             .await
+    }
+
+    /// The symbols the EA and the config know (`search`).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        query: &crate::search::InstrumentQuery,
+    ) -> Result<crate::search::InstrumentMatches, BrokerError> {
+        self.search(account, query).await
     }
 }
 

@@ -30,6 +30,8 @@ use tradedesk_core::{
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
 
+mod search;
+
 pub const MAINNET_URL: &str = "https://api.hyperliquid.xyz";
 pub const TESTNET_URL: &str = "https://api.hyperliquid-testnet.xyz";
 
@@ -74,6 +76,8 @@ pub struct HyperliquidBroker {
     /// The last book, kept for [`CACHE_FOR`]: the venue weighs every request against a
     /// per-minute budget.
     cache: tokio::sync::Mutex<Option<(Instant, Arc<Book>)>>,
+    /// The perp universe `search_instruments` reads (see `search`).
+    meta: search::MetaCache,
 }
 
 /// How long a built book is served before the venue is asked again.
@@ -367,6 +371,7 @@ impl HyperliquidBroker {
             config,
             client,
             cache: tokio::sync::Mutex::new(None),
+            meta: search::MetaCache::default(),
         })
     }
 
@@ -1091,6 +1096,15 @@ impl Broker for HyperliquidBroker {
         }
         out.sort_by_key(|b| b.instant);
         Ok(out)
+    }
+
+    /// The perp universe from `meta` (`search`).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        query: &crate::search::InstrumentQuery,
+    ) -> Result<crate::search::InstrumentMatches, BrokerError> {
+        self.search(account, query).await
     }
 }
 

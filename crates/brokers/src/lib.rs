@@ -25,6 +25,7 @@ pub mod futu;
 pub mod hyperliquid;
 pub mod ibkr;
 pub mod occ;
+pub mod search;
 pub mod sim;
 pub mod tws;
 mod zones;
@@ -688,6 +689,16 @@ pub trait Broker: Send + Sync + fmt::Debug {
         _take_profit: Option<rust_decimal::Decimal>,
     ) -> Result<(Option<rust_decimal::Decimal>, Option<rust_decimal::Decimal>), BrokerError> {
         unsupported(account, "modifying positions by ticket")
+    }
+
+    /// Instruments the venue lists for `account` that match `query`, each with how it
+    /// matched (`search_instruments`, docs/tools.md; the rule is [`search`]'s).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        _query: &search::InstrumentQuery,
+    ) -> Result<search::InstrumentMatches, BrokerError> {
+        unsupported(account, "instrument search")
     }
 }
 

@@ -54,6 +54,8 @@ use crate::ibkr::IbkrFlexBroker;
 use crate::zones;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
 
+mod search;
+
 /// The ports TWS and IB Gateway listen on by default, for hints.
 pub const USUAL_PORTS: &str =
     "7497 (TWS paper), 7496 (TWS live), 4002 (IB Gateway paper), 4001 (IB Gateway live)";
@@ -214,6 +216,8 @@ pub struct TwsBroker {
     contracts: std::sync::Mutex<BTreeMap<String, Contract>>,
     /// What the last read could not get from TWS (no end marker), for health.
     last_read: std::sync::Mutex<Option<String>>,
+    /// The symbol matches `search_instruments` read (see `search`).
+    matches: search::MatchCache,
 }
 
 fn decimal(v: f64) -> Option<Decimal> {
@@ -337,6 +341,7 @@ impl TwsBroker {
             reading: Mutex::new(()),
             contracts: std::sync::Mutex::new(BTreeMap::new()),
             last_read: std::sync::Mutex::new(None),
+            matches: search::MatchCache::default(),
         }
     }
 
@@ -1421,6 +1426,15 @@ impl Broker for TwsBroker {
             });
         }
         Ok(out)
+    }
+
+    /// IBKR's matching symbols (`search`).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        query: &crate::search::InstrumentQuery,
+    ) -> Result<crate::search::InstrumentMatches, BrokerError> {
+        self.search(account, query).await
     }
 }
 

@@ -29,6 +29,7 @@
 
 pub mod history;
 pub mod proto;
+mod search;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -468,6 +469,8 @@ pub struct OpenDBroker {
     /// Why the shared request budget could not be used at the last history read (its
     /// queries were sent uncounted): said in the book's notes and in the health.
     budget_problem: std::sync::Mutex<Option<String>>,
+    /// The static lists `search_instruments` reads (see `search`).
+    statics: search::StaticCache,
 }
 
 impl std::fmt::Debug for Conn {
@@ -490,6 +493,7 @@ impl OpenDBroker {
             store: Mutex::new(None),
             clock: history::Clock::system(),
             budget_problem: std::sync::Mutex::new(None),
+            statics: search::StaticCache::default(),
         }
     }
 
@@ -1959,6 +1963,15 @@ impl Broker for OpenDBroker {
         }
         bars.sort_by_key(|b| b.instant);
         Ok(bars)
+    }
+
+    /// The market's static lists (`search`).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        query: &crate::search::InstrumentQuery,
+    ) -> Result<crate::search::InstrumentMatches, BrokerError> {
+        self.search(account, query).await
     }
 }
 

@@ -27,6 +27,7 @@ use tradedesk_store::{Store, StoreError, sql};
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
 pub mod market;
+mod search;
 
 use market::{SimInstrument, day_end, universe};
 
@@ -1624,6 +1625,15 @@ impl Broker for SimBroker {
             reason: format!("no open position in {}", inst.spec.key),
             order_id: None,
         })
+    }
+
+    /// The sim's instrument table (`search`).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        query: &crate::search::InstrumentQuery,
+    ) -> Result<crate::search::InstrumentMatches, BrokerError> {
+        self.search(account, query)
     }
 }
 
