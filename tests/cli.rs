@@ -275,6 +275,7 @@ fn tools_lists_every_tool() {
         "list_markets",
         "get_recent_trades",
         "get_snapshots",
+        "search_instruments",
     ] {
         assert!(text.contains(name), "{name}");
     }

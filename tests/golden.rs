@@ -134,8 +134,9 @@ fn every_tool_result_on_the_demo_matches_its_golden_file() {
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
 
-/// The market data tools on the demo's sim (its clock fixed, as in docs/tools.md), and
-/// the answer of an account whose broker has no perps (or no snapshots).
+/// The market data tools on the demo's sim (its clock fixed, as in docs/tools.md), the
+/// answer of an account whose broker has no perps (or no snapshots), and an instrument
+/// search over the demo's sim and book accounts.
 #[test]
 fn the_market_data_tools_on_the_demo_match_their_golden_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -171,6 +172,16 @@ fn the_market_data_tools_on_the_demo_match_their_golden_files() {
             "get_snapshots_not_supported",
             "get_snapshots",
             json!({"account": "IBKR-DEMO", "symbols": ["AAPL"]}),
+        ),
+        (
+            "search_instruments_demo",
+            "search_instruments",
+            json!({"query": "ma", "limit": 6}),
+        ),
+        (
+            "search_instruments_bad_class",
+            "search_instruments",
+            json!({"query": "ma", "asset_class": "stock"}),
         ),
     ];
     let mut diffs = Vec::new();

@@ -45,7 +45,10 @@
 //! what open buy orders reserve.
 //!
 //! Assets: AAPL (NASDAQ), SPY (ARCA), JPM (NYSE); [`AlpacaFake::set_price`] on another
-//! symbol lists it too (on NASDAQ).
+//! symbol lists it too (on NASDAQ), and [`AlpacaFake::list_asset`] lists anything else
+//! (crypto pairs with their increments, untradable or inactive stocks). `GET /v2/assets`
+//! filters by `status`, `asset_class` (default `us_equity`, an unknown one a 422) and
+//! `exchange`, sorted by class, exchange and symbol, unpaged, as documented.
 //!
 //! # Behaviour
 //!
@@ -389,6 +392,7 @@ impl AlpacaFake {
                 tape: "C",
                 cusip: None,
                 base: bid,
+                listing: Listing::stock(),
             });
         }
         state
@@ -414,6 +418,23 @@ impl AlpacaFake {
         lock(&self.state)
             .option_quotes
             .insert(contract.to_owned(), (d(bid), d(ask), d(last)));
+    }
+
+    /// Lists another asset (`GET /v2/assets`, `GET /v2/assets/{symbol}`): a crypto pair's
+    /// exchange is what Alpaca's crypto docs show, `ALPACA`.
+    pub fn list_asset(&self, symbol: &str, name: &str, exchange: &'static str, listing: Listing) {
+        let mut state = lock(&self.state);
+        let id = state.fresh_id();
+        state.assets.push(AssetInfo {
+            symbol: symbol.to_owned(),
+            id,
+            name: name.to_owned(),
+            exchange,
+            tape: "C",
+            cusip: None,
+            base: Dec::int(100),
+            listing,
+        });
     }
 
     /// Every order the fake holds, oldest first, as the API shows it; legs are listed as
@@ -708,6 +729,55 @@ struct AssetInfo {
     cusip: Option<&'static str>,
     /// Where the synthetic bar series is centred.
     base: Dec,
+    /// How `GET /v2/assets` lists it (a stock's defaults for the seeded assets).
+    listing: Listing,
+}
+
+/// An asset as `GET /v2/assets` and `GET /v2/assets/{symbol}` describe it.
+#[derive(Clone, Debug)]
+pub struct Listing {
+    /// `us_equity` or `crypto`.
+    pub class: &'static str,
+    /// `active` or `inactive`.
+    pub status: &'static str,
+    pub tradable: bool,
+    pub fractionable: bool,
+    pub shortable: bool,
+    pub marginable: bool,
+    pub easy_to_borrow: bool,
+    /// Crypto only: `min_order_size`, `min_trade_increment`, `price_increment`, as the
+    /// decimal strings Alpaca sends.
+    pub increments: Option<[&'static str; 3]>,
+}
+
+impl Listing {
+    /// A tradable, fractionable, shortable, marginable stock.
+    pub fn stock() -> Self {
+        Listing {
+            class: "us_equity",
+            status: "active",
+            tradable: true,
+            fractionable: true,
+            shortable: true,
+            marginable: true,
+            easy_to_borrow: true,
+            increments: None,
+        }
+    }
+
+    /// A crypto pair, with its order size and increments.
+    pub fn crypto(min_order: &'static str, step: &'static str, tick: &'static str) -> Self {
+        Listing {
+            class: "crypto",
+            status: "active",
+            tradable: true,
+            fractionable: true,
+            shortable: false,
+            marginable: false,
+            easy_to_borrow: false,
+            increments: Some([min_order, step, tick]),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -857,6 +927,7 @@ impl State {
                 tape,
                 cusip: Some(cusip),
                 base: dec(base),
+                listing: Listing::stock(),
             };
         let quote = |bid: &str, ask: &str| Quote {
             bid: dec(bid),
@@ -1771,6 +1842,7 @@ impl State {
             },
             ("PATCH", ["v2", "orders", id]) => self.replace_order(id, body, now),
             ("GET", ["v2", "clock"]) => Reply::ok(clock_json(now)),
+            ("GET", ["v2", "assets"]) => self.list_assets(query),
             ("GET", ["v2", "assets", symbol]) => match self.asset(symbol) {
                 Some(asset) => Reply::ok(asset_json(asset)),
                 None => Reply::error(404, 40410000, "asset not found"),
@@ -1783,6 +1855,29 @@ impl State {
             ("GET", ["v2", "stocks", symbol, "bars"]) => self.bars(symbol, query),
             _ => Reply::error(404, 40410000, "endpoint not found"),
         }
+    }
+
+    /// `GET /v2/assets`: `status` (default every status), `asset_class` (default
+    /// `us_equity`; an unknown one is a 422), `exchange`; sorted by class, exchange and
+    /// symbol, as documented. Not paged.
+    fn list_assets(&self, query: &Query) -> Reply {
+        let class = query.get("asset_class").unwrap_or("us_equity");
+        if !["us_equity", "us_option", "crypto", "ipo"].contains(&class) {
+            return unprocessable(&format!("invalid asset_class: {class}"));
+        }
+        let status = query.get("status");
+        if status.is_some_and(|s| !["active", "inactive"].contains(&s)) {
+            return unprocessable("invalid status");
+        }
+        let mut rows: Vec<&AssetInfo> = self
+            .assets
+            .iter()
+            .filter(|a| a.listing.class == class)
+            .filter(|a| status.is_none_or(|s| a.listing.status == s))
+            .filter(|a| query.get("exchange").is_none_or(|e| a.exchange == e))
+            .collect();
+        rows.sort_by(|a, b| (a.exchange, &a.symbol).cmp(&(b.exchange, &b.symbol)));
+        Reply::ok(Value::Array(rows.into_iter().map(asset_json).collect()))
     }
 
     fn position_symbol(&self, symbol_or_id: &str) -> Option<String> {
@@ -2559,25 +2654,40 @@ impl State {
 }
 
 fn asset_json(asset: &AssetInfo) -> Value {
-    json!({
+    let l = &asset.listing;
+    let mut row = json!({
         "id": asset.id,
-        "class": "us_equity",
+        "class": l.class,
         "exchange": asset.exchange,
         "symbol": asset.symbol,
         "name": asset.name,
-        "status": "active",
-        "tradable": true,
-        "marginable": true,
-        "maintenance_margin_requirement": 30,
-        "margin_requirement_long": "30",
-        "margin_requirement_short": "100",
-        "shortable": true,
-        "easy_to_borrow": true,
-        "borrow_status": "easy_to_borrow",
-        "fractionable": true,
-        "attributes": ["has_options"],
-        "cusip": asset.cusip,
-    })
+        "status": l.status,
+        "tradable": l.tradable,
+        "marginable": l.marginable,
+        "shortable": l.shortable,
+        "easy_to_borrow": l.easy_to_borrow,
+        "fractionable": l.fractionable,
+        "attributes": [],
+    });
+    if let Some([min_order, step, tick]) = l.increments {
+        // Documented for crypto only.
+        row["min_order_size"] = json!(min_order);
+        row["min_trade_increment"] = json!(step);
+        row["price_increment"] = json!(tick);
+    } else {
+        // Equities only: margin requirements, borrow status, CUSIP.
+        row["maintenance_margin_requirement"] = json!(30);
+        row["margin_requirement_long"] = json!("30");
+        row["margin_requirement_short"] = json!("100");
+        row["borrow_status"] = json!(if l.easy_to_borrow {
+            "easy_to_borrow"
+        } else {
+            "hard_to_borrow"
+        });
+        row["attributes"] = json!(["has_options"]);
+        row["cusip"] = json!(asset.cusip);
+    }
+    row
 }
 
 // ---------------------------------------------------------------------------------------
@@ -3103,6 +3213,11 @@ fn documented_as_sent(mut spec: Value) -> Value {
     nta["price"] = json!({"type": "string"});
     schemas["CanceledOrderResponse"]["properties"]["body"] =
         json!({"type": "object", "additionalProperties": true});
+    // The enum names the equity venues only; Alpaca lists its crypto pairs under
+    // ALPACA (docs/dev/alpaca-facts.md, "Assets").
+    if let Some(venues) = schemas["Exchange"]["enum"].as_array_mut() {
+        venues.push(json!("ALPACA"));
+    }
     spec
 }
 
@@ -3399,6 +3514,44 @@ pub async fn self_check() -> Vec<String> {
         None,
         404,
         40410000,
+    )
+    .await;
+    fake.list_asset(
+        "BTC/USD",
+        "Bitcoin / US Dollar",
+        "ALPACA",
+        Listing::crypto("0.0001", "0.000000001", "1"),
+    );
+    let stocks = c
+        .get(
+            Trading,
+            "/v2/assets?status=active&asset_class=us_equity",
+            "/v2/assets",
+        )
+        .await;
+    let symbols: Vec<&str> = stocks
+        .as_array()
+        .unwrap_or_else(|| panic!("a list: {stocks}"))
+        .iter()
+        .filter_map(|a| a["symbol"].as_str())
+        .collect();
+    assert_eq!(symbols, ["SPY", "AAPL", "JPM"], "by exchange, then symbol");
+    let crypto = c
+        .get(
+            Trading,
+            "/v2/assets?status=active&asset_class=crypto",
+            "/v2/assets",
+        )
+        .await;
+    assert_eq!(crypto[0]["min_trade_increment"], "0.000000001", "{crypto}");
+    c.fails(
+        Trading,
+        "GET",
+        "/v2/assets?asset_class=bonds",
+        "/v2/assets",
+        None,
+        422,
+        40010001,
     )
     .await;
 

@@ -139,6 +139,11 @@ pub struct HlState {
     pub failure: HlFailure,
     /// Every request body's `type`, in order.
     pub requests: Vec<String>,
+    /// Coins `meta` marks isolated-only (`onlyIsolated: true`, `marginMode:
+    /// "strictIsolated"`; the venue leaves both out otherwise).
+    pub isolated_only: Vec<String>,
+    /// `meta` also answers a universe row without a name (unkind).
+    pub nameless_meta_row: bool,
 }
 
 #[derive(Debug)]
@@ -245,6 +250,28 @@ async fn info(State(state): State<Arc<Mutex<HlState>>>, body: String) -> Respons
                 ctx
             }).collect::<Vec<_>>(),
         ]),
+        "meta" => {
+            let mut universe: Vec<Value> = s
+                .markets
+                .iter()
+                .map(|m| {
+                    let mut u = json!({"szDecimals": m.sz_decimals, "name": m.coin,
+                        "maxLeverage": m.max_leverage, "marginTableId": m.max_leverage});
+                    if m.delisted {
+                        u["isDelisted"] = json!(true);
+                    }
+                    if s.isolated_only.contains(&m.coin) {
+                        u["onlyIsolated"] = json!(true);
+                        u["marginMode"] = json!("strictIsolated");
+                    }
+                    u
+                })
+                .collect();
+            if s.nameless_meta_row {
+                universe.insert(1, json!({"szDecimals": 2, "maxLeverage": 3}));
+            }
+            json!({"universe": universe, "marginTables": [], "collateralToken": 0})
+        }
         "recentTrades" => {
             let Some(coin) = body.get("coin").and_then(Value::as_str) else {
                 return unprocessable("Failed to deserialize the JSON body into the target type");

@@ -7,8 +7,8 @@
 //! OpenD does: funds in the currency asked for, historical fills for real accounts only
 //! (a simulated one gets OpenD's refusal), historical orders for both, history only before
 //! OpenD's today and today's fills (real accounts) and orders in the today-queries,
-//! K-lines within the asked window, and at most 10 history queries per proto per account
-//! in 30 s. It can be
+//! K-lines within the asked window, a market's static info by security type, and at most
+//! 10 history queries per proto per account in 30 s. It can be
 //! told to answer with a wrong SHA-1, as an encrypting OpenD, never, or with a retType
 //! error for one proto id.
 
@@ -98,6 +98,11 @@ pub struct OpenDState {
     /// Today's fills (2211) and today's orders (2201) asked.
     pub today_fill_queries: usize,
     pub today_order_queries: usize,
+    /// Every security's static info, any market and type: `Qot_GetStaticInfo` answers
+    /// those of the asked market and type (or the securities named).
+    pub static_info: Vec<pb::SecurityStaticInfo>,
+    /// (market, secType) of each static-info query.
+    pub static_queries: Vec<(Option<i32>, Option<i32>)>,
 }
 
 /// OpenD's today for an account of `trd_market`.
@@ -626,8 +631,45 @@ fn answer(
                 }
             )
         }
+        pb::QOT_GET_STATIC_INFO => static_info(body, &s, state),
         _ => failed(format!("unknown proto {proto_id}")),
     }
+}
+
+/// `Qot_GetStaticInfo`: the securities named (an unknown one refused), else the market's
+/// of the type asked; both market and type are needed without a list (the SDK's
+/// `get_stock_basicinfo` refuses a call without them).
+fn static_info(body: &[u8], s: &OpenDState, state: &Mutex<OpenDState>) -> Vec<u8> {
+    let Ok(req) = pb::qot_get_static_info::Request::decode(body) else {
+        return failed("c2s is required");
+    };
+    let c2s = req.c2s;
+    lock(state).static_queries.push((c2s.market, c2s.sec_type));
+    let rows: Vec<pb::SecurityStaticInfo> = if c2s.security_list.is_empty() {
+        let (Some(market), Some(sec_type)) = (c2s.market, c2s.sec_type) else {
+            return failed("market and secType are required without securityList");
+        };
+        s.static_info
+            .iter()
+            .filter(|i| i.basic.security.market == market && i.basic.sec_type == sec_type)
+            .cloned()
+            .collect()
+    } else {
+        let mut out = Vec::new();
+        for sec in &c2s.security_list {
+            match s.static_info.iter().find(|i| &i.basic.security == sec) {
+                Some(i) => out.push(i.clone()),
+                None => return failed(format!("Unknown stock {}", sec.code)),
+            }
+        }
+        out
+    };
+    ok!(
+        qot_get_static_info,
+        pb::GetStaticInfoS2c {
+            static_info_list: rows
+        }
+    )
 }
 
 /// Builders for the fake's replies, every required field set as OpenD sets it.
@@ -762,6 +804,35 @@ pub mod build {
                 bid_price: Some(bid),
             },
             option_ex_data: None,
+        }
+    }
+
+    /// A security's static info as OpenD sends it (every required field set).
+    pub fn static_info(
+        qot_market: i32,
+        code: &str,
+        name: &str,
+        sec_type: i32,
+        lot_size: i32,
+        exch_type: i32,
+    ) -> pb::SecurityStaticInfo {
+        pb::SecurityStaticInfo {
+            basic: pb::SecurityStaticBasic {
+                security: pb::Security {
+                    market: qot_market,
+                    code: code.to_owned(),
+                },
+                id: code.bytes().fold(7_i64, |h, b| h * 31 + i64::from(b)),
+                lot_size,
+                sec_type,
+                name: name.to_owned(),
+                list_time: "2000-01-03".to_owned(),
+                delisting: Some(false),
+                list_timestamp: Some(946_857_600.0),
+                exch_type: Some(exch_type),
+            },
+            warrant_ex_data: None,
+            future_ex_data: None,
         }
     }
 

@@ -679,3 +679,89 @@ request_response!(
     super::RequestHistoryKlC2s,
     super::RequestHistoryKlS2c
 );
+
+// ---- Qot_GetStaticInfo.proto (3202) and its Qot_Common.proto messages ----
+
+/// `ProtoId.Qot_GetStaticInfo`.
+pub const QOT_GET_STATIC_INFO: u32 = 3202;
+/// `Qot_Common.SecurityType`.
+pub const SECURITY_TYPE_BOND: i32 = 1;
+pub const SECURITY_TYPE_EQTY: i32 = 3;
+pub const SECURITY_TYPE_TRUST: i32 = 4;
+pub const SECURITY_TYPE_WARRANT: i32 = 5;
+pub const SECURITY_TYPE_FUTURE: i32 = 10;
+/// `Qot_Common.ExchType`.
+pub const EXCH_TYPE_HK_MAIN_BOARD: i32 = 1;
+pub const EXCH_TYPE_US_NASDAQ: i32 = 5;
+pub const EXCH_TYPE_MY_MYX: i32 = 20;
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SecurityStaticBasic {
+    #[prost(message, required, tag = "1")]
+    pub security: Security,
+    #[prost(int64, required, tag = "2")]
+    pub id: i64,
+    #[prost(int32, required, tag = "3")]
+    pub lot_size: i32,
+    #[prost(int32, required, tag = "4")]
+    pub sec_type: i32,
+    #[prost(string, required, tag = "5")]
+    pub name: String,
+    #[prost(string, required, tag = "6")]
+    pub list_time: String,
+    #[prost(bool, optional, tag = "7")]
+    pub delisting: Option<bool>,
+    #[prost(double, optional, tag = "8")]
+    pub list_timestamp: Option<f64>,
+    #[prost(int32, optional, tag = "9")]
+    pub exch_type: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WarrantStaticExData {
+    #[prost(int32, required, tag = "1")]
+    pub r#type: i32,
+    #[prost(message, required, tag = "2")]
+    pub owner: Security,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FutureStaticExData {
+    #[prost(string, required, tag = "1")]
+    pub last_trade_time: String,
+    #[prost(double, optional, tag = "2")]
+    pub last_trade_timestamp: Option<f64>,
+    #[prost(bool, required, tag = "3")]
+    pub is_main_contract: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SecurityStaticInfo {
+    #[prost(message, required, tag = "1")]
+    pub basic: SecurityStaticBasic,
+    #[prost(message, optional, tag = "2")]
+    pub warrant_ex_data: Option<WarrantStaticExData>,
+    #[prost(message, optional, tag = "4")]
+    pub future_ex_data: Option<FutureStaticExData>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetStaticInfoC2s {
+    #[prost(int32, optional, tag = "1")]
+    pub market: Option<i32>,
+    #[prost(int32, optional, tag = "2")]
+    pub sec_type: Option<i32>,
+    #[prost(message, repeated, tag = "3")]
+    pub security_list: Vec<Security>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetStaticInfoS2c {
+    #[prost(message, repeated, tag = "1")]
+    pub static_info_list: Vec<SecurityStaticInfo>,
+}
+request_response!(
+    qot_get_static_info,
+    super::GetStaticInfoC2s,
+    super::GetStaticInfoS2c
+);

@@ -35,6 +35,7 @@
 //! | ExecutionRequest 207           | per matching execution: ExecutionDetails 211 then (if any) CommissionAndFeesReport 259; then ExecutionDetailsEnd 255 (see *Executions* below for the unkind modes) |
 //! | MarketDataRequest 201          | known symbol: TickReqParams 281, MarketDataType 258 (1), TickPrice 201 bid (1, with size), ask (2, with size), last (4), with a [`TwsDay`] also TickPrice open (14), high (6), low (7), close (9), TickSize last size (5), volume (8) and TickString last timestamp (45) (delayed: MarketDataType 3 and the delayed tick types 66.. instead), TickSnapshotEnd 257 (snapshot only); unknown: ErrorMessage 204 code 200 with the req id; a silent [`TwsDay`]: nothing at all |
 //! | HistoricalDataRequest 220      | known symbol: HistoricalData 217 (all bars), HistoricalDataEnd 308; unknown: ErrorMessage 204 code 200 |
+//! | MatchingSymbolsRequest 281     | SymbolSamples 279: the [`TwsState::symbol_samples`] whose symbol starts with the pattern or whose description has it (none with [`TwsState::matching_silent`]) |
 //! | anything else (cancels, 259 MarketDataTypeRequest, orders, …) | nothing (recorded only) |
 //!
 //! # Executions, as TWS really sends them
@@ -383,6 +384,12 @@ pub struct TwsState {
     /// Epoch seconds answered to `CurrentTimeRequest`. Default 1 796 050 800
     /// (2026-11-30 15:00:00 UTC).
     pub current_time: i64,
+    /// What `MatchingSymbolsRequest` searches (see [`TwsSymbolSample`]).
+    pub symbol_samples: Vec<TwsSymbolSample>,
+    /// The pattern of each `MatchingSymbolsRequest`, in order.
+    pub matching_patterns: Vec<String>,
+    /// `MatchingSymbolsRequest` gets no answer (unkind: TWS paces it).
+    pub matching_silent: bool,
 }
 
 impl Default for TwsState {
@@ -408,6 +415,9 @@ impl Default for TwsState {
             handshakes: 0,
             client_ids: Vec::new(),
             current_time: 1_796_050_800,
+            symbol_samples: Vec::new(),
+            matching_patterns: Vec::new(),
+            matching_silent: false,
         }
     }
 }
@@ -740,6 +750,7 @@ fn serve_request(
             let req = pb::HistoricalDataRequest::decode(payload).unwrap_or_default();
             historical_data(st, &req, out)?;
         }
+        symbols::REQ_MATCHING_SYMBOLS => symbols::matching(st, payload, out)?,
         _ => {}
     }
     Ok(())
@@ -1586,6 +1597,126 @@ mod pb {
         pub(super) start_date_str: Option<String>,
         #[prost(string, optional, tag = "3")]
         pub(super) end_date_str: Option<String>,
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Matching symbols (reqMatchingSymbols): MatchingSymbolsRequest 281 -> SymbolSamples 279
+// ------------------------------------------------------------------------------------------
+
+/// One contract description `SymbolSamples` may carry: IBKR's answer has the contract id,
+/// symbol, security type, primary exchange, currency and description (the company name),
+/// and the derivative types listed on it; no exchange, no trading rules.
+#[derive(Debug, Clone, Default)]
+pub struct TwsSymbolSample {
+    pub con_id: i32,
+    pub symbol: String,
+    pub sec_type: String,
+    pub primary_exchange: String,
+    pub currency: String,
+    pub description: String,
+    pub derivative_sec_types: Vec<String>,
+}
+
+mod symbols {
+    use prost::Message as _;
+
+    use super::{Out, TwsState, non_empty};
+
+    /// `MatchingSymbolsRequest` (client -> server).
+    pub(super) const REQ_MATCHING_SYMBOLS: i32 = 281;
+    /// `SymbolSamples` (server -> client).
+    pub(super) const SYMBOL_SAMPLES: i32 = 279;
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct MatchingSymbolsRequest {
+        #[prost(int32, optional, tag = "1")]
+        req_id: Option<i32>,
+        #[prost(string, optional, tag = "2")]
+        pattern: Option<String>,
+    }
+
+    /// The proto `Contract`'s fields a description carries.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Contract {
+        #[prost(int32, optional, tag = "1")]
+        con_id: Option<i32>,
+        #[prost(string, optional, tag = "2")]
+        symbol: Option<String>,
+        #[prost(string, optional, tag = "3")]
+        sec_type: Option<String>,
+        #[prost(string, optional, tag = "9")]
+        primary_exch: Option<String>,
+        #[prost(string, optional, tag = "10")]
+        currency: Option<String>,
+        #[prost(string, optional, tag = "15")]
+        description: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct ContractDescription {
+        #[prost(message, optional, tag = "1")]
+        contract: Option<Contract>,
+        #[prost(string, repeated, tag = "2")]
+        derivative_sec_types: Vec<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct SymbolSamples {
+        #[prost(int32, optional, tag = "1")]
+        req_id: Option<i32>,
+        #[prost(message, repeated, tag = "2")]
+        contract_descriptions: Vec<ContractDescription>,
+    }
+
+    /// IBKR's rule, as its docs put it: the pattern is the start of a ticker, or a word
+    /// of the security's name.
+    fn matches(sample: &super::TwsSymbolSample, pattern: &str) -> bool {
+        let p = pattern.trim().to_uppercase();
+        !p.is_empty()
+            && (sample.symbol.to_uppercase().starts_with(&p)
+                || sample.description.to_uppercase().contains(&p)
+                || sample
+                    .description
+                    .to_uppercase()
+                    .split(|c: char| !c.is_alphanumeric())
+                    .any(|w| !w.is_empty() && w.starts_with(&p)))
+    }
+
+    pub(super) fn matching(
+        st: &mut TwsState,
+        payload: &[u8],
+        out: &mut Out,
+    ) -> std::io::Result<()> {
+        let req = MatchingSymbolsRequest::decode(payload).unwrap_or_default();
+        let pattern = req.pattern.unwrap_or_default();
+        st.matching_patterns.push(pattern.clone());
+        if st.matching_silent {
+            return Ok(());
+        }
+        let contract_descriptions = st
+            .symbol_samples
+            .iter()
+            .filter(|s| matches(s, &pattern))
+            .map(|s| ContractDescription {
+                contract: Some(Contract {
+                    con_id: (s.con_id != 0).then_some(s.con_id),
+                    symbol: non_empty(&s.symbol),
+                    sec_type: non_empty(&s.sec_type),
+                    primary_exch: non_empty(&s.primary_exchange),
+                    currency: non_empty(&s.currency),
+                    description: non_empty(&s.description),
+                }),
+                derivative_sec_types: s.derivative_sec_types.clone(),
+            })
+            .collect();
+        out.push(
+            SYMBOL_SAMPLES,
+            &SymbolSamples {
+                req_id: req.req_id,
+                contract_descriptions,
+            },
+        )
     }
 }
 

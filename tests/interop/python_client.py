@@ -66,6 +66,7 @@ EXPECTED_TOOLS = {
     "list_markets",
     "get_recent_trades",
     "get_snapshots",
+    "search_instruments",
     "option_price",
     "implied_volatility",
     "option_strategy",

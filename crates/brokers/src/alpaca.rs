@@ -27,6 +27,7 @@ use tradedesk_core::{
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
 mod snapshots;
+mod assets;
 
 /// Where and how to reach one Alpaca account.
 #[derive(Clone)]
@@ -72,6 +73,8 @@ pub struct AlpacaBroker {
     equity: Mutex<Option<(Currency, Decimal)>>,
     /// Its `buying_power` and `maintenance_margin`, likewise.
     margin: Mutex<Option<crate::AccountMargin>>,
+    /// The asset lists `search_instruments` reads (see `assets`).
+    assets: assets::AssetCache,
 }
 
 /// The exchange an option is keyed under: Alpaca names none for an option position, and
@@ -283,6 +286,7 @@ impl AlpacaBroker {
             multipliers: Mutex::new(BTreeMap::new()),
             equity: Mutex::new(None),
             margin: Mutex::new(None),
+            assets: assets::AssetCache::default(),
         })
     }
 
@@ -2000,5 +2004,14 @@ impl Broker for AlpacaBroker {
         symbols: &[String],
     ) -> Result<crate::MarketSnapshots, BrokerError> {
         self.read_snapshots(account, symbols).await
+    }
+
+    /// Alpaca's asset list (`assets`).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        query: &crate::search::InstrumentQuery,
+    ) -> Result<crate::search::InstrumentMatches, BrokerError> {
+        self.search(account, query).await
     }
 }

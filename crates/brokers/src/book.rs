@@ -1973,6 +1973,22 @@ impl Broker for BookBroker {
             })
             .collect()
     }
+
+    /// The instruments the account's own book knows ([`crate::search::from_book`]).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        query: &crate::search::InstrumentQuery,
+    ) -> Result<crate::search::InstrumentMatches, BrokerError> {
+        let book = self.book().await.map_err(BrokerError::InvalidBook)?;
+        if !book.accounts.iter().any(|a| a.id == account) {
+            return Err(BrokerError::InvalidRequest {
+                account: account.to_owned(),
+                reason: format!("{} holds no such account", self.label),
+            });
+        }
+        Ok(crate::search::from_book(&book, account, query))
+    }
 }
 
 /// How to get past a refused book file.

@@ -44,6 +44,7 @@ use crate::zones;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
 mod snapshots;
+mod search;
 
 /// Command slots the EA scans.
 const SLOTS: usize = 50;
@@ -3110,6 +3111,15 @@ impl Broker for DwxBroker {
         symbols: &[String],
     ) -> Result<crate::MarketSnapshots, BrokerError> {
         self.read_snapshots(account, symbols).await
+    }
+
+    /// The symbols the EA and the config know (`search`).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        query: &crate::search::InstrumentQuery,
+    ) -> Result<crate::search::InstrumentMatches, BrokerError> {
+        self.search(account, query).await
     }
 }
 

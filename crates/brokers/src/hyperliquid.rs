@@ -31,6 +31,7 @@ use tradedesk_core::{
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
 
 mod snapshots;
+mod search;
 
 pub const MAINNET_URL: &str = "https://api.hyperliquid.xyz";
 pub const TESTNET_URL: &str = "https://api.hyperliquid-testnet.xyz";
@@ -76,6 +77,8 @@ pub struct HyperliquidBroker {
     /// The last book, kept for [`CACHE_FOR`]: the venue weighs every request against a
     /// per-minute budget.
     cache: tokio::sync::Mutex<Option<(Instant, Arc<Book>)>>,
+    /// The perp universe `search_instruments` reads (see `search`).
+    meta: search::MetaCache,
 }
 
 /// How long a built book is served before the venue is asked again.
@@ -369,6 +372,7 @@ impl HyperliquidBroker {
             config,
             client,
             cache: tokio::sync::Mutex::new(None),
+            meta: search::MetaCache::default(),
         })
     }
 
@@ -1102,6 +1106,15 @@ impl Broker for HyperliquidBroker {
         symbols: &[String],
     ) -> Result<crate::MarketSnapshots, BrokerError> {
         self.read_snapshots(account, symbols).await
+    }
+
+    /// The perp universe from `meta` (`search`).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        query: &crate::search::InstrumentQuery,
+    ) -> Result<crate::search::InstrumentMatches, BrokerError> {
+        self.search(account, query).await
     }
 }
 

@@ -414,6 +414,17 @@ impl Broker for IbkrFlexBroker {
             hint,
         }]
     }
+
+    /// The instruments of the account's statement ([`crate::search::from_book`]).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        query: &crate::search::InstrumentQuery,
+    ) -> Result<crate::search::InstrumentMatches, BrokerError> {
+        crate::check_served(&self.id, account)?;
+        let book = self.load().await?;
+        Ok(crate::search::from_book(&book, account, query))
+    }
 }
 
 #[cfg(test)]

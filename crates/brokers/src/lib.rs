@@ -26,6 +26,7 @@ pub mod hyperliquid;
 pub mod ibkr;
 pub mod market_snapshot;
 pub mod occ;
+pub mod search;
 pub mod sim;
 pub mod tws;
 mod zones;
@@ -739,6 +740,16 @@ pub trait Broker: Send + Sync + fmt::Debug {
         _symbols: &[String],
     ) -> Result<MarketSnapshots, BrokerError> {
         unsupported(account, "snapshots")
+    }
+
+    /// Instruments the venue lists for `account` that match `query`, each with how it
+    /// matched (`search_instruments`, docs/tools.md; the rule is [`search`]'s).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        _query: &search::InstrumentQuery,
+    ) -> Result<search::InstrumentMatches, BrokerError> {
+        unsupported(account, "instrument search")
     }
 }
 

@@ -55,6 +55,7 @@ use crate::zones;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
 
 mod snapshots;
+mod search;
 
 /// The ports TWS and IB Gateway listen on by default, for hints.
 pub const USUAL_PORTS: &str =
@@ -218,6 +219,8 @@ pub struct TwsBroker {
     last_read: std::sync::Mutex<Option<String>>,
     /// The account's BuyingPower and MaintMarginReq as the last read got them.
     margin: std::sync::Mutex<Option<crate::AccountMargin>>,
+    /// The symbol matches `search_instruments` read (see `search`).
+    matches: search::MatchCache,
 }
 
 fn decimal(v: f64) -> Option<Decimal> {
@@ -342,6 +345,7 @@ impl TwsBroker {
             contracts: std::sync::Mutex::new(BTreeMap::new()),
             last_read: std::sync::Mutex::new(None),
             margin: std::sync::Mutex::new(None),
+            matches: search::MatchCache::default(),
         }
     }
 
@@ -1473,6 +1477,15 @@ impl Broker for TwsBroker {
         symbols: &[String],
     ) -> Result<crate::MarketSnapshots, BrokerError> {
         self.read_snapshots(account, symbols).await
+    }
+
+    /// IBKR's matching symbols (`search`).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        query: &crate::search::InstrumentQuery,
+    ) -> Result<crate::search::InstrumentMatches, BrokerError> {
+        self.search(account, query).await
     }
 }
 

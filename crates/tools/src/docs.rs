@@ -51,6 +51,7 @@ fn example(name: &str) -> Value {
             "leverage": 10, "entry_price": 92000, "fee_rate": 0.00045}),
         "list_markets" => json!({"account": "SIM-PAPER"}),
         "get_market_hours" => json!({"market": "NYSE"}),
+        "search_instruments" => json!({"query": "apple", "limit": 5}),
         "get_recent_trades" => json!({"market": "BTC-PERP", "account": "SIM-PAPER", "limit": 3}),
         "get_snapshots" => {
             json!({"account": "SIM-PAPER", "symbols": ["AAPL", "EURUSD", "BTC-PERP", "NOPE"]})

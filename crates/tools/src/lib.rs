@@ -24,6 +24,7 @@ pub mod rates;
 pub mod realized;
 pub mod registry;
 pub mod research;
+pub mod search;
 pub mod select;
 pub mod snapshots;
 pub mod toolset;

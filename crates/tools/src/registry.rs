@@ -496,6 +496,19 @@ fn build_specs() -> Vec<ToolSpec> {
             output_schema: output_schema::<crate::hours::MarketHoursResult>(),
         },
         ToolSpec {
+            name: "search_instruments",
+            title: "Search instruments",
+            description: "Finds instruments by symbol or name in every account (or one): each \
+                with the EXCHANGE:SYMBOL the quote, bar and order tools take, its currency, \
+                class, whether it is tradable and the broker's trading rules (null where it \
+                gives none); exact symbols first, then symbol prefixes, then names.",
+            read_only: true,
+            needs_trading: false,
+            toolset: Some(Toolset::MarketData),
+            input_schema: input_schema::<crate::search::SearchArgs>(),
+            output_schema: output_schema::<crate::search::SearchResult>(),
+        },
+        ToolSpec {
             name: "backtest",
             title: "Backtest a strategy",
             description: "Would this have worked? Tests entry/exit signals over bars: a signal is \
@@ -1156,6 +1169,42 @@ async fn dispatch_live(
                         r.as_of,
                         each.join("; "),
                         notes_suffix(&notes)
+                    )
+                },
+            ),
+            Err(e) => error_output(&e),
+        },
+        "search_instruments" => match args::parse::<crate::search::SearchArgs>(arguments) {
+            Ok(a) => output(
+                crate::search::search_instruments(ctx, a).await,
+                |r: &crate::search::SearchResult| {
+                    let top: Vec<String> = r
+                        .instruments
+                        .iter()
+                        .take(5)
+                        .map(|i| {
+                            format!(
+                                "{} ({}, {}){}",
+                                i.instrument,
+                                i.account,
+                                i.name.as_deref().unwrap_or(i.asset_class),
+                                if i.tradable == Some(false) {
+                                    " not tradable"
+                                } else {
+                                    ""
+                                }
+                            )
+                        })
+                        .collect();
+                    format!(
+                        "{} of {} match(es) for {}{}{}{}.{}",
+                        r.count,
+                        r.total,
+                        tradedesk_core::error::quote(&r.query),
+                        if r.truncated { " (truncated)" } else { "" },
+                        if top.is_empty() { "" } else { ": " },
+                        top.join("; "),
+                        notes_suffix(&r.notes)
                     )
                 },
             ),

@@ -30,6 +30,7 @@
 pub mod history;
 pub mod proto;
 mod snapshots;
+mod search;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -471,6 +472,8 @@ pub struct OpenDBroker {
     budget_problem: std::sync::Mutex<Option<String>>,
     /// The funds' `power` and `maintenanceMargin` as the last book read them.
     margin: std::sync::Mutex<Option<crate::AccountMargin>>,
+    /// The static lists `search_instruments` reads (see `search`).
+    statics: search::StaticCache,
 }
 
 impl std::fmt::Debug for Conn {
@@ -494,6 +497,7 @@ impl OpenDBroker {
             clock: history::Clock::system(),
             budget_problem: std::sync::Mutex::new(None),
             margin: std::sync::Mutex::new(None),
+            statics: search::StaticCache::default(),
         }
     }
 
@@ -2001,6 +2005,15 @@ impl Broker for OpenDBroker {
         symbols: &[String],
     ) -> Result<crate::MarketSnapshots, BrokerError> {
         self.read_snapshots(account, symbols).await
+    }
+
+    /// The market's static lists (`search`).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        query: &crate::search::InstrumentQuery,
+    ) -> Result<crate::search::InstrumentMatches, BrokerError> {
+        self.search(account, query).await
     }
 }
 

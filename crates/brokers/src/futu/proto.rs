@@ -692,3 +692,71 @@ wrappers!(
     RequestHistoryKlC2s,
     RequestHistoryKlS2c
 );
+
+// ---- Qot_GetStaticInfo (3202), for search_instruments ----
+
+/// `Qot_GetStaticInfo`: a market's securities of one type (or the securities named).
+pub const GET_STATIC_INFO: u32 = 3202;
+
+/// `Qot_Common.SecurityType`, the types searched.
+pub mod security_type {
+    pub const BOND: i32 = 1;
+    pub const EQUITY: i32 = 3;
+    /// Trusts and funds (ETFs).
+    pub const TRUST: i32 = 4;
+    pub const WARRANT: i32 = 5;
+    pub const DRVT: i32 = 8;
+    pub const FUTURE: i32 = 10;
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetStaticInfoC2s {
+    /// `QotMarket`; ignored by OpenD when `security_list` is given.
+    #[prost(int32, optional, tag = "1")]
+    pub market: Option<i32>,
+    /// `SecurityType`.
+    #[prost(int32, optional, tag = "2")]
+    pub sec_type: Option<i32>,
+    #[prost(message, repeated, tag = "3")]
+    pub security_list: Vec<Security>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SecurityStaticBasic {
+    #[prost(message, optional, tag = "1")]
+    pub security: Option<Security>,
+    #[prost(int64, optional, tag = "2")]
+    pub id: Option<i64>,
+    /// Shares per board lot; for options and futures, the contract multiplier.
+    #[prost(int32, optional, tag = "3")]
+    pub lot_size: Option<i32>,
+    #[prost(int32, optional, tag = "4")]
+    pub sec_type: Option<i32>,
+    #[prost(string, optional, tag = "5")]
+    pub name: Option<String>,
+    #[prost(string, optional, tag = "6")]
+    pub list_time: Option<String>,
+    #[prost(bool, optional, tag = "7")]
+    pub delisting: Option<bool>,
+    /// `ExchType`.
+    #[prost(int32, optional, tag = "9")]
+    pub exch_type: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SecurityStaticInfo {
+    #[prost(message, optional, tag = "1")]
+    pub basic: Option<SecurityStaticBasic>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetStaticInfoS2c {
+    #[prost(message, repeated, tag = "1")]
+    pub static_info_list: Vec<SecurityStaticInfo>,
+}
+wrappers!(
+    GetStaticInfoRequest,
+    GetStaticInfoResponse,
+    GetStaticInfoC2s,
+    GetStaticInfoS2c
+);

@@ -28,6 +28,7 @@ use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, Order
 
 pub mod market;
 mod snapshots;
+mod search;
 
 use market::{SimInstrument, day_end, universe};
 
@@ -1634,6 +1635,15 @@ impl Broker for SimBroker {
         symbols: &[String],
     ) -> Result<crate::MarketSnapshots, BrokerError> {
         self.read_snapshots(account, symbols)
+    }
+
+    /// The sim's instrument table (`search`).
+    async fn search_instruments(
+        &self,
+        account: &str,
+        query: &crate::search::InstrumentQuery,
+    ) -> Result<crate::search::InstrumentMatches, BrokerError> {
+        self.search(account, query)
     }
 }
 
