@@ -27,6 +27,8 @@ use tradedesk_store::{Store, StoreError, sql};
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
 pub mod market;
+mod news;
+pub use news::DEMO_NEWS_SOURCE;
 
 use market::{SimInstrument, day_end, universe};
 
@@ -1624,6 +1626,15 @@ impl Broker for SimBroker {
             reason: format!("no open position in {}", inst.spec.key),
             order_id: None,
         })
+    }
+
+    async fn news(
+        &self,
+        account: &str,
+        query: &crate::news::NewsQuery,
+    ) -> Result<crate::news::NewsPage, BrokerError> {
+        self.check_account(account)?;
+        Ok(news::demo_news(account, self.clock.now(), query))
     }
 }
 
