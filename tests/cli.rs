@@ -274,11 +274,12 @@ fn tools_lists_every_tool() {
         "get_market_hours",
         "list_markets",
         "get_recent_trades",
+        "get_news",
     ] {
         assert!(text.contains(name), "{name}");
     }
     let json = tradedesk(&["tools", "--json"]);
-    assert_eq!(String::from_utf8_lossy(&json.stdout).lines().count(), 30);
+    assert_eq!(String::from_utf8_lossy(&json.stdout).lines().count(), 31);
 }
 
 #[test]

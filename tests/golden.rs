@@ -135,7 +135,7 @@ fn every_tool_result_on_the_demo_matches_its_golden_file() {
 }
 
 /// The market data tools on the demo's sim (its clock fixed, as in docs/tools.md), and
-/// the answer of an account whose broker has no perps.
+/// the answers of an account whose broker has no perps and no news.
 #[test]
 fn the_market_data_tools_on_the_demo_match_their_golden_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -160,6 +160,12 @@ fn the_market_data_tools_on_the_demo_match_their_golden_files() {
         (
             "list_markets_not_supported",
             "list_markets",
+            json!({"account": "IBKR-DEMO"}),
+        ),
+        ("get_news_sim", "get_news", json!({"limit": 3})),
+        (
+            "get_news_not_supported",
+            "get_news",
             json!({"account": "IBKR-DEMO"}),
         ),
     ];

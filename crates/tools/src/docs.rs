@@ -52,6 +52,7 @@ fn example(name: &str) -> Value {
         "list_markets" => json!({"account": "SIM-PAPER"}),
         "get_market_hours" => json!({"market": "NYSE"}),
         "get_recent_trades" => json!({"market": "BTC-PERP", "account": "SIM-PAPER", "limit": 3}),
+        "get_news" => json!({"symbols": ["AAPL", "NVDA"], "limit": 2}),
         "get_performance" => {
             json!({"start": "2026-01-01", "end": "2026-11-27", "account": "IBKR-DEMO"})
         }
