@@ -276,6 +276,7 @@ fn tools_lists_every_tool() {
         "get_recent_trades",
         "get_snapshots",
         "search_instruments",
+        "get_news",
     ] {
         assert!(text.contains(name), "{name}");
     }

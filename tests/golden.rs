@@ -135,8 +135,8 @@ fn every_tool_result_on_the_demo_matches_its_golden_file() {
 }
 
 /// The market data tools on the demo's sim (its clock fixed, as in docs/tools.md), the
-/// answer of an account whose broker has no perps (or no snapshots), and an instrument
-/// search over the demo's sim and book accounts.
+/// answers of an account whose broker has no perps, no snapshots and no news, and an
+/// instrument search over the demo's sim and book accounts.
 #[test]
 fn the_market_data_tools_on_the_demo_match_their_golden_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -182,6 +182,13 @@ fn the_market_data_tools_on_the_demo_match_their_golden_files() {
             "search_instruments_bad_class",
             "search_instruments",
             json!({"query": "ma", "asset_class": "stock"}),
+        ),
+        (
+        ("get_news_sim", "get_news", json!({"limit": 3})),
+        (
+            "get_news_not_supported",
+            "get_news",
+            json!({"account": "IBKR-DEMO"}),
         ),
     ];
     let mut diffs = Vec::new();

@@ -89,7 +89,9 @@
 //!   an ask set to 0 is sent as 0 (Alpaca's "no active ask"). Option snapshots
 //!   (`GET /v1beta1/options/snapshots?symbols=…`) answer the contracts given
 //!   [`AlpacaFake::set_option_quote`], with their latest quote and trade only.
-//! * `GET /v2/clock` uses the real time, with US daylight saving and no holidays.
+//! * `GET /v2/clock` uses the real time (or [`AlpacaFake::set_now`]'s), with US daylight
+//!   saving and the calendar's closed days and early closes; `GET /v2/calendar` and
+//!   `GET /v1beta1/news` are described in their section at the end of the file.
 //! * Normal answers carry `X-RateLimit-Limit: 200`, `X-RateLimit-Remaining: 199` and
 //!   `X-RateLimit-Reset`; only [`Failure::TooManyRequests`] produces a 429.
 
@@ -682,15 +684,19 @@ fn parse_time(text: &str) -> Option<DateTime<Utc>> {
 const OPEN_MINUTE: u32 = 9 * 60 + 30;
 const CLOSE_MINUTE: u32 = 16 * 60;
 
-fn clock_json(now: DateTime<Utc>) -> Value {
+fn clock_json(now: DateTime<Utc>, market: &MarketInfo) -> Value {
     let today = ny(now).date_naive();
     let mut next_open = None;
     let mut next_close = None;
     let mut day = today;
-    while next_open.is_none() || next_close.is_none() {
-        if is_weekday(day) {
-            let open = ny_at(day, OPEN_MINUTE);
-            let close = ny_at(day, CLOSE_MINUTE);
+    // The calendar's days (holidays and early closes kept); bounded past its end.
+    for _ in 0..40 {
+        if next_open.is_some() && next_close.is_some() {
+            break;
+        }
+        if let Some((open_minute, close_minute)) = market.session(day) {
+            let open = ny_at(day, open_minute);
+            let close = ny_at(day, close_minute);
             if next_open.is_none() && open > now {
                 next_open = Some(open);
             }
@@ -854,6 +860,8 @@ struct State {
     snapshot_omit: BTreeMap<String, Vec<String>>,
     /// Option contracts' bid, ask and last trade price.
     option_quotes: BTreeMap<String, (Dec, Dec, Dec)>,
+    /// News, the calendar's closed days and the clock (see the last section).
+    market: MarketInfo,
 }
 
 fn is_open_status(status: &str) -> bool {
@@ -989,6 +997,7 @@ impl State {
             refusal_names_type: true,
             snapshot_omit: BTreeMap::new(),
             option_quotes: BTreeMap::new(),
+            market: MarketInfo::seeded(),
         };
         state.account_id = state.fresh_id();
 
@@ -1841,7 +1850,11 @@ impl State {
                 None => Reply::error(404, 40410000, "order not found"),
             },
             ("PATCH", ["v2", "orders", id]) => self.replace_order(id, body, now),
-            ("GET", ["v2", "clock"]) => Reply::ok(clock_json(now)),
+            ("GET", ["v2", "clock"]) => {
+                Reply::ok(clock_json(self.market.now.unwrap_or(now), &self.market))
+            }
+            ("GET", ["v2", "calendar"]) => self.market.calendar(query),
+            ("GET", ["v1beta1", "news"]) => self.market.news(query),
             ("GET", ["v2", "assets"]) => self.list_assets(query),
             ("GET", ["v2", "assets", symbol]) => match self.asset(symbol) {
                 Some(asset) => Reply::ok(asset_json(asset)),
@@ -3246,7 +3259,7 @@ pub async fn self_check() -> Vec<String> {
         key: "test-key".to_owned(),
         secret: "test-secret".to_owned(),
         trading: documented_as_sent(load_spec("trading-api.json")),
-        data: load_spec("market-data-api.json"),
+        data: news_as_sent(load_spec("market-data-api.json")),
         sent: 0,
         undeclared: Vec::new(),
     };
@@ -3495,6 +3508,7 @@ pub async fn self_check() -> Vec<String> {
     let (next_open, next_close) = (time_of(&clock["next_open"]), time_of(&clock["next_close"]));
     assert!(next_open > now && next_close > now);
     assert_eq!(clock["is_open"], json!(next_close < next_open));
+    check_calendar_and_news(&mut c).await;
     let template = "/v2/assets/{symbol_or_asset_id}";
     for (symbol, exchange) in [("AAPL", "NASDAQ"), ("SPY", "ARCA"), ("JPM", "NYSE")] {
         let asset = c
@@ -4592,4 +4606,448 @@ pub async fn self_check() -> Vec<String> {
 
     c.undeclared.sort();
     c.undeclared
+}
+
+// ---------------------------------------------------------------------------------------
+// News and the market calendar: GET /v1beta1/news (market-data host), GET /v2/calendar,
+// and the clock's time
+//
+// * The calendar holds every weekday from 1970 to 2029 (Alpaca's calendar "from 1970 to
+//   2029") but the closed days: seeded with NYSE's Thanksgiving (2026-11-26), Christmas
+//   (2026-12-25) and New Year's Day (2027-01-01), and early closes at 13:00 on 2026-11-27
+//   and 2026-12-24; [`AlpacaFake::close_day`] and [`AlpacaFake::close_early`] add more. A
+//   row is `date`, `open` and `close` (`HH:MM`), `session_open` and `session_close`
+//   (`HHMM`: 0400 to 2000, or 1700 on an early close) and `settlement_date` (the next
+//   trading day), New York time. `start` and `end` (RFC 3339 or a date, inclusive) default
+//   to the calendar's ends; `date_type=SETTLEMENT` reads them as settlement dates.
+// * News: the seeded articles (below) and those [`AlpacaFake::add_news`] adds, filtered by
+//   `symbols` (any of them), `start` and `end` (inclusive, on `created_at`), sorted by
+//   `updated_at` (`sort`, default `desc`), `limit` 1 to 50 (default 10), and paged with an
+//   opaque `page_token`; `next_page_token` is null on the last page. `content` is sent
+//   only with `include_content=true` (else `""`, as alpaca-py's recorded answer has it);
+//   an article without a summary has `"summary": ""`. [`AlpacaFake::cap_news_pages`] makes
+//   pages shorter than `limit`, so a client must follow the token. A bad parameter is 400
+//   `{"code":40010001,...}`. [`Failure::Hang`] makes the next request (a news one too)
+//   answer nothing.
+
+/// One article of the fake's news, sent in the shape of the document's `news` schema.
+#[derive(Clone, Debug)]
+pub struct FakeArticle {
+    pub id: i64,
+    pub headline: String,
+    pub author: String,
+    pub source: String,
+    /// `""`: the article has none.
+    pub summary: String,
+    pub content: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub symbols: Vec<String>,
+    /// Sent as null when `None` (the document's `url` is nullable).
+    pub url: Option<String>,
+}
+
+impl FakeArticle {
+    /// An ordinary article: by "Fake Newsroom", from "benzinga", updated when created,
+    /// with a summary, a one-paragraph HTML body and a link.
+    pub fn new(id: i64, headline: &str, created_at: DateTime<Utc>, symbols: &[&str]) -> Self {
+        FakeArticle {
+            id,
+            headline: headline.to_owned(),
+            author: "Fake Newsroom".to_owned(),
+            source: "benzinga".to_owned(),
+            summary: format!("Summary of article {id}."),
+            content: format!("<p>Body of article {id}.</p>"),
+            created_at,
+            updated_at: created_at,
+            symbols: symbols.iter().map(|s| (*s).to_owned()).collect(),
+            url: Some(format!("https://news.example.com/{id}")),
+        }
+    }
+
+    fn json(&self, with_content: bool) -> Value {
+        json!({
+            "id": self.id,
+            "headline": self.headline,
+            "author": self.author,
+            "created_at": stamp(self.created_at),
+            "updated_at": stamp(self.updated_at),
+            "summary": self.summary,
+            "content": if with_content { self.content.as_str() } else { "" },
+            "images": [],
+            "symbols": self.symbols,
+            "source": self.source,
+            "url": self.url,
+        })
+    }
+}
+
+/// The fake's market calendar, news and clock.
+#[derive(Clone, Debug, Default)]
+struct MarketInfo {
+    /// The clock's time, when set (else the real time).
+    now: Option<DateTime<Utc>>,
+    closed: Vec<NaiveDate>,
+    /// Early closes: the close, in minutes after New York midnight.
+    early: BTreeMap<NaiveDate, u32>,
+    news: Vec<FakeArticle>,
+    page_cap: Option<usize>,
+}
+
+/// The last day of Alpaca's calendar.
+fn calendar_end() -> NaiveDate {
+    NaiveDate::from_ymd_opt(2029, 12, 31).unwrap_or(NaiveDate::MAX)
+}
+
+fn calendar_start() -> NaiveDate {
+    NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or(NaiveDate::MIN)
+}
+
+fn hhmm(minute: u32, colon: bool) -> String {
+    if colon {
+        format!("{:02}:{:02}", minute / 60, minute % 60)
+    } else {
+        format!("{:02}{:02}", minute / 60, minute % 60)
+    }
+}
+
+impl MarketInfo {
+    fn seeded() -> Self {
+        let day = |y, m, d| NaiveDate::from_ymd_opt(y, m, d).unwrap_or(NaiveDate::MIN);
+        let at = |d: u32, h: u32, m: u32| utc(2026, 3, d, h, m);
+        let mut global = FakeArticle::new(
+            40_000_004,
+            "Treasury yields slip as traders weigh the jobs report",
+            utc(2026, 2, 27, 21, 30),
+            &[],
+        );
+        global.source = "reuters".to_owned();
+        MarketInfo {
+            now: None,
+            closed: vec![day(2026, 11, 26), day(2026, 12, 25), day(2027, 1, 1)],
+            early: BTreeMap::from([(day(2026, 11, 27), 13 * 60), (day(2026, 12, 24), 13 * 60)]),
+            news: vec![
+                FakeArticle::new(
+                    40_000_001,
+                    "Apple shares rise before the open",
+                    at(2, 14, 5),
+                    &["AAPL"],
+                ),
+                FakeArticle::new(
+                    40_000_002,
+                    "JPMorgan raises its quarterly dividend",
+                    at(2, 13, 0),
+                    &["JPM"],
+                ),
+                FakeArticle::new(
+                    40_000_003,
+                    "Stocks end the week higher",
+                    at(1, 20, 0),
+                    &["AAPL", "SPY"],
+                ),
+                global,
+            ],
+            page_cap: None,
+        }
+    }
+
+    /// The regular session of `day` in minutes after New York midnight, if it trades.
+    fn session(&self, day: NaiveDate) -> Option<(u32, u32)> {
+        let trades = is_weekday(day)
+            && !self.closed.contains(&day)
+            && (calendar_start()..=calendar_end()).contains(&day);
+        trades.then(|| {
+            (
+                OPEN_MINUTE,
+                self.early.get(&day).copied().unwrap_or(CLOSE_MINUTE),
+            )
+        })
+    }
+
+    fn next_trading_day(&self, day: NaiveDate) -> Option<NaiveDate> {
+        (1..=10)
+            .map(|n| day + TimeDelta::days(n))
+            .find(|d| self.session(*d).is_some())
+    }
+
+    fn calendar(&self, query: &Query) -> Reply {
+        // A date is that date; a time, its New York date.
+        let date_of = |key: &str| -> Result<Option<NaiveDate>, String> {
+            if let Some(d) = query
+                .get(key)
+                .and_then(|t| NaiveDate::parse_from_str(t, "%Y-%m-%d").ok())
+            {
+                return Ok(Some(d));
+            }
+            Ok(query.time(key)?.map(|t| ny(t).date_naive()))
+        };
+        let (start, end) = match (date_of("start"), date_of("end")) {
+            (Ok(s), Ok(e)) => (s.unwrap_or(calendar_start()), e.unwrap_or(calendar_end())),
+            (Err(e), _) | (_, Err(e)) => return bad_request(&e),
+        };
+        let settlement = match query.get("date_type") {
+            None | Some("TRADING") => false,
+            Some("SETTLEMENT") => true,
+            Some(other) => return bad_request(&format!("invalid date_type: {other}")),
+        };
+        let mut rows = Vec::new();
+        let mut day =
+            start.max(calendar_start()) - TimeDelta::days(if settlement { 10 } else { 0 });
+        while day <= end.min(calendar_end()) {
+            if let Some((open, close)) = self.session(day) {
+                let settles = self.next_trading_day(day).unwrap_or(day);
+                let key = if settlement { settles } else { day };
+                if (start..=end).contains(&key) {
+                    let session_close = if close < CLOSE_MINUTE {
+                        17 * 60
+                    } else {
+                        20 * 60
+                    };
+                    rows.push(json!({
+                        "date": day.to_string(),
+                        "open": hhmm(open, true),
+                        "close": hhmm(close, true),
+                        "session_open": hhmm(4 * 60, false),
+                        "session_close": hhmm(session_close, false),
+                        "settlement_date": settles.to_string(),
+                    }));
+                }
+            }
+            day += TimeDelta::days(1);
+        }
+        Reply::ok(Value::Array(rows))
+    }
+
+    fn news(&self, query: &Query) -> Reply {
+        let limit = match query.number("limit", 10, 1, 50) {
+            Ok(n) => usize_of(n),
+            Err(e) => return bad_request(&e),
+        };
+        let (start, end) = match (query.time("start"), query.time("end")) {
+            (Ok(s), Ok(e)) => (s, e),
+            (Err(e), _) | (_, Err(e)) => return bad_request(&e),
+        };
+        let ascending = match query.get("sort") {
+            None | Some("desc") => false,
+            Some("asc") => true,
+            Some(other) => return bad_request(&format!("invalid sort: {other}")),
+        };
+        let wanted: Vec<String> = query
+            .get("symbols")
+            .unwrap_or("")
+            .split(',')
+            .map(|s| s.trim().to_uppercase())
+            .filter(|s| !s.is_empty())
+            .collect();
+        let mut hits: Vec<&FakeArticle> = self
+            .news
+            .iter()
+            .filter(|a| wanted.is_empty() || a.symbols.iter().any(|s| wanted.contains(s)))
+            .filter(|a| start.is_none_or(|s| a.created_at >= s))
+            .filter(|a| end.is_none_or(|e| a.created_at <= e))
+            .collect();
+        let key = |a: &FakeArticle| (a.updated_at.timestamp_nanos_opt().unwrap_or(0), a.id);
+        hits.sort_by_key(|a| key(a));
+        if !ascending {
+            hits.reverse();
+        }
+        let from = match query.get("page_token") {
+            None => 0,
+            Some(token) => {
+                let after = base64_decode(token)
+                    .and_then(|b| String::from_utf8(b).ok())
+                    .and_then(|t| {
+                        let (nanos, id) = t.split_once('|')?;
+                        Some((nanos.parse::<i64>().ok()?, id.parse::<i64>().ok()?))
+                    });
+                match after.and_then(|k| hits.iter().position(|a| key(a) == k)) {
+                    Some(i) => i + 1,
+                    None => return bad_request("invalid page token"),
+                }
+            }
+        };
+        let size = self.page_cap.map_or(limit, |cap| cap.min(limit));
+        let page: Vec<&FakeArticle> = hits.iter().skip(from).take(size).copied().collect();
+        let next = (from + page.len() < hits.len())
+            .then(|| page.last())
+            .flatten()
+            .map(|a| {
+                let (nanos, id) = key(a);
+                base64_encode(format!("{nanos}|{id}").as_bytes())
+            });
+        let with_content = query.flag("include_content");
+        Reply::ok(json!({
+            "news": page.iter().map(|a| a.json(with_content)).collect::<Vec<_>>(),
+            "next_page_token": next,
+        }))
+    }
+}
+
+impl AlpacaFake {
+    /// Fixes the time `GET /v2/clock` answers for.
+    pub fn set_now(&self, now: DateTime<Utc>) {
+        lock(&self.state).market.now = Some(now);
+    }
+
+    /// Closes the market on `day` (the calendar leaves it out).
+    pub fn close_day(&self, day: NaiveDate) {
+        lock(&self.state).market.closed.push(day);
+    }
+
+    /// Closes the market early on `day`, at `hour:minute` New York time.
+    pub fn close_early(&self, day: NaiveDate, hour: u32, minute: u32) {
+        lock(&self.state)
+            .market
+            .early
+            .insert(day, hour * 60 + minute);
+    }
+
+    /// Adds an article to the news.
+    pub fn add_news(&self, article: FakeArticle) {
+        lock(&self.state).market.news.push(article);
+    }
+
+    /// Replaces the news with `articles`.
+    pub fn set_news(&self, articles: Vec<FakeArticle>) {
+        lock(&self.state).market.news = articles;
+    }
+
+    /// Pages of news hold at most `cap` articles, whatever `limit` asks.
+    pub fn cap_news_pages(&self, cap: usize) {
+        lock(&self.state).market.page_cap = Some(cap.max(1));
+    }
+}
+
+/// The market-data document as Alpaca's news answers bear it out: an article's `content`
+/// is `""` without `include_content` (alpaca-py's recorded answer in
+/// tests/data/test_historical_news_data.py sends `"content": ""`), and an article without
+/// a summary sends `""` for the required key (the fake's reading); the document gives both
+/// a `minLength` of 1.
+fn news_as_sent(mut spec: Value) -> Value {
+    let news = &mut spec["components"]["schemas"]["news"]["properties"];
+    for field in ["content", "summary"] {
+        if let Some(p) = news[field].as_object_mut() {
+            p.remove("minLength");
+        }
+    }
+    spec
+}
+
+/// The self-check of the calendar and the news, against the documents.
+async fn check_calendar_and_news(c: &mut Checker) {
+    use Api::{Data, Trading};
+
+    // -- calendar --------------------------------------------------------------------------
+    let days = c
+        .get(
+            Trading,
+            "/v2/calendar?start=2026-11-23&end=2026-11-30",
+            "/v2/calendar",
+        )
+        .await;
+    let dates: Vec<&str> = items(&days).iter().map(|d| text(&d["date"])).collect();
+    // Thanksgiving missing, the day after closing early, the weekend absent.
+    assert_eq!(
+        dates,
+        [
+            "2026-11-23",
+            "2026-11-24",
+            "2026-11-25",
+            "2026-11-27",
+            "2026-11-30"
+        ]
+    );
+    let friday = &items(&days)[3];
+    assert_eq!(
+        (text(&friday["open"]), text(&friday["close"])),
+        ("09:30", "13:00")
+    );
+    assert_eq!(text(&friday["session_close"]), "1700");
+    assert_eq!(text(&friday["settlement_date"]), "2026-11-30");
+    assert_eq!(text(&items(&days)[0]["session_open"]), "0400");
+    let settled = c
+        .get(
+            Trading,
+            "/v2/calendar?start=2026-11-30&end=2026-11-30&date_type=SETTLEMENT",
+            "/v2/calendar",
+        )
+        .await;
+    assert_eq!(text(&items(&settled)[0]["date"]), "2026-11-27");
+    let end = c
+        .get(
+            Trading,
+            "/v2/calendar?start=2029-12-28&end=2030-01-10",
+            "/v2/calendar",
+        )
+        .await;
+    assert_eq!(items(&end).len(), 2, "the calendar ends with 2029: {end}");
+    c.fails(
+        Trading,
+        "GET",
+        "/v2/calendar?start=someday",
+        "/v2/calendar",
+        None,
+        400,
+        40010001,
+    )
+    .await;
+
+    // -- news ------------------------------------------------------------------------------
+    let template = "/v1beta1/news";
+    let latest = c.get(Data, template, template).await;
+    let ids: Vec<i64> = items(&latest["news"])
+        .iter()
+        .map(|a| a["id"].as_i64().unwrap_or(0))
+        .collect();
+    assert_eq!(ids, [40_000_001, 40_000_002, 40_000_003, 40_000_004]);
+    assert_eq!(latest["next_page_token"], Value::Null);
+    assert_eq!(latest["news"][0]["content"], "");
+    let with_body = c
+        .get(
+            Data,
+            "/v1beta1/news?symbols=JPM&include_content=true",
+            template,
+        )
+        .await;
+    assert_eq!(items(&with_body["news"]).len(), 1);
+    assert_eq!(
+        with_body["news"][0]["content"],
+        "<p>Body of article 40000002.</p>"
+    );
+    let first = c
+        .get(Data, "/v1beta1/news?symbols=AAPL,SPY&limit=1", template)
+        .await;
+    assert_eq!(first["news"][0]["id"], 40_000_001);
+    let token = text(&first["next_page_token"]).to_owned();
+    let second = c
+        .get(
+            Data,
+            &format!("/v1beta1/news?symbols=AAPL,SPY&limit=1&page_token={token}"),
+            template,
+        )
+        .await;
+    assert_eq!(second["news"][0]["id"], 40_000_003);
+    assert_eq!(second["next_page_token"], Value::Null);
+    let window = c
+        .get(
+            Data,
+            "/v1beta1/news?start=2026-03-01T00:00:00Z&end=2026-03-02T13:00:00Z&sort=asc",
+            template,
+        )
+        .await;
+    let ids: Vec<i64> = items(&window["news"])
+        .iter()
+        .map(|a| a["id"].as_i64().unwrap_or(0))
+        .collect();
+    assert_eq!(ids, [40_000_003, 40_000_002]);
+    for bad in [
+        "/v1beta1/news?limit=51",
+        "/v1beta1/news?limit=0",
+        "/v1beta1/news?sort=sideways",
+        "/v1beta1/news?start=yesterday",
+        "/v1beta1/news?page_token=garbage",
+    ] {
+        c.fails(Data, "GET", bad, template, None, 400, 40010001)
+            .await;
+    }
 }

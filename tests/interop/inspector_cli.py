@@ -49,8 +49,8 @@ def inspector(target: list[str], args: list[str]) -> tuple[int, object, str]:
 def run_suite(label: str, target: list[str]) -> None:
     code, listed, err = inspector(target, ["--method", "tools/list"])
     tools = [t["name"] for t in (listed or {}).get("tools", [])]
-    # Trading is off: the seven portfolio tools, the three market-data tools and the four
-    # research tools, no write tool.
+    # Trading is off: every read tool (the marketdata toolset's get_news among them), no
+    # write tool.
     check(
         f"{label}: tools/list lists the 26 read tools",
         code == 0 and len(tools) == 26 and "place_order" not in tools,

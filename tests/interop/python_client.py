@@ -63,6 +63,7 @@ WATCHDOG_TIMEOUT = 100.0  # seconds, the whole run
 
 EXPECTED_TOOLS = {
     "get_market_hours",
+    "get_news",
     "list_markets",
     "get_recent_trades",
     "get_snapshots",

@@ -2014,4 +2014,29 @@ impl Broker for AlpacaBroker {
     ) -> Result<crate::search::InstrumentMatches, BrokerError> {
         self.search(account, query).await
     }
+
+    async fn news(
+        &self,
+        account: &str,
+        query: &crate::news::NewsQuery,
+    ) -> Result<crate::news::NewsPage, BrokerError> {
+        self.check_account(account)?;
+        self.read_news(query).await
+    }
+
+    async fn market_calendar(
+        &self,
+        account: &str,
+        from: NaiveDate,
+        to: NaiveDate,
+    ) -> Result<crate::calendar::VenueCalendar, BrokerError> {
+        self.check_account(account)?;
+        self.read_calendar(from, to).await
+    }
 }
+
+// ---------------------------------------------------------------------------------------
+// News and the market calendar (get_news, get_market_hours), in their own files.
+
+mod calendar;
+mod news;

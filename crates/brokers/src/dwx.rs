@@ -3121,6 +3121,14 @@ impl Broker for DwxBroker {
     ) -> Result<crate::search::InstrumentMatches, BrokerError> {
         self.search(account, query).await
     }
+
+    /// The configured `server_time_zone`: DWXConnect's EA writes neither the server's
+    /// zone nor any symbol's trading sessions (`get_market_hours` says so).
+    fn server_time_zone(&self, account: &str) -> Option<String> {
+        (account == self.config.id)
+            .then(|| self.config.server_time_zone.clone())
+            .flatten()
+    }
 }
 
 impl DwxBroker {

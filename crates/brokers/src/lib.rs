@@ -17,6 +17,7 @@ use tradedesk_core::{
 
 pub mod alpaca;
 pub mod book;
+pub mod calendar;
 pub mod demo;
 pub mod dwx;
 pub mod ecb;
@@ -25,6 +26,7 @@ pub mod futu;
 pub mod hyperliquid;
 pub mod ibkr;
 pub mod market_snapshot;
+pub mod news;
 pub mod occ;
 pub mod search;
 pub mod sim;
@@ -647,6 +649,33 @@ pub trait Broker: Send + Sync + fmt::Debug {
     /// The latest trades of one market, newest first.
     async fn recent_trades(&self, account: &str, _symbol: &str) -> Result<Tape, BrokerError> {
         unsupported(account, "recent trades")
+    }
+
+    /// News articles (`get_news`): about `query.symbols` (any when empty), newest first,
+    /// at most `query.limit`.
+    async fn news(
+        &self,
+        account: &str,
+        _query: &news::NewsQuery,
+    ) -> Result<news::NewsPage, BrokerError> {
+        unsupported(account, "news")
+    }
+
+    /// The broker's own clock and calendar of the market the account trades (US stocks
+    /// for Alpaca), with the trading days from `from` to `to` (`get_market_hours`).
+    async fn market_calendar(
+        &self,
+        account: &str,
+        _from: chrono::NaiveDate,
+        _to: chrono::NaiveDate,
+    ) -> Result<calendar::VenueCalendar, BrokerError> {
+        unsupported(account, "a market calendar")
+    }
+
+    /// The IANA zone the broker's server clock keeps (MetaTrader's server time), when it
+    /// is known without contacting the venue.
+    fn server_time_zone(&self, _account: &str) -> Option<String> {
+        None
     }
 
     /// Bars whose start lies in `[start, end]`, oldest first.

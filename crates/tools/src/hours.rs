@@ -1,12 +1,24 @@
 //! `get_market_hours` (docs/tools.md, "get_market_hours"): whether a market is open, its
-//! regular session in the exchange's time zone and in UTC, the next open, and the
-//! holidays and half days ahead. Exchange sessions and holiday tables come from the
-//! `exchange-hours` crate, never from a list written here; where it has no holiday
-//! table for a market (Bursa Malaysia) or its table ends, the answer says the holidays
-//! are not known rather than showing an ordinary day as certain. Crypto and perps trade
-//! around the clock.
+//! regular session in the exchange's time zone and in UTC, the next open and close, and
+//! the holidays and half days ahead; `source` says where the answer came from.
+//!
+//! * **The broker's own calendar first:** for NYSE and NASDAQ, when an Alpaca account is
+//!   configured, Alpaca's clock and calendar answer (a weekday missing from its calendar
+//!   is a holiday, a day with an earlier close a half day); if Alpaca does not answer, the
+//!   exchange calendar does, with a note.
+//! * **Exchange calendars:** sessions and holiday tables come from the `exchange-hours`
+//!   crate, never from a list written here; where it has no holiday table for a market
+//!   (Bursa Malaysia) or its table ends, the answer says the holidays are not known rather
+//!   than showing an ordinary day as certain.
+//! * **FX (MetaTrader):** DWXConnect's EA writes no symbol sessions, so FX is answered by
+//!   the market's convention, 24 hours five days a week, Sunday 17:00 to Friday 17:00 New
+//!   York time, shown in the terminal's server time zone, and said not to come from the
+//!   broker.
+//! * Crypto and perps trade around the clock.
 
-use chrono::{DateTime, Duration, NaiveDate, TimeZone, Utc};
+use std::sync::Arc;
+
+use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
 use exchange_hours::{DateCoverage, Exchange, ExchangeCalendar, HolidayKind, SessionKind};
 use schemars::JsonSchema;
@@ -14,21 +26,31 @@ use serde::{Deserialize, Serialize};
 use tradedesk_core::error::quote as quoted;
 use tradedesk_core::{Error, ErrorCode, Result};
 
+use tradedesk_brokers::calendar::VenueCalendar;
+
 use crate::context::ToolContext;
+use crate::marketdata::bounded;
 
 /// How far ahead holidays and half days are listed.
 pub const HOLIDAYS_AHEAD_DAYS: i64 = 60;
 
 /// The markets `market` takes, for hints.
 pub const MARKETS: &str =
-    "NYSE, NASDAQ, HKEX, BURSA (or XNYS, XNAS, XHKG, XKLS), CRYPTO, HYPERLIQUID, PERP";
+    "NYSE, NASDAQ, HKEX, BURSA (or XNYS, XNAS, XHKG, XKLS), FX, CRYPTO, HYPERLIQUID, PERP";
+
+/// Where an answer came from, for `source`.
+pub const EXCHANGE_CALENDAR: &str = "exchange calendar (exchange-hours crate)";
+pub const AROUND_THE_CLOCK: &str = "around the clock (no calendar needed)";
+pub const FX_CONVENTION: &str =
+    "FX market convention, not from the broker (DWXConnect's EA writes no symbol sessions)";
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MarketHoursArgs {
-    /// NYSE, NASDAQ, HKEX, BURSA, CRYPTO, HYPERLIQUID or PERP; or give account.
+    /// NYSE, NASDAQ, HKEX, BURSA, FX, CRYPTO, HYPERLIQUID or PERP; or give account.
     pub market: Option<String>,
-    /// The markets this account trades (a Hyperliquid, Alpaca, Moomoo or sim account).
+    /// The markets this account trades (a Hyperliquid, Alpaca, Moomoo, MetaTrader or sim
+    /// account).
     pub account: Option<String>,
     /// YYYY-MM-DD: that day's session (default: now, at the server's clock).
     pub date: Option<String>,
@@ -59,6 +81,8 @@ pub struct HolidayRow {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct MarketHours {
     pub market: String,
+    /// The broker's own calendar (Alpaca), the exchange calendar, or a convention.
+    pub source: String,
     /// IANA time zone.
     pub time_zone: String,
     /// True for markets that trade around the clock.
@@ -69,6 +93,10 @@ pub struct MarketHours {
     pub sessions: Vec<Session>,
     /// The next regular open after `as_of` (after `date`'s sessions when given).
     pub next_open: Option<Instant>,
+    /// The next regular close, as next_open.
+    pub next_close: Option<Instant>,
+    /// `date`'s extended session, where the broker gives it.
+    pub extended: Option<Session>,
     /// Closed days and half days in the next 60 days (from `date`); empty when unknown.
     pub holidays_ahead: Vec<HolidayRow>,
     /// Whether the holidays of that span are known; false: a holiday shows as an
@@ -89,6 +117,7 @@ pub struct MarketHoursResult {
 enum Market {
     Exchange(&'static str, Exchange),
     AroundTheClock(&'static str),
+    Fx,
 }
 
 fn parse_market(text: &str) -> Option<Market> {
@@ -97,6 +126,7 @@ fn parse_market(text: &str) -> Option<Market> {
         "NASDAQ" | "XNAS" => Market::Exchange("NASDAQ", Exchange::Nasdaq),
         "HKEX" | "XHKG" | "SEHK" | "HK" => Market::Exchange("HKEX", Exchange::Hkex),
         "BURSA" | "XKLS" | "MYX" => Market::Exchange("BURSA", Exchange::BursaMalaysia),
+        "FX" | "FOREX" => Market::Fx,
         "CRYPTO" => Market::AroundTheClock("CRYPTO"),
         "HYPERLIQUID" => Market::AroundTheClock("HYPERLIQUID"),
         "PERP" | "PERPS" => Market::AroundTheClock("PERP"),
@@ -105,12 +135,14 @@ fn parse_market(text: &str) -> Option<Market> {
 }
 
 /// The markets an account trades, by its broker (a Moomoo account reads one market, which
-/// its currency names: MYR Bursa, HKD Hong Kong, USD the US).
+/// its currency names: MYR Bursa, HKD Hong Kong, USD the US; Alpaca trades US stocks and
+/// crypto; a MetaTrader account, FX).
 fn markets_of(account: &tradedesk_core::Account) -> Option<Vec<Market>> {
     let m = |s: &str| parse_market(s);
     let names: &[&str] = match (account.broker.as_str(), account.currency.code()) {
         ("hyperliquid", _) => &["HYPERLIQUID"],
-        ("alpaca", _) => &["NYSE"],
+        ("alpaca", _) => &["NYSE", "CRYPTO"],
+        ("metatrader", _) => &["FX"],
         ("moomoo", "MYR") => &["BURSA"],
         ("moomoo", "HKD") => &["HKEX"],
         ("moomoo", "USD") => &["NYSE"],
@@ -207,19 +239,27 @@ fn exchange_hours(
         None => now,
     };
     let mut next_open = None;
+    // The session open now is the day's (the calendar's next session starts after it).
+    let mut next_close = sessions
+        .iter()
+        .find(|(open, close)| *open <= after && *close > after)
+        .map(|(_, close)| instant(*close, tz));
     let mut from = after;
     for _ in 0..8 {
-        match cal
+        let Some((open, close)) = cal
             .next_session_after_with(from, SessionKind::Regular)
             .map_err(|e| calendar_error(name, &e))?
-        {
-            Some((open, close)) if open <= after => from = close,
-            Some((open, _)) => {
-                next_open = Some(instant(open, tz));
-                break;
-            }
-            None => break,
+        else {
+            break;
+        };
+        if next_close.is_none() && close > after {
+            next_close = Some(instant(close, tz));
         }
+        if open > after {
+            next_open = Some(instant(open, tz));
+            break;
+        }
+        from = close;
     }
     // Holidays ahead, and whether the calendar knows them for the whole span.
     let coverage = strict.coverage();
@@ -268,11 +308,14 @@ fn exchange_hours(
     }
     Ok(MarketHours {
         market: name.to_owned(),
+        source: EXCHANGE_CALENDAR.to_owned(),
         time_zone: tz.name().to_owned(),
         always_open: false,
         open_now,
         sessions: sessions.into_iter().map(|w| session(w, tz)).collect(),
         next_open,
+        next_close,
+        extended: None,
         holidays_ahead: holidays,
         holidays_known: known,
         notes,
@@ -282,16 +325,279 @@ fn exchange_hours(
 fn around_the_clock(name: &str) -> MarketHours {
     MarketHours {
         market: name.to_owned(),
+        source: AROUND_THE_CLOCK.to_owned(),
         time_zone: "UTC".to_owned(),
         always_open: true,
         open_now: true,
         sessions: Vec::new(),
         next_open: None,
+        next_close: None,
+        extended: None,
         holidays_ahead: Vec::new(),
         holidays_known: true,
         notes: vec![format!(
             "{name} trades around the clock, every day of the year: it has no session, close or holiday"
         )],
+    }
+}
+
+/// How `date`'s local time of day at `t` reads, for telling half days from ordinary ones.
+fn local_time(t: DateTime<Utc>, tz: Tz) -> chrono::NaiveTime {
+    t.with_timezone(&tz).time()
+}
+
+/// The most common value, for the ordinary open and close of a calendar's days.
+fn usual<T: Ord + Copy>(values: impl Iterator<Item = T>) -> Option<T> {
+    let mut counts = std::collections::BTreeMap::new();
+    for v in values {
+        *counts.entry(v).or_insert(0usize) += 1;
+    }
+    counts.into_iter().max_by_key(|(_, n)| *n).map(|(v, _)| v)
+}
+
+/// A US market's hours from the broker's own clock and calendar (Alpaca's): open now and
+/// the next open and close from its clock (after `date`'s session from its calendar when
+/// given); a weekday of the span missing from the calendar is closed, a day opening later
+/// or closing earlier than usual a half day; past the calendar's end, holidays are not
+/// known.
+fn broker_hours(
+    name: &str,
+    cal: &VenueCalendar,
+    now: DateTime<Utc>,
+    date: Option<NaiveDate>,
+) -> MarketHours {
+    let tz: Tz = cal
+        .time_zone
+        .parse()
+        .unwrap_or(chrono_tz::America::New_York);
+    let mut notes = cal.notes.clone();
+    let day = date.unwrap_or_else(|| now.with_timezone(&tz).date_naive());
+    let on = |d: NaiveDate| cal.days.iter().find(|v| v.date == d);
+    let today = on(day);
+    let sessions: Vec<Session> = today
+        .map(|v| session((v.open, v.close), tz))
+        .into_iter()
+        .collect();
+    if sessions.is_empty() {
+        notes.push(format!("{name} has no regular session on {day}"));
+    }
+    let (next_open, next_close) = match date {
+        None => (
+            Some(instant(cal.clock.next_open, tz)),
+            Some(instant(cal.clock.next_close, tz)),
+        ),
+        Some(d) => {
+            let next = cal.days.iter().find(|v| v.date > d);
+            (
+                next.map(|v| instant(v.open, tz)),
+                today.or(next).map(|v| instant(v.close, tz)),
+            )
+        }
+    };
+    let opens = usual(cal.days.iter().map(|v| local_time(v.open, tz)));
+    let closes = usual(cal.days.iter().map(|v| local_time(v.close, tz)));
+    let last = day + Duration::days(HOLIDAYS_AHEAD_DAYS - 1);
+    let mut holidays = Vec::new();
+    for offset in 0..HOLIDAYS_AHEAD_DAYS {
+        let d = day + Duration::days(offset);
+        if d > cal.known_until {
+            break;
+        }
+        let kind = match on(d) {
+            None if matches!(d.weekday(), chrono::Weekday::Sat | chrono::Weekday::Sun) => {
+                continue;
+            }
+            None => "closed",
+            Some(v) => {
+                let late = opens.is_some_and(|o| local_time(v.open, tz) > o);
+                let early = closes.is_some_and(|c| local_time(v.close, tz) < c);
+                match (late, early) {
+                    (false, false) => continue,
+                    (false, true) => "early_close",
+                    (true, false) => "late_open",
+                    (true, true) => "late_open_and_early_close",
+                }
+            }
+        };
+        holidays.push(HolidayRow {
+            date: d.to_string(),
+            kind,
+            sessions: on(d)
+                .map(|v| session((v.open, v.close), tz))
+                .into_iter()
+                .collect(),
+        });
+    }
+    let known = cal.known_until >= last;
+    if !known {
+        notes.push(format!(
+            "{name}'s holidays are known only up to {}: the broker's calendar ends there, so from then to {last} a holiday shows as an ordinary day",
+            cal.known_until
+        ));
+    }
+    if (cal.clock.at - now).num_seconds().abs() > 60 {
+        notes.push(format!(
+            "open_now is the broker's clock at {}",
+            cal.clock
+                .at
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ));
+    }
+    MarketHours {
+        market: name.to_owned(),
+        source: cal.source.clone(),
+        time_zone: tz.name().to_owned(),
+        always_open: false,
+        open_now: cal.clock.is_open,
+        sessions,
+        next_open,
+        next_close,
+        extended: today.and_then(|v| v.extended).map(|w| session(w, tz)),
+        holidays_ahead: holidays,
+        holidays_known: known,
+        notes,
+    }
+}
+
+/// The FX week by convention: from Sunday 17:00 to Friday 17:00 New York time, the week
+/// that opens on or before `t`'s Sunday (a Sunday before 17:00 belongs to the week before).
+fn fx_week(t: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+    let ny = chrono_tz::America::New_York;
+    let at = |d: NaiveDate| {
+        let naive = d.and_hms_opt(17, 0, 0).unwrap_or_default();
+        ny.from_local_datetime(&naive)
+            .earliest()
+            .map_or_else(|| naive.and_utc(), |x| x.with_timezone(&Utc))
+    };
+    let local = t.with_timezone(&ny).date_naive();
+    let mut sunday = local - Duration::days(i64::from(local.weekday().num_days_from_sunday()));
+    if at(sunday) > t {
+        sunday -= Duration::days(7);
+    }
+    (at(sunday), at(sunday + Duration::days(5)))
+}
+
+/// FX by convention (MetaTrader): 24 hours, five days a week, shown in the terminal's
+/// server time zone (`zone`: the account's `server_time_zone`), never said to come from
+/// the broker.
+fn fx_hours(now: DateTime<Utc>, date: Option<NaiveDate>, zone: Option<&str>) -> MarketHours {
+    let mut notes = Vec::new();
+    let parsed: Option<Tz> = zone.and_then(|z| z.parse().ok());
+    let tz = parsed.unwrap_or(chrono_tz::UTC);
+    let day = date.unwrap_or_else(|| now.with_timezone(&tz).date_naive());
+    let (from, to) = (midnight(tz, day), midnight(tz, day + Duration::days(1)));
+    // The weeks around the day: the one open at its start and the one opening in it.
+    let mut sessions = Vec::new();
+    for probe in [from, to - Duration::seconds(1)] {
+        let w = fx_week(probe);
+        if w.0 < to && w.1 > from && !sessions.contains(&w) {
+            sessions.push(w);
+        }
+    }
+    if sessions.is_empty() {
+        notes.push(format!("FX has no session on {day} (a weekend)"));
+    }
+    let after = match date {
+        Some(_) => sessions.last().map_or(to, |w| w.1),
+        None => now,
+    };
+    // The week that opened last (fx_week never answers one opening after its instant),
+    // and the one after it.
+    let current = fx_week(after);
+    let next = fx_week(current.0 + Duration::days(8));
+    let next_open = next.0;
+    let next_close = if current.1 > after { current.1 } else { next.1 };
+    let (open, close) = fx_week(now);
+    notes.push("FX trades 24 hours, five days a week, by the market's convention: from Sunday 17:00 New York time (22:00 UTC in the northern winter, 21:00 in summer) to Friday 17:00; this is not from the broker, whose own sessions, daily breaks and holiday closures (Christmas Day, New Year's Day) may differ: its terminal's Specification window shows them".to_owned());
+    notes.push("DWXConnect's EA writes no symbol sessions: metals, index and other CFDs keep shorter sessions with daily breaks, and some brokers quote crypto CFDs at weekends".to_owned());
+    notes.push(match (zone, parsed) {
+        (Some(_), Some(_)) => format!(
+            "local times are the terminal's server time ({}, the account's server_time_zone)",
+            tz.name()
+        ),
+        (Some(z), None) => format!(
+            "server_time_zone {} is not an IANA zone tradedesk knows: local times in UTC",
+            quoted(z)
+        ),
+        (None, _) => "local times in UTC: set the account's server_time_zone to show the terminal's server time".to_owned(),
+    });
+    MarketHours {
+        market: "FX".to_owned(),
+        source: FX_CONVENTION.to_owned(),
+        time_zone: tz.name().to_owned(),
+        always_open: false,
+        open_now: now >= open && now < close,
+        sessions: sessions.into_iter().map(|w| session(w, tz)).collect(),
+        next_open: Some(instant(next_open, tz)),
+        next_close: Some(instant(next_close, tz)),
+        extended: None,
+        holidays_ahead: Vec::new(),
+        holidays_known: false,
+        notes,
+    }
+}
+
+/// The Alpaca account whose calendar answers for the US markets: the one named, else the
+/// first configured.
+fn alpaca_for(
+    ctx: &ToolContext,
+    named: Option<&tradedesk_core::Account>,
+) -> Option<(String, Arc<dyn tradedesk_brokers::Broker>)> {
+    match named {
+        Some(acc) if acc.broker == "alpaca" => ctx.broker_for(&acc.id).map(|b| (acc.id.clone(), b)),
+        Some(_) => None,
+        None => ctx
+            .served_accounts()
+            .into_iter()
+            .find(|(acc, _)| acc.broker == "alpaca")
+            .map(|(acc, b)| (acc.id, b)),
+    }
+}
+
+/// The MetaTrader server zone FX times are shown in: the named account's, else the first
+/// configured MetaTrader account's.
+fn fx_zone(ctx: &ToolContext, named: Option<&tradedesk_core::Account>) -> Option<String> {
+    match named {
+        Some(acc) => ctx
+            .broker_for(&acc.id)
+            .and_then(|b| b.server_time_zone(&acc.id)),
+        None => ctx
+            .served_accounts()
+            .into_iter()
+            .filter(|(acc, _)| acc.broker == "metatrader")
+            .find_map(|(acc, b)| b.server_time_zone(&acc.id)),
+    }
+}
+
+/// A US market's hours: the broker's own calendar where an Alpaca account is configured,
+/// else (or when it does not answer) the exchange calendar.
+async fn us_hours(
+    ctx: &ToolContext,
+    name: &str,
+    exchange: Exchange,
+    named: Option<&tradedesk_core::Account>,
+    now: DateTime<Utc>,
+    date: Option<NaiveDate>,
+) -> Result<MarketHours> {
+    let Some((id, broker)) = alpaca_for(ctx, named) else {
+        return exchange_hours(name, exchange, now, date);
+    };
+    let day = date.unwrap_or_else(|| {
+        now.with_timezone(&chrono_tz::America::New_York)
+            .date_naive()
+    });
+    // A week past the span, so the next open after it and a closed last day are known.
+    let to = day + Duration::days(HOLIDAYS_AHEAD_DAYS + 7);
+    match bounded(ctx, &id, broker.market_calendar(&id, day, to)).await {
+        Ok(cal) => Ok(broker_hours(name, &cal, now, date)),
+        Err(e) => {
+            let mut hours = exchange_hours(name, exchange, now, date)?;
+            hours.notes.insert(
+                0,
+                format!("{id}'s market clock and calendar did not answer ({e}): the exchange calendar answers instead"),
+            );
+            Ok(hours)
+        }
     }
 }
 
@@ -301,7 +607,8 @@ fn around_the_clock(name: &str) -> MarketHours {
 /// `invalid_argument` for no or both of `market` and `account`, an unknown market or a
 /// date that is not YYYY-MM-DD; `unknown_account`; `not_supported` for an account whose
 /// markets are not known here, or a date the calendar has no hours for.
-pub fn get_market_hours(ctx: &ToolContext, a: &MarketHoursArgs) -> Result<MarketHoursResult> {
+pub async fn get_market_hours(ctx: &ToolContext, a: &MarketHoursArgs) -> Result<MarketHoursResult> {
+    let mut named = None;
     let markets = match (&a.market, &a.account) {
         (Some(_), Some(_)) => {
             return Err(Error::invalid_argument(
@@ -338,6 +645,7 @@ pub fn get_market_hours(ctx: &ToolContext, a: &MarketHoursArgs) -> Result<Market
                         "get_accounts lists the accounts",
                     )
                 })?;
+            named = Some(account.clone());
             markets_of(&account).ok_or_else(|| {
                 Error::new(
                     ErrorCode::NotSupported,
@@ -346,7 +654,7 @@ pub fn get_market_hours(ctx: &ToolContext, a: &MarketHoursArgs) -> Result<Market
                         quoted(id),
                         account.broker
                     ),
-                    format!("give market instead, one of {MARKETS}; accounts of Hyperliquid, Alpaca, Moomoo and the sim map to their markets"),
+                    format!("give market instead, one of {MARKETS}; accounts of Hyperliquid, Alpaca, Moomoo, MetaTrader and the sim map to their markets"),
                 )
             })?
         }
@@ -365,13 +673,18 @@ pub fn get_market_hours(ctx: &ToolContext, a: &MarketHoursArgs) -> Result<Market
         })
         .transpose()?;
     let now = ctx.trading.as_ref().map_or_else(Utc::now, |t| t.now());
-    let markets = markets
-        .into_iter()
-        .map(|m| match m {
-            Market::Exchange(name, ex) => exchange_hours(name, ex, now, date),
-            Market::AroundTheClock(name) => Ok(around_the_clock(name)),
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let mut answers = Vec::new();
+    for m in markets {
+        answers.push(match m {
+            Market::Exchange(name, ex @ (Exchange::Nyse | Exchange::Nasdaq)) => {
+                us_hours(ctx, name, ex, named.as_ref(), now, date).await?
+            }
+            Market::Exchange(name, ex) => exchange_hours(name, ex, now, date)?,
+            Market::AroundTheClock(name) => around_the_clock(name),
+            Market::Fx => fx_hours(now, date, fx_zone(ctx, named.as_ref()).as_deref()),
+        });
+    }
+    let markets = answers;
     Ok(MarketHoursResult {
         as_of: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         date: date.map(|d| d.to_string()),
@@ -396,6 +709,7 @@ mod tests {
             ms.into_iter()
                 .map(|m| match m {
                     Market::Exchange(name, _) | Market::AroundTheClock(name) => name,
+                    Market::Fx => "FX",
                 })
                 .collect()
         })
@@ -407,7 +721,8 @@ mod tests {
         assert_eq!(names("moomoo", "HKD"), Some(vec!["HKEX"]));
         assert_eq!(names("moomoo", "USD"), Some(vec!["NYSE"]));
         assert_eq!(names("moomoo", "SGD"), None);
-        assert_eq!(names("alpaca", "USD"), Some(vec!["NYSE"]));
+        assert_eq!(names("alpaca", "USD"), Some(vec!["NYSE", "CRYPTO"]));
+        assert_eq!(names("metatrader", "USD"), Some(vec!["FX"]));
         assert_eq!(names("ibkr", "USD"), None);
     }
 }

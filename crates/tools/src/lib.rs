@@ -15,6 +15,7 @@ pub mod journal;
 pub mod market;
 pub mod marketdata;
 pub mod merge;
+pub mod news;
 pub mod num;
 pub mod options;
 pub mod performance;

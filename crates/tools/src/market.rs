@@ -190,7 +190,8 @@ pub struct BarsResult {
     pub bars: Vec<BarView>,
 }
 
-fn parse_bound(name: &str, text: &str, end_of_day: bool) -> Result<DateTime<Utc>> {
+/// A `start` or `end` bound: RFC 3339, or a date (UTC midnight; its last second for an end).
+pub(crate) fn parse_bound(name: &str, text: &str, end_of_day: bool) -> Result<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(text) {
         return Ok(t.with_timezone(&Utc));
     }

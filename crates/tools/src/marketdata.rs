@@ -141,7 +141,7 @@ fn unknown_account(id: &str) -> Error {
 }
 
 /// A broker call bounded by the context's `broker_timeout`.
-async fn bounded<T>(
+pub(crate) async fn bounded<T>(
     ctx: &ToolContext,
     account: &str,
     call: impl std::future::Future<Output = std::result::Result<T, BrokerError>>,

@@ -29,6 +29,8 @@ use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, Order
 pub mod market;
 mod snapshots;
 mod search;
+mod news;
+pub use news::DEMO_NEWS_SOURCE;
 
 use market::{SimInstrument, day_end, universe};
 
@@ -1644,6 +1646,15 @@ impl Broker for SimBroker {
         query: &crate::search::InstrumentQuery,
     ) -> Result<crate::search::InstrumentMatches, BrokerError> {
         self.search(account, query)
+    }
+
+    async fn news(
+        &self,
+        account: &str,
+        query: &crate::news::NewsQuery,
+    ) -> Result<crate::news::NewsPage, BrokerError> {
+        self.check_account(account)?;
+        Ok(news::demo_news(account, self.clock.now(), query))
     }
 }
 
