@@ -281,7 +281,7 @@ fn tools_lists_every_tool() {
         assert!(text.contains(name), "{name}");
     }
     let json = tradedesk(&["tools", "--json"]);
-    assert_eq!(String::from_utf8_lossy(&json.stdout).lines().count(), 31);
+    assert_eq!(String::from_utf8_lossy(&json.stdout).lines().count(), 33);
 }
 
 #[test]

@@ -183,7 +183,6 @@ fn the_market_data_tools_on_the_demo_match_their_golden_files() {
             "search_instruments",
             json!({"query": "ma", "asset_class": "stock"}),
         ),
-        (
         ("get_news_sim", "get_news", json!({"limit": 3})),
         (
             "get_news_not_supported",

@@ -26,8 +26,8 @@ use tradedesk_core::{
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
-mod snapshots;
 mod assets;
+mod snapshots;
 
 /// Where and how to reach one Alpaca account.
 #[derive(Clone)]

@@ -43,8 +43,8 @@ use tradedesk_core::{
 use crate::zones;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
-mod snapshots;
 mod search;
+mod snapshots;
 
 /// Command slots the EA scans.
 const SLOTS: usize = 50;

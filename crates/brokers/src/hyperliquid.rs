@@ -30,8 +30,8 @@ use tradedesk_core::{
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
 
-mod snapshots;
 mod search;
+mod snapshots;
 
 pub const MAINNET_URL: &str = "https://api.hyperliquid.xyz";
 pub const TESTNET_URL: &str = "https://api.hyperliquid-testnet.xyz";

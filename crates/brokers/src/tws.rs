@@ -54,8 +54,8 @@ use crate::ibkr::IbkrFlexBroker;
 use crate::zones;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
 
-mod snapshots;
 mod search;
+mod snapshots;
 
 /// The ports TWS and IB Gateway listen on by default, for hints.
 pub const USUAL_PORTS: &str =

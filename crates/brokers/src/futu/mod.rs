@@ -29,8 +29,8 @@
 
 pub mod history;
 pub mod proto;
-mod snapshots;
 mod search;
+mod snapshots;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

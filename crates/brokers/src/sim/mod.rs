@@ -27,9 +27,9 @@ use tradedesk_store::{Store, StoreError, sql};
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
 pub mod market;
-mod snapshots;
-mod search;
 mod news;
+mod search;
+mod snapshots;
 pub use news::DEMO_NEWS_SOURCE;
 
 use market::{SimInstrument, day_end, universe};
