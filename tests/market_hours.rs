@@ -371,6 +371,7 @@ async fn metatraders_fx_week_is_the_convention_in_server_time_not_the_brokers() 
         timeout: Duration::from_secs(5),
         symbols: std::collections::BTreeMap::new(),
         margin_mode: None,
+        lots: std::collections::BTreeMap::new(),
     }));
     let (ctx, _state) = demo_with(vec![mt]);
     let r = ask(&ctx, json!({"account": "MT"})).await;

@@ -951,6 +951,7 @@ async fn metatrader_searches_the_symbols_the_ea_and_the_config_know() {
         timeout: Duration::from_secs(3),
         symbols,
         margin_mode: None,
+        lots: std::collections::BTreeMap::new(),
     });
     let ctx = ToolContext::new("test").with_broker(Arc::new(broker), None);
     let r = tool(&ctx, json!({"query": "eur"})).await;

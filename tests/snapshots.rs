@@ -973,6 +973,7 @@ async fn metatrader_reads_the_eas_bid_and_ask_and_names_a_symbol_it_lacks() {
             timeout: Duration::from_secs(3),
             symbols: std::collections::BTreeMap::new(),
             margin_mode: None,
+            lots: std::collections::BTreeMap::new(),
         }));
         let ctx = ctx_of(broker, Duration::from_secs(15));
         let r = tool(
