@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tradedesk_brokers::Broker;
 use tradedesk_brokers::alpaca::{AlpacaBroker, AlpacaConfig};
 use tradedesk_brokers::sim::{Clock, ManualClock};
-use tradedesk_tools::config::{State, TradingConfig, trading_for};
+use tradedesk_tools::config::{ConfigNumber, State, TradingConfig, trading_for};
 use tradedesk_tools::{ToolContext, call};
 
 const KEY: &str = "PKTESTKEY";
@@ -44,13 +44,20 @@ struct Desk {
 }
 
 fn desk(url: &str, timeout: Duration) -> Desk {
+    desk_with(
+        url,
+        timeout,
+        TradingConfig {
+            enabled: Some(true),
+            ..TradingConfig::default()
+        },
+    )
+}
+
+fn desk_with(url: &str, timeout: Duration, enabled: TradingConfig) -> Desk {
     let dir = tempfile::tempdir().unwrap();
     let state = State::open(dir.path()).unwrap();
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Utc::now()));
-    let enabled = TradingConfig {
-        enabled: Some(true),
-        ..TradingConfig::default()
-    };
     let trading = trading_for(Some(&enabled), Vec::new(), &state, clock).unwrap();
     let mut ctx = ToolContext::new("test")
         .with_broker(
@@ -278,6 +285,76 @@ async fn orders_go_through_the_guards_with_a_client_order_id() {
         (close["side"].as_str(), close["qty"].as_str()),
         (Some("sell"), Some("2"))
     );
+}
+
+/// Alpaca states no free margin, so the guards weigh an order that adds risk against
+/// `/v2/account`'s buying power (8,181.22): 50 AAPL at the 181.10 ask need 9,055.00 and
+/// are refused before anything is sent; 40 (7,244.00) pass; a sale that only reduces the
+/// position needs none. The caps are raised so that only this rule can refuse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_above_alpacas_buying_power_is_refused_and_one_below_passes() {
+    let fake = AlpacaFake::start(KEY, SECRET).await;
+    let d = desk_with(
+        &fake.url,
+        Duration::from_secs(5),
+        TradingConfig {
+            enabled: Some(true),
+            max_order_notional: Some(ConfigNumber::Int(100_000)),
+            max_daily_notional: Some(ConfigNumber::Int(100_000)),
+            max_position_weight_pct: Some(ConfigNumber::Int(100)),
+            ..TradingConfig::default()
+        },
+    );
+    let check = |preview: &Value| -> Value {
+        preview["checks"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{preview:#}"))
+            .iter()
+            .find(|c| c["rule"] == "free_margin")
+            .cloned()
+            .unwrap_or_else(|| panic!("no free_margin check: {preview:#}"))
+    };
+    let seeded = fake.orders().len();
+    let preview = d
+        .call(
+            "preview_order",
+            json!({"account": "ALPACA", "symbol": "AAPL", "side": "buy", "quantity": 50}),
+        )
+        .await;
+    assert_eq!(preview["allowed"], false, "{preview:#}");
+    let c = check(&preview);
+    assert_eq!(c["passed"], false, "{c:#}");
+    let detail = c["detail"].as_str().unwrap();
+    for part in ["9055.00", "8181.22", "buying power"] {
+        assert!(detail.contains(part), "{part}: {c:#}");
+    }
+    let refused = d
+        .call(
+            "place_order",
+            json!({"account": "ALPACA", "symbol": "AAPL", "side": "buy", "quantity": 50, "client_order_id": "too-much"}),
+        )
+        .await;
+    assert_eq!(
+        (&refused["error"]["code"], &refused["error"]["rule"]),
+        (&json!("limit_exceeded"), &json!("free_margin")),
+        "{refused:#}"
+    );
+    assert_eq!(fake.orders().len(), seeded, "nothing was sent");
+    let fits = d
+        .call(
+            "preview_order",
+            json!({"account": "ALPACA", "symbol": "AAPL", "side": "buy", "quantity": 40}),
+        )
+        .await;
+    assert_eq!(check(&fits)["passed"], true, "{fits:#}");
+    assert_eq!(fits["allowed"], true, "{fits:#}");
+    let sale = d
+        .call(
+            "preview_order",
+            json!({"account": "ALPACA", "symbol": "AAPL", "side": "sell", "quantity": 6}),
+        )
+        .await;
+    assert_eq!(check(&sale)["passed"], true, "{sale:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -248,10 +248,16 @@ fn a_whole_session_keeps_stdout_pure_json_rpc() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(calls.len(), 4, "{telemetry}");
-    assert!(calls[2]["arguments"]["symbol"].as_str().unwrap().len() < 300);
-    assert_eq!(calls[0]["tool"], "get_portfolio_summary");
-    assert_eq!(calls[0]["client"], "stdio-test");
-    assert_eq!(calls[1]["error_code"], "invalid_date");
+    // Calls run concurrently, so lines come in the order the calls finish.
+    let line = |tool: &str| {
+        calls
+            .iter()
+            .find(|c| c["tool"] == tool)
+            .unwrap_or_else(|| panic!("no telemetry line for {tool}: {telemetry}"))
+    };
+    assert!(line("get_positions")["arguments"]["symbol"].as_str().unwrap().len() < 300);
+    assert_eq!(line("get_portfolio_summary")["client"], "stdio-test");
+    assert_eq!(line("get_realized_pnl")["error_code"], "invalid_date");
 }
 
 const TRADING_CONFIG: &str = r#"
