@@ -47,18 +47,18 @@ fn desk(url: &str, timeout: Duration) -> Desk {
     desk_with(
         url,
         timeout,
-        TradingConfig {
+        &TradingConfig {
             enabled: Some(true),
             ..TradingConfig::default()
         },
     )
 }
 
-fn desk_with(url: &str, timeout: Duration, enabled: TradingConfig) -> Desk {
+fn desk_with(url: &str, timeout: Duration, enabled: &TradingConfig) -> Desk {
     let dir = tempfile::tempdir().unwrap();
     let state = State::open(dir.path()).unwrap();
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Utc::now()));
-    let trading = trading_for(Some(&enabled), Vec::new(), &state, clock).unwrap();
+    let trading = trading_for(Some(enabled), Vec::new(), &state, clock).unwrap();
     let mut ctx = ToolContext::new("test")
         .with_broker(
             Arc::new(AlpacaBroker::new(config(url, timeout)).unwrap()),
@@ -297,7 +297,7 @@ async fn an_order_above_alpacas_buying_power_is_refused_and_one_below_passes() {
     let d = desk_with(
         &fake.url,
         Duration::from_secs(5),
-        TradingConfig {
+        &TradingConfig {
             enabled: Some(true),
             max_order_notional: Some(ConfigNumber::Int(100_000)),
             max_daily_notional: Some(ConfigNumber::Int(100_000)),
