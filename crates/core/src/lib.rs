@@ -11,6 +11,7 @@ pub mod currency;
 pub mod dates;
 pub mod error;
 pub mod fifo;
+pub mod fill_id;
 pub mod fixed;
 pub mod fx;
 pub mod instrument;
@@ -25,6 +26,7 @@ pub use book::{
 pub use currency::Currency;
 pub use dates::{DateRange, parse_date};
 pub use error::{Error, ErrorCode, Result};
+pub use fill_id::FillId;
 pub use fifo::{ClosedLot, Fifo, LotQueue, LotSide, OpenLot};
 pub use fixed::Fixed;
 pub use fx::{FxQuote, FxRate, FxTable};
