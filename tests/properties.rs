@@ -756,9 +756,14 @@ fn the_typed_pass_and_the_validator_agree_on_a_book_read_on_two_threads() {
         assert!(!typed(&edit(&|f| f[k]["price"] = json!("-1"))), "{k}");
         assert!(!typed(&edit(&|f| f[k]["account"] = json!("ZZ"))), "{k}");
         assert!(!typed(&edit(&|f| f[k]["note"] = json!("x"))), "{k}");
-        // An id given twice, once in each half.
+        // An id given twice, once in each half, and twice in one half (each thread's
+        // hashes are sorted on that thread).
         assert!(
             !typed(&edit(&|f| f[k]["id"] = f[(k + n / 2) % n]["id"].clone())),
+            "{k}"
+        );
+        assert!(
+            !typed(&edit(&|f| f[k]["id"] = f[(k + 3) % n]["id"].clone())),
             "{k}"
         );
         // An escaped symbol: a valid book only the validator reads.
@@ -855,14 +860,23 @@ fn the_typed_pass_and_the_validator_agree_on_names_and_ids_of_every_length() {
     for long in [false, true] {
         let escaped = book(&fills).replacen(
             "\"id\":\"F3-",
-            if long { "\"id\":\"\\u0046\\u0033 a long id past twenty-two bytes-" } else { "\"id\":\"\\u0046\\u0033-" },
+            if long {
+                "\"id\":\"\\u0046\\u0033 a long id past twenty-two bytes-"
+            } else {
+                "\"id\":\"\\u0046\\u0033-"
+            },
             1,
         );
         assert_ne!(escaped, text);
         same_outcome(&escaped).unwrap();
     }
     // A name that is no account, at every length: both refuse it the same way.
-    for name in ["ABCDEFGHIJKLMNOPQ3", "ABCDEFGHIJKLMNOPZ", "ABCDEFGHIJKLMNOZ", "Z"] {
+    for name in [
+        "ABCDEFGHIJKLMNOPQ3",
+        "ABCDEFGHIJKLMNOPZ",
+        "ABCDEFGHIJKLMNOZ",
+        "Z",
+    ] {
         let mut unknown = fills.clone();
         unknown[17]["account"] = json!(name);
         assert!(!typed(&book(&unknown)), "{name}");

@@ -22,7 +22,10 @@ pub struct FillId(Repr);
 #[derive(Clone)]
 enum Repr {
     /// The first `len` bytes of `bytes`, copied from a `str` (so valid UTF-8).
-    Inline { len: u8, bytes: [u8; INLINE] },
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE],
+    },
     Heap(Box<str>),
 }
 
@@ -216,7 +219,10 @@ mod tests {
             assert_eq!(id.to_string(), text);
             assert_eq!(format!("{id:?}"), format!("{text:?}"));
             assert_eq!(String::from(id.clone()), text);
-            assert_eq!(serde_json::to_string(&id).ok(), serde_json::to_string(text).ok());
+            assert_eq!(
+                serde_json::to_string(&id).ok(),
+                serde_json::to_string(text).ok()
+            );
             set.insert(id);
         }
         assert_eq!(set.len(), texts.len());

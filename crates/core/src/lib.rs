@@ -26,8 +26,8 @@ pub use book::{
 pub use currency::Currency;
 pub use dates::{DateRange, parse_date};
 pub use error::{Error, ErrorCode, Result};
-pub use fill_id::FillId;
 pub use fifo::{ClosedLot, Fifo, LotQueue, LotSide, OpenLot};
+pub use fill_id::FillId;
 pub use fixed::Fixed;
 pub use fx::{FxQuote, FxRate, FxTable};
 pub use instrument::{AssetClass, Instrument, InstrumentKey, SectorMap};
