@@ -808,7 +808,7 @@ fn the_typed_pass_and_the_validator_agree_on_names_and_ids_of_every_length() {
         let len = 1 + i % 30;
         let mut id: String = format!("F{i}-{}", "x".repeat(len));
         id.truncate(len.max(format!("F{i}").len()));
-        if i % 11 == 0 {
+        if i.is_multiple_of(11) {
             id.push('é');
         }
         id

@@ -210,7 +210,7 @@ struct Fills<'a> {
 impl<'a> Fills<'a> {
     /// One fill, every rule of `Validator::fills` in turn; `None` at the first broken.
     /// A new rule on a fill is one more line here (and in `Validator::fills`).
-    fn fill(&mut self, row: FillRow<'a>) -> Option<Fill> {
+    fn fill(&mut self, row: &FillRow<'a>) -> Option<Fill> {
         // Numbered in the whole file by `resolve_part`.
         let seq = 0;
         text_rule(&row.id).ok()?;

@@ -473,7 +473,7 @@ fn rows<'a>(
     let mut at = at;
     loop {
         let (row, next) = row(text, s, at)?;
-        let fill = out.fill(row)?;
+        let fill = out.fill(&row)?;
         out.fills.push(fill);
         if out.fills.len() == SAMPLE_ROWS {
             out.reserve(room(SAMPLE_ROWS, next - start, s.len() - next));
