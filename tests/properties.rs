@@ -756,9 +756,14 @@ fn the_typed_pass_and_the_validator_agree_on_a_book_read_on_two_threads() {
         assert!(!typed(&edit(&|f| f[k]["price"] = json!("-1"))), "{k}");
         assert!(!typed(&edit(&|f| f[k]["account"] = json!("ZZ"))), "{k}");
         assert!(!typed(&edit(&|f| f[k]["note"] = json!("x"))), "{k}");
-        // An id given twice, once in each half.
+        // An id given twice, once in each half, and twice in one half (each thread's
+        // hashes are sorted on that thread).
         assert!(
             !typed(&edit(&|f| f[k]["id"] = f[(k + n / 2) % n]["id"].clone())),
+            "{k}"
+        );
+        assert!(
+            !typed(&edit(&|f| f[k]["id"] = f[(k + 3) % n]["id"].clone())),
             "{k}"
         );
         // An escaped symbol: a valid book only the validator reads.
@@ -770,5 +775,110 @@ fn the_typed_pass_and_the_validator_agree_on_a_book_read_on_two_threads() {
         .replacen("\"ESCAPED\"", "\"AA\\u0041\"", 1);
         assert!(!typed(&escaped), "{k}");
         assert!(parse_book("big.json", &escaped).is_ok());
+    }
+}
+
+/// Names and ids of every length around what the typed pass keeps as integers (names of
+/// 16 bytes) and in the fill itself (ids of 22 bytes): names that differ only past their
+/// 16th byte, that are prefixes of each other, that are not ASCII, the same name read
+/// once near the end of the text (too near to be read as a whole word) and elsewhere
+/// not; ids short, long, escaped and not ASCII. The same book from both passes, and the
+/// same refusal of an id given twice, whatever its length.
+#[test]
+fn the_typed_pass_and_the_validator_agree_on_names_and_ids_of_every_length() {
+    let stem = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    let mut names: Vec<String> = (1..=20).map(|n| stem[..n].to_owned()).collect();
+    names.push(format!("{}1", &stem[..16]));
+    names.push(format!("{}2", &stem[..16]));
+    names.push("ÄÖÜ-ßé".to_owned());
+    names.push("€€€€€€".to_owned());
+    let accounts: Vec<Value> = names
+        .iter()
+        .map(|n| json!({"id": n, "broker": "ibkr", "currency": "USD"}))
+        .collect();
+    let instruments: Vec<Value> = names
+        .iter()
+        .flat_map(|e| {
+            names.iter().step_by(5).map(move |s| {
+                json!({"exchange": e, "symbol": s, "currency": "USD", "asset_class": "equity", "multiplier": "1"})
+            })
+        })
+        .collect();
+    let id = |i: usize| -> String {
+        let len = 1 + i % 30;
+        let mut id: String = format!("F{i}-{}", "x".repeat(len));
+        id.truncate(len.max(format!("F{i}").len()));
+        if i.is_multiple_of(11) {
+            id.push('é');
+        }
+        id
+    };
+    let fills: Vec<Value> = (0..400)
+        .map(|i| {
+            let instrument = &instruments[(i * 7) % instruments.len()];
+            json!({
+                "id": id(i), "account": names[(i * 3) % names.len()],
+                "exchange": instrument["exchange"], "symbol": instrument["symbol"],
+                "side": "buy", "quantity": "1", "price": "10", "time": "2025-03-04T10:15:00Z",
+            })
+        })
+        .collect();
+    let book = |fills: &[Value]| -> String {
+        // The fills last, so the last fill's names sit near the end of the text.
+        let head = json!({
+            "format": "tradedesk-book/1", "base_currency": "USD", "as_of": "2025-12-31",
+            "accounts": accounts, "instruments": instruments,
+        })
+        .to_string();
+        format!(
+            "{},\"fills\":{}}}",
+            head.strip_suffix('}').unwrap(),
+            Value::Array(fills.to_vec())
+        )
+    };
+    let typed = |text: &str| same_outcome(text).unwrap();
+    let text = book(&fills);
+    assert!(typed(&text), "the typed pass refused a valid book");
+    // Each name's last fill at the very end of the text.
+    for (k, name) in names.iter().enumerate() {
+        let mut last = fills.clone();
+        last.push(json!({
+            "id": "LAST", "account": name, "exchange": name, "symbol": names[k - k % 5],
+            "side": "sell", "quantity": "1", "price": "10", "time": "2025-03-05T10:15:00Z",
+        }));
+        assert!(typed(&book(&last)), "{name}");
+    }
+    // An id given twice, of every length, next to itself and far from it.
+    for k in [1, 21, 22, 23, 24, 29, 33, 44] {
+        for other in [k + 1, k + 200] {
+            let mut twice = fills.clone();
+            twice[other]["id"] = twice[k]["id"].clone();
+            assert!(!typed(&book(&twice)), "{k} {other}");
+        }
+    }
+    // An id with an escape, short and long: read by the typed pass through serde_json.
+    for long in [false, true] {
+        let escaped = book(&fills).replacen(
+            "\"id\":\"F3-",
+            if long {
+                "\"id\":\"\\u0046\\u0033 a long id past twenty-two bytes-"
+            } else {
+                "\"id\":\"\\u0046\\u0033-"
+            },
+            1,
+        );
+        assert_ne!(escaped, text);
+        same_outcome(&escaped).unwrap();
+    }
+    // A name that is no account, at every length: both refuse it the same way.
+    for name in [
+        "ABCDEFGHIJKLMNOPQ3",
+        "ABCDEFGHIJKLMNOPZ",
+        "ABCDEFGHIJKLMNOZ",
+        "Z",
+    ] {
+        let mut unknown = fills.clone();
+        unknown[17]["account"] = json!(name);
+        assert!(!typed(&book(&unknown)), "{name}");
     }
 }

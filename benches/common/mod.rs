@@ -82,7 +82,7 @@ pub(crate) fn generate(n: usize) -> Book {
         price[slot] = (price[slot] + i64::from(rng.next() % 201) - 100).max(100);
         let time = start + Duration::seconds(i64::try_from(k).unwrap_or(0) * 120);
         fills.push(Fill {
-            id: format!("F{k}"),
+            id: format!("F{k}").into(),
             account: u32::from(i >= 80),
             instrument: i,
             side: if buy { Side::Buy } else { Side::Sell },

@@ -938,7 +938,7 @@ impl AlpacaBroker {
                     }
                 };
                 fills.push(Fill {
-                    id: id.to_owned(),
+                    id: id.into(),
                     account: 0,
                     instrument: index(symbol, &exchanges),
                     side,

@@ -910,7 +910,7 @@ impl Validator {
                 continue;
             }
             out.push(Fill {
-                id: id.to_owned(),
+                id: id.into(),
                 account,
                 instrument,
                 side,
@@ -1589,7 +1589,7 @@ pub fn write_book(book: &Book) -> String {
             }
             FillKind::Trade | FillKind::Close => {}
         }
-        m.insert("id".into(), f.id.clone().into());
+        m.insert("id".into(), f.id.to_string().into());
         m.insert("account".into(), account_id(f.account).into());
         place(&mut m, inst(f.instrument), "");
         m.insert("side".into(), f.side.as_str().into());

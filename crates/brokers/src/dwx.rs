@@ -1096,7 +1096,7 @@ impl Draft {
         let time = at.with_timezone(&Utc.fix());
         let seq = u32::try_from(self.fills.len()).unwrap_or(u32::MAX);
         self.fills.push(Fill {
-            id,
+            id: id.into(),
             account: 0,
             instrument,
             side,

@@ -611,7 +611,8 @@ impl HyperliquidBroker {
                         *n += 1;
                         format!("{hash}-{n}")
                     }
-                },
+                }
+                .into(),
                 account: 0,
                 instrument: index(coin),
                 side: if text(f, "side") == Some("B") {

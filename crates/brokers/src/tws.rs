@@ -913,7 +913,7 @@ impl TwsBroker {
         // came with the executions, after the end marker, or since an earlier read.
         let commissions = &session.commissions;
         // The statement's fills by execution id (and by the id a correction replaces).
-        let seen: BTreeSet<String> = parts.fills.iter().map(|f| f.id.clone()).collect();
+        let seen: BTreeSet<String> = parts.fills.iter().map(|f| f.id.to_string()).collect();
         let seen_base: BTreeSet<&str> = seen.iter().map(|id| execution_base(id)).collect();
         let mut latest: BTreeMap<String, &ibapi::orders::ExecutionData> = BTreeMap::new();
         for e in &executions {
@@ -972,7 +972,7 @@ impl TwsBroker {
             };
             let time = exchange_time(instant, d.contract.currency.as_str());
             parts.fills.push(Fill {
-                id: x.execution_id.clone(),
+                id: x.execution_id.as_str().into(),
                 account: 0,
                 instrument,
                 side: match x.side {

@@ -112,7 +112,8 @@ impl FillKind {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fill {
-    pub id: String,
+    /// The broker's id, once in the book; short ones kept in the fill (`FillId`).
+    pub id: crate::FillId,
     pub account: AccountIdx,
     pub instrument: InstrumentIdx,
     pub side: Side,
@@ -159,7 +160,7 @@ pub struct MadeFill {
 impl From<MadeFill> for Fill {
     fn from(m: MadeFill) -> Self {
         Self {
-            id: m.id,
+            id: m.id.into(),
             account: m.account,
             instrument: m.instrument,
             side: m.side,

@@ -851,7 +851,7 @@ mod tests {
         let time =
             DateTime::parse_from_rfc3339(&format!("2026-01-{:02}T10:00:00-05:00", i + 1)).unwrap();
         Fill {
-            id: format!("F{i}"),
+            id: format!("F{i}").into(),
             account: 0,
             instrument: 0,
             side,

@@ -265,7 +265,7 @@ pub fn unexplained(book: &Book, ledger: &Ledger) -> Vec<UnexplainedClose> {
                 account: book.account(fill.account).id.clone(),
                 exchange: inst.key.exchange.clone(),
                 symbol: inst.key.symbol.clone(),
-                fill_id: fill.id.clone(),
+                fill_id: fill.id.to_string(),
                 date: fill.trade_date.to_string(),
                 quantity: Num(u.quantity),
             }

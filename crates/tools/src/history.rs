@@ -104,7 +104,7 @@ pub fn get_trade_history(
                 tradedesk_core::bounds::too_large(format!("the notional of fill {}", f.id))
             })?;
         fills.push(FillOut {
-            id: f.id.clone(),
+            id: f.id.to_string(),
             account: account.id.clone(),
             broker: account.broker.clone(),
             exchange: inst.key.exchange.clone(),

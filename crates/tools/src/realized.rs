@@ -521,8 +521,8 @@ pub fn get_realized_pnl(
                 net_pnl,
                 fx_rate: Num(valued.rate.normalize()),
                 net_pnl_converted,
-                open_fill_id: fills[lot.open_fill as usize].id.clone(),
-                close_fill_id: fills[close].id.clone(),
+                open_fill_id: fills[lot.open_fill as usize].id.to_string(),
+                close_fill_id: fills[close].id.to_string(),
                 commission_known: lot.commission_known,
             });
         }
@@ -552,7 +552,7 @@ pub fn get_realized_pnl(
             let f = &fills[t.fill];
             let inst = book.instrument(f.instrument);
             Ok(Extreme {
-                fill_id: f.id.clone(),
+                fill_id: f.id.to_string(),
                 account: book.account(f.account).id.clone(),
                 exchange: inst.key.exchange.clone(),
                 symbol: inst.key.symbol.clone(),

@@ -25,7 +25,8 @@ use serde::de::value::MapAccessDeserializer;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json_borrow::Value;
 use tradedesk_core::{
-    AccountIdx, Book, BookParts, CashEntry, Currency, Fill, FillKind, FxQuote, InstrumentIdx,
+    AccountIdx, Book, BookParts, CashEntry, Currency, Fill, FillId, FillKind, FxQuote,
+    InstrumentIdx,
 };
 
 use super::{
@@ -147,6 +148,9 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
 /// A fill's fields as `scan::row` reads them: the keys of `Validator::fills`.
 struct FillRow<'a> {
     id: Cow<'a, str>,
+    /// `account`, and `exchange` with `symbol`, as integers when short (`scan::pack`).
+    account_key: Option<u128>,
+    instrument_key: Option<(u128, u128)>,
     account: &'a str,
     exchange: &'a str,
     symbol: &'a str,
@@ -192,8 +196,8 @@ struct FxRow<'a> {
 /// `instrument` numbering the names in [`Interned`] until [`Fills::resolve`].
 struct Fills<'a> {
     fills: Vec<Fill>,
-    accounts: Interned<&'a str>,
-    instruments: Interned<(&'a str, &'a str)>,
+    accounts: Interned<&'a str, u128>,
+    instruments: Interned<(&'a str, &'a str), (u128, u128)>,
     /// One bit per fill: it states no `commission_currency` (its instrument's applies).
     unstated: Vec<u64>,
     /// Each fill's id hashed while the text is at hand, to find an id given twice
@@ -206,17 +210,20 @@ struct Fills<'a> {
 impl<'a> Fills<'a> {
     /// One fill, every rule of `Validator::fills` in turn; `None` at the first broken.
     /// A new rule on a fill is one more line here (and in `Validator::fills`).
-    fn fill(&mut self, row: FillRow<'a>) -> Option<Fill> {
+    fn fill(&mut self, row: &FillRow<'a>) -> Option<Fill> {
         // Numbered in the whole file by `resolve_part`.
         let seq = 0;
         text_rule(&row.id).ok()?;
         fill_id_rule(&row.id).ok()?;
         self.id_hashes
             .push(Quick::default().hash_one(row.id.as_ref()));
-        let account = self.accounts.intern(text_rule(row.account).ok()?)?;
-        let instrument = self
-            .instruments
-            .intern((text_rule(row.exchange).ok()?, text_rule(row.symbol).ok()?))?;
+        let account = self
+            .accounts
+            .intern_packed(row.account_key, text_rule(row.account).ok()?)?;
+        let instrument = self.instruments.intern_packed(
+            row.instrument_key,
+            (text_rule(row.exchange).ok()?, text_rule(row.symbol).ok()?),
+        )?;
         let side = side_rule(text_rule(row.side).ok()?).ok()?;
         let quantity = decimal_rule(row.quantity, Some(POSITIVE)).ok()?;
         let price = decimal_rule(row.price, Some(NON_NEGATIVE)).ok()?;
@@ -242,7 +249,8 @@ impl<'a> Fills<'a> {
             self.unstated[word] |= 1 << (self.fills.len() % 64);
         }
         Some(Fill {
-            id: row.id.into_owned(),
+            // Kept in the fill when short (`FillId`): no allocation of its own.
+            id: FillId::from(row.id.as_ref()),
             account,
             instrument,
             side,
@@ -276,34 +284,34 @@ impl<'a> Fills<'a> {
         }
     }
 
+    /// Room for `more` fills beside those read.
+    fn reserve(&mut self, more: usize) {
+        self.fills.reserve_exact(more);
+        self.id_hashes.reserve_exact(more);
+    }
+
     /// The fills of every part, in file order, with their accounts and instruments found
     /// in the book's lists, the instrument's currency where a fill states no commission
     /// currency, and every id once; `None` for an unknown account or instrument or an
     /// id given twice.
     fn resolve(parts: Vec<Self>, refs: &Refs<'_>) -> Option<Vec<Fill>> {
         let mut fills: Vec<Fill> = Vec::new();
-        let mut hashes: Vec<u64> = Vec::new();
+        // Each part's hashes, sorted on its own thread (`scan::rows`).
+        let mut hashes: Vec<Vec<u64>> = Vec::with_capacity(parts.len());
         for part in parts {
             let offset = fills.len();
             let (mut part_fills, part_hashes) = part.resolve_part(refs, offset)?;
             if fills.is_empty() {
+                // The first part's vector has room for the whole array (`scan::rows`).
                 fills = part_fills;
             } else {
-                // Room for exactly this part: the first part's guess at the count must
-                // not double the book's vector.
-                fills.reserve_exact(part_fills.len());
                 fills.append(&mut part_fills);
             }
-            if hashes.is_empty() {
-                hashes = part_hashes;
-            } else {
-                hashes.extend(part_hashes);
-            }
+            hashes.push(part_hashes);
         }
         // Sorted, equal ids sit side by side. Two ids with the same hash are left to the
         // validator, which tells an id given twice from a collision.
-        hashes.sort_unstable();
-        if hashes.windows(2).any(|pair| pair[0] == pair[1]) {
+        if !distinct(&hashes) {
             return None;
         }
         Some(fills)
@@ -367,6 +375,36 @@ impl<'a> Fills<'a> {
             }
         }
         Some((fills, self.id_hashes))
+    }
+}
+
+/// Whether no value is in two places of these sorted lists (nor twice in one): a walk
+/// of the lists side by side, smallest first.
+fn distinct(lists: &[Vec<u64>]) -> bool {
+    if lists
+        .iter()
+        .any(|list| list.windows(2).any(|pair| pair[0] >= pair[1]))
+    {
+        return false;
+    }
+    match lists {
+        [] | [_] => true,
+        [a, b] => {
+            let (mut i, mut j) = (0, 0);
+            while let (Some(x), Some(y)) = (a.get(i), b.get(j)) {
+                match x.cmp(y) {
+                    std::cmp::Ordering::Less => i += 1,
+                    std::cmp::Ordering::Greater => j += 1,
+                    std::cmp::Ordering::Equal => return false,
+                }
+            }
+            true
+        }
+        more => {
+            let mut all: Vec<u64> = more.concat();
+            all.sort_unstable();
+            all.windows(2).all(|pair| pair[0] != pair[1])
+        }
     }
 }
 
@@ -483,22 +521,27 @@ fn fx_rates(rows: Vec<Obj<FxRow<'_>>>) -> Option<Vec<FxQuote>> {
         .collect()
 }
 
-/// Names numbered in the order first seen.
-struct Interned<K> {
+/// Names numbered in the order first seen, looked up by their packed form `P` when
+/// they have one (`scan::pack`: integers, compared without `memcmp`), else by the name.
+/// A name is numbered once however it is looked up: a packed form not yet seen is
+/// numbered by the name.
+struct Interned<K, P> {
     keys: Vec<K>,
     index: HashMap<K, u32, Quick>,
+    packed: HashMap<P, u32, Quick>,
 }
 
-impl<K> Default for Interned<K> {
+impl<K, P> Default for Interned<K, P> {
     fn default() -> Self {
         Self {
             keys: Vec::new(),
             index: HashMap::default(),
+            packed: HashMap::default(),
         }
     }
 }
 
-impl<K: Copy + Eq + Hash> Interned<K> {
+impl<K: Copy + Eq + Hash, P: Copy + Eq + Hash> Interned<K, P> {
     fn intern(&mut self, key: K) -> Option<u32> {
         if let Some(n) = self.index.get(&key) {
             return Some(*n);
@@ -506,6 +549,18 @@ impl<K: Copy + Eq + Hash> Interned<K> {
         let n = u32::try_from(self.keys.len()).ok()?;
         self.keys.push(key);
         self.index.insert(key, n);
+        Some(n)
+    }
+
+    fn intern_packed(&mut self, packed: Option<P>, key: K) -> Option<u32> {
+        let Some(packed) = packed else {
+            return self.intern(key);
+        };
+        if let Some(n) = self.packed.get(&packed) {
+            return Some(*n);
+        }
+        let n = self.intern(key)?;
+        self.packed.insert(packed, n);
         Some(n)
     }
 }
@@ -560,6 +615,12 @@ impl Hasher for QuickHasher {
 
     fn write_u64(&mut self, n: u64) {
         self.add(n);
+    }
+
+    #[allow(clippy::cast_possible_truncation)] // the two halves, on purpose
+    fn write_u128(&mut self, n: u128) {
+        self.add(n as u64);
+        self.add((n >> 64) as u64);
     }
 
     fn write_usize(&mut self, n: usize) {

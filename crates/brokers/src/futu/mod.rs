@@ -1429,7 +1429,8 @@ impl OpenDBroker {
                 id: f
                     .fill_id_ex
                     .clone()
-                    .unwrap_or_else(|| f.fill_id.unwrap_or(0).to_string()),
+                    .unwrap_or_else(|| f.fill_id.unwrap_or(0).to_string())
+                    .into(),
                 account: 0,
                 instrument,
                 side: match f.trd_side {

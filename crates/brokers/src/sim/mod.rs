@@ -524,7 +524,7 @@ impl SimBroker {
         for f in fills {
             let instrument = index(&f.key);
             book_fills.push(Fill {
-                id: f.fill_id.clone(),
+                id: f.fill_id.as_str().into(),
                 account: 0,
                 instrument,
                 side: f.side,

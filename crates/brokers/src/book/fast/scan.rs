@@ -304,6 +304,24 @@ fn lit<const N: usize>(s: &[u8], at: usize, pattern: &[u8; N]) -> bool {
         .is_some_and(|w| w == pattern)
 }
 
+/// A plain string of at most 16 bytes, from its first byte, as one integer: its bytes,
+/// the rest zero. A string read by `plain` has no NUL (a control character), so two
+/// strings are one integer only when they are the same string; the intern tables then
+/// compare integers, not bytes. `None` for a longer string, or one too near the end of
+/// the text to be read as a whole word.
+fn pack(s: &[u8], from: usize, len: usize) -> Option<u128> {
+    if len > 16 {
+        return None;
+    }
+    let word: [u8; 16] = s.get(from..from + 16)?.try_into().ok()?;
+    let word = u128::from_le_bytes(word);
+    Some(if len == 16 {
+        word
+    } else {
+        word & ((1u128 << (8 * len)) - 1)
+    })
+}
+
 /// One fill object from its `{`: its row and the index after its `}`. Every key once,
 /// each of its own type, the required ones present, no other key.
 fn row<'a>(text: &'a str, s: &[u8], at: usize) -> Option<(FillRow<'a>, usize)> {
@@ -316,6 +334,7 @@ fn row<'a>(text: &'a str, s: &[u8], at: usize) -> Option<(FillRow<'a>, usize)> {
     let (mut quantity, mut price, mut time) = (None, None, None);
     let (mut commission, mut commission_currency) = (None, None);
     let (mut commission_known, mut closes) = (None, None);
+    let (mut account_key, mut exchange_key, mut symbol_key) = (None, None, None);
     loop {
         let (key, value) = fill_key(s, at)?;
         let next = match key {
@@ -327,16 +346,19 @@ fn row<'a>(text: &'a str, s: &[u8], at: usize) -> Option<(FillRow<'a>, usize)> {
             1 => {
                 let (v, next) = plain(text, s, value)?;
                 account = Some(v);
+                account_key = pack(s, value + 1, v.len());
                 next
             }
             2 => {
                 let (v, next) = plain(text, s, value)?;
                 exchange = Some(v);
+                exchange_key = pack(s, value + 1, v.len());
                 next
             }
             3 => {
                 let (v, next) = plain(text, s, value)?;
                 symbol = Some(v);
+                symbol_key = pack(s, value + 1, v.len());
                 next
             }
             4 => {
@@ -395,6 +417,8 @@ fn row<'a>(text: &'a str, s: &[u8], at: usize) -> Option<(FillRow<'a>, usize)> {
     Some((
         FillRow {
             id: id?,
+            account_key,
+            instrument_key: exchange_key.zip(symbol_key),
             account: account?,
             exchange: exchange?,
             symbol: symbol?,
@@ -409,6 +433,21 @@ fn row<'a>(text: &'a str, s: &[u8], at: usize) -> Option<(FillRow<'a>, usize)> {
         },
         at + 1,
     ))
+}
+
+/// The rows read before the room for the rest is reserved from their size.
+const SAMPLE_ROWS: usize = 1024;
+
+/// Room for the fills still to come, counted from the bytes the first `rows` took and
+/// the `rest` of the text to the end of the file, with an eighth more: the vector is
+/// then allocated once, not doubled (each doubling a copy and fresh pages). The rest is
+/// taken to the end of the file by both threads, so the first part's vector, which
+/// becomes the book's, also has room for the second part's fills. Room never written is
+/// never touched, so an estimate too large costs no memory.
+fn room(rows: usize, bytes: usize, rest: usize) -> usize {
+    let per_row = (bytes / rows.max(1)).max(1);
+    let more = rest / per_row;
+    more + more / 8 + 16
 }
 
 /// How a run of rows ended.
@@ -429,21 +468,28 @@ fn rows<'a>(
     quit: &AtomicBool,
 ) -> Option<(Fills<'a>, End)> {
     let s = text.as_bytes();
-    // A guess at the count from the bytes (a compact fill is about 175 bytes): the
-    // vector grows past it if needed.
-    let mut out = Fills::with_capacity(s.len().saturating_sub(at) / 192);
+    let start = at;
+    let mut out = Fills::with_capacity(SAMPLE_ROWS);
     let mut at = at;
     loop {
         let (row, next) = row(text, s, at)?;
-        let fill = out.fill(row)?;
+        let fill = out.fill(&row)?;
         out.fills.push(fill);
+        if out.fills.len() == SAMPLE_ROWS {
+            out.reserve(room(SAMPLE_ROWS, next - start, s.len() - next));
+        }
         at = ws(s, next);
         if Some(at) == stop {
+            // Sorted here, on this part's own thread (`Fills::resolve` walks them).
+            out.id_hashes.sort_unstable();
             return Some((out, End::Split));
         }
         match *s.get(at)? {
             b',' => at = ws(s, at + 1),
-            b']' => return Some((out, End::Array(at + 1))),
+            b']' => {
+                out.id_hashes.sort_unstable();
+                return Some((out, End::Array(at + 1)));
+            }
             _ => return None,
         }
         if out.fills.len().is_multiple_of(4096) && quit.load(Ordering::Relaxed) {
