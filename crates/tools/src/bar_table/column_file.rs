@@ -1,6 +1,6 @@
 //! A parsed bar file kept on disk beside the server's state, so a new process reads its
 //! columns back at memory speed instead of parsing the text again (docs/benchmarks.md,
-//! "The whole tool call", and docs/state.md, "Column files").
+//! "The whole tool call", and docs/methodology/research.md, "Bar sources").
 //!
 //! One file per source path, named by a hash of the path, written whole to a temporary
 //! name and renamed into place. All numbers are little-endian 64-bit words; every part
@@ -16,7 +16,9 @@
 //! - the times: nothing for dates; each bar's suffix code (16 bits) for stamps; each
 //!   bar's end in the texts and then the texts for kept texts.
 //!
-//! The checksum covers everything but itself. A file is used only when all of it checks:
+//! The checksum covers everything but itself: each part (the header and the path, each
+//! column, the times) is summed alone and the parts' sums combined, so the columns can be
+//! read on two threads. A file is used only when all of it checks:
 //! the magic and version, the key against the source file's key now, the length the
 //! header implies against the file's, the checksum, and the times (UTF-8, ends in order);
 //! anything else and the caller parses the source as if there were no file. Writing is
@@ -105,6 +107,15 @@ impl Sum {
         }
         h ^ (h >> 29)
     }
+}
+
+/// The file's checksum: its parts' sums, in order, combined.
+fn combine(parts: &[u64]) -> u64 {
+    let mut h = parts.len() as u64;
+    for &part in parts {
+        h = (h ^ part).wrapping_mul(LANE_KEYS[0]).rotate_left(31);
+    }
+    h ^ (h >> 29)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -204,6 +215,8 @@ struct Out {
     file: File,
     buf: Vec<u8>,
     sum: Sum,
+    /// The sums of the parts written.
+    parts: Vec<u64>,
 }
 
 impl Out {
@@ -229,10 +242,13 @@ impl Out {
         Some(())
     }
 
-    /// Ends a part: zeros to the next multiple of 32.
+    /// Ends a part: zeros to the next multiple of 32, written, and its sum kept.
     fn end_part(&mut self) -> Option<()> {
         let len = self.buf.len() as u64;
         self.buf.resize(usize::try_from(pad(len)?).ok()?, 0);
+        self.flush(true)?;
+        self.parts.push(self.sum.finish());
+        self.sum = Sum::new();
         Some(())
     }
 
@@ -257,6 +273,7 @@ fn write_file(file: File, key: &FileKey, table: &BarTable) -> Option<()> {
         file,
         buf: Vec::with_capacity(BLOCK * 2),
         sum: Sum::new(),
+        parts: Vec::with_capacity(8),
     };
     let mut header = Vec::with_capacity(HEADER_BYTES);
     header.extend_from_slice(&MAGIC);
@@ -296,8 +313,7 @@ fn write_file(file: File, key: &FileKey, table: &BarTable) -> Option<()> {
             out.end_part()?;
         }
     }
-    out.flush(true)?;
-    let checksum = out.sum.finish();
+    let checksum = combine(&out.parts);
     let mut file = out.file;
     file.seek(SeekFrom::Start(CHECKSUM_AT as u64)).ok()?;
     file.write_all(&checksum.to_le_bytes()).ok()?;
@@ -387,33 +403,44 @@ fn sweep(dir: &Path, cap: u64, keep: &Path) {
 // ---------------------------------------------------------------------------------------
 // Reading.
 
-/// The file's bytes, read a block at a time into a buffer that stays in the cache, and
-/// summed as they come.
+/// A part of the file, read a block at a time into a buffer that stays in the cache,
+/// and summed as it comes.
 struct In {
     file: File,
     buf: Vec<u8>,
-    sum: Sum,
 }
 
 impl In {
-    /// Reads the next `bytes` bytes (a multiple of 32), handing each block to `each`.
-    fn part(&mut self, bytes: u64, mut each: impl FnMut(&[u8])) -> Option<()> {
+    /// The file at `at`, from byte `offset`.
+    fn open(at: &Path, offset: u64) -> Option<Self> {
+        let mut file = File::open(at).ok()?;
+        file.seek(SeekFrom::Start(offset)).ok()?;
+        Some(Self {
+            file,
+            buf: vec![0u8; BLOCK],
+        })
+    }
+
+    /// Reads the next part, `bytes` bytes (a multiple of 32), handing each block to
+    /// `each`; returns the part's sum.
+    fn part(&mut self, bytes: u64, mut each: impl FnMut(&[u8])) -> Option<u64> {
+        let mut sum = Sum::new();
         let mut left = bytes;
         while left > 0 {
             let take = usize::try_from(left.min(BLOCK as u64)).ok()?;
             let buf = self.buf.get_mut(..take)?;
             self.file.read_exact(buf).ok()?;
-            self.sum.add(buf);
+            sum.add(buf);
             each(buf);
             left -= take as u64;
         }
-        Some(())
+        Some(sum.finish())
     }
 
-    /// `n` words.
-    fn words<T>(&mut self, n: usize, of: impl Fn([u8; 8]) -> T) -> Option<Vec<T>> {
+    /// A part of `n` words, and its sum.
+    fn words<T>(&mut self, n: usize, of: impl Fn([u8; 8]) -> T) -> Option<(Vec<T>, u64)> {
         let mut col = Vec::with_capacity(n);
-        self.part(pad(n as u64 * 8)?, |block| {
+        let sum = self.part(pad(n as u64 * 8)?, |block| {
             let room = n - col.len();
             col.extend(
                 block
@@ -422,22 +449,62 @@ impl In {
                     .map(|w| of(w.try_into().unwrap_or_default())),
             );
         })?;
-        Some(col)
+        Some((col, sum))
     }
 
-    fn bytes(&mut self, n: u64) -> Option<Vec<u8>> {
+    /// A part of `n` bytes, and its sum.
+    fn bytes(&mut self, n: u64) -> Option<(Vec<u8>, u64)> {
         let mut out = Vec::with_capacity(usize::try_from(n).ok()?);
-        self.part(pad(n)?, |block| {
+        let sum = self.part(pad(n)?, |block| {
             let room = usize::try_from(n).unwrap_or(0) - out.len();
             out.extend_from_slice(block.get(..room.min(block.len())).unwrap_or_default());
         })?;
-        Some(out)
+        Some((out, sum))
+    }
+
+    /// The times' part(s) of a file of `n` bars, and their sums.
+    fn times(&mut self, shape: Shape, n: usize, sums: &mut Vec<u64>) -> Option<TimeText> {
+        Some(match shape.kind {
+            DATES => TimeText::Dates,
+            STAMPS => {
+                let mut codes = Vec::with_capacity(n);
+                let sum = self.part(pad(shape.bars.checked_mul(2)?)?, |block| {
+                    let room = n - codes.len();
+                    codes.extend(
+                        block
+                            .chunks_exact(2)
+                            .take(room)
+                            .map(|c| i16::from_le_bytes(c.try_into().unwrap_or_default())),
+                    );
+                })?;
+                sums.push(sum);
+                TimeText::Stamps(codes)
+            }
+            _ => {
+                let (ends, sum) = self.words(n, u64::from_le_bytes)?;
+                sums.push(sum);
+                let (text, sum) = self.bytes(shape.text_len)?;
+                sums.push(sum);
+                let text = String::from_utf8(text).ok()?;
+                let in_order = ends.windows(2).all(|w| w.first() <= w.get(1));
+                if !in_order || ends.last().copied().unwrap_or(0) != shape.text_len {
+                    return None;
+                }
+                let ends = ends
+                    .into_iter()
+                    .map(usize::try_from)
+                    .collect::<Result<Vec<_>, _>>()
+                    .ok()?;
+                TimeText::Kept { text, ends }
+            }
+        })
     }
 }
 
 /// The table kept in `dir` for the source whose key is now `key`, if there is one for
 /// exactly this key and every check passes; `None` otherwise (no file, another version
-/// of the source, a file cut short, spoilt or of another format).
+/// of the source, a file cut short, spoilt or of another format). The first three
+/// columns are read on a second thread, the rest and the times on this one.
 pub(super) fn read(dir: &Path, key: &FileKey) -> Option<BarTable> {
     let at = file_for(dir, &key.path);
     let mut file = File::open(&at).ok()?;
@@ -477,57 +544,57 @@ pub(super) fn read(dir: &Path, key: &FileKey) -> Option<BarTable> {
         return None;
     }
     let n = usize::try_from(bars).ok()?;
-    let mut input = In {
-        file,
-        buf: vec![0u8; BLOCK],
-        sum: Sum::new(),
-    };
+    // The header and the path: one part.
+    let mut first = Sum::new();
     let mut summed = header;
     summed
         .get_mut(CHECKSUM_AT..CHECKSUM_AT + 8)?
         .copy_from_slice(&[0; 8]);
-    input.sum.add(&summed);
-    if input.bytes(path_len)? != path {
+    first.add(&summed);
+    let mut stored = vec![0u8; usize::try_from(pad(path_len)?).ok()?];
+    file.read_exact(&mut stored).ok()?;
+    first.add(&stored);
+    if stored.get(..path.len())? != path {
         return None;
     }
-    let instant = input.words(n, i64::from_le_bytes)?;
-    let mut float = || input.words(n, f64::from_le_bytes);
-    let (open, high, low, close, volume) = (float()?, float()?, float()?, float()?, float()?);
-    let times = match kind {
-        DATES => TimeText::Dates,
-        STAMPS => {
-            let mut codes = Vec::with_capacity(n);
-            input.part(pad(bars * 2)?, |block| {
-                let room = n - codes.len();
-                codes.extend(
-                    block
-                        .chunks_exact(2)
-                        .take(room)
-                        .map(|c| i16::from_le_bytes(c.try_into().unwrap_or_default())),
-                );
-            })?;
-            TimeText::Stamps(codes)
-        }
-        _ => {
-            let ends = input.words(n, |w| u64::from_le_bytes(w))?;
-            let text = String::from_utf8(input.bytes(text_len)?).ok()?;
-            let in_order = ends.windows(2).all(|w| w.first() <= w.get(1));
-            if !in_order || ends.last().copied().unwrap_or(0) != text_len {
-                return None;
-            }
-            let ends = ends
-                .into_iter()
-                .map(usize::try_from)
-                .collect::<Result<Vec<_>, _>>()
-                .ok()?;
-            TimeText::Kept { text, ends }
-        }
-    };
-    if input.sum.finish() != checksum {
+    drop(file);
+    let columns_at = HEADER_BYTES as u64 + pad(path_len)?;
+    let column = pad(bars.checked_mul(8)?)?;
+    let (early, late) = std::thread::scope(|scope| {
+        let early = scope.spawn(|| {
+            let mut input = In::open(&at, columns_at)?;
+            let (instant, a) = input.words(n, i64::from_le_bytes)?;
+            let (open, b) = input.words(n, f64::from_le_bytes)?;
+            let (high, c) = input.words(n, f64::from_le_bytes)?;
+            Some(((instant, open, high), [a, b, c]))
+        });
+        let late = (|| {
+            let mut input = In::open(&at, columns_at.checked_add(column.checked_mul(3)?)?)?;
+            let mut sums = Vec::with_capacity(5);
+            let mut float = || {
+                input.words(n, f64::from_le_bytes).map(|(col, sum)| {
+                    sums.push(sum);
+                    col
+                })
+            };
+            let (low, close, volume) = (float()?, float()?, float()?);
+            let times = input.times(shape, n, &mut sums)?;
+            Some(((low, close, volume, times), sums))
+        })();
+        (early.join().ok().flatten(), late)
+    });
+    let ((instant, open, high), early_sums) = early?;
+    let ((low, close, volume, times), late_sums) = late?;
+    let mut parts = vec![first.finish()];
+    parts.extend(early_sums);
+    parts.extend(late_sums);
+    if combine(&parts) != checksum {
         return None;
     }
     // Used now: the last to be removed when the files outgrow their room.
-    let _ = input.file.set_modified(SystemTime::now());
+    if let Ok(file) = File::open(&at) {
+        let _ = file.set_modified(SystemTime::now());
+    }
     Some(BarTable {
         columns: BarColumns {
             instant,
