@@ -3,7 +3,9 @@
 //! signals plus engine, no CSV parsing and no chart in the timed part (the same work the
 //! peers in `bench/peers.py` are timed on). Beside it, the whole `backtest` tool call on a
 //! 1,000,000-row CSV file: reading and parsing it, signals, engine and the PNG chart, cold
-//! (a new server: nothing cached) and warm (the parsed file cached), and each part alone.
+//! (a new server: nothing cached) and warm (the parsed file cached), and each part alone;
+//! and the call in a new process (this binary run again, `child-call`), the first ever
+//! (parsing the CSV and writing its column file) and with the column file present.
 //!
 //! `cargo bench --bench research` prints one `OURS_JSON {...}` line per figure so
 //! `bench/run_research.sh` can put them beside the peers'; `-- memory` times only the
@@ -23,7 +25,9 @@ use std::time::Instant;
 use serde_json::json;
 use tradedesk_research::backtest::Settings;
 use tradedesk_research::expr;
-use tradedesk_tools::bar_table::{SETTLE, read_table};
+use tradedesk_tools::bar_table::{
+    BarCache, CACHE_BYTES, COLUMN_DIR, DISK_BYTES, SETTLE, read_table,
+};
 use tradedesk_tools::bars::read_csv;
 use tradedesk_tools::research::{BarColumns, compute, equity_chart, run_columns};
 use tradedesk_tools::{ToolContext, call};
@@ -58,7 +62,44 @@ fn walk(n: usize) -> Vec<tradedesk_core::Bar> {
         .collect()
 }
 
+/// The arguments of the timed tool call.
+fn call_args(path: &std::path::Path) -> serde_json::Value {
+    json!({"source": {"csv": path}, "entry": "cross_above(sma(close, 10), sma(close, 30))",
+        "exit": "cross_below(sma(close, 10), sma(close, 30))", "max_trades": 100})
+}
+
+/// `child-call CSV COLUMN_DIR`: one backtest call in this new process, on a context
+/// keeping column files in COLUMN_DIR (as a server started on a state directory does);
+/// prints `CHILD seconds trades parsed from_column_files`.
+fn child_call(csv: &str, columns: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut ctx = ToolContext::new("bench");
+    ctx.bar_cache.set_column_dir(columns.into(), DISK_BYTES);
+    let args = call_args(std::path::Path::new(csv));
+    let started = Instant::now();
+    let out = rt
+        .block_on(call(&ctx, "backtest", args))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let secs = started.elapsed().as_secs_f64();
+    assert_eq!(out.images.len(), 1, "{}", out.structured);
+    println!(
+        "CHILD {secs} {} {} {}",
+        out.structured["trade_count"].as_u64().unwrap_or(0),
+        ctx.bar_cache.parsed(),
+        ctx.bar_cache.from_column_files()
+    );
+}
+
 fn main() {
+    let argv: Vec<String> = std::env::args().collect();
+    if let Some(i) = argv.iter().position(|a| a == "child-call") {
+        let arg = |k: usize| argv.get(i + k).cloned().unwrap_or_default();
+        child_call(&arg(1), &arg(2));
+        return;
+    }
     let bars = walk(BARS);
     let entry = expr::parse_condition("cross_above(sma(close, 10), sma(close, 30))")
         .unwrap_or_else(|e| panic!("{e}"));
@@ -128,8 +169,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("{e}"));
-    let args = json!({"source": {"csv": path}, "entry": "cross_above(sma(close, 10), sma(close, 30))",
-        "exit": "cross_below(sma(close, 10), sma(close, 30))", "max_trades": 100});
+    let args = call_args(&path);
     let timed_call = |ctx: &ToolContext| {
         let started = Instant::now();
         let out = rt
@@ -164,6 +204,44 @@ fn main() {
         "the warm calls parsed the file again"
     );
 
+    // A new process, as a server started on a state directory: its first-ever call
+    // (parse the CSV, write the column file), then calls with the column file present.
+    let columns = dir.join("state").join(COLUMN_DIR);
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("{e}"));
+    let child = |fresh: bool| {
+        if fresh {
+            let _ = std::fs::remove_dir_all(&columns);
+        }
+        let out = std::process::Command::new(&exe)
+            .arg("child-call")
+            .arg(&path)
+            .arg(&columns)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("CHILD "))
+            .unwrap_or_else(|| panic!("child: {text} {}", String::from_utf8_lossy(&out.stderr)));
+        let f: Vec<f64> = line.split(' ').filter_map(|x| x.parse().ok()).collect();
+        assert_eq!(f.get(1).copied(), Some(trades as f64), "{line}");
+        // The first-ever call parses; a call with the file present reads it.
+        let want = if fresh { [1.0, 0.0] } else { [0.0, 1.0] };
+        assert_eq!(f.get(2..4), Some(&want[..]), "{line}");
+        f.first().copied().unwrap_or(f64::MAX)
+    };
+    let first_ever: Vec<f64> = (0..5).map(|_| child(true)).collect();
+    let with_file: Vec<f64> = (0..5).map(|_| child(false)).collect();
+    let best_in = |v: &[f64]| v.iter().copied().fold(f64::MAX, f64::min);
+    let column_bytes = std::fs::read_dir(&columns)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum::<u64>()
+        })
+        .unwrap_or(0);
+
     // Where a cold call's time goes, each part alone (best of 5).
     let best_of = |f: &mut dyn FnMut()| {
         (0..5)
@@ -181,6 +259,14 @@ fn main() {
         black_box(read_table(&path).unwrap_or_else(|e| panic!("{e}")));
     });
     let table = read_table(&path).unwrap_or_else(|e| panic!("{e}"));
+    // The column file read back (validated against the CSV's key, checksummed) into a
+    // table, in a cache with nothing in memory.
+    let from_file = best_of(&mut || {
+        let mut cache = BarCache::new(CACHE_BYTES, SETTLE);
+        cache.set_column_dir(columns.clone(), DISK_BYTES);
+        black_box(cache.load(&path).unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(cache.from_column_files(), 1);
+    });
     let old_parse = best_of(&mut || {
         black_box(read_csv(&path).unwrap_or_else(|e| panic!("{e}")));
     });
@@ -217,6 +303,33 @@ fn main() {
         warm / best
     );
     println!(
+        "backtest tool call in a new process, first ever (parses the CSV, writes the column file): best {:.1} ms, {:.1} M bars/s, {:.1}x the in-memory run (all: {})",
+        ms(best_in(&first_ever)),
+        BARS as f64 / best_in(&first_ever) / 1e6,
+        best_in(&first_ever) / best,
+        first_ever
+            .iter()
+            .map(|s| format!("{:.1}", ms(*s)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "backtest tool call in a new process, column file present ({:.1} MB): best {:.1} ms, {:.1} M bars/s, {:.1}x the in-memory run (all: {})",
+        column_bytes as f64 / 1e6,
+        ms(best_in(&with_file)),
+        BARS as f64 / best_in(&with_file) / 1e6,
+        best_in(&with_file) / best,
+        with_file
+            .iter()
+            .map(|s| format!("{:.1}", ms(*s)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "  the column file read back into a table alone: {:.1} ms",
+        ms(from_file)
+    );
+    println!(
         "  parts alone: the file read into memory {:.1} ms; read and parsed into columns (read_table, as a cold call does) {:.1} ms (read_csv, the row-by-row parser into bars: {:.1} ms); signals, engine and report {:.1} ms; chart {:.1} ms",
         ms(read),
         ms(parse),
@@ -228,6 +341,22 @@ fn main() {
         "OURS_JSON {}",
         json!({"peer": "tradedesk (whole tool call, CSV + chart, cold)", "bars": BARS, "seconds": cold, "bars_per_second": BARS as f64 / cold})
     );
+    for (name, v) in [
+        (
+            "tradedesk (whole tool call, new process, first ever: CSV parsed, column file written)",
+            &first_ever,
+        ),
+        (
+            "tradedesk (whole tool call, new process, column file present)",
+            &with_file,
+        ),
+    ] {
+        let s = best_in(v);
+        println!(
+            "OURS_JSON {}",
+            json!({"peer": name, "bars": BARS, "seconds": s, "bars_per_second": BARS as f64 / s})
+        );
+    }
     println!(
         "OURS_JSON {}",
         json!({"peer": "tradedesk (whole tool call, CSV + chart, warm cache)", "bars": BARS, "seconds": warm, "bars_per_second": BARS as f64 / warm})

@@ -20,6 +20,10 @@ use crate::context::ToolContext;
 use crate::market::{BarSource, CsvSource, load_bars};
 use crate::research::BarColumns;
 
+mod column_file;
+
+pub use column_file::{COLUMN_DIR, DISK_BYTES};
+
 /// How a table gives each bar's time back exactly as its source wrote it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TimeText {
@@ -868,18 +872,29 @@ struct Entries {
     bytes: usize,
     tick: u64,
     parsed: u64,
+    from_disk: u64,
+}
+
+/// Where parsed files are kept on disk, and how much room they may take.
+#[derive(Debug, Clone)]
+struct ColumnDir {
+    dir: PathBuf,
+    cap_bytes: u64,
 }
 
 /// Tables of bar files already read, kept while the file is unchanged (same path, disk
 /// identity, length, modification and change times), so a server answering repeated
 /// backtests on one file reads it once. Bounded in bytes; a file changed less than
 /// [`SETTLE`] ago, or while it was read, is read again at each call; errors are never
-/// kept.
+/// kept. With a column directory (beside the server's state), each parsed file is also
+/// kept there as a binary column file that a new process reads instead of parsing the
+/// text again, under the same rules (see `column_file`).
 #[derive(Debug)]
 pub struct BarCache {
     entries: Mutex<Entries>,
     cap_bytes: usize,
     settle: Duration,
+    columns: Option<ColumnDir>,
 }
 
 impl Default for BarCache {
@@ -894,7 +909,20 @@ impl BarCache {
             entries: Mutex::default(),
             cap_bytes,
             settle,
+            columns: None,
         }
+    }
+
+    /// Keeps parsed files on disk in `dir` too (made when first needed), at most
+    /// `cap_bytes` of them, the least recently used removed first ([`DISK_BYTES`] is the
+    /// server's).
+    pub fn set_column_dir(&mut self, dir: PathBuf, cap_bytes: u64) {
+        self.columns = Some(ColumnDir { dir, cap_bytes });
+    }
+
+    /// The directory of column files, if any.
+    pub fn column_dir(&self) -> Option<&Path> {
+        self.columns.as_ref().map(|c| c.dir.as_path())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
@@ -916,18 +944,41 @@ impl BarCache {
                 return Ok(Arc::clone(&hit.table));
             }
         }
+        // A column file an earlier process wrote for exactly this version of the file.
+        if let (Some(key), Some(columns)) = (&before, &self.columns)
+            && key.settled(self.settle)
+            && let Some(table) = column_file::read(&columns.dir, key)
+            && FileKey::of(path).as_ref() == Some(key)
+        {
+            let table = Arc::new(table);
+            let mut e = self.lock();
+            e.from_disk += 1;
+            e.list.retain(|x| x.key.path != path);
+            self.keep(&mut e, key.clone(), Arc::clone(&table));
+            e.bytes = e.list.iter().map(|x| x.bytes).sum();
+            return Ok(table);
+        }
         self.lock().parsed += 1;
         let table = Arc::new(read_table(path)?);
-        let mut e = self.lock();
-        // Whatever was kept for this path is of an older version of the file.
-        e.list.retain(|x| x.key.path != path);
-        if let Some(key) = before
-            && FileKey::of(path).as_ref() == Some(&key)
-            && key.settled(self.settle)
+        let mut settled = None;
         {
-            self.keep(&mut e, key, Arc::clone(&table));
+            let mut e = self.lock();
+            // Whatever was kept for this path is of an older version of the file.
+            e.list.retain(|x| x.key.path != path);
+            if let Some(key) = before
+                && FileKey::of(path).as_ref() == Some(&key)
+                && key.settled(self.settle)
+            {
+                self.keep(&mut e, key.clone(), Arc::clone(&table));
+                settled = Some(key);
+            }
+            e.bytes = e.list.iter().map(|x| x.bytes).sum();
         }
-        e.bytes = e.list.iter().map(|x| x.bytes).sum();
+        // Best effort: a directory that cannot be written only means the next process
+        // parses the file again.
+        if let (Some(key), Some(columns)) = (settled, &self.columns) {
+            column_file::write(&columns.dir, &key, &table, columns.cap_bytes);
+        }
         Ok(table)
     }
 
@@ -962,6 +1013,12 @@ impl BarCache {
     /// How many times a file was read to be parsed (each call the cache did not answer).
     pub fn parsed(&self) -> u64 {
         self.lock().parsed
+    }
+
+    /// How many times a table was read from a column file (each call the memory cache
+    /// did not answer, and the column file did).
+    pub fn from_column_files(&self) -> u64 {
+        self.lock().from_disk
     }
 
     /// Bytes the kept tables hold.
@@ -1010,21 +1067,21 @@ mod tests {
     use super::*;
 
     /// A seeded xorshift: the same cases on every run.
-    struct Rng(u64);
+    pub(super) struct Rng(pub(super) u64);
 
     impl Rng {
-        fn next(&mut self) -> u64 {
+        pub(super) fn next(&mut self) -> u64 {
             self.0 ^= self.0 << 13;
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;
             self.0
         }
 
-        fn below(&mut self, n: usize) -> usize {
+        pub(super) fn below(&mut self, n: usize) -> usize {
             usize::try_from(self.next() % n as u64).unwrap()
         }
 
-        fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        pub(super) fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
             from[self.below(from.len())]
         }
     }
@@ -1136,7 +1193,7 @@ mod tests {
         }
     }
 
-    const HEADERS: &[&str] = &[
+    pub(super) const HEADERS: &[&str] = &[
         "time,open,high,low,close,volume",
         "Date,Open,High,Low,Close,Volume",
         " date , open , high , low , close ",
@@ -1146,7 +1203,7 @@ mod tests {
     ];
 
     /// A generated file: a header, rows of a seeded walk, and the file's habits.
-    fn file(rng: &mut Rng, rows: usize, form: usize, header: &str) -> String {
+    pub(super) fn file(rng: &mut Rng, rows: usize, form: usize, header: &str) -> String {
         let names: Vec<String> = header
             .split(',')
             .map(|c| c.trim().to_ascii_lowercase())
@@ -1197,7 +1254,7 @@ mod tests {
     }
 
     /// Breaks one row (or the layout) of a good file, as real files go wrong.
-    fn spoil(rng: &mut Rng, text: &str) -> String {
+    pub(super) fn spoil(rng: &mut Rng, text: &str) -> String {
         let mut lines: Vec<String> = text.split('\n').map(str::to_owned).collect();
         let rows = lines.len().saturating_sub(2).max(1);
         let at = 1 + rng.below(rows);
@@ -1255,7 +1312,7 @@ mod tests {
     }
 
     /// The same table bit for bit (or both none).
-    fn assert_same_tables(case: &str, a: Option<&BarTable>, b: Option<&BarTable>) {
+    pub(super) fn assert_same_tables(case: &str, a: Option<&BarTable>, b: Option<&BarTable>) {
         let (Some(a), Some(b)) = (a, b) else {
             assert_eq!(a.is_some(), b.is_some(), "{case}");
             return;
@@ -1563,7 +1620,7 @@ mod tests {
 
     // -- the cache -------------------------------------------------------------------
 
-    fn bars_text(close: f64, rows: usize) -> String {
+    pub(super) fn bars_text(close: f64, rows: usize) -> String {
         let mut text = "date,open,high,low,close\n".to_owned();
         for i in 0..rows {
             let _ = writeln!(
@@ -1582,9 +1639,9 @@ mod tests {
     }
 
     /// Settled after this in the tests (a real cache waits [`SETTLE`]).
-    const TEST_SETTLE: Duration = Duration::from_millis(100);
+    pub(super) const TEST_SETTLE: Duration = Duration::from_millis(100);
 
-    fn settle() {
+    pub(super) fn settle() {
         std::thread::sleep(TEST_SETTLE * 2);
     }
 
@@ -1684,5 +1741,350 @@ mod tests {
         let _ = tiny.load(&paths[0]).unwrap();
         let _ = tiny.load(&paths[0]).unwrap();
         assert_eq!((tiny.parsed(), tiny.bytes()), (2, 0));
+    }
+}
+
+#[cfg(test)]
+mod column_file_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::tests::{
+        HEADERS, Rng, TEST_SETTLE, assert_same_tables, bars_text, file, settle, spoil,
+    };
+    use super::*;
+
+    /// A cache as a new process makes it: nothing in memory, column files in `dir`.
+    fn fresh(dir: &Path) -> BarCache {
+        let mut cache = BarCache::new(CACHE_BYTES, TEST_SETTLE);
+        cache.set_column_dir(dir.to_path_buf(), DISK_BYTES);
+        cache
+    }
+
+    /// The table and the time texts the same bit for bit.
+    fn assert_same(case: &str, a: &BarTable, b: &BarTable) {
+        assert_same_tables(case, Some(a), Some(b));
+        for i in 0..a.len() {
+            assert_eq!(a.time(i), b.time(i), "{case}: bar {i}");
+        }
+    }
+
+    #[test]
+    fn a_column_file_gives_back_the_parsed_table_bit_for_bit() {
+        let data = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let cols = state.path().join(COLUMN_DIR);
+        let mut rng = Rng(0x5eed_c01f_11e5_0001);
+        let mut paths = Vec::new();
+        for case in 0..160 {
+            let form = rng.below(9);
+            let header = rng.pick(HEADERS);
+            let rows = 1 + rng.below(60);
+            let mut text = file(&mut rng, rows, form, header);
+            if case % 4 == 3 {
+                text = spoil(&mut rng, &text);
+            }
+            let path = data.path().join(format!("F{case}.csv"));
+            std::fs::write(&path, &text).unwrap();
+            paths.push(path);
+        }
+        // A bigger one, past a block of the column file.
+        let big = data.path().join("BIG.csv");
+        std::fs::write(&big, file(&mut rng, 40_000, 1, HEADERS[0])).unwrap();
+        paths.push(big);
+        settle();
+        let (mut kinds, mut errors) = ([0; 3], 0);
+        for (i, path) in paths.iter().enumerate() {
+            let case = format!("file {i}");
+            let first = fresh(&cols);
+            let parsed = match first.load(path) {
+                Ok(t) => t,
+                Err(e) => {
+                    // An error is never kept, on disk either.
+                    errors += 1;
+                    assert!(!column_file::file_for(&cols, path).exists(), "{case}");
+                    let again = fresh(&cols).load(path).unwrap_err();
+                    assert_eq!((e.message, e.hint), (again.message, again.hint), "{case}");
+                    continue;
+                }
+            };
+            assert_eq!(
+                (first.parsed(), first.from_column_files()),
+                (1, 0),
+                "{case}"
+            );
+            kinds[match parsed.times {
+                TimeText::Dates => 0,
+                TimeText::Stamps(_) => 1,
+                TimeText::Kept { .. } => 2,
+            }] += 1;
+            // A new process reads the column file, not the CSV.
+            let second = fresh(&cols);
+            let read = second.load(path).unwrap();
+            assert_eq!(
+                (second.parsed(), second.from_column_files()),
+                (0, 1),
+                "{case}"
+            );
+            assert_same(&case, &read, &parsed);
+            assert_same(&case, &read, &read_table(path).unwrap());
+            // And keeps it in memory.
+            assert!(Arc::ptr_eq(&read, &second.load(path).unwrap()));
+        }
+        assert!(kinds.iter().all(|&k| k > 5), "{kinds:?}");
+        assert!(errors > 10, "{errors}");
+    }
+
+    #[test]
+    fn a_changed_renamed_or_truncated_source_is_parsed_again() {
+        let data = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let cols = state.path().join(COLUMN_DIR);
+        let path = data.path().join("A.csv");
+        std::fs::write(&path, bars_text(1.0, 50)).unwrap();
+        settle();
+        let _ = fresh(&cols).load(&path).unwrap();
+        let cache = fresh(&cols);
+        assert_eq!(cache.load(&path).unwrap().columns.close, [1.0; 50]);
+        assert_eq!(cache.from_column_files(), 1);
+
+        // The same length, and the modification time set back.
+        let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+        std::fs::write(&path, bars_text(2.0, 50)).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(modified)
+            .unwrap();
+        settle();
+        let cache = fresh(&cols);
+        assert_eq!(cache.load(&path).unwrap().columns.close, [2.0; 50]);
+        assert_eq!((cache.parsed(), cache.from_column_files()), (1, 0));
+        // That parse wrote the new version's file.
+        let cache = fresh(&cols);
+        assert_eq!(cache.load(&path).unwrap().columns.close, [2.0; 50]);
+        assert_eq!(cache.from_column_files(), 1);
+
+        // Renamed: the file under its new name is parsed; another file renamed over the
+        // old name is parsed too.
+        let moved = data.path().join("B.csv");
+        std::fs::rename(&path, &moved).unwrap();
+        let other = data.path().join("C.csv");
+        std::fs::write(&other, bars_text(3.0, 50)).unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        settle();
+        let cache = fresh(&cols);
+        assert_eq!(cache.load(&moved).unwrap().columns.close, [2.0; 50]);
+        assert_eq!(cache.load(&path).unwrap().columns.close, [3.0; 50]);
+        assert_eq!((cache.parsed(), cache.from_column_files()), (2, 0));
+
+        // Cut short: parsed again (its last rows gone), or its error.
+        let _ = fresh(&cols).load(&path).unwrap();
+        let len = std::fs::metadata(&path).unwrap().len();
+        let text = bars_text(3.0, 50);
+        let cut = text
+            .lines()
+            .take(21)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(cut.len() as u64)
+            .unwrap();
+        assert!((cut.len() as u64) < len);
+        settle();
+        let cache = fresh(&cols);
+        assert_eq!(cache.load(&path).unwrap().columns.close, [3.0; 20]);
+        assert_eq!(cache.parsed(), 1);
+        std::fs::write(&path, "date,open,high,low,close\n2024-01-02,1,0.5,1,1\n").unwrap();
+        settle();
+        let err = fresh(&cols).load(&path).unwrap_err();
+        assert!(err.message.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn a_spoilt_column_file_is_ignored_and_written_again() {
+        let data = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let cols = state.path().join(COLUMN_DIR);
+        let mut rng = Rng(0x0dd_ba11_5eed_0002);
+        // Files of changing offsets (suffix codes to keep), that read without an error.
+        let mut good_file = |path: &Path| loop {
+            std::fs::write(path, file(&mut rng, 3_000, 3, HEADERS[0])).unwrap();
+            if read_table(path).is_ok() {
+                break;
+            }
+        };
+        let path = data.path().join("A.csv");
+        good_file(&path);
+        let other = data.path().join("B.csv");
+        good_file(&other);
+        settle();
+        let want = read_table(&path).unwrap();
+        let _ = fresh(&cols).load(&path).unwrap();
+        let _ = fresh(&cols).load(&other).unwrap();
+        let at = column_file::file_for(&cols, &path);
+        let good = std::fs::read(&at).unwrap();
+        let n = good.len();
+        let mut spoilt: Vec<(String, Vec<u8>)> = vec![
+            ("empty".into(), Vec::new()),
+            ("the header only".into(), good[..128].to_vec()),
+            ("one byte short".into(), good[..n - 1].to_vec()),
+            ("one byte more".into(), [good.as_slice(), &[0]].concat()),
+            ("32 bytes more".into(), [good.as_slice(), &[0; 32]].concat()),
+            (
+                "another file's".into(),
+                std::fs::read(column_file::file_for(&cols, &other)).unwrap(),
+            ),
+            (
+                "not a column file".into(),
+                b"date,open,high,low,close\n".to_vec(),
+            ),
+        ];
+        for at in [
+            0,
+            7,
+            8,
+            16,
+            23,
+            24,
+            40,
+            56,
+            64,
+            72,
+            80,
+            127,
+            128,
+            200,
+            n / 2,
+            n - 40,
+            n - 1,
+        ] {
+            for bit in [0, 7] {
+                let mut bytes = good.clone();
+                bytes[at] ^= 1 << bit;
+                spoilt.push((format!("bit {bit} of byte {at} flipped"), bytes));
+            }
+        }
+        for (case, bytes) in &spoilt {
+            std::fs::write(&at, bytes).unwrap();
+            let cache = fresh(&cols);
+            let table = cache.load(&path).unwrap();
+            assert_eq!(
+                (cache.parsed(), cache.from_column_files()),
+                (1, 0),
+                "{case}"
+            );
+            assert_same(case, &table, &want);
+            // The parse wrote a good file again.
+            assert_eq!(std::fs::read(&at).unwrap(), good, "{case}");
+        }
+        // A directory where the file should be: parsed, and no error.
+        std::fs::remove_file(&at).unwrap();
+        std::fs::create_dir(&at).unwrap();
+        let cache = fresh(&cols);
+        assert_same("a directory", &cache.load(&path).unwrap(), &want);
+        assert_eq!(cache.parsed(), 1);
+    }
+
+    #[test]
+    fn an_unwritable_state_dir_still_answers() {
+        let data = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let path = data.path().join("A.csv");
+        std::fs::write(&path, bars_text(1.0, 30)).unwrap();
+        settle();
+        // The column directory cannot be made (a file stands where its parent should be).
+        let blocked = state.path().join("file");
+        std::fs::write(&blocked, "x").unwrap();
+        let cols = blocked.join(COLUMN_DIR);
+        for _ in 0..2 {
+            let cache = fresh(&cols);
+            assert_eq!(cache.load(&path).unwrap().columns.close, [1.0; 30]);
+            assert_eq!(cache.parsed(), 1);
+        }
+        // A directory without write permission (only when permissions apply: not as root).
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let ro = state.path().join("read-only");
+            std::fs::create_dir(&ro).unwrap();
+            std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+            let cache = fresh(&ro);
+            assert_eq!(cache.load(&path).unwrap().columns.close, [1.0; 30]);
+            let writable = std::fs::write(ro.join("probe"), "x").is_ok();
+            if !writable {
+                assert_eq!(std::fs::read_dir(&ro).unwrap().count(), 0);
+            }
+            std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        // With no column directory at all, as before.
+        let cache = BarCache::new(CACHE_BYTES, TEST_SETTLE);
+        assert_eq!(cache.load(&path).unwrap().columns.close, [1.0; 30]);
+    }
+
+    #[test]
+    fn column_files_stay_within_their_room() {
+        let data = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let cols = state.path().join(COLUMN_DIR);
+        let paths: Vec<PathBuf> = ["A", "B", "C"]
+            .iter()
+            .map(|n| {
+                let path = data.path().join(format!("{n}.csv"));
+                std::fs::write(&path, bars_text(1.0, 200)).unwrap();
+                path
+            })
+            .collect();
+        settle();
+        let mut probe = fresh(&cols);
+        let _ = probe.load(&paths[0]).unwrap();
+        let one = std::fs::metadata(column_file::file_for(&cols, &paths[0]))
+            .unwrap()
+            .len();
+        // A temporary file left by a process that stopped while writing, long ago.
+        let stale = cols.join(".0123456789abcdef.1-0.tmp");
+        std::fs::write(&stale, "x").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&stale)
+            .unwrap()
+            .set_modified(SystemTime::now() - Duration::from_secs(7_200))
+            .unwrap();
+        // Room for two files: A, then B, then A used again, then C pushes B out.
+        let cap = one * 2 + one / 2;
+        let kept = |cache: &mut BarCache| {
+            cache.set_column_dir(cols.clone(), cap);
+        };
+        for p in [&paths[0], &paths[1]] {
+            std::thread::sleep(Duration::from_millis(20));
+            kept(&mut probe);
+            let _ = fresh(&cols).load(p).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        let mut again = fresh(&cols);
+        kept(&mut again);
+        let _ = again.load(&paths[0]).unwrap();
+        assert_eq!(again.from_column_files(), 1);
+        std::thread::sleep(Duration::from_millis(20));
+        let mut c = fresh(&cols);
+        kept(&mut c);
+        let _ = c.load(&paths[2]).unwrap();
+        let on_disk = |p: &Path| column_file::file_for(&cols, p).exists();
+        assert!(on_disk(&paths[0]) && !on_disk(&paths[1]) && on_disk(&paths[2]));
+        assert!(!stale.exists());
+        let total: u64 = std::fs::read_dir(&cols)
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum();
+        assert!(total <= cap, "{total} > {cap}");
+        // A file bigger than the whole room is never written.
+        let tiny_dir = state.path().join("tiny");
+        let mut tiny = fresh(&tiny_dir);
+        tiny.set_column_dir(tiny_dir.clone(), one / 2);
+        let _ = tiny.load(&paths[0]).unwrap();
+        assert!(!column_file::file_for(&tiny_dir, &paths[0]).exists());
     }
 }

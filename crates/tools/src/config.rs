@@ -628,7 +628,8 @@ pub fn default_context(version: &str, state: &State) -> Result<ToolContext> {
     Ok(ToolContext::new(version)
         .with_broker(Arc::new(BookBroker::new(DEMO_SOURCE, book)), None)
         .with_broker(Arc::new(sim), None)
-        .with_trading(Arc::new(trading)))
+        .with_trading(Arc::new(trading))
+        .with_column_files(&state.dir))
 }
 
 /// The instant the documentation's examples run at.
@@ -712,7 +713,7 @@ pub fn config_context_with(
     state: &State,
     load: BookLoad,
 ) -> Result<ToolContext> {
-    let mut ctx = ToolContext::new(version);
+    let mut ctx = ToolContext::new(version).with_column_files(&state.dir);
     let mut clock: Arc<dyn Clock> = Arc::new(WallClock);
     let mut live_accounts = Vec::new();
     let mut demo: Option<tradedesk_core::Book> = None;

@@ -238,6 +238,18 @@ impl ToolContext {
         self
     }
 
+    /// Keeps parsed bar files as column files in the state directory
+    /// ([`crate::bar_table::COLUMN_DIR`]), so a new process reads them back instead of
+    /// parsing them again (docs/methodology/research.md, "Bar sources").
+    #[must_use]
+    pub fn with_column_files(mut self, state_dir: &std::path::Path) -> Self {
+        self.bar_cache.set_column_dir(
+            state_dir.join(crate::bar_table::COLUMN_DIR),
+            crate::bar_table::DISK_BYTES,
+        );
+        self
+    }
+
     /// Serves only these toolsets (get_server_health is always served).
     #[must_use]
     pub fn with_toolsets(mut self, toolsets: Toolsets) -> Self {
