@@ -20,7 +20,9 @@ use tradedesk_store::audit::{self, Entry};
 use tradedesk_store::tokens::TokenKey;
 use tradedesk_store::{Store, StoreError};
 
+mod facts;
 pub mod orders;
+mod rules;
 
 /// `[trading]`, checked and typed.
 #[derive(Debug, Clone, PartialEq, Eq)]
