@@ -21,6 +21,7 @@ use tradedesk_store::{audit, sha256_hex};
 use super::facts::{self, Facts, own_ledger, position_in};
 use super::rules::{self, Evaluation, Rule, level_rules, multiple_of};
 use super::{ErrorWrap, Failpoint, Trading, rfc3339};
+use crate::args::SideArg;
 use crate::context::ToolContext;
 use crate::num::Num;
 use rust_decimal::Decimal;
@@ -50,13 +51,6 @@ pub trait Confirmer: Send + Sync {
     fn prior_answer(&self) -> Option<(bool, String)> {
         None
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SideArg {
-    Buy,
-    Sell,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
@@ -435,10 +429,7 @@ impl Normalized {
         Self {
             account: a.account,
             symbol: a.symbol.trim().to_ascii_uppercase(),
-            side: match a.side {
-                SideArg::Buy => Side::Buy,
-                SideArg::Sell => Side::Sell,
-            },
+            side: a.side.into(),
             quantity: n(a.quantity),
             notional: n(a.notional),
             order_type: match a.order_type {

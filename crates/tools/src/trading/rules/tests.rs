@@ -532,12 +532,18 @@ fn every_checked_rule_has_a_row_each_way() {
     ];
     let missing: Vec<String> = Rule::ALL
         .iter()
-        .filter(|r| !tool_only.contains(r))
+        .filter(|r| !tool_only.contains(*r))
         .flat_map(|r| {
             [true, false]
                 .into_iter()
-                .filter(|side| !ROWS.iter().any(|(_, rule, p, _)| rule == r && p == side))
-                .map(|side| format!("{} {}", r.name(), if side { "passing" } else { "failing" }))
+                .filter(move |side| {
+                    !ROWS
+                        .iter()
+                        .any(|(_, rule, p, _)| rule == r && *p == *side)
+                })
+                .map(move |side| {
+                    format!("{} {}", r.name(), if side { "passing" } else { "failing" })
+                })
         })
         .collect();
     assert!(missing.is_empty(), "no row for: {missing:?}");
@@ -801,4 +807,31 @@ fn pure_tool_rules() {
     let both = super::one_way("a", &k, "modify_position", &[buy, sold]);
     assert_eq!(both.failure().map(|f| f.rule), Some(Rule::TicketRequired));
     assert!(both.detail.contains("1 (buy 1), 3 (sell 1)"), "{}", both.detail);
+}
+
+/// docs/methodology/trading.md lists every rule with its code, where it is decided and
+/// its hint, exactly as the code has them.
+#[test]
+fn the_methodology_table_is_the_rules() {
+    let page = include_str!("../../../../../docs/methodology/trading.md");
+    for rule in Rule::ALL {
+        let code = serde_json::to_value(rule.code()).unwrap();
+        let decided = if rule.reserved() {
+            "evaluation and reservation"
+        } else {
+            ""
+        };
+        let row = page
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{}` |", rule.name())))
+            .unwrap_or_else(|| panic!("no row for {}", rule.name()));
+        let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+        assert_eq!(cells.get(1).copied(), Some(format!("`{}`", code.as_str().unwrap()).as_str()), "{row}");
+        if !decided.is_empty() {
+            assert_eq!(cells.get(2).copied(), Some(decided), "{row}");
+        } else {
+            assert_ne!(cells.get(2).copied(), Some("evaluation and reservation"), "{row}");
+        }
+        assert_eq!(cells.get(3).copied(), Some(rule.hint()), "{row}");
+    }
 }
