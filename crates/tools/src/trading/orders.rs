@@ -1058,9 +1058,11 @@ async fn submit(
         );
         return Err(e);
     }
-    let (Some(quantity), Some(notional_base), Some(value)) =
-        (plan.eval.quantity, plan.eval.notional_base, plan.eval.value_exact)
-    else {
+    let (Some(quantity), Some(notional_base), Some(value)) = (
+        plan.eval.quantity,
+        plan.eval.notional_base,
+        plan.eval.value_exact,
+    ) else {
         let e = Rule::PriceAvailable.error("the order could not be valued");
         refuse(trading, &account, "", &e);
         return Err(e);
@@ -1384,9 +1386,12 @@ async fn seen_before(
 
 /// A client order id already used for another order: refused and audited.
 fn reused_error(trading: &Trading, account: &str, client_order_id: &str, record: &Record) -> Error {
-    let e = Rule::ClientOrderIdReused.error(&format!("{} was used for a different order", quoted(client_order_id)),
-    )
-    .with_order(Some(client_order_id.to_owned()), record.order_id.clone());
+    let e = Rule::ClientOrderIdReused
+        .error(&format!(
+            "{} was used for a different order",
+            quoted(client_order_id)
+        ))
+        .with_order(Some(client_order_id.to_owned()), record.order_id.clone());
     refuse(trading, account, client_order_id, &e);
     e
 }
@@ -1522,12 +1527,11 @@ fn open_ticket(
     if let Some(t) = here.iter().find(|t| t.ticket == ticket) {
         if book.instrument(t.instrument).key.symbol != key.symbol {
             return Err(Rule::TicketFound.error(&format!(
-                    "ticket {} is {}, not {}",
-                    quoted(ticket),
-                    book.instrument(t.instrument).key.symbol,
-                    key.symbol
-                ),
-            ));
+                "ticket {} is {}, not {}",
+                quoted(ticket),
+                book.instrument(t.instrument).key.symbol,
+                key.symbol
+            )));
         }
         return Ok((*t).clone());
     }
@@ -1537,15 +1541,14 @@ fn open_ticket(
         .map(|t| t.ticket.as_str())
         .collect();
     Err(Rule::TicketFound.error(&format!(
-            "account {account} has no open ticket {}{}",
-            quoted(ticket),
-            if open.is_empty() {
-                format!(" (nothing of {} is open)", key.symbol)
-            } else {
-                format!("; {} tickets open: {}", key.symbol, open.join(", "))
-            }
-        ),
-    ))
+        "account {account} has no open ticket {}{}",
+        quoted(ticket),
+        if open.is_empty() {
+            format!(" (nothing of {} is open)", key.symbol)
+        } else {
+            format!("; {} tickets open: {}", key.symbol, open.join(", "))
+        }
+    )))
 }
 
 /// Refuses a change to a whole symbol on a hedging account that holds it both ways (a
@@ -1647,8 +1650,7 @@ pub async fn modify_position(ctx: &ToolContext, args: ModifyArgs) -> Result<Modi
     let broker = trading_broker(ctx, trading, &args.account, mode)?;
     let audit_refusal = |e: &Error| refuse(trading, &args.account, "", e);
     if trading.kill_switch_on() {
-        let e = Rule::KillSwitch.error("modify_position is refused while the kill switch is on",
-        );
+        let e = Rule::KillSwitch.error("modify_position is refused while the kill switch is on");
         audit_refusal(&e);
         return Err(e);
     }
@@ -1686,12 +1688,13 @@ pub async fn modify_position(ctx: &ToolContext, args: ModifyArgs) -> Result<Modi
     for (name, level) in [("stop_loss", sl), ("take_profit", tp)] {
         if let Some(level) = level {
             if level <= Decimal::ZERO {
-                return Err(Rule::PricePositive.error(&format!("{name} must be above zero"),
-                ));
+                return Err(Rule::PricePositive.error(&format!("{name} must be above zero")));
             }
             if !multiple_of(level, inst.tick) {
-                return Err(Rule::TickSize.error(&format!("{name} {level} is not a multiple of the tick {}", inst.tick),
-                ));
+                return Err(Rule::TickSize.error(&format!(
+                    "{name} {level} is not a multiple of the tick {}",
+                    inst.tick
+                )));
             }
         }
     }

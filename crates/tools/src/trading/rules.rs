@@ -52,8 +52,7 @@ macro_rules! rules {
     };
 }
 
-const LIMITS_HINT: &str =
-    "the server's trading limits refuse this order; make it smaller, or ask the owner to change [trading]";
+const LIMITS_HINT: &str = "the server's trading limits refuse this order; make it smaller, or ask the owner to change [trading]";
 
 rules! {
     QuantityOrNotional = "quantity_or_notional", InvalidQuantity,
@@ -203,7 +202,11 @@ pub(super) struct Sizing {
     pub(super) quantity: Option<Decimal>,
 }
 
-pub(super) fn sizing(order: &Normalized, inst: &TradableInstrument, quote: Option<&Quote>) -> Sizing {
+pub(super) fn sizing(
+    order: &Normalized,
+    inst: &TradableInstrument,
+    quote: Option<&Quote>,
+) -> Sizing {
     let touch = quote.map(|q| q.for_side(order.side));
     let price = [order.limit_price, order.stop_price, touch]
         .into_iter()
@@ -231,7 +234,11 @@ pub(super) fn sizing(order: &Normalized, inst: &TradableInstrument, quote: Optio
 
 /// The order's notional in the instrument's currency: its own, else quantity × price ×
 /// multiplier.
-pub(super) fn notional(order: &Normalized, inst: &TradableInstrument, s: &Sizing) -> Option<Decimal> {
+pub(super) fn notional(
+    order: &Normalized,
+    inst: &TradableInstrument,
+    s: &Sizing,
+) -> Option<Decimal> {
     match (order.notional, s.quantity, s.price) {
         (Some(n), _, _) => Some(n),
         (None, Some(q), Some(p)) => q
@@ -245,7 +252,12 @@ pub(super) fn notional(order: &Normalized, inst: &TradableInstrument, s: &Sizing
 /// or a market order against this account's own position no bigger than it. Such an
 /// order passes the kill switch, the lists and the limits: the owner must always be able
 /// to get out (the broker is told to clamp it).
-pub(super) fn reduces(order: &Normalized, quantity: Option<Decimal>, held: Decimal, on_ticket: bool) -> bool {
+pub(super) fn reduces(
+    order: &Normalized,
+    quantity: Option<Decimal>,
+    held: Decimal,
+    on_ticket: bool,
+) -> bool {
     let market = order.order_type == OrderType::Market;
     order.reduce_only
         || (on_ticket && market)
@@ -424,7 +436,11 @@ pub(super) fn level_rules(
         } else {
             (Rule::SlBelowTp, sl > tp)
         };
-        out.push(Check::new(rule, ok, format!("stop_loss {sl}, take_profit {tp}")));
+        out.push(Check::new(
+            rule,
+            ok,
+            format!("stop_loss {sl}, take_profit {tp}"),
+        ));
     }
     if let (Some(sl), Some((p, name))) = (sl, price) {
         let (rule, ok) = if buy {
@@ -440,7 +456,11 @@ pub(super) fn level_rules(
         } else {
             (Rule::TpAbovePrice, tp < p)
         };
-        out.push(Check::new(rule, ok, format!("take_profit {tp}, {name} {p}")));
+        out.push(Check::new(
+            rule,
+            ok,
+            format!("take_profit {tp}, {name} {p}"),
+        ));
     }
     out
 }
@@ -507,11 +527,9 @@ pub(super) fn ticket_rules(
                     order.account,
                     quoted(ticket)
                 ),
-                TicketFact::OtherSymbol(symbol) => format!(
-                    "ticket {} is {symbol}, not {}",
-                    quoted(ticket),
-                    key.symbol
-                ),
+                TicketFact::OtherSymbol(symbol) => {
+                    format!("ticket {} is {symbol}, not {}", quoted(ticket), key.symbol)
+                }
                 TicketFact::Open { .. } => format!("ticket {ticket} is open"),
             },
         ),
@@ -521,7 +539,11 @@ pub(super) fn ticket_rules(
             format!("a {} order on ticket {ticket}", order.order_type.as_str()),
         ),
     ];
-    if let TicketFact::Open { side, quantity: lots } = fact {
+    if let TicketFact::Open {
+        side,
+        quantity: lots,
+    } = fact
+    {
         out.push(Check::new(
             Rule::TicketSide,
             *side != order.side,
@@ -697,7 +719,12 @@ pub(super) fn price_available(
 
 /// `exact`: the order's base-currency value, unrounded (rounding must never take an
 /// order under a limit).
-pub(super) fn max_order_notional(exempt: bool, exact: Decimal, base: Currency, policy: &Policy) -> Check {
+pub(super) fn max_order_notional(
+    exempt: bool,
+    exact: Decimal,
+    base: Currency,
+    policy: &Policy,
+) -> Check {
     Check::new(
         Rule::MaxOrderNotional,
         exempt || exact <= policy.max_order_notional,
@@ -743,7 +770,10 @@ pub(super) fn max_orders_per_day(exempt: bool, count: u32, policy: &Policy) -> C
     Check::new(
         Rule::MaxOrdersPerDay,
         exempt || count < policy.max_orders_per_day,
-        format!("{count} order(s) today; limit {}", policy.max_orders_per_day),
+        format!(
+            "{count} order(s) today; limit {}",
+            policy.max_orders_per_day
+        ),
     )
 }
 
@@ -1078,7 +1108,13 @@ pub(super) fn reservation(
         max_orders_per_day(exempt, again.day.count, policy),
     ];
     if let (Some(w), Some(e)) = (&eval.weight, &facts.exposure) {
-        checks.push(max_position_weight(w, &again.unseen, e, &facts.inst.key, base));
+        checks.push(max_position_weight(
+            w,
+            &again.unseen,
+            e,
+            &facts.inst.key,
+            base,
+        ));
     }
     checks.extend(free_margin(
         exempt,

@@ -164,24 +164,40 @@ const ROWS: &[Row] = &[
     ("over the maximum", Rule::MaxQuantity, false, |c| {
         c.facts.inst.max_quantity = dec!(9);
     }),
-    ("limit with its price", Rule::PricesMatchType, true, |c| limit(c, dec!(99))),
+    ("limit with its price", Rule::PricesMatchType, true, |c| {
+        limit(c, dec!(99))
+    }),
     ("limit without a price", Rule::PricesMatchType, false, |c| {
         c.order.order_type = OrderType::Limit;
     }),
-    ("market with a limit price", Rule::PricesMatchType, false, |c| {
-        c.order.limit_price = Some(dec!(99));
-    }),
-    ("stop without a stop price", Rule::PricesMatchType, false, |c| {
-        c.order.order_type = OrderType::Stop;
-    }),
+    (
+        "market with a limit price",
+        Rule::PricesMatchType,
+        false,
+        |c| {
+            c.order.limit_price = Some(dec!(99));
+        },
+    ),
+    (
+        "stop without a stop price",
+        Rule::PricesMatchType,
+        false,
+        |c| {
+            c.order.order_type = OrderType::Stop;
+        },
+    ),
     ("the smallest price", Rule::PricePositive, true, |c| {
         limit(c, dec!(0.01));
     }),
     ("a stop-loss of zero", Rule::PricePositive, false, |c| {
         c.order.stop_loss = Some(Decimal::ZERO);
     }),
-    ("on the tick", Rule::TickSize, true, |c| limit(c, dec!(100.01))),
-    ("off the tick", Rule::TickSize, false, |c| limit(c, dec!(100.005))),
+    ("on the tick", Rule::TickSize, true, |c| {
+        limit(c, dec!(100.01))
+    }),
+    ("off the tick", Rule::TickSize, false, |c| {
+        limit(c, dec!(100.005))
+    }),
     ("buy: sl under tp", Rule::SlAboveTp, true, |c| {
         c.order.stop_loss = Some(dec!(90));
         c.order.take_profit = Some(dec!(110));
@@ -200,34 +216,59 @@ const ROWS: &[Row] = &[
         c.order.stop_loss = Some(dec!(90));
         c.order.take_profit = Some(dec!(90));
     }),
-    ("buy: sl a tick under the ask", Rule::SlAbovePrice, true, |c| {
-        c.order.stop_loss = Some(dec!(99.99));
-    }),
+    (
+        "buy: sl a tick under the ask",
+        Rule::SlAbovePrice,
+        true,
+        |c| {
+            c.order.stop_loss = Some(dec!(99.99));
+        },
+    ),
     ("buy: sl at the ask", Rule::SlAbovePrice, false, |c| {
         c.order.stop_loss = Some(dec!(100));
     }),
-    ("buy: sl at the limit, not the ask", Rule::SlAbovePrice, false, |c| {
-        limit(c, dec!(95));
-        c.order.stop_loss = Some(dec!(95));
-    }),
-    ("sell: sl a tick over the bid", Rule::SlBelowPrice, true, |c| {
-        sell(c);
-        c.order.stop_loss = Some(dec!(99.91));
-    }),
+    (
+        "buy: sl at the limit, not the ask",
+        Rule::SlAbovePrice,
+        false,
+        |c| {
+            limit(c, dec!(95));
+            c.order.stop_loss = Some(dec!(95));
+        },
+    ),
+    (
+        "sell: sl a tick over the bid",
+        Rule::SlBelowPrice,
+        true,
+        |c| {
+            sell(c);
+            c.order.stop_loss = Some(dec!(99.91));
+        },
+    ),
     ("sell: sl at the bid", Rule::SlBelowPrice, false, |c| {
         sell(c);
         c.order.stop_loss = Some(dec!(99.9));
     }),
-    ("buy: tp a tick over the ask", Rule::TpBelowPrice, true, |c| {
-        c.order.take_profit = Some(dec!(100.01));
-    }),
+    (
+        "buy: tp a tick over the ask",
+        Rule::TpBelowPrice,
+        true,
+        |c| {
+            c.order.take_profit = Some(dec!(100.01));
+        },
+    ),
     ("buy: tp at the ask", Rule::TpBelowPrice, false, |c| {
         c.order.take_profit = Some(dec!(100));
     }),
-    ("sell: tp a tick under the bid", Rule::TpAbovePrice, true, |c| {
-        sell(c);
-        c.order.take_profit = Some(dec!(99.89));
-    }),
+    (
+        "sell: tp a tick under the bid",
+        Rule::TpAbovePrice,
+        true,
+        |c| {
+            sell(c);
+            c.order.take_profit = Some(dec!(99.89));
+        },
+    ),
     ("sell: tp at the bid", Rule::TpAbovePrice, false, |c| {
         sell(c);
         c.order.take_profit = Some(dec!(99.9));
@@ -253,14 +294,24 @@ const ROWS: &[Row] = &[
     ("a new id", Rule::ClientOrderIdReused, true, |c| {
         c.order.client_order_id = Some("abc".to_owned());
     }),
-    ("the same order again", Rule::ClientOrderIdReused, true, |c| {
-        c.order.client_order_id = Some("abc".to_owned());
-        c.facts.prior = Some((c.order.idempotency_fingerprint(&key()), None));
-    }),
-    ("another order's id", Rule::ClientOrderIdReused, false, |c| {
-        c.order.client_order_id = Some("abc".to_owned());
-        c.facts.prior = Some(("another".to_owned(), Some("o-1".to_owned())));
-    }),
+    (
+        "the same order again",
+        Rule::ClientOrderIdReused,
+        true,
+        |c| {
+            c.order.client_order_id = Some("abc".to_owned());
+            c.facts.prior = Some((c.order.idempotency_fingerprint(&key()), None));
+        },
+    ),
+    (
+        "another order's id",
+        Rule::ClientOrderIdReused,
+        false,
+        |c| {
+            c.order.client_order_id = Some("abc".to_owned());
+            c.facts.prior = Some(("another".to_owned(), Some("o-1".to_owned())));
+        },
+    ),
     ("an open ticket", Rule::TicketFound, true, |c| {
         sell(c);
         c.order.ticket = Some("7".to_owned());
@@ -277,15 +328,25 @@ const ROWS: &[Row] = &[
         c.order.ticket = Some("7".to_owned());
         c.facts.ticket = Some(TicketFact::OtherSymbol("MSFT".to_owned()));
     }),
-    ("a market close of a ticket", Rule::TicketCloseOnly, true, |c| {
-        c.order.ticket = Some("7".to_owned());
-        c.facts.ticket = Some(TicketFact::Missing);
-    }),
-    ("a limit order on a ticket", Rule::TicketCloseOnly, false, |c| {
-        limit(c, dec!(99));
-        c.order.ticket = Some("7".to_owned());
-        c.facts.ticket = Some(TicketFact::Missing);
-    }),
+    (
+        "a market close of a ticket",
+        Rule::TicketCloseOnly,
+        true,
+        |c| {
+            c.order.ticket = Some("7".to_owned());
+            c.facts.ticket = Some(TicketFact::Missing);
+        },
+    ),
+    (
+        "a limit order on a ticket",
+        Rule::TicketCloseOnly,
+        false,
+        |c| {
+            limit(c, dec!(99));
+            c.order.ticket = Some("7".to_owned());
+            c.facts.ticket = Some(TicketFact::Missing);
+        },
+    ),
     ("a buy on a sell ticket", Rule::TicketSide, true, |c| {
         c.order.ticket = Some("7".to_owned());
         c.facts.ticket = Some(TicketFact::Open {
@@ -307,13 +368,18 @@ const ROWS: &[Row] = &[
             quantity: dec!(10),
         });
     }),
-    ("more than the ticket", Rule::CloseExceedsTicket, false, |c| {
-        c.order.ticket = Some("7".to_owned());
-        c.facts.ticket = Some(TicketFact::Open {
-            side: Side::Sell,
-            quantity: dec!(9.99),
-        });
-    }),
+    (
+        "more than the ticket",
+        Rule::CloseExceedsTicket,
+        false,
+        |c| {
+            c.order.ticket = Some("7".to_owned());
+            c.facts.ticket = Some(TicketFact::Open {
+                side: Side::Sell,
+                quantity: dec!(9.99),
+            });
+        },
+    ),
     ("magic on MetaTrader", Rule::MagicSupported, true, |c| {
         c.order.magic = Some(7);
         c.facts.account_broker = "metatrader".to_owned();
@@ -322,21 +388,33 @@ const ROWS: &[Row] = &[
         c.order.magic = Some(7);
     }),
     ("no lists", Rule::SymbolAllowed, true, |_| {}),
-    ("on allow_symbols, qualified", Rule::SymbolAllowed, true, |c| {
-        c.policy.allow_symbols = vec![" nasdaq:aapl ".to_owned()];
-    }),
+    (
+        "on allow_symbols, qualified",
+        Rule::SymbolAllowed,
+        true,
+        |c| {
+            c.policy.allow_symbols = vec![" nasdaq:aapl ".to_owned()];
+        },
+    ),
     ("not on allow_symbols", Rule::SymbolAllowed, false, |c| {
         c.policy.allow_symbols = vec!["MSFT".to_owned()];
     }),
     ("on deny_symbols", Rule::SymbolAllowed, false, |c| {
         c.policy.deny_symbols = vec!["aapl".to_owned()];
     }),
-    ("denied, but only reducing", Rule::SymbolAllowed, true, |c| {
-        c.policy.deny_symbols = vec!["AAPL".to_owned()];
-        reducing(c);
-    }),
+    (
+        "denied, but only reducing",
+        Rule::SymbolAllowed,
+        true,
+        |c| {
+            c.policy.deny_symbols = vec!["AAPL".to_owned()];
+            reducing(c);
+        },
+    ),
     ("off", Rule::KillSwitch, true, |_| {}),
-    ("on", Rule::KillSwitch, false, |c| c.facts.kill_switch = true),
+    ("on", Rule::KillSwitch, false, |c| {
+        c.facts.kill_switch = true
+    }),
     ("on, but only reducing", Rule::KillSwitch, true, |c| {
         c.facts.kill_switch = true;
         reducing(c);
@@ -346,52 +424,106 @@ const ROWS: &[Row] = &[
         sell(c);
         c.facts.held_here = dec!(9);
     }),
-    ("on, a limit order against the position", Rule::KillSwitch, false, |c| {
-        c.facts.kill_switch = true;
-        reducing(c);
-        limit(c, dec!(101));
-    }),
+    (
+        "on, a limit order against the position",
+        Rule::KillSwitch,
+        false,
+        |c| {
+            c.facts.kill_switch = true;
+            reducing(c);
+            limit(c, dec!(101));
+        },
+    ),
     ("on, a close", Rule::KillSwitch, true, |c| {
         c.facts.kill_switch = true;
         c.order.reduce_only = true;
     }),
     ("a quote and a rate", Rule::PriceAvailable, true, |_| {}),
-    ("no quote", Rule::PriceAvailable, false, |c| c.facts.quote = None),
-    ("no rate", Rule::PriceAvailable, false, |c| c.facts.rate = None),
+    ("no quote", Rule::PriceAvailable, false, |c| {
+        c.facts.quote = None
+    }),
+    ("no rate", Rule::PriceAvailable, false, |c| {
+        c.facts.rate = None
+    }),
     ("at the limit", Rule::MaxOrderNotional, true, |_| {}),
-    ("over the limit by a cent", Rule::MaxOrderNotional, false, |c| {
-        c.policy.max_order_notional = dec!(999.99);
-    }),
-    ("over the limit by less than rounding", Rule::MaxOrderNotional, false, |c| {
-        c.facts.rate = Some(dec!(1.000001));
-    }),
+    (
+        "over the limit by a cent",
+        Rule::MaxOrderNotional,
+        false,
+        |c| {
+            c.policy.max_order_notional = dec!(999.99);
+        },
+    ),
+    (
+        "over the limit by less than rounding",
+        Rule::MaxOrderNotional,
+        false,
+        |c| {
+            c.facts.rate = Some(dec!(1.000001));
+        },
+    ),
     ("too large to value", Rule::MaxOrderNotional, false, |c| {
         c.order.quantity = Some(Decimal::MAX);
     }),
-    ("over the limit, but only reducing", Rule::MaxOrderNotional, true, |c| {
-        c.policy.max_order_notional = dec!(1);
-        reducing(c);
-    }),
-    ("the day reaches the limit", Rule::MaxDailyNotional, true, |c| {
-        c.facts.day.sum = dec!(4000);
-    }),
-    ("the day passes the limit", Rule::MaxDailyNotional, false, |c| {
-        c.facts.day.sum = dec!(4000.01);
-    }),
-    ("the day passes the limit, only reducing", Rule::MaxDailyNotional, true, |c| {
-        c.facts.day.sum = dec!(4999);
-        reducing(c);
-    }),
-    ("the 50th order of the day", Rule::MaxOrdersPerDay, true, |c| {
-        c.facts.day.count = 49;
-    }),
-    ("the 51st order of the day", Rule::MaxOrdersPerDay, false, |c| {
-        c.facts.day.count = 50;
-    }),
-    ("the 51st, only reducing", Rule::MaxOrdersPerDay, true, |c| {
-        c.facts.day.count = 50;
-        reducing(c);
-    }),
+    (
+        "over the limit, but only reducing",
+        Rule::MaxOrderNotional,
+        true,
+        |c| {
+            c.policy.max_order_notional = dec!(1);
+            reducing(c);
+        },
+    ),
+    (
+        "the day reaches the limit",
+        Rule::MaxDailyNotional,
+        true,
+        |c| {
+            c.facts.day.sum = dec!(4000);
+        },
+    ),
+    (
+        "the day passes the limit",
+        Rule::MaxDailyNotional,
+        false,
+        |c| {
+            c.facts.day.sum = dec!(4000.01);
+        },
+    ),
+    (
+        "the day passes the limit, only reducing",
+        Rule::MaxDailyNotional,
+        true,
+        |c| {
+            c.facts.day.sum = dec!(4999);
+            reducing(c);
+        },
+    ),
+    (
+        "the 50th order of the day",
+        Rule::MaxOrdersPerDay,
+        true,
+        |c| {
+            c.facts.day.count = 49;
+        },
+    ),
+    (
+        "the 51st order of the day",
+        Rule::MaxOrdersPerDay,
+        false,
+        |c| {
+            c.facts.day.count = 50;
+        },
+    ),
+    (
+        "the 51st, only reducing",
+        Rule::MaxOrdersPerDay,
+        true,
+        |c| {
+            c.facts.day.count = 50;
+            reducing(c);
+        },
+    ),
     ("at 25 %", Rule::MaxPositionWeight, true, |c| {
         c.facts.exposure = Some(Exposure {
             total: dec!(4000),
@@ -404,66 +536,116 @@ const ROWS: &[Row] = &[
             ..Exposure::default()
         });
     }),
-    ("held and working count", Rule::MaxPositionWeight, false, |c| {
-        c.facts.exposure = Some(Exposure {
-            total: dec!(8000),
-            held: dec!(600),
-            working: dec!(400.01),
-            ..Exposure::default()
-        });
-    }),
-    ("a short position offsets a buy", Rule::MaxPositionWeight, true, |c| {
-        c.facts.exposure = Some(Exposure {
-            total: dec!(4000),
-            held: dec!(-1000),
-            ..Exposure::default()
-        });
-    }),
-    ("an order in flight the same way", Rule::MaxPositionWeight, false, |c| {
-        c.facts.exposure = Some(Exposure {
-            total: dec!(4000),
-            unseen: vec![dec!(0.01)],
-            ..Exposure::default()
-        });
-    }),
-    ("an order in flight the other way", Rule::MaxPositionWeight, true, |c| {
-        c.facts.exposure = Some(Exposure {
-            total: dec!(4000),
-            unseen: vec![dec!(-500)],
-            ..Exposure::default()
-        });
-    }),
-    ("a portfolio worth nothing", Rule::MaxPositionWeight, false, |c| {
-        c.facts.exposure = Some(Exposure::default());
-    }),
-    ("an account that did not answer", Rule::MaxPositionWeight, false, |c| {
-        c.facts.exposure = Some(Exposure {
-            total: dec!(100000),
-            unknown: vec!["tws".to_owned()],
-            ..Exposure::default()
-        });
-    }),
-    ("not read, but only reducing", Rule::MaxPositionWeight, true, |c| {
-        c.facts.exposure = None;
-        reducing(c);
-    }),
+    (
+        "held and working count",
+        Rule::MaxPositionWeight,
+        false,
+        |c| {
+            c.facts.exposure = Some(Exposure {
+                total: dec!(8000),
+                held: dec!(600),
+                working: dec!(400.01),
+                ..Exposure::default()
+            });
+        },
+    ),
+    (
+        "a short position offsets a buy",
+        Rule::MaxPositionWeight,
+        true,
+        |c| {
+            c.facts.exposure = Some(Exposure {
+                total: dec!(4000),
+                held: dec!(-1000),
+                ..Exposure::default()
+            });
+        },
+    ),
+    (
+        "an order in flight the same way",
+        Rule::MaxPositionWeight,
+        false,
+        |c| {
+            c.facts.exposure = Some(Exposure {
+                total: dec!(4000),
+                unseen: vec![dec!(0.01)],
+                ..Exposure::default()
+            });
+        },
+    ),
+    (
+        "an order in flight the other way",
+        Rule::MaxPositionWeight,
+        true,
+        |c| {
+            c.facts.exposure = Some(Exposure {
+                total: dec!(4000),
+                unseen: vec![dec!(-500)],
+                ..Exposure::default()
+            });
+        },
+    ),
+    (
+        "a portfolio worth nothing",
+        Rule::MaxPositionWeight,
+        false,
+        |c| {
+            c.facts.exposure = Some(Exposure::default());
+        },
+    ),
+    (
+        "an account that did not answer",
+        Rule::MaxPositionWeight,
+        false,
+        |c| {
+            c.facts.exposure = Some(Exposure {
+                total: dec!(100000),
+                unknown: vec!["tws".to_owned()],
+                ..Exposure::default()
+            });
+        },
+    ),
+    (
+        "not read, but only reducing",
+        Rule::MaxPositionWeight,
+        true,
+        |c| {
+            c.facts.exposure = None;
+            reducing(c);
+        },
+    ),
     ("margin covers it exactly", Rule::FreeMargin, true, |c| {
         c.facts.margin = Some(margin(dec!(1000), Some(Decimal::ONE)));
     }),
     ("margin short by a cent", Rule::FreeMargin, false, |c| {
         c.facts.margin = Some(margin(dec!(999.99), Some(Decimal::ONE)));
     }),
-    ("at 1:30, a thirtieth is needed", Rule::FreeMargin, true, |c| {
-        let mut m = margin(dec!(34), Some(Decimal::ONE));
-        m.rate = Decimal::ONE / dec!(30);
-        c.facts.margin = Some(m);
-    }),
-    ("converted into the account's currency", Rule::FreeMargin, false, |c| {
-        c.facts.margin = Some(margin(dec!(1000), Some(dec!(1.01))));
-    }),
-    ("no rate to the account's currency", Rule::FreeMargin, false, |c| {
-        c.facts.margin = Some(margin(dec!(1_000_000), None));
-    }),
+    (
+        "at 1:30, a thirtieth is needed",
+        Rule::FreeMargin,
+        true,
+        |c| {
+            let mut m = margin(dec!(34), Some(Decimal::ONE));
+            m.rate = Decimal::ONE / dec!(30);
+            c.facts.margin = Some(m);
+        },
+    ),
+    (
+        "converted into the account's currency",
+        Rule::FreeMargin,
+        false,
+        |c| {
+            c.facts.margin = Some(margin(dec!(1000), Some(dec!(1.01))));
+        },
+    ),
+    (
+        "no rate to the account's currency",
+        Rule::FreeMargin,
+        false,
+        |c| {
+            c.facts.margin = Some(margin(dec!(1_000_000), None));
+        },
+    ),
     ("short, but only reducing", Rule::FreeMargin, true, |c| {
         c.facts.margin = Some(margin(Decimal::ZERO, None));
         reducing(c);
@@ -536,11 +718,7 @@ fn every_checked_rule_has_a_row_each_way() {
         .flat_map(|r| {
             [true, false]
                 .into_iter()
-                .filter(move |side| {
-                    !ROWS
-                        .iter()
-                        .any(|(_, rule, p, _)| rule == r && *p == *side)
-                })
+                .filter(move |side| !ROWS.iter().any(|(_, rule, p, _)| rule == r && *p == *side))
                 .map(move |side| {
                     format!("{} {}", r.name(), if side { "passing" } else { "failing" })
                 })
@@ -622,9 +800,11 @@ fn the_valuation_price_is_the_highest_written() {
 #[test]
 fn names_codes_and_hints() {
     let mut names: Vec<&str> = Rule::ALL.iter().map(|r| r.name()).collect();
-    assert!(names.iter().all(|n| {
-        !n.is_empty() && n.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-    }));
+    assert!(
+        names
+            .iter()
+            .all(|n| { !n.is_empty() && n.chars().all(|c| c.is_ascii_lowercase() || c == '_') })
+    );
     let count = names.len();
     names.sort_unstable();
     names.dedup();
@@ -671,10 +851,16 @@ const RESERVE_ROWS: &[ReserveRow] = &[
     ("the kill switch went on", Some(Rule::KillSwitch), |r| {
         r.kill_switch = true;
     }),
-    ("the day filled up to the limit", None, |r| r.day.sum = dec!(4000)),
-    ("the day went past the limit", Some(Rule::MaxDailyNotional), |r| {
-        r.day.sum = dec!(4000.01);
+    ("the day filled up to the limit", None, |r| {
+        r.day.sum = dec!(4000)
     }),
+    (
+        "the day went past the limit",
+        Some(Rule::MaxDailyNotional),
+        |r| {
+            r.day.sum = dec!(4000.01);
+        },
+    ),
     ("the 50th order", None, |r| r.day.count = 49),
     ("the 51st order", Some(Rule::MaxOrdersPerDay), |r| {
         r.day.count = 50;
@@ -682,19 +868,27 @@ const RESERVE_ROWS: &[ReserveRow] = &[
     ("an order in flight reached 25 %", None, |r| {
         r.unseen = vec![dec!(24000)];
     }),
-    ("an order in flight passed 25 %", Some(Rule::MaxPositionWeight), |r| {
-        r.unseen = vec![dec!(24000.01)];
-    }),
+    (
+        "an order in flight passed 25 %",
+        Some(Rule::MaxPositionWeight),
+        |r| {
+            r.unseen = vec![dec!(24000.01)];
+        },
+    ),
     ("the margin shrank to the order", None, |r| {
         r.margin = Some(margin(dec!(1000), Some(Decimal::ONE)));
     }),
     ("the margin shrank below it", Some(Rule::FreeMargin), |r| {
         r.margin = Some(margin(dec!(999.99), Some(Decimal::ONE)));
     }),
-    ("the kill switch first, then the limits", Some(Rule::KillSwitch), |r| {
-        r.kill_switch = true;
-        r.day.count = 50;
-    }),
+    (
+        "the kill switch first, then the limits",
+        Some(Rule::KillSwitch),
+        |r| {
+            r.kill_switch = true;
+            r.day.count = 50;
+        },
+    ),
 ];
 
 #[test]
@@ -747,7 +941,10 @@ fn a_reducing_order_passes_the_reservation_whatever_changed() {
         unseen: vec![dec!(-1_000_000)],
         margin: Some(margin(Decimal::ZERO, None)),
     };
-    assert_eq!(reservation(&eval, &case.facts, &again, &case.policy), Ok(()));
+    assert_eq!(
+        reservation(&eval, &case.facts, &again, &case.policy),
+        Ok(())
+    );
 }
 
 #[test]
@@ -779,7 +976,10 @@ fn pure_tool_rules() {
     let fail = |c: super::Check| c.failure().map(|f| f.rule);
     // no_position
     assert_eq!(fail(super::position_held("a", &k, dec!(0.01))), None);
-    assert_eq!(fail(super::position_held("a", &k, Decimal::ZERO)), Some(Rule::NoPosition));
+    assert_eq!(
+        fail(super::position_held("a", &k, Decimal::ZERO)),
+        Some(Rule::NoPosition)
+    );
     // close_exceeds_position / close_exceeds_ticket, at the open quantity and past it
     let close = |held, q, t| super::close_quantity("a", &k, held, q, t).map_err(|f| f.rule);
     assert_eq!(close(dec!(-10), None, None), Ok(dec!(10)));
@@ -797,16 +997,26 @@ fn pure_tool_rules() {
     // sl_or_tp_required
     assert_eq!(fail(super::levels_given(Some(dec!(1)), None)), None);
     assert_eq!(fail(super::levels_given(None, Some(dec!(1)))), None);
-    assert_eq!(fail(super::levels_given(None, None)), Some(Rule::SlOrTpRequired));
+    assert_eq!(
+        fail(super::levels_given(None, None)),
+        Some(Rule::SlOrTpRequired)
+    );
     // ticket_required
     let buy = ("1", Side::Buy, dec!(1));
     let buy2 = ("2", Side::Buy, dec!(2));
     let sold = ("3", Side::Sell, dec!(1));
     assert_eq!(fail(super::one_way("a", &k, "close_position", &[])), None);
-    assert_eq!(fail(super::one_way("a", &k, "close_position", &[buy, buy2])), None);
+    assert_eq!(
+        fail(super::one_way("a", &k, "close_position", &[buy, buy2])),
+        None
+    );
     let both = super::one_way("a", &k, "modify_position", &[buy, sold]);
     assert_eq!(both.failure().map(|f| f.rule), Some(Rule::TicketRequired));
-    assert!(both.detail.contains("1 (buy 1), 3 (sell 1)"), "{}", both.detail);
+    assert!(
+        both.detail.contains("1 (buy 1), 3 (sell 1)"),
+        "{}",
+        both.detail
+    );
 }
 
 /// docs/methodology/trading.md lists every rule with its code, where it is decided and
@@ -826,11 +1036,19 @@ fn the_methodology_table_is_the_rules() {
             .find(|l| l.starts_with(&format!("| `{}` |", rule.name())))
             .unwrap_or_else(|| panic!("no row for {}", rule.name()));
         let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
-        assert_eq!(cells.get(1).copied(), Some(format!("`{}`", code.as_str().unwrap()).as_str()), "{row}");
+        assert_eq!(
+            cells.get(1).copied(),
+            Some(format!("`{}`", code.as_str().unwrap()).as_str()),
+            "{row}"
+        );
         if !decided.is_empty() {
             assert_eq!(cells.get(2).copied(), Some(decided), "{row}");
         } else {
-            assert_ne!(cells.get(2).copied(), Some("evaluation and reservation"), "{row}");
+            assert_ne!(
+                cells.get(2).copied(),
+                Some("evaluation and reservation"),
+                "{row}"
+            );
         }
         assert_eq!(cells.get(3).copied(), Some(rule.hint()), "{row}");
     }
