@@ -447,11 +447,40 @@ pub struct PositionsArgs {
     pub currency: Option<String>,
 }
 
+// A trade's side, as every tool takes it (`buy` or `sell`): core's `Side` derives no
+// schema, so the tools share this one. (Plain comments: a doc comment would become the
+// schema's description.)
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum SideArg {
     Buy,
     Sell,
+}
+
+impl From<SideArg> for tradedesk_core::Side {
+    fn from(s: SideArg) -> Self {
+        match s {
+            SideArg::Buy => Self::Buy,
+            SideArg::Sell => Self::Sell,
+        }
+    }
+}
+
+// A leveraged position's side, as the perps tools take it (`long` or `short`).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PositionSideArg {
+    Long,
+    Short,
+}
+
+impl From<PositionSideArg> for tradedesk_research::perps::Side {
+    fn from(s: PositionSideArg) -> Self {
+        match s {
+            PositionSideArg::Long => Self::Long,
+            PositionSideArg::Short => Self::Short,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -74,10 +74,7 @@ pub fn get_trade_history(
     side: Option<SideArg>,
     limit: usize,
 ) -> Result<TradeHistoryResult> {
-    let side = side.map(|s| match s {
-        SideArg::Buy => Side::Buy,
-        SideArg::Sell => Side::Sell,
-    });
+    let side = side.map(Side::from);
     let matching = book.fills.iter().rev().filter(|f| {
         range.contains(f.trade_date)
             && sel.matches(f.account, f.instrument)

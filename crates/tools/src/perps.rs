@@ -13,15 +13,9 @@ use tradedesk_core::error::quote as quoted;
 use tradedesk_core::{Error, ErrorCode, Result};
 use tradedesk_research::perps::{self, Position, Side};
 
+use crate::args::PositionSideArg;
 use crate::args::check_number as check;
 use crate::context::ToolContext;
-
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SideArg {
-    Long,
-    Short,
-}
 
 // What every perps quote shares (flattened into each one's arguments).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -35,7 +29,7 @@ pub struct PerpCommon {
     /// The account whose market to read (with `market`).
     pub account: Option<String>,
     /// long or short.
-    pub side: SideArg,
+    pub side: PositionSideArg,
     /// Margin posted (> 0).
     pub margin: f64,
     /// A whole number, default 1000 (or the live market's).
@@ -237,10 +231,7 @@ async fn mark(ctx: &ToolContext, c: &PerpCommon, default: Option<f64>) -> Result
 
 fn position(c: &PerpCommon, entry: f64, leverage: u32) -> Result<Position> {
     Ok(Position {
-        side: match c.side {
-            SideArg::Long => Side::Long,
-            SideArg::Short => Side::Short,
-        },
+        side: Side::from(c.side),
         entry,
         margin: check("margin", c.margin, |v| v > 0.0 && v < 1e15, "above 0")?,
         leverage: f64::from(leverage),
@@ -261,8 +252,8 @@ fn position(c: &PerpCommon, entry: f64, leverage: u32) -> Result<Position> {
 
 fn side_name(c: &PerpCommon) -> String {
     match c.side {
-        SideArg::Long => "long",
-        SideArg::Short => "short",
+        PositionSideArg::Long => "long",
+        PositionSideArg::Short => "short",
     }
     .to_owned()
 }

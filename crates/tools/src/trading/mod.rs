@@ -3,9 +3,10 @@
 //!
 //! Every write passes, in order: trading enabled, the account's mode, the kill switch,
 //! the order's own rules, the policy (lists, caps, weight, daily count), the
-//! confirmation, then one transaction that re-checks the daily limits, redeems the
-//! token, reserves the client order id and writes the audit entry, all before the
-//! broker is called.
+//! confirmation, then one transaction that decides the reservation's rules again
+//! (the kill switch, the daily limits, the position weight, the free margin), redeems
+//! the token, reserves the client order id and writes the audit entry, all before the
+//! broker is called. The facts are read in [`facts`], the rules are pure, in [`rules`].
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,9 @@ use tradedesk_store::audit::{self, Entry};
 use tradedesk_store::tokens::TokenKey;
 use tradedesk_store::{Store, StoreError};
 
+mod facts;
 pub mod orders;
+mod rules;
 
 /// `[trading]`, checked and typed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,18 +10,20 @@ use serde_json::{Value, json};
 use tradedesk_brokers::{Broker, BrokerError, OrderFilter, OrderRef};
 use tradedesk_core::error::quote as quoted;
 use tradedesk_core::{
-    Currency, Error, ErrorCode, InstrumentKey, Mode, OrderRecord, OrderRequest, OrderType, Quote,
-    Result, Side, TimeInForce, TradableInstrument,
+    Error, ErrorCode, InstrumentKey, Mode, OrderRecord, OrderRequest, OrderType, Result, Side,
+    TimeInForce,
 };
 use tradedesk_store::idempotency::{self, Record, State};
 use tradedesk_store::lease::Owner;
 use tradedesk_store::tokens::{self, Refusal};
 use tradedesk_store::{audit, sha256_hex};
 
+use super::facts::{self, Facts, own_ledger, position_in};
+use super::rules::{self, Evaluation, Rule, level_rules, multiple_of};
 use super::{ErrorWrap, Failpoint, Trading, rfc3339};
+use crate::args::SideArg;
 use crate::context::ToolContext;
 use crate::num::Num;
-use crate::valuation::{Scope, value_ledger};
 use rust_decimal::Decimal;
 
 /// How the human answered a request to confirm an order.
@@ -49,13 +51,6 @@ pub trait Confirmer: Send + Sync {
     fn prior_answer(&self) -> Option<(bool, String)> {
         None
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SideArg {
-    Buy,
-    Sell,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
@@ -407,25 +402,25 @@ pub struct CancelResult {
 
 /// The order after parsing: every argument but the token, decimals normalized.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Normalized {
-    account: String,
-    symbol: String,
-    side: Side,
-    quantity: Option<Decimal>,
-    notional: Option<Decimal>,
-    order_type: OrderType,
-    limit_price: Option<Decimal>,
-    stop_price: Option<Decimal>,
-    time_in_force: TimeInForce,
-    stop_loss: Option<Decimal>,
-    take_profit: Option<Decimal>,
-    comment: Option<String>,
-    client_order_id: Option<String>,
-    mode: Mode,
-    reduce_only: bool,
+pub(super) struct Normalized {
+    pub(super) account: String,
+    pub(super) symbol: String,
+    pub(super) side: Side,
+    pub(super) quantity: Option<Decimal>,
+    pub(super) notional: Option<Decimal>,
+    pub(super) order_type: OrderType,
+    pub(super) limit_price: Option<Decimal>,
+    pub(super) stop_price: Option<Decimal>,
+    pub(super) time_in_force: TimeInForce,
+    pub(super) stop_loss: Option<Decimal>,
+    pub(super) take_profit: Option<Decimal>,
+    pub(super) comment: Option<String>,
+    pub(super) client_order_id: Option<String>,
+    pub(super) mode: Mode,
+    pub(super) reduce_only: bool,
     /// The ticket a close is for (MetaTrader).
-    ticket: Option<String>,
-    magic: Option<i64>,
+    pub(super) ticket: Option<String>,
+    pub(super) magic: Option<i64>,
 }
 
 impl Normalized {
@@ -434,10 +429,7 @@ impl Normalized {
         Self {
             account: a.account,
             symbol: a.symbol.trim().to_ascii_uppercase(),
-            side: match a.side {
-                SideArg::Buy => Side::Buy,
-                SideArg::Sell => Side::Sell,
-            },
+            side: a.side.into(),
             quantity: n(a.quantity),
             notional: n(a.notional),
             order_type: match a.order_type {
@@ -501,7 +493,7 @@ impl Normalized {
         text
     }
 
-    fn idempotency_fingerprint(&self, key: &InstrumentKey) -> String {
+    pub(super) fn idempotency_fingerprint(&self, key: &InstrumentKey) -> String {
         sha256_hex(&[self.bound_text(key).as_bytes()])
     }
 
@@ -538,419 +530,30 @@ impl Normalized {
     }
 }
 
-/// One rule's verdict.
-#[derive(Debug, Clone)]
-struct Check {
-    rule: &'static str,
-    passed: bool,
-    detail: String,
-}
-
-/// The stop-loss / take-profit rules of a long (`buy`) or short position: the pair
-/// against each other, and each new level against the price it is entered (or exits) at.
-fn level_rules(
-    buy: bool,
-    (pair_sl, pair_tp): (Option<Decimal>, Option<Decimal>),
-    (sl, tp): (Option<Decimal>, Option<Decimal>),
-    price: Option<(Decimal, &str)>,
-) -> Vec<Check> {
-    let mut out = Vec::new();
-    let mut check = |rule: &'static str, passed: bool, detail: String| {
-        out.push(Check {
-            rule,
-            passed,
-            detail,
-        });
-    };
-    if let (Some(sl), Some(tp)) = (pair_sl, pair_tp) {
-        let (rule, ok) = if buy {
-            ("sl_above_tp", sl < tp)
-        } else {
-            ("sl_below_tp", sl > tp)
-        };
-        check(rule, ok, format!("stop_loss {sl}, take_profit {tp}"));
-    }
-    if let (Some(sl), Some((p, name))) = (sl, price) {
-        let (rule, ok) = if buy {
-            ("sl_above_price", sl < p)
-        } else {
-            ("sl_below_price", sl > p)
-        };
-        check(rule, ok, format!("stop_loss {sl}, {name} {p}"));
-    }
-    if let (Some(tp), Some((p, name))) = (tp, price) {
-        let (rule, ok) = if buy {
-            ("tp_below_price", tp > p)
-        } else {
-            ("tp_above_price", tp < p)
-        };
-        check(rule, ok, format!("take_profit {tp}, {name} {p}"));
-    }
-    out
-}
-
-/// The error code and hint of a failed rule.
-fn rule_error(rule: &'static str, detail: &str) -> Error {
-    let (code, hint) = match rule {
-        "quantity_or_notional" => (
-            ErrorCode::InvalidQuantity,
-            "pass exactly one of quantity and notional",
-        ),
-        "quantity_positive" => (
-            ErrorCode::InvalidQuantity,
-            "quantity (or notional) must be above zero",
-        ),
-        "lot_step" => (
-            ErrorCode::InvalidQuantity,
-            "round the quantity to a whole multiple of the lot step (get_quote shows it)",
-        ),
-        "min_quantity" => (
-            ErrorCode::InvalidQuantity,
-            "raise the quantity to at least the minimum",
-        ),
-        "max_quantity" => (
-            ErrorCode::InvalidQuantity,
-            "split the order or lower the quantity",
-        ),
-        "close_exceeds_position" => (
-            ErrorCode::InvalidQuantity,
-            "close at most the open quantity (get_positions shows it), or omit quantity to close all",
-        ),
-        "ticket_found" => (
-            ErrorCode::InvalidOrder,
-            "get_positions lists each open ticket under its symbol; pass one of those, of this symbol",
-        ),
-        "ticket_required" => (
-            ErrorCode::InvalidOrder,
-            "pass ticket (get_positions lists each ticket under its symbol)",
-        ),
-        "ticket_side" => (
-            ErrorCode::InvalidOrder,
-            "an order on a ticket closes it: its side is the ticket's opposite (close_position sets it)",
-        ),
-        "close_exceeds_ticket" => (
-            ErrorCode::InvalidQuantity,
-            "close at most the ticket's lots (get_positions shows them), or omit quantity to close all of it",
-        ),
-        "ticket_close_only" => (
-            ErrorCode::InvalidOrder,
-            "an order on a ticket closes it at the market: leave type market, or leave ticket out to open a new ticket",
-        ),
-        "magic_supported" => (
-            ErrorCode::InvalidOrder,
-            "magic numbers are MetaTrader's: leave magic out for this account",
-        ),
-        "prices_match_type" => (
-            ErrorCode::InvalidOrder,
-            "limit orders need limit_price, stop orders stop_price, stop_limit both; market orders neither",
-        ),
-        "price_positive" => (ErrorCode::InvalidOrder, "every price must be above zero"),
-        "tick_size" => (
-            ErrorCode::InvalidOrder,
-            "round each price to a multiple of the instrument's tick (get_quote shows it)",
-        ),
-        "sl_above_tp" => (
-            ErrorCode::InvalidOrder,
-            "for a buy (a long position) the stop-loss must be below the take-profit",
-        ),
-        "sl_below_tp" => (
-            ErrorCode::InvalidOrder,
-            "for a sell (a short position) the stop-loss must be above the take-profit",
-        ),
-        "sl_above_price" => (
-            ErrorCode::InvalidOrder,
-            "for a buy the stop-loss must be below the entry price (for a long position, below the bid)",
-        ),
-        "sl_below_price" => (
-            ErrorCode::InvalidOrder,
-            "for a sell the stop-loss must be above the entry price (for a short position, above the ask)",
-        ),
-        "tp_below_price" => (
-            ErrorCode::InvalidOrder,
-            "for a buy the take-profit must be above the entry price (for a long position, above the bid)",
-        ),
-        "tp_above_price" => (
-            ErrorCode::InvalidOrder,
-            "for a sell the take-profit must be below the entry price (for a short position, below the ask)",
-        ),
-        "comment_length" => (
-            ErrorCode::InvalidOrder,
-            "shorten the comment to at most 31 characters",
-        ),
-        "client_order_id_format" => (
-            ErrorCode::InvalidOrder,
-            "use 1 to 64 of letters, digits and - _ . :",
-        ),
-        "client_order_id_reused" => (
-            ErrorCode::InvalidOrder,
-            "this client_order_id was used for a different order; use a new id (get_orders shows the first)",
-        ),
-        "sl_or_tp_required" => (
-            ErrorCode::InvalidOrder,
-            "pass stop_loss, take_profit or both",
-        ),
-        "no_position" => (
-            ErrorCode::InvalidOrder,
-            "there is no open position to change; get_positions lists them",
-        ),
-        "symbol_allowed" => (
-            ErrorCode::SymbolNotAllowed,
-            "the server's allow_symbols / deny_symbols policy refuses this symbol; only its owner can change that",
-        ),
-        "kill_switch" => (
-            ErrorCode::KillSwitch,
-            "the kill switch is on: orders that add risk are refused; cancel_order and close_position still work",
-        ),
-        "price_available" => (
-            ErrorCode::PriceUnavailable,
-            "no current price or FX rate to value the order; retry when the market data is back (get_quote)",
-        ),
-        "free_margin" => (
-            ErrorCode::LimitExceeded,
-            "the broker's free margin (or buying power; get_accounts shows it) does not cover this order: make it smaller, close a position, or add funds",
-        ),
-        "max_order_notional"
-        | "max_daily_notional"
-        | "max_orders_per_day"
-        | "max_position_weight" => (
-            ErrorCode::LimitExceeded,
-            "the server's trading limits refuse this order; make it smaller, or ask the owner to change [trading]",
-        ),
-        _ => (ErrorCode::InvalidOrder, "fix the order as the message says"),
-    };
-    Error::rule(code, rule, format!("{rule}: {detail}"), hint)
-}
-
-/// The portfolio's value for the position-weight limit, in `base`: each account as its
-/// broker reports its equity, where it does (in `base`, or converted at the book's rates),
-/// else as the replay values it (marked positions and cash). Answers the total and, per
-/// account valued as reported, what was used and how far the replay's figure is from it:
-/// the difference is what the reconciliation lists (holdings or cash the history does not
-/// explain; docs/methodology/trading.md).
-fn portfolio_total(
-    ctx: &ToolContext,
-    book: &tradedesk_core::Book,
-    valuation: &crate::valuation::Valuation,
-    base: Currency,
-) -> (Decimal, Vec<String>) {
-    let mut total = Decimal::ZERO;
-    let mut said = Vec::new();
-    for (index, account) in book.accounts.iter().enumerate() {
-        let index = u32::try_from(index).unwrap_or(u32::MAX);
-        let ours: Decimal = valuation
-            .positions
-            .iter()
-            .filter(|p| p.account == index)
-            .filter_map(|p| p.marked.as_ref().and_then(|m| m.market_value_converted))
-            .chain(
-                valuation
-                    .cash
-                    .iter()
-                    .filter(|c| c.account == index)
-                    .filter_map(|c| c.converted),
-            )
-            .sum();
-        let reported = ctx
-            .reported_equity(&account.id)
-            .and_then(|(currency, equity)| {
-                if currency == base {
-                    Some(equity)
-                } else {
-                    book.fx
-                        .convert(equity, currency, base, book.as_of)
-                        .ok()
-                        .map(|v| base.round(v))
-                }
-            });
-        match reported {
-            Some(equity) => {
-                total += equity;
-                if equity != ours {
-                    said.push(format!(
-                        "{} valued as its broker reports it ({} {b}; the replayed history values it at {} {b}, the difference get_server_health's reconciliation explains)",
-                        account.id,
-                        base.round(equity),
-                        base.round(ours),
-                        b = base.code()
-                    ));
-                }
-            }
-            None => total += ours,
-        }
-    }
-    (total, said)
-}
-
-/// The `free_margin` rule (docs/methodology/trading.md, "Margin"): where the account's
-/// broker reports its free margin (else its buying power) with the last snapshot, an
-/// order that adds risk may need no more than that: its notional times the instrument's
-/// margin rate against free margin, its notional against buying power, in the account's
-/// currency. `None` where the broker reports neither, or the order has no value yet
-/// (`price_available` refuses it then).
-#[allow(clippy::too_many_arguments)]
-async fn free_margin_check(
-    ctx: &ToolContext,
-    book: &tradedesk_core::Book,
-    broker: &Arc<dyn Broker>,
-    account: &str,
-    inst: &TradableInstrument,
-    notional: Option<Decimal>,
-    exempt: bool,
-    today: chrono::NaiveDate,
-) -> Option<(bool, String)> {
-    let m = broker.reported_margin(account)?;
-    let (available, what, rate) = match (m.free_margin, m.buying_power) {
-        (Some(f), _) => (f, "free margin", inst.margin_rate),
-        (None, Some(b)) => (b, "buying power", Decimal::ONE),
-        (None, None) => return None,
-    };
-    let ccy = m.currency;
-    if exempt {
-        return Some((
-            true,
-            format!("this order only reduces a position: it needs no {what}"),
-        ));
-    }
-    let notional = notional?;
-    let Some(to_account) =
-        rate_to_base(ctx, book, ccy, broker, account, inst.currency, today).await
-    else {
-        return Some((
-            false,
-            format!(
-                "no {}/{} rate to weigh the order against the broker's {what}",
-                inst.currency.code(),
-                ccy.code()
-            ),
-        ));
-    };
-    let needed = notional
-        .checked_mul(rate)
-        .and_then(|n| n.checked_mul(to_account));
-    let dp = ccy.minor_units() as usize;
-    Some(match needed {
-        Some(n) => (
-            n <= available,
-            format!(
-                "needs {:.dp$} {c} of {what}; the broker reports {:.dp$} {c}",
-                ccy.round(n),
-                ccy.round(available),
-                c = ccy.code()
-            ),
-        ),
-        None => (false, "the order is too large to value".to_owned()),
-    })
-}
-
-/// The evaluated order: what it would trade, at what value, and every rule's verdict.
+/// An order gathered and checked: the facts it was decided on and every rule's verdict.
 struct Plan {
     order: Normalized,
-    inst: TradableInstrument,
     broker: Arc<dyn Broker>,
-    quote: Option<Quote>,
-    quantity: Option<Decimal>,
-    price: Option<Decimal>,
-    notional: Option<Decimal>,
-    notional_base: Option<Decimal>,
-    /// The base-currency valuation before rounding: what the limits compare.
-    value_exact: Option<Decimal>,
-    /// Only takes risk off: exempt from the kill switch, lists and limits.
-    reduces: bool,
-    commission: Option<Decimal>,
-    base: Currency,
-    checks: Vec<Check>,
-    notes: Vec<String>,
-    /// What the position-weight limit is decided on again inside the reservation
-    /// (absent for an order that only reduces, or one that could not be valued).
-    weight: Option<Weight>,
-}
-
-/// The position-weight limit's inputs, so the reservation's transaction can decide it
-/// again with the orders other calls and processes reserved meanwhile
-/// (docs/methodology/trading.md, "Decided inside the reservation").
-#[derive(Debug, Clone)]
-struct Weight {
-    /// `EXCHANGE:SYMBOL`, as reservations record it.
-    instrument: String,
-    /// The position and the working orders the evaluation saw, signed, base currency.
-    seen: Decimal,
-    /// This order's signed exposure, base currency (a buy positive).
-    signed: Decimal,
-    /// The portfolio's value.
-    total: Decimal,
-    /// The settle mark read before the position and the working orders were.
-    mark: i64,
-    limit: Decimal,
-}
-
-impl Weight {
-    /// The exposures of orders in flight (or settled after the evaluation read the
-    /// portfolio) that go the same way as this one: what the reading cannot show yet.
-    /// Orders the other way are left out until they fill: they might not.
-    fn unseen(
-        &self,
-        tx: &tradedesk_store::rusqlite::Transaction<'_>,
-        day: &str,
-    ) -> Result<(Decimal, usize)> {
-        let rows = idempotency::unseen_exposures(tx, day, &self.instrument, self.mark)
-            .map_err(|e| super::store_error(&e))?;
-        let same_way: Vec<Decimal> = rows
-            .iter()
-            .filter_map(|r| r.parse::<Decimal>().ok())
-            .filter(|e| e.is_sign_positive() == self.signed.is_sign_positive() && !e.is_zero())
-            .collect();
-        Ok((same_way.iter().copied().sum(), same_way.len()))
-    }
-
-    /// The position's weight in percent after this order, with `unseen` in flight.
-    fn after(&self, unseen: Decimal) -> Option<Decimal> {
-        if self.total <= Decimal::ZERO {
-            return None;
-        }
-        let after = self
-            .seen
-            .checked_add(unseen)?
-            .checked_add(self.signed)?
-            .abs();
-        after
-            .checked_div(self.total)?
-            .checked_mul(Decimal::ONE_HUNDRED)
-    }
-
-    /// The verdict and its detail, as the check and the reservation word it.
-    fn verdict(
-        &self,
-        key: &InstrumentKey,
-        base: Currency,
-        unseen: (Decimal, usize),
-    ) -> (bool, String) {
-        let weight = self.after(unseen.0);
-        let in_flight = match unseen.1 {
-            0 => String::new(),
-            1 => " counting 1 order in flight".to_owned(),
-            n => format!(" counting {n} orders in flight"),
-        };
-        (
-            weight.is_some_and(|w| w <= self.limit),
-            match weight.map(|w| w.round_dp(2)) {
-                Some(w) => format!(
-                    "{key} would be {w}% of the portfolio ({} {b}){in_flight}; limit {}%",
-                    base.round(self.total),
-                    self.limit,
-                    b = base.code()
-                ),
-                None => "the portfolio's total value is not positive".to_owned(),
-            },
-        )
-    }
+    facts: Facts,
+    eval: Evaluation,
 }
 
 impl Plan {
+    /// Gathers the order's facts (all the I/O) and runs every rule over them, changing
+    /// nothing.
+    async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Result<Self> {
+        let (broker, facts) = facts::gather(ctx, trading, &order).await?;
+        let eval = rules::check(&order, &facts, &trading.settings);
+        Ok(Self {
+            order,
+            broker,
+            facts,
+            eval,
+        })
+    }
+
     fn first_failure(&self) -> Option<Error> {
-        self.checks
-            .iter()
-            .find(|c| !c.passed)
-            .map(|c| rule_error(c.rule, &c.detail))
+        self.eval.first_failure().map(Error::from)
     }
 
     fn confirmation_required(&self, trading: &Trading) -> bool {
@@ -989,7 +592,7 @@ fn unknown_account(ctx: &ToolContext, account: &str) -> Error {
 ///
 /// # Errors
 /// `unknown_account`, `not_supported` (no such side), `live_not_allowed`.
-fn trading_broker(
+pub(super) fn trading_broker(
     ctx: &ToolContext,
     trading: &Trading,
     account: &str,
@@ -1036,684 +639,8 @@ fn trading_broker(
     Ok(broker)
 }
 
-fn broker_error(e: BrokerError) -> Error {
+pub(super) fn broker_error(e: BrokerError) -> Error {
     Error::from(e)
-}
-
-fn multiple_of(value: Decimal, step: Decimal) -> bool {
-    step.is_zero() || (value % step).is_zero()
-}
-
-fn valid_client_order_id(id: &str) -> bool {
-    (1..=64).contains(&id.len())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
-}
-
-fn symbol_listed(list: &[String], key: &InstrumentKey) -> bool {
-    list.iter().any(|entry| {
-        let entry = entry.trim().to_ascii_uppercase();
-        entry == key.qualified().to_ascii_uppercase() || entry == key.symbol.to_ascii_uppercase()
-    })
-}
-
-/// `1 from = rate base` at the latest rate: the book's FX, else a broker that quotes
-/// the pair (the sim quotes EURUSD, USDJPY, USDMYR, ...).
-async fn rate_to_base(
-    ctx: &ToolContext,
-    book: &tradedesk_core::Book,
-    base: Currency,
-    own: &Arc<dyn Broker>,
-    own_account: &str,
-    from: Currency,
-    today: chrono::NaiveDate,
-) -> Option<Decimal> {
-    if from == base {
-        return Some(Decimal::ONE);
-    }
-    // A book rate only while it is fresh: a cap checked at a months-old rate is no cap.
-    if let Ok(rate) = book.fx.rate(from, base, today)
-        && rate.date.is_none_or(|d| !crate::rates::is_stale(today, d))
-    {
-        return Some(rate.rate);
-    }
-    // The order's own broker first, then the others that answer, each bounded.
-    let down = ctx.down_accounts();
-    let mut askable = vec![(own_account.to_owned(), Arc::clone(own))];
-    askable.extend(
-        ctx.served_accounts()
-            .into_iter()
-            .filter(|(a, _)| a.id != own_account && !down.contains(&a.id))
-            .map(|(a, b)| (a.id, b)),
-    );
-    for (account, broker) in askable {
-        for (pair, invert) in [
-            (format!("{}{}", from.code(), base.code()), false),
-            (format!("{}{}", base.code(), from.code()), true),
-        ] {
-            if let Ok(Ok(q)) =
-                tokio::time::timeout(ctx.broker_timeout, broker.quote(&account, &pair)).await
-            {
-                let mid = (q.bid + q.ask) / Decimal::TWO;
-                if mid <= Decimal::ZERO {
-                    continue;
-                }
-                return Some(if invert { Decimal::ONE / mid } else { mid });
-            }
-        }
-    }
-    None
-}
-
-/// This account's signed position in an instrument.
-fn position_in(
-    book: &tradedesk_core::Book,
-    ledger: &tradedesk_core::ledger::Ledger,
-    account: &str,
-    key: &InstrumentKey,
-) -> Decimal {
-    let (Some(a), Some(i)) = (book.account_index(account), book.instrument_index(key)) else {
-        return Decimal::ZERO;
-    };
-    ledger
-        .fifo
-        .open_positions()
-        .filter(|(pa, pi, _)| *pa == a && *pi == i)
-        .map(|(_, _, lots)| lots.signed_quantity())
-        .sum()
-}
-
-/// The signed base-currency value of every working order in an instrument, at the
-/// highest price written on each (or the current price), across the accounts that
-/// report orders; and the accounts whose orders could not be read (down, or no answer
-/// within the broker timeout). An account that cannot list orders is not one of them.
-async fn working_notional(
-    ctx: &ToolContext,
-    inst: &TradableInstrument,
-    price_now: Option<Decimal>,
-    rate: Option<Decimal>,
-) -> (Decimal, Vec<String>) {
-    let mut total = Decimal::ZERO;
-    let down = ctx.down_accounts();
-    let mut unread = Vec::new();
-    for (account, broker) in ctx.served_accounts() {
-        if down.contains(&account.id) {
-            unread.push(account.id);
-            continue;
-        }
-        let orders = match tokio::time::timeout(
-            ctx.broker_timeout,
-            broker.orders(Some(&account.id), OrderFilter::Open),
-        )
-        .await
-        {
-            Ok(Ok(orders)) => orders,
-            Ok(Err(BrokerError::Unsupported { .. })) => continue,
-            Ok(Err(_)) | Err(_) => {
-                unread.push(account.id);
-                continue;
-            }
-        };
-        for o in orders.iter().filter(|o| o.key == inst.key) {
-            let price = [o.limit_price, o.stop_price, price_now]
-                .into_iter()
-                .flatten()
-                .max();
-            let remaining = o.quantity - o.filled_quantity;
-            let value = price
-                .zip(rate)
-                .and_then(|(p, r)| {
-                    remaining
-                        .checked_mul(p)?
-                        .checked_mul(inst.multiplier)?
-                        .checked_mul(r)
-                })
-                .unwrap_or_default();
-            total += if o.side == Side::Buy { value } else { -value };
-        }
-    }
-    (total, unread)
-}
-
-/// Today's counted orders: (their summed valuations, how many).
-fn day_totals(trading: &Trading) -> Result<(Decimal, u32)> {
-    let day = trading.today();
-    let rows = trading
-        .store
-        .tx::<_, ErrorWrap>(|tx| Ok(idempotency::day_notionals(tx, &day)?))
-        .map_err(Error::from)?;
-    let sum = rows.iter().filter_map(|r| r.parse::<Decimal>().ok()).sum();
-    Ok((sum, u32::try_from(rows.len()).unwrap_or(u32::MAX)))
-}
-
-/// Evaluates an order against every rule without changing anything.
-async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Result<Plan> {
-    let broker = trading_broker(ctx, trading, &order.account, order.mode)?;
-    let inst = broker
-        .instrument(&order.account, &order.symbol)
-        .await
-        .map_err(broker_error)?;
-    let key = inst.key.clone();
-    // Read before the portfolio and the working orders: an outcome settled after this
-    // may be missing from them, and is counted from the store instead.
-    let mark = trading
-        .store
-        .tx::<_, ErrorWrap>(|tx| Ok(idempotency::settle_mark(tx)?))
-        .map_err(Error::from)?;
-    // The account's own position, read from its own broker alone: whether the order
-    // only reduces it must never wait for another broker.
-    let (own, own_ledger) = own_ledger(ctx, &order.account).await?;
-    let mut checks = Vec::new();
-    let mut notes = Vec::new();
-    let mut check = |rule: &'static str, passed: bool, detail: String| {
-        checks.push(Check {
-            rule,
-            passed,
-            detail,
-        });
-    };
-    notes.extend(broker.instrument_notes(&order.account, &order.symbol));
-    let quote = match broker.quote(&order.account, &key.qualified()).await {
-        Ok(q) => Some(q),
-        Err(e) => {
-            notes.push(format!("no quote: {e}"));
-            None
-        }
-    };
-    let touch = quote.as_ref().map(|q| q.for_side(order.side));
-
-    // The order's own rules.
-    let both = order.quantity.is_some() && order.notional.is_some();
-    let neither = order.quantity.is_none() && order.notional.is_none();
-    check(
-        "quantity_or_notional",
-        !both && !neither,
-        if both {
-            "both quantity and notional were given".to_owned()
-        } else if neither {
-            "neither quantity nor notional was given".to_owned()
-        } else {
-            "exactly one of quantity and notional".to_owned()
-        },
-    );
-    let amount = order.quantity.or(order.notional).unwrap_or_default();
-    check(
-        "quantity_positive",
-        amount > Decimal::ZERO,
-        format!(
-            "{} {}",
-            if order.quantity.is_some() {
-                "quantity"
-            } else {
-                "notional"
-            },
-            amount
-        ),
-    );
-    let mut prices_ok = true;
-    let mut price_problem = String::from("the prices match the order type");
-    if order.order_type.needs_limit() != order.limit_price.is_some() {
-        prices_ok = false;
-        price_problem = if order.limit_price.is_some() {
-            format!("a {} order takes no limit_price", order.order_type.as_str())
-        } else {
-            format!("a {} order needs limit_price", order.order_type.as_str())
-        };
-    } else if order.order_type.needs_stop() != order.stop_price.is_some() {
-        prices_ok = false;
-        price_problem = if order.stop_price.is_some() {
-            format!("a {} order takes no stop_price", order.order_type.as_str())
-        } else {
-            format!("a {} order needs stop_price", order.order_type.as_str())
-        };
-    }
-    check("prices_match_type", prices_ok, price_problem);
-    let named_prices = [
-        ("limit_price", order.limit_price),
-        ("stop_price", order.stop_price),
-        ("stop_loss", order.stop_loss),
-        ("take_profit", order.take_profit),
-    ];
-    let not_positive: Vec<&str> = named_prices
-        .iter()
-        .filter(|(_, p)| p.is_some_and(|p| p <= Decimal::ZERO))
-        .map(|(n, _)| *n)
-        .collect();
-    check(
-        "price_positive",
-        not_positive.is_empty(),
-        if not_positive.is_empty() {
-            "every price is above zero".to_owned()
-        } else {
-            format!("{} must be above zero", not_positive.join(", "))
-        },
-    );
-    let off_tick: Vec<&str> = named_prices
-        .iter()
-        .filter(|(_, p)| p.is_some_and(|p| !multiple_of(p, inst.tick)))
-        .map(|(n, _)| *n)
-        .collect();
-    check(
-        "tick_size",
-        off_tick.is_empty(),
-        if off_tick.is_empty() {
-            format!("prices are multiples of the tick {}", inst.tick)
-        } else {
-            format!(
-                "{} not a multiple of the tick {}",
-                off_tick.join(", "),
-                inst.tick
-            )
-        },
-    );
-
-    // The valuation: the highest of the limit, the stop and the quote.
-    let price = [order.limit_price, order.stop_price, touch]
-        .into_iter()
-        .flatten()
-        .max()
-        .filter(|_| touch.is_some());
-    let quantity = match (order.quantity, order.notional, price) {
-        (Some(q), _, _) => Some(q),
-        (None, Some(n), Some(p))
-            if p > Decimal::ZERO && n > Decimal::ZERO && !inst.lot_step.is_zero() =>
-        {
-            p.checked_mul(inst.multiplier)
-                .and_then(|unit| n.checked_div(unit))
-                .and_then(|units| units.checked_div(inst.lot_step))
-                .and_then(|lots| lots.floor().checked_mul(inst.lot_step))
-        }
-        _ => None,
-    };
-    if let Some(q) = quantity {
-        if order.quantity.is_some() {
-            check(
-                "lot_step",
-                multiple_of(q, inst.lot_step),
-                format!("{q} {} in steps of {}", inst.unit, inst.lot_step),
-            );
-        } else {
-            notes.push(format!(
-                "notional {} buys {q} {} at {}, rounded down to the lot step {}",
-                order.notional.unwrap_or_default(),
-                inst.unit,
-                price.unwrap_or_default(),
-                inst.lot_step
-            ));
-        }
-        check(
-            "min_quantity",
-            q >= inst.min_quantity,
-            format!(
-                "{q} against a minimum of {} {}",
-                inst.min_quantity, inst.unit
-            ),
-        );
-        check(
-            "max_quantity",
-            q <= inst.max_quantity,
-            if inst.max_quantity == Decimal::MAX {
-                format!("{q} {}: the broker states no maximum", inst.unit)
-            } else {
-                format!(
-                    "{q} against a maximum of {} {}",
-                    inst.max_quantity, inst.unit
-                )
-            },
-        );
-    }
-    // Stop-loss and take-profit against each other and the entry price.
-    let reference = order.limit_price.or(order.stop_price).or(touch);
-    let buy = order.side == Side::Buy;
-    for c in level_rules(
-        buy,
-        (order.stop_loss, order.take_profit),
-        (order.stop_loss, order.take_profit),
-        reference.map(|p| (p, "entry price")),
-    ) {
-        check(c.rule, c.passed, c.detail);
-    }
-    if let Some(comment) = &order.comment {
-        let n = comment.chars().count();
-        check(
-            "comment_length",
-            n <= 31,
-            format!("{n} characters (at most 31)"),
-        );
-    }
-    if let Some(id) = &order.client_order_id {
-        check(
-            "client_order_id_format",
-            valid_client_order_id(id),
-            format!("{} ({} characters)", quoted(id), id.chars().count()),
-        );
-        let fingerprint = order.idempotency_fingerprint(&key);
-        let existing = trading
-            .store
-            .tx::<_, ErrorWrap>(|tx| Ok(idempotency::get(tx, &order.account, id)?))
-            .map_err(Error::from)?;
-        check(
-            "client_order_id_reused",
-            existing
-                .as_ref()
-                .is_none_or(|r| r.fingerprint == fingerprint),
-            match existing {
-                Some(r) if r.fingerprint != fingerprint => format!(
-                    "{} was used for order {} with different arguments",
-                    quoted(id),
-                    r.order_id.as_deref().unwrap_or("(pending)")
-                ),
-                Some(_) => {
-                    "seen before with this same order: place_order returns the stored outcome"
-                        .to_owned()
-                }
-                None => "not used before".to_owned(),
-            },
-        );
-    }
-
-    // A ticket (MetaTrader): the order closes it, so it must be open, of this symbol,
-    // on the other side, and no bigger than it.
-    let mut on_ticket = false;
-    if let Some(ticket) = &order.ticket {
-        let account_idx = own.account_index(&order.account);
-        let found = own
-            .tickets
-            .iter()
-            .find(|t| Some(t.account) == account_idx && &t.ticket == ticket);
-        let of_symbol = found.filter(|t| own.instrument(t.instrument).key.symbol == key.symbol);
-        check(
-            "ticket_found",
-            of_symbol.is_some(),
-            match (found, of_symbol) {
-                (None, _) => format!(
-                    "account {} has no open ticket {}",
-                    order.account,
-                    quoted(ticket)
-                ),
-                (Some(t), None) => format!(
-                    "ticket {} is {}, not {}",
-                    quoted(ticket),
-                    own.instrument(t.instrument).key.symbol,
-                    key.symbol
-                ),
-                _ => format!("ticket {ticket} is open"),
-            },
-        );
-        check(
-            "ticket_close_only",
-            order.order_type == OrderType::Market,
-            format!("a {} order on ticket {ticket}", order.order_type.as_str()),
-        );
-        if let Some(t) = of_symbol {
-            on_ticket = true;
-            check(
-                "ticket_side",
-                t.side != order.side,
-                format!(
-                    "ticket {ticket} is a {}; an order on it is a {}",
-                    t.side.as_str(),
-                    if t.side == Side::Buy { "sell" } else { "buy" }
-                ),
-            );
-            if let Some(q) = quantity {
-                check(
-                    "close_exceeds_ticket",
-                    q <= t.quantity,
-                    format!(
-                        "{q} {} to close, ticket {ticket} has {}",
-                        inst.unit, t.quantity
-                    ),
-                );
-            }
-        }
-    }
-    if order.magic.is_some() {
-        let broker_name = own
-            .account_index(&order.account)
-            .map(|a| own.account(a).broker.as_str())
-            .unwrap_or_default();
-        check(
-            "magic_supported",
-            broker_name == "metatrader",
-            format!(
-                "account {} is {broker_name}, which has no magic numbers",
-                order.account
-            ),
-        );
-    }
-
-    // An order that only takes risk off (a market order against this account's own
-    // position, no bigger than it) passes the kill switch, the lists and the limits:
-    // the owner must always be able to get out. The broker is told to clamp it.
-    let held_here = position_in(&own, &own_ledger, &order.account, &key);
-    let reduces = order.reduce_only
-        || (on_ticket && order.order_type == OrderType::Market)
-        || (order.order_type == OrderType::Market
-            && quantity.is_some_and(|q| q > Decimal::ZERO && q <= held_here.abs())
-            && (held_here.is_sign_positive() != buy)
-            && !held_here.is_zero());
-    let exempt = reduces;
-    // The whole portfolio only for an order that adds risk: the weight limit needs it.
-    // A reducing order is valued with its own account's book and rates alone.
-    let (book, ledger, down) = if exempt {
-        (own, own_ledger, Vec::new())
-    } else {
-        let (served, down) = ctx.served_ledger().await;
-        let (book, ledger) = served?;
-        let ids: Vec<String> = down.iter().map(|d| d.row.account.clone()).collect();
-        (book, ledger, ids)
-    };
-    let base = if exempt {
-        ctx.base_currency_or(&book)
-    } else {
-        book.base_currency
-    };
-
-    // The policy.
-    let s = &trading.settings;
-    let denied = symbol_listed(&s.deny_symbols, &key);
-    let allowed = s.allow_symbols.is_empty() || symbol_listed(&s.allow_symbols, &key);
-    check(
-        "symbol_allowed",
-        exempt || (allowed && !denied),
-        if exempt && (denied || !allowed) {
-            format!("{key} is not allowed, but this order only reduces a position")
-        } else if denied {
-            format!("{key} is on deny_symbols")
-        } else if !allowed {
-            format!("{key} is not on allow_symbols")
-        } else {
-            format!("{key} is allowed")
-        },
-    );
-    let kill = trading.kill_switch_on();
-    check(
-        "kill_switch",
-        !kill || exempt,
-        if kill && exempt {
-            "the kill switch is on, but this order only reduces a position".to_owned()
-        } else if kill {
-            format!(
-                "the kill switch file {} exists",
-                s.kill_switch_file.display()
-            )
-        } else {
-            "off".to_owned()
-        },
-    );
-    let today = trading.now().date_naive();
-    let rate = rate_to_base(
-        ctx,
-        &book,
-        base,
-        &broker,
-        &order.account,
-        inst.currency,
-        today,
-    )
-    .await;
-    let notional = match (order.notional, quantity, price) {
-        (Some(n), _, _) => Some(n),
-        (None, Some(q), Some(p)) => q
-            .checked_mul(p)
-            .and_then(|v| v.checked_mul(inst.multiplier)),
-        _ => None,
-    };
-    // Compared unrounded: rounding must never take an order under a limit.
-    let value_exact = notional.zip(rate).and_then(|(n, r)| n.checked_mul(r));
-    let too_large =
-        touch.is_some() && rate.is_some() && quantity.is_some() && value_exact.is_none();
-    let notional_base = value_exact.map(|v| base.round(v));
-    check(
-        "price_available",
-        touch.is_some() && rate.is_some(),
-        match (touch, rate) {
-            (None, _) => format!("no current quote for {key}"),
-            (Some(_), None) => format!("no {}/{} rate", inst.currency.code(), base.code()),
-            _ => format!(
-                "valued at {} {} per unit",
-                price.unwrap_or_default(),
-                inst.currency.code()
-            ),
-        },
-    );
-    let (day_sum, day_count) = day_totals(trading)?;
-    let mut weight = None;
-    if too_large {
-        check(
-            "max_order_notional",
-            false,
-            "the order is too large to value".to_owned(),
-        );
-    }
-    if let Some((value, exact)) = notional_base.zip(value_exact) {
-        check(
-            "max_order_notional",
-            exempt || exact <= s.max_order_notional,
-            format!(
-                "order valued at {value} {b}; limit {} {b}{}",
-                s.max_order_notional,
-                if exempt {
-                    " (a close only reduces risk: exempt)"
-                } else {
-                    ""
-                },
-                b = base.code()
-            ),
-        );
-        check(
-            "max_daily_notional",
-            exempt || day_sum + exact <= s.max_daily_notional,
-            format!(
-                "today {day_sum} {b} + this order {value} {b} against a daily limit of {} {b}",
-                s.max_daily_notional,
-                b = base.code()
-            ),
-        );
-        // Weight of the position after the fill, in the whole portfolio: only for an
-        // order that adds risk, which alone needs the other brokers.
-        if exempt {
-            check(
-                "max_position_weight",
-                true,
-                "this order only reduces a position: exempt".to_owned(),
-            );
-        } else {
-            let valuation = value_ledger(&book, &ledger, base, Scope::ACCOUNTS)?;
-            let (total, as_reported) = portfolio_total(ctx, &book, &valuation, base);
-            let held: Decimal = valuation
-                .positions
-                .iter()
-                .filter(|p| book.instrument(p.instrument).key == key)
-                .filter_map(|p| p.marked.as_ref().and_then(|m| m.notional_converted))
-                .sum();
-            // Working orders in the same instrument count as if they had filled, and so do
-            // the orders reserved but not yet visible at the broker.
-            let (working, unread) = working_notional(ctx, &inst, touch, rate).await;
-            let mut unknown = down.clone();
-            unknown.extend(unread.into_iter().filter(|a| !down.contains(a)));
-            let w = Weight {
-                instrument: key.qualified(),
-                seen: held + working,
-                signed: if buy { exact } else { -exact },
-                total,
-                mark,
-                limit: s.max_position_weight_pct,
-            };
-            let day = trading.today();
-            let unseen = trading
-                .store
-                .tx::<_, ErrorWrap>(|tx| Ok(w.unseen(tx, &day)?))
-                .map_err(Error::from)?;
-            let (passed, mut detail) = w.verdict(&key, base, unseen);
-            if !as_reported.is_empty() {
-                detail = format!("{detail}; {}", as_reported.join("; "));
-            }
-            if unknown.is_empty() {
-                check("max_position_weight", passed, detail);
-            } else {
-                // What an account that does not answer holds (of this instrument, or in
-                // all) could put the position over the limit: an order that adds risk
-                // waits for it; closes and reductions never do.
-                check(
-                    "max_position_weight",
-                    false,
-                    format!(
-                        "cannot be decided: {} did not answer, and what {} could change the verdict ({detail})",
-                        unknown.join(", "),
-                        if unknown.len() == 1 {
-                            "it holds"
-                        } else {
-                            "they hold"
-                        }
-                    ),
-                );
-            }
-            weight = Some(w);
-        }
-    }
-    check(
-        "max_orders_per_day",
-        exempt || day_count < s.max_orders_per_day,
-        format!("{day_count} order(s) today; limit {}", s.max_orders_per_day),
-    );
-    if let Some((passed, detail)) = free_margin_check(
-        ctx,
-        &book,
-        &broker,
-        &order.account,
-        &inst,
-        notional,
-        exempt,
-        today,
-    )
-    .await
-    {
-        check("free_margin", passed, detail);
-    }
-    let commission = match (quantity, price) {
-        (Some(q), Some(p)) => broker.estimate_commission(&order.account, &inst, q, p),
-        _ => None,
-    };
-    Ok(Plan {
-        order,
-        inst,
-        broker,
-        quote,
-        quantity,
-        price,
-        notional,
-        notional_base,
-        value_exact,
-        reduces,
-        commission,
-        base,
-        checks,
-        notes,
-        weight,
-    })
 }
 
 /// `preview_order`: the plan, every rule's verdict and, when allowed, a token.
@@ -1723,9 +650,9 @@ async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Re
 /// `live_not_allowed`, or a store failure.
 pub async fn preview_order(ctx: &ToolContext, args: PreviewArgs) -> Result<PreviewResult> {
     let trading = trading_of(ctx)?;
-    let plan = evaluate(ctx, trading, Normalized::from_args(args)).await?;
-    let allowed = plan.checks.iter().all(|c| c.passed);
-    let key = plan.inst.key.clone();
+    let plan = Plan::evaluate(ctx, trading, Normalized::from_args(args)).await?;
+    let allowed = plan.eval.allowed();
+    let key = plan.facts.inst.key.clone();
     let (token, expires_at) = if allowed {
         let expires = trading.now().timestamp() + trading.settings.token_ttl_seconds;
         let fingerprint = plan.order.token_fingerprint(&key);
@@ -1748,36 +675,37 @@ pub async fn preview_order(ctx: &ToolContext, args: PreviewArgs) -> Result<Previ
     } else {
         (None, None)
     };
-    let mut notes = plan.notes.clone();
+    let mut notes = plan.eval.notes.clone();
     if !allowed {
         notes.push("not allowed: see the checks that did not pass; no token was issued".to_owned());
     }
-    let ccy = plan.inst.currency;
+    let ccy = plan.facts.inst.currency;
     Ok(PreviewResult {
         mode: plan.order.mode.as_str(),
         order: plan.order.view(&key),
         estimate: Estimate {
-            price: plan.price.map(Num),
-            quantity: plan.quantity.map(Num),
+            price: plan.eval.price.map(Num),
+            quantity: plan.eval.quantity.map(Num),
             currency: ccy.code().to_owned(),
-            notional: plan.notional.map(|n| Num(ccy.round(n))),
-            notional_base: plan.notional_base.map(Num),
-            base_currency: plan.base.code().to_owned(),
-            commission: plan.commission.map(Num),
-            margin_required: plan.quantity.zip(plan.price).and_then(|(q, p)| {
+            notional: plan.eval.notional.map(|n| Num(ccy.round(n))),
+            notional_base: plan.eval.notional_base.map(Num),
+            base_currency: plan.facts.base.code().to_owned(),
+            commission: plan.facts.commission.map(Num),
+            margin_required: plan.eval.quantity.zip(plan.eval.price).and_then(|(q, p)| {
                 q.checked_mul(p)?
-                    .checked_mul(plan.inst.multiplier)?
-                    .checked_mul(plan.inst.margin_rate)
+                    .checked_mul(plan.facts.inst.multiplier)?
+                    .checked_mul(plan.facts.inst.margin_rate)
                     .map(|m| Num(ccy.round(m)))
             }),
-            bid: plan.quote.as_ref().map(|q| Num(q.bid)),
-            ask: plan.quote.as_ref().map(|q| Num(q.ask)),
+            bid: plan.facts.quote.as_ref().map(|q| Num(q.bid)),
+            ask: plan.facts.quote.as_ref().map(|q| Num(q.ask)),
         },
         checks: plan
+            .eval
             .checks
             .iter()
             .map(|c| CheckView {
-                rule: c.rule,
+                rule: c.rule.name(),
                 passed: c.passed,
                 detail: c.detail.clone(),
             })
@@ -2098,14 +1026,14 @@ async fn submit(
 ) -> Result<PlaceResult> {
     let trading = trading_of(ctx)?;
     let account = order.account.clone();
-    let plan = match evaluate(ctx, trading, order).await {
+    let plan = match Plan::evaluate(ctx, trading, order).await {
         Ok(plan) => plan,
         Err(e) => {
             refuse(trading, &account, "", &e);
             return Err(e);
         }
     };
-    let key = plan.inst.key.clone();
+    let key = plan.facts.inst.key.clone();
     let token_fingerprint = plan.order.token_fingerprint(&key);
     let fingerprint = plan.order.idempotency_fingerprint(&key);
 
@@ -2130,10 +1058,12 @@ async fn submit(
         );
         return Err(e);
     }
-    let (Some(quantity), Some(notional_base), Some(value)) =
-        (plan.quantity, plan.notional_base, plan.value_exact)
-    else {
-        let e = rule_error("price_available", "the order could not be valued");
+    let (Some(quantity), Some(notional_base), Some(value)) = (
+        plan.eval.quantity,
+        plan.eval.notional_base,
+        plan.eval.value_exact,
+    ) else {
+        let e = Rule::PriceAvailable.error("the order could not be valued");
         refuse(trading, &account, "", &e);
         return Err(e);
     };
@@ -2191,13 +1121,12 @@ async fn submit(
         return outcome;
     }
 
-    // One transaction: the kill switch and the daily limits re-checked, the token
+    // One transaction: the reservation's rules decided again, the token
     // redeemed, the key reserved and the attempt audited, all before the broker is
     // called.
     let now = trading.now();
     let now_text = rfc3339(now);
     let day = trading.today();
-    let settings = &trading.settings;
     let record = Record {
         account: account.clone(),
         client_order_id: client_order_id.clone(),
@@ -2235,45 +1164,18 @@ async fn submit(
         if let Some(existing) = idempotency::get(tx, &account, &client_order_id)? {
             return Ok(Some(existing));
         }
-        if !plan.reduces && trading.kill_switch_on() {
-            return Err(rule_error("kill_switch", "the kill switch was switched on").into());
-        }
-        let rows = idempotency::day_notionals(tx, &day)?;
-        let sum: Decimal = rows.iter().filter_map(|r| r.parse::<Decimal>().ok()).sum();
-        if !plan.reduces && sum + value > settings.max_daily_notional {
-            return Err(rule_error(
-                "max_daily_notional",
-                &format!(
-                    "today {} + this order {} against a daily limit of {} {}",
-                    plan.base.round(sum),
-                    notional_base,
-                    settings.max_daily_notional,
-                    plan.base.code()
-                ),
-            )
-            .into());
-        }
-        if !plan.reduces
-            && u32::try_from(rows.len()).unwrap_or(u32::MAX) >= settings.max_orders_per_day
-        {
-            return Err(rule_error(
-                "max_orders_per_day",
-                &format!(
-                    "{} order(s) today; limit {}",
-                    rows.len(),
-                    settings.max_orders_per_day
-                ),
-            )
-            .into());
-        }
-        // Decided here, with every order reserved meanwhile counted, as the daily cap is.
-        if let Some(w) = &plan.weight {
-            let unseen = w.unseen(tx, &day)?;
-            let (passed, detail) = w.verdict(&key, plan.base, unseen);
-            if !passed {
-                return Err(rule_error("max_position_weight", &detail).into());
-            }
-        }
+        // The rules another order can break meanwhile, decided again over the facts
+        // as they stand now, by the functions the evaluation ran.
+        let again = facts::reread(
+            tx,
+            trading,
+            &plan.broker,
+            &account,
+            &plan.facts,
+            plan.eval.weight.as_ref(),
+        )?;
+        rules::reservation(&plan.eval, &plan.facts, &again, &trading.settings)
+            .map_err(Error::from)?;
         if let Some(token) = &token
             && let Err(refusal) = tokens::redeem(
                 tx,
@@ -2298,8 +1200,8 @@ async fn submit(
                     "order": plan.order.view(&key),
                     "quantity": quantity.to_string(),
                     "notional_base": value.to_string(),
-                    "base_currency": plan.base.code(),
-                    "reduces_only": plan.reduces,
+                    "base_currency": plan.facts.base.code(),
+                    "reduces_only": plan.eval.reduces,
                     "confirmed_by": confirmed_by,
                 })
                 .to_string(),
@@ -2368,7 +1270,7 @@ async fn submit(
         comment: plan.order.comment.clone(),
         client_order_id: client_order_id.clone(),
         mode: plan.order.mode,
-        reduce_only: plan.reduces,
+        reduce_only: plan.eval.reduces,
         ticket: plan.order.ticket.clone(),
         magic: plan.order.magic,
     };
@@ -2484,11 +1386,12 @@ async fn seen_before(
 
 /// A client order id already used for another order: refused and audited.
 fn reused_error(trading: &Trading, account: &str, client_order_id: &str, record: &Record) -> Error {
-    let e = rule_error(
-        "client_order_id_reused",
-        &format!("{} was used for a different order", quoted(client_order_id)),
-    )
-    .with_order(Some(client_order_id.to_owned()), record.order_id.clone());
+    let e = Rule::ClientOrderIdReused
+        .error(&format!(
+            "{} was used for a different order",
+            quoted(client_order_id)
+        ))
+        .with_order(Some(client_order_id.to_owned()), record.order_id.clone());
     refuse(trading, account, client_order_id, &e);
     e
 }
@@ -2579,8 +1482,8 @@ fn confirm_prompt(plan: &Plan, quantity: Decimal, notional_base: Decimal) -> Str
         o.mode.as_str().to_uppercase(),
         o.side.as_str(),
         quantity,
-        plan.inst.unit,
-        plan.inst.key,
+        plan.facts.inst.unit,
+        plan.facts.inst.key,
         o.account
     );
     text.push_str(&format!(", {}", o.order_type.as_str()));
@@ -2593,7 +1496,7 @@ fn confirm_prompt(plan: &Plan, quantity: Decimal, notional_base: Decimal) -> Str
     text.push_str(&format!(
         ", valued at {} {}",
         notional_base,
-        plan.base.code()
+        plan.facts.base.code()
     ));
     if let Some(sl) = o.stop_loss {
         text.push_str(&format!(", stop-loss {sl}"));
@@ -2623,15 +1526,12 @@ fn open_ticket(
         .collect();
     if let Some(t) = here.iter().find(|t| t.ticket == ticket) {
         if book.instrument(t.instrument).key.symbol != key.symbol {
-            return Err(rule_error(
-                "ticket_found",
-                &format!(
-                    "ticket {} is {}, not {}",
-                    quoted(ticket),
-                    book.instrument(t.instrument).key.symbol,
-                    key.symbol
-                ),
-            ));
+            return Err(Rule::TicketFound.error(&format!(
+                "ticket {} is {}, not {}",
+                quoted(ticket),
+                book.instrument(t.instrument).key.symbol,
+                key.symbol
+            )));
         }
         return Ok((*t).clone());
     }
@@ -2640,18 +1540,15 @@ fn open_ticket(
         .filter(|t| book.instrument(t.instrument).key.symbol == key.symbol)
         .map(|t| t.ticket.as_str())
         .collect();
-    Err(rule_error(
-        "ticket_found",
-        &format!(
-            "account {account} has no open ticket {}{}",
-            quoted(ticket),
-            if open.is_empty() {
-                format!(" (nothing of {} is open)", key.symbol)
-            } else {
-                format!("; {} tickets open: {}", key.symbol, open.join(", "))
-            }
-        ),
-    ))
+    Err(Rule::TicketFound.error(&format!(
+        "account {account} has no open ticket {}{}",
+        quoted(ticket),
+        if open.is_empty() {
+            format!(" (nothing of {} is open)", key.symbol)
+        } else {
+            format!("; {} tickets open: {}", key.symbol, open.join(", "))
+        }
+    )))
 }
 
 /// Refuses a change to a whole symbol on a hedging account that holds it both ways (a
@@ -2671,37 +1568,14 @@ fn hedged_both_ways(
         .iter()
         .filter(|t| Some(t.account) == a && book.instrument(t.instrument).key.symbol == key.symbol)
         .collect();
-    let buys = here.iter().any(|t| t.side == Side::Buy);
-    let sells = here.iter().any(|t| t.side == Side::Sell);
-    if buys && sells {
-        let list: Vec<String> = here
-            .iter()
-            .map(|t| format!("{} ({} {})", t.ticket, t.side.as_str(), t.quantity))
-            .collect();
-        return Err(rule_error(
-            "ticket_required",
-            &format!(
-                "account {account} holds {} both ways (hedging): {tool} needs the ticket, one of {}",
-                key.symbol,
-                list.join(", ")
-            ),
-        ));
+    let tickets: Vec<(&str, Side, Decimal)> = here
+        .iter()
+        .map(|t| (t.ticket.as_str(), t.side, t.quantity))
+        .collect();
+    if let Some(f) = rules::one_way(account, key, tool, &tickets).failure() {
+        return Err(f.into());
     }
     Ok(())
-}
-
-/// An account's own book, replayed, read from its broker alone (never waiting for
-/// another broker).
-async fn own_ledger(
-    ctx: &ToolContext,
-    account: &str,
-) -> Result<(
-    Arc<tradedesk_core::Book>,
-    Arc<tradedesk_core::ledger::Ledger>,
-)> {
-    let book = ctx.account_book(account).await?;
-    let ledger = Arc::new(tradedesk_core::ledger::replay(&book, |_, _| {})?);
-    Ok((book, ledger))
 }
 
 /// `close_position`: a market order on the opposite side, for all or part.
@@ -2732,28 +1606,13 @@ pub async fn close_position(
     } else {
         position_in(&book, &ledger, &args.account, &inst.key)
     };
-    if held.is_zero() {
-        return Err(rule_error(
-            "no_position",
-            &format!("account {} holds no {}", args.account, inst.key),
-        ));
-    }
-    let quantity = match args.quantity {
-        None => held.abs(),
-        Some(q) if q.0 > held.abs() => {
-            return Err(match &ticket {
-                Some(t) => rule_error(
-                    "close_exceeds_ticket",
-                    &format!("{} to close, ticket {t} has {}", q.0, held.abs()),
-                ),
-                None => rule_error(
-                    "close_exceeds_position",
-                    &format!("{} to close, but {} is open", q.0, held.abs()),
-                ),
-            });
-        }
-        Some(q) => q.0,
-    };
+    let quantity = rules::close_quantity(
+        &args.account,
+        &inst.key,
+        held,
+        args.quantity.map(|q| q.0),
+        ticket.as_deref(),
+    )?;
     let order = Normalized {
         account: args.account,
         symbol: inst.key.qualified(),
@@ -2791,19 +1650,13 @@ pub async fn modify_position(ctx: &ToolContext, args: ModifyArgs) -> Result<Modi
     let broker = trading_broker(ctx, trading, &args.account, mode)?;
     let audit_refusal = |e: &Error| refuse(trading, &args.account, "", e);
     if trading.kill_switch_on() {
-        let e = rule_error(
-            "kill_switch",
-            "modify_position is refused while the kill switch is on",
-        );
+        let e = Rule::KillSwitch.error("modify_position is refused while the kill switch is on");
         audit_refusal(&e);
         return Err(e);
     }
     let (sl, tp) = (args.stop_loss.map(|n| n.0), args.take_profit.map(|n| n.0));
-    if sl.is_none() && tp.is_none() {
-        return Err(rule_error(
-            "sl_or_tp_required",
-            "neither stop_loss nor take_profit was given",
-        ));
+    if let Some(f) = rules::levels_given(sl, tp).failure() {
+        return Err(f.into());
     }
     let inst = broker
         .instrument(&args.account, &args.symbol)
@@ -2822,32 +1675,26 @@ pub async fn modify_position(ctx: &ToolContext, args: ModifyArgs) -> Result<Modi
         Some(t) => t.signed_quantity(),
         None => position_in(&book, &ledger, &args.account, &inst.key),
     };
-    if held.is_zero() {
-        return Err(rule_error(
-            "no_position",
-            &format!("account {} holds no {}", args.account, inst.key),
-        ));
+    if let Some(f) = rules::position_held(&args.account, &inst.key, held).failure() {
+        return Err(f.into());
     }
     let quote = broker
         .quote(&args.account, &inst.key.qualified())
         .await
-        .map_err(|e| rule_error("price_available", &e.to_string()))?;
+        .map_err(|e| Rule::PriceAvailable.error(&e.to_string()))?;
     let long = held.is_sign_positive();
     // A long position exits at the bid, a short one at the ask.
     let price = if long { quote.bid } else { quote.ask };
     for (name, level) in [("stop_loss", sl), ("take_profit", tp)] {
         if let Some(level) = level {
             if level <= Decimal::ZERO {
-                return Err(rule_error(
-                    "price_positive",
-                    &format!("{name} must be above zero"),
-                ));
+                return Err(Rule::PricePositive.error(&format!("{name} must be above zero")));
             }
             if !multiple_of(level, inst.tick) {
-                return Err(rule_error(
-                    "tick_size",
-                    &format!("{name} {level} is not a multiple of the tick {}", inst.tick),
-                ));
+                return Err(Rule::TickSize.error(&format!(
+                    "{name} {level} is not a multiple of the tick {}",
+                    inst.tick
+                )));
             }
         }
     }
@@ -2869,7 +1716,7 @@ pub async fn modify_position(ctx: &ToolContext, args: ModifyArgs) -> Result<Modi
     .into_iter()
     .find(|c| !c.passed)
     {
-        return Err(rule_error(failed.rule, &failed.detail));
+        return Err(failed.rule.error(&failed.detail));
     }
     let (new_sl, new_tp) = match &ticket {
         Some(t) => broker
@@ -2908,11 +1755,12 @@ pub async fn cancel_order(ctx: &ToolContext, args: CancelArgs) -> Result<CancelR
         (Some(id), None) => OrderRef::OrderId(id),
         (None, Some(id)) => OrderRef::ClientOrderId(id),
         _ => {
+            let rule = Rule::OrderReference;
             return Err(Error::rule(
-                ErrorCode::InvalidOrder,
-                "order_reference",
+                rule.code(),
+                rule.name(),
                 "pass exactly one of order_id and client_order_id",
-                "get_orders lists both for every working order",
+                rule.hint(),
             ));
         }
     };
