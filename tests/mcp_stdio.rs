@@ -255,7 +255,13 @@ fn a_whole_session_keeps_stdout_pure_json_rpc() {
             .find(|c| c["tool"] == tool)
             .unwrap_or_else(|| panic!("no telemetry line for {tool}: {telemetry}"))
     };
-    assert!(line("get_positions")["arguments"]["symbol"].as_str().unwrap().len() < 300);
+    assert!(
+        line("get_positions")["arguments"]["symbol"]
+            .as_str()
+            .unwrap()
+            .len()
+            < 300
+    );
     assert_eq!(line("get_portfolio_summary")["client"], "stdio-test");
     assert_eq!(line("get_realized_pnl")["error_code"], "invalid_date");
 }
