@@ -222,6 +222,9 @@ impl Setup<'_> {
     }
 }
 
+/// A broker and the accounts of it to serve (`None`: all of its own).
+pub type Served = (Arc<dyn Broker>, Option<Vec<String>>);
+
 /// The brokers the entries opened so far.
 #[derive(Debug)]
 pub struct Opened {
@@ -260,9 +263,8 @@ impl Opened {
     /// Every broker with the accounts it serves (`None`: all of its own), the book files
     /// last; and the clock.
     #[must_use]
-    pub fn finish(self) -> (Vec<(Arc<dyn Broker>, Option<Vec<String>>)>, Arc<dyn Clock>) {
-        let mut out: Vec<(Arc<dyn Broker>, Option<Vec<String>>)> =
-            self.brokers.into_iter().map(|b| (b, None)).collect();
+    pub fn finish(self) -> (Vec<Served>, Arc<dyn Clock>) {
+        let mut out: Vec<Served> = self.brokers.into_iter().map(|b| (b, None)).collect();
         for (_, broker, ids) in self.books {
             out.push((broker, Some(ids)));
         }
