@@ -218,6 +218,11 @@ fn a_bad_config_is_refused_with_the_key_named() {
             "tools.enabled: unknown toolset 'quotes'",
         ),
         ("[tools]\nenable = [\"portfolio\"]\n", "enable"),
+        // A key of another broker is unknown in this one's entry, named with the account.
+        (
+            "[[accounts]]\nid = \"x\"\nbroker = \"sim\"\npath = \"b.json\"\n",
+            "account 'x' (broker = \"sim\"): unknown field `path`",
+        ),
     ] {
         let config = write_config(dir.path(), text);
         let out = tradedesk(&[

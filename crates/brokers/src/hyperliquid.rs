@@ -932,6 +932,10 @@ impl Broker for HyperliquidBroker {
         })
     }
 
+    fn offers_perps(&self) -> bool {
+        true
+    }
+
     async fn perp_market(
         &self,
         account: &str,

@@ -15,6 +15,7 @@ use tradedesk_core::{
     TradableInstrument,
 };
 
+pub mod accounts;
 pub mod alpaca;
 pub mod book;
 pub mod calendar;
@@ -634,6 +635,13 @@ pub trait Broker: Send + Sync + fmt::Debug {
 
     async fn quote(&self, account: &str, _symbol: &str) -> Result<Quote, BrokerError> {
         unsupported(account, "quotes")
+    }
+
+    /// Whether this broker is a perpetuals venue, asked first for a market's mark and
+    /// trades before any other account that knows the market (the sim's simulated perps
+    /// are not a venue).
+    fn offers_perps(&self) -> bool {
+        false
     }
 
     /// A perpetual's mark price and maximum leverage.

@@ -264,7 +264,7 @@ pub async fn get_recent_trades(
     let limit = check_limit(a.limit, TRADES_DEFAULT, TRADES_MAX)?;
     let named = a.account.as_deref();
     let mut accounts = candidates(ctx, named)?;
-    accounts.sort_by_key(|(acc, _)| acc.broker != "hyperliquid");
+    accounts.sort_by_key(|(_, broker)| !broker.offers_perps());
     let mut last: Option<Error> = None;
     for (account, broker) in accounts {
         match bounded(

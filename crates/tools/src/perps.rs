@@ -156,8 +156,9 @@ struct Mark {
     max_leverage: u32,
 }
 
-/// The account to read `market` from: the named one, else the first Hyperliquid
-/// account, else the first that knows the market (the sim's perps).
+/// The account to read `market` from: the named one, else the first at a perpetuals
+/// venue (Hyperliquid; `Broker::offers_perps`), else the first that knows the market
+/// (the sim's perps).
 async fn live_mark(ctx: &ToolContext, market: &str, account: Option<&str>) -> Result<Mark> {
     let mut candidates = ctx.served_accounts();
     if let Some(id) = account {
@@ -170,7 +171,7 @@ async fn live_mark(ctx: &ToolContext, market: &str, account: Option<&str>) -> Re
             ));
         }
     }
-    candidates.sort_by_key(|(a, _)| a.broker != "hyperliquid");
+    candidates.sort_by_key(|(_, broker)| !broker.offers_perps());
     let mut last = None;
     for (a, broker) in candidates {
         match broker.perp_market(&a.id, market).await {
