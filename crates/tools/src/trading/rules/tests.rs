@@ -165,7 +165,7 @@ const ROWS: &[Row] = &[
         c.facts.inst.max_quantity = dec!(9);
     }),
     ("limit with its price", Rule::PricesMatchType, true, |c| {
-        limit(c, dec!(99))
+        limit(c, dec!(99));
     }),
     ("limit without a price", Rule::PricesMatchType, false, |c| {
         c.order.order_type = OrderType::Limit;
@@ -193,10 +193,10 @@ const ROWS: &[Row] = &[
         c.order.stop_loss = Some(Decimal::ZERO);
     }),
     ("on the tick", Rule::TickSize, true, |c| {
-        limit(c, dec!(100.01))
+        limit(c, dec!(100.01));
     }),
     ("off the tick", Rule::TickSize, false, |c| {
-        limit(c, dec!(100.005))
+        limit(c, dec!(100.005));
     }),
     ("buy: sl under tp", Rule::SlAboveTp, true, |c| {
         c.order.stop_loss = Some(dec!(90));
@@ -413,7 +413,7 @@ const ROWS: &[Row] = &[
     ),
     ("off", Rule::KillSwitch, true, |_| {}),
     ("on", Rule::KillSwitch, false, |c| {
-        c.facts.kill_switch = true
+        c.facts.kill_switch = true;
     }),
     ("on, but only reducing", Rule::KillSwitch, true, |c| {
         c.facts.kill_switch = true;
@@ -440,10 +440,10 @@ const ROWS: &[Row] = &[
     }),
     ("a quote and a rate", Rule::PriceAvailable, true, |_| {}),
     ("no quote", Rule::PriceAvailable, false, |c| {
-        c.facts.quote = None
+        c.facts.quote = None;
     }),
     ("no rate", Rule::PriceAvailable, false, |c| {
-        c.facts.rate = None
+        c.facts.rate = None;
     }),
     ("at the limit", Rule::MaxOrderNotional, true, |_| {}),
     (
@@ -852,7 +852,7 @@ const RESERVE_ROWS: &[ReserveRow] = &[
         r.kill_switch = true;
     }),
     ("the day filled up to the limit", None, |r| {
-        r.day.sum = dec!(4000)
+        r.day.sum = dec!(4000);
     }),
     (
         "the day went past the limit",
