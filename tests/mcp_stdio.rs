@@ -128,7 +128,7 @@ fn a_whole_session_keeps_stdout_pure_json_rpc() {
         .unwrap()
         .clone();
     // Trading is off by default: the read tools only, no write tool.
-    assert_eq!(tools.len(), 28);
+    assert_eq!(tools.len(), 29);
     for t in &tools {
         assert!(
             ![
@@ -255,7 +255,13 @@ fn a_whole_session_keeps_stdout_pure_json_rpc() {
             .find(|c| c["tool"] == tool)
             .unwrap_or_else(|| panic!("no telemetry line for {tool}: {telemetry}"))
     };
-    assert!(line("get_positions")["arguments"]["symbol"].as_str().unwrap().len() < 300);
+    assert!(
+        line("get_positions")["arguments"]["symbol"]
+            .as_str()
+            .unwrap()
+            .len()
+            < 300
+    );
     assert_eq!(line("get_portfolio_summary")["client"], "stdio-test");
     assert_eq!(line("get_realized_pnl")["error_code"], "invalid_date");
 }

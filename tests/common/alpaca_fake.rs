@@ -3793,7 +3793,11 @@ pub async fn self_check() -> Vec<String> {
         chain["snapshots"]["AAPL261218C00280000"]["greeks"]["delta"],
         json!(0.52)
     );
-    assert!(chain["snapshots"]["AAPL261218P00280000"].get("greeks").is_none());
+    assert!(
+        chain["snapshots"]["AAPL261218P00280000"]
+            .get("greeks")
+            .is_none()
+    );
     c.fails(
         Data,
         "GET",
@@ -5247,8 +5251,9 @@ impl ChainBook {
             .collect();
         let page: Vec<&FakeOption> = rest.iter().take(limit).copied().collect();
         let next = if rest.len() > limit {
-            page.last()
-                .map_or(Value::Null, |o| Value::String(base64_encode(o.symbol.as_bytes())))
+            page.last().map_or(Value::Null, |o| {
+                Value::String(base64_encode(o.symbol.as_bytes()))
+            })
         } else {
             Value::Null
         };

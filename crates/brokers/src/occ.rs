@@ -69,7 +69,9 @@ pub fn parse(symbol: &str) -> Option<OccSymbol> {
 
 /// The compact OCC symbol of a contract (as Alpaca writes it).
 pub fn compact(root: &str, expiry: NaiveDate, right: Right, strike: Decimal) -> String {
-    let thousandths = rust_decimal::prelude::ToPrimitive::to_i64(&(strike * Decimal::ONE_THOUSAND).round()).unwrap_or(0);
+    let thousandths =
+        rust_decimal::prelude::ToPrimitive::to_i64(&(strike * Decimal::ONE_THOUSAND).round())
+            .unwrap_or(0);
     format!(
         "{root}{}{}{thousandths:08}",
         expiry.format("%y%m%d"),

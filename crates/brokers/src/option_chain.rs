@@ -119,11 +119,15 @@ mod tests {
 
     #[test]
     fn strikes_near_keeps_n_on_each_side() {
-        let s = [dec!(90), dec!(95), dec!(100), dec!(105), dec!(110), dec!(100)];
-        assert_eq!(
-            strikes_near(&s, dec!(101), 1),
-            vec![dec!(100), dec!(105)]
-        );
+        let s = [
+            dec!(90),
+            dec!(95),
+            dec!(100),
+            dec!(105),
+            dec!(110),
+            dec!(100),
+        ];
+        assert_eq!(strikes_near(&s, dec!(101), 1), vec![dec!(100), dec!(105)]);
         assert_eq!(
             strikes_near(&s, dec!(100), 2),
             vec![dec!(95), dec!(100), dec!(105), dec!(110)]

@@ -217,8 +217,12 @@ fn check(a: &OptionChainArgs) -> Result<Checked> {
     let strikes_around = a.strikes_around.unwrap_or(DEFAULT_STRIKES_AROUND);
     if !(1..=MAX_STRIKES_AROUND).contains(&strikes_around) {
         return Err(Error::invalid_argument(
-            format!("strikes_around is {strikes_around}: it must be from 1 to {MAX_STRIKES_AROUND}"),
-            format!("leave it out for {DEFAULT_STRIKES_AROUND} strikes on each side of the underlying's price"),
+            format!(
+                "strikes_around is {strikes_around}: it must be from 1 to {MAX_STRIKES_AROUND}"
+            ),
+            format!(
+                "leave it out for {DEFAULT_STRIKES_AROUND} strikes on each side of the underlying's price"
+            ),
         ));
     }
     let fraction = |name: &str, v: f64| {
@@ -419,10 +423,7 @@ pub(crate) fn contract_row(
 /// out of range, an expiry the broker does not list); `unknown_account`;
 /// `not_supported` for an account whose broker has no option chains (naming those that
 /// do); the broker's failures (`broker_timeout` past `broker_timeout`).
-pub async fn get_option_chain(
-    ctx: &ToolContext,
-    a: OptionChainArgs,
-) -> Result<OptionChainResult> {
+pub async fn get_option_chain(ctx: &ToolContext, a: OptionChainArgs) -> Result<OptionChainResult> {
     let checked = check(&a)?;
     let query = ChainQuery {
         underlying: a.underlying.trim().to_owned(),
@@ -443,7 +444,11 @@ pub async fn get_option_chain(
                 "the underlying's price is not known: the {} lowest strikes are shown, and greeks the broker does not send are left out",
                 checked.strikes_around * 2
             ));
-            distinct.iter().take(checked.strikes_around * 2).copied().collect()
+            distinct
+                .iter()
+                .take(checked.strikes_around * 2)
+                .copied()
+                .collect()
         }
     };
     let mut contracts: Vec<&ChainContract> = chain
@@ -567,18 +572,29 @@ pub async fn option_strategy(
         let compact = compact.to_ascii_uppercase();
         let Some(occ) = tradedesk_brokers::occ::parse(&compact) else {
             return Err(Error::invalid_argument(
-                format!("{} {} is not an OCC option symbol", field("contract"), quoted(&symbol)),
+                format!(
+                    "{} {} is not an OCC option symbol",
+                    field("contract"),
+                    quoted(&symbol)
+                ),
                 "give the contract's symbol as get_option_chain lists it, such as AAPL240126P00050000",
             ));
         };
-        if a.legs[i].kind.is_some() || a.legs[i].strike.is_some() || a.legs[i].time_years.is_some() {
+        if a.legs[i].kind.is_some() || a.legs[i].strike.is_some() || a.legs[i].time_years.is_some()
+        {
             return Err(Error::invalid_argument(
                 format!("legs[{i}] names a contract and also a type, strike or time_years"),
                 "a contract leg takes contract, quantity (contracts) and, to override the chain, premium or volatility",
             ));
         }
-        let root = occ.root.trim_end_matches(|c: char| c.is_ascii_digit()).to_owned();
-        let chain = match chains.iter().position(|(r, d, _)| *r == root && *d == occ.expiry) {
+        let root = occ
+            .root
+            .trim_end_matches(|c: char| c.is_ascii_digit())
+            .to_owned();
+        let chain = match chains
+            .iter()
+            .position(|(r, d, _)| *r == root && *d == occ.expiry)
+        {
             Some(k) => &chains[k].2,
             None => {
                 let chain = read_chain(
@@ -598,7 +614,10 @@ pub async fn option_strategy(
         match &underlying {
             Some((u, _)) if *u != chain.underlying => {
                 return Err(Error::invalid_argument(
-                    format!("the legs are on {u} and {}: a strategy has one underlying", chain.underlying),
+                    format!(
+                        "the legs are on {u} and {}: a strategy has one underlying",
+                        chain.underlying
+                    ),
                     "give legs on one underlying",
                 ));
             }
@@ -607,13 +626,22 @@ pub async fn option_strategy(
         }
         let Some(c) = chain.contracts.iter().find(|c| c.symbol == compact) else {
             return Err(Error::invalid_argument(
-                format!("{} {}: the {} chain at {account} has no such contract", field("contract"), quoted(&symbol), chain.underlying),
+                format!(
+                    "{} {}: the {} chain at {account} has no such contract",
+                    field("contract"),
+                    quoted(&symbol),
+                    chain.underlying
+                ),
                 "get_option_chain lists the contracts (raise strikes_around for far strikes)",
             ));
         };
         let Some(multiplier) = c.multiplier else {
             return Err(Error::invalid_argument(
-                format!("{} {}: the broker does not say its multiplier", field("contract"), quoted(&symbol)),
+                format!(
+                    "{} {}: the broker does not say its multiplier",
+                    field("contract"),
+                    quoted(&symbol)
+                ),
                 "give the leg explicitly (type, strike, time_years, volatility) with quantity in shares",
             ));
         };
@@ -628,14 +656,22 @@ pub async fn option_strategy(
             .or_else(|| row.mid.or(row.last).map(Num::to_f64));
         let Some(premium) = premium else {
             return Err(Error::invalid_argument(
-                format!("{} {} has no bid and ask or last trade", field("contract"), quoted(&symbol)),
+                format!(
+                    "{} {} has no bid and ask or last trade",
+                    field("contract"),
+                    quoted(&symbol)
+                ),
                 format!("give {} for it", field("premium")),
             ));
         };
         let volatility = a.legs[i].volatility.or(row.implied_volatility);
         let Some(volatility) = volatility else {
             return Err(Error::invalid_argument(
-                format!("{} {}: no implied volatility (the broker sends none and none solves from its price)", field("contract"), quoted(&symbol)),
+                format!(
+                    "{} {}: no implied volatility (the broker sends none and none solves from its price)",
+                    field("contract"),
+                    quoted(&symbol)
+                ),
                 format!("give {} for it", field("volatility")),
             ));
         };
@@ -672,9 +708,14 @@ pub async fn option_strategy(
         leg.contract = None;
     }
     if a.spot.is_none() {
-        a.spot = underlying.as_ref().and_then(|(_, p)| p.and_then(|p| p.to_f64()));
+        a.spot = underlying
+            .as_ref()
+            .and_then(|(_, p)| p.and_then(|p| p.to_f64()));
         if let Some((u, Some(p))) = &underlying {
-            notes.push(format!("spot {} is the chain's price of {u}", p.normalize()));
+            notes.push(format!(
+                "spot {} is the chain's price of {u}",
+                p.normalize()
+            ));
         }
     }
     let simulated = chains.iter().any(|(_, _, c)| c.simulated);
@@ -698,14 +739,35 @@ mod tests {
 
     #[test]
     fn arguments_are_checked() {
-        let ok = check(&args(serde_json::json!({"underlying": "AAPL", "account": "X"}))).unwrap();
-        assert_eq!((ok.strikes_around, ok.rate, ok.dividend_yield), (10, None, 0.0));
+        let ok = check(&args(
+            serde_json::json!({"underlying": "AAPL", "account": "X"}),
+        ))
+        .unwrap();
+        assert_eq!(
+            (ok.strikes_around, ok.rate, ok.dividend_yield),
+            (10, None, 0.0)
+        );
         for (v, word) in [
-            (serde_json::json!({"underlying": " ", "account": "X"}), "underlying"),
-            (serde_json::json!({"underlying": "A", "account": "X", "expiry": "soon"}), "expiry"),
-            (serde_json::json!({"underlying": "A", "account": "X", "strikes_around": 0}), "strikes_around"),
-            (serde_json::json!({"underlying": "A", "account": "X", "strikes_around": 51}), "strikes_around"),
-            (serde_json::json!({"underlying": "A", "account": "X", "rate": 4}), "rate"),
+            (
+                serde_json::json!({"underlying": " ", "account": "X"}),
+                "underlying",
+            ),
+            (
+                serde_json::json!({"underlying": "A", "account": "X", "expiry": "soon"}),
+                "expiry",
+            ),
+            (
+                serde_json::json!({"underlying": "A", "account": "X", "strikes_around": 0}),
+                "strikes_around",
+            ),
+            (
+                serde_json::json!({"underlying": "A", "account": "X", "strikes_around": 51}),
+                "strikes_around",
+            ),
+            (
+                serde_json::json!({"underlying": "A", "account": "X", "rate": 4}),
+                "rate",
+            ),
         ] {
             let e = check(&args(v)).err().unwrap();
             assert!(e.message.contains(word), "{e}");

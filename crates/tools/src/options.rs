@@ -333,7 +333,10 @@ fn leg(i: usize, a: &LegArgs, m: Market) -> Result<Leg> {
     )?;
     if a.contract.is_some() {
         return Err(Error::invalid_argument(
-            format!("{} names a chain contract but the strategy has no account", name("contract")),
+            format!(
+                "{} names a chain contract but the strategy has no account",
+                name("contract")
+            ),
             "give account, the account whose option chain the contract is read from (get_option_chain)",
         ));
     }

@@ -21,7 +21,7 @@ use crate::option_chain::{
 };
 
 /// Pages of contracts (up to 10000 each) and of snapshots (up to 1000 each) followed.
-const MAX_CONTRACT_PAGES: usize = 3;
+const MAX_CONTRACT_PAGES: usize = 10;
 const MAX_SNAPSHOT_PAGES: usize = 10;
 /// How far ahead expiries are listed.
 const EXPIRY_HORIZON_DAYS: i64 = 3 * 366;
@@ -76,7 +76,9 @@ impl AlpacaBroker {
             ..OptionChain::default()
         };
         // The underlying: its latest trade, else the middle of its quote.
-        let snap = self.read_snapshots(account, std::slice::from_ref(&bare)).await?;
+        let snap = self
+            .read_snapshots(account, std::slice::from_ref(&bare))
+            .await?;
         out.requests += snap.requests;
         let Some(row) = snap.rows.into_iter().next() else {
             return Err(BrokerError::InvalidRequest {
@@ -101,7 +103,7 @@ impl AlpacaBroker {
         let today = now.with_timezone(&eastern(now)).date_naive();
 
         // Every contract listed: the expiries, strikes, multipliers and open interest.
-        let listed = match self.list_contracts(&bare, q.expiry, today, &mut out).await {
+        let listed = match self.list_contracts(&bare, today, &mut out).await {
             Ok(l) => Some(l),
             Err(e @ BrokerError::Timeout { .. }) => return Err(e),
             Err(e) => {
@@ -276,11 +278,10 @@ impl AlpacaBroker {
     }
 
     /// `GET /v2/options/contracts` for the underlying: active contracts expiring from
-    /// today (or on `expiry`), every page up to the cap, by (expiry, strike, symbol).
+    /// today to three years ahead, every page up to the cap, by (expiry, strike, symbol).
     async fn list_contracts(
         &self,
         underlying: &str,
-        expiry: Option<NaiveDate>,
         today: NaiveDate,
         out: &mut OptionChain,
     ) -> Result<BTreeMap<(NaiveDate, Decimal, String), Listed>, BrokerError> {
@@ -292,22 +293,20 @@ impl AlpacaBroker {
                 ("status", "active".to_owned()),
                 ("limit", "10000".to_owned()),
             ];
-            match expiry {
-                Some(e) => query.push(("expiration_date", e.to_string())),
-                None => {
-                    // Without an upper bound Alpaca lists only up to the next weekend.
-                    query.push(("expiration_date_gte", today.to_string()));
-                    query.push((
-                        "expiration_date_lte",
-                        (today + Duration::days(EXPIRY_HORIZON_DAYS)).to_string(),
-                    ));
-                }
-            }
+            // Every expiry ahead, so the answer lists them all: without an upper bound
+            // Alpaca lists only up to the next weekend.
+            query.push(("expiration_date_gte", today.to_string()));
+            query.push((
+                "expiration_date_lte",
+                (today + Duration::days(EXPIRY_HORIZON_DAYS)).to_string(),
+            ));
             if let Some(t) = &token {
                 query.push(("page_token", t.clone()));
             }
             out.requests += 1;
-            let body = self.get_ok(self.trading("/v2/options/contracts"), &query, false).await?;
+            let body = self
+                .get_ok(self.trading("/v2/options/contracts"), &query, false)
+                .await?;
             let Some(rows) = body.get("option_contracts").and_then(Value::as_array) else {
                 return Err(self.unavailable(
                     "the contract list is not an object with option_contracts".to_owned(),
@@ -324,7 +323,8 @@ impl AlpacaBroker {
                 found.insert(
                     (d, k.normalize(), symbol.to_ascii_uppercase()),
                     Listed {
-                        multiplier: dec(r, "multiplier").filter(|m| m.is_sign_positive() && !m.is_zero()),
+                        multiplier: dec(r, "multiplier")
+                            .filter(|m| m.is_sign_positive() && !m.is_zero()),
                         open_interest: dec(r, "open_interest").filter(|v| !v.is_sign_negative()),
                         open_interest_date: date(r, "open_interest_date"),
                     },
@@ -372,7 +372,9 @@ impl AlpacaBroker {
                 query.push(("page_token", t.clone()));
             }
             out.requests += 1;
-            let (status, body) = self.send(self.client.get(url.clone()).query(&query), false).await?;
+            let (status, body) = self
+                .send(self.client.get(url.clone()).query(&query), false)
+                .await?;
             if !(200..300).contains(&status) {
                 return Err(BrokerError::InvalidRequest {
                     account: self.config.account.clone(),

@@ -20,7 +20,7 @@ use super::SimBroker;
 use super::market::SimInstrument;
 use crate::BrokerError;
 use crate::occ::Right;
-use crate::option_chain::{ChainContract, ChainQuery, OptionChain, strikes_near, us_close};
+use crate::option_chain::{ChainContract, ChainQuery, OptionChain, us_close};
 
 /// The risk-free rate the sim prices its options at (continuously compounded).
 pub(super) const SIM_RATE: f64 = 0.04;
@@ -136,13 +136,11 @@ impl SimBroker {
         };
         let step = step_of(spot);
         let atm = (spot_dec / step).round() * step;
-        let mut strikes: Vec<Decimal> = (-STRIKES_EACH_SIDE..=STRIKES_EACH_SIDE)
+        // Every strike listed: the tool keeps those near the money.
+        let strikes: Vec<Decimal> = (-STRIKES_EACH_SIDE..=STRIKES_EACH_SIDE)
             .map(|i| atm + step * Decimal::from(i))
             .filter(|k| k.is_sign_positive() && !k.is_zero())
             .collect();
-        if let Some(n) = query.strikes_around {
-            strikes = strikes_near(&strikes, spot_dec, n);
-        }
         let years = (close - now).num_seconds() as f64 / (365.0 * 86_400.0);
         // The instrument's daily scale, annualized, bounded to a plausible range.
         let base = (inst.volatility * 252_f64.sqrt()).clamp(0.12, 1.2);
@@ -173,10 +171,10 @@ impl SimBroker {
                 let s = salt(&symbol);
                 let day = u64::try_from(now.date_naive().num_days_from_ce()).unwrap_or(0);
                 let liquidity = (-8.0 * m.abs()).exp();
-                let volume = (3000.0 * liquidity * (0.2 + 0.8 * unit(&[self.config.seed, s, day])))
-                    .floor();
-                let oi = (20_000.0 * liquidity * (0.3 + 0.7 * unit(&[self.config.seed, s])))
-                    .floor();
+                let volume =
+                    (3000.0 * liquidity * (0.2 + 0.8 * unit(&[self.config.seed, s, day]))).floor();
+                let oi =
+                    (20_000.0 * liquidity * (0.3 + 0.7 * unit(&[self.config.seed, s]))).floor();
                 let traded = volume >= 1.0;
                 contracts.push(ChainContract {
                     symbol,
@@ -188,8 +186,7 @@ impl SimBroker {
                     bid: cents(model - half, false),
                     ask: cents(model + half, true).or(Some(Decimal::new(1, 2))),
                     last: if traded {
-                        cents(model, false)
-                            .or(Some(Decimal::new(1, 2)))
+                        cents(model, false).or(Some(Decimal::new(1, 2)))
                     } else {
                         None
                     },
