@@ -106,7 +106,7 @@ async fn the_sims_chain_is_simulated_deterministic_and_solved_by_tradedesk() {
     assert_eq!(strikes.iter().filter(|k| **k <= spot).count(), 6);
     for c in r["contracts"].as_array().unwrap() {
         assert_eq!(c["greeks_source"], "tradedesk_bsm", "{c:#}");
-        assert_eq!(c["multiplier"], 100);
+        assert_eq!(f(&c["multiplier"]), 100.0);
         let i = &c["bsm_inputs"];
         assert_eq!(
             (i["rate"].as_f64(), i["rate_source"].as_str()),
@@ -358,7 +358,7 @@ async fn alpacas_chain_carries_its_greeks_open_interest_and_multiplier() {
         "the nearest expiry by default"
     );
     assert_eq!(r["expiries"], json!([near.to_string(), far.to_string()]));
-    assert_eq!(r["underlying_price"], 280);
+    assert_eq!(f(&r["underlying_price"]), 280.0);
     assert_eq!(r["underlying_price_source"], "the latest IEX trade");
     // One strike at or below 280 and one above: 280 and 285.
     assert_eq!(r["count"], 4, "{r:#}");
@@ -391,17 +391,17 @@ async fn alpacas_chain_carries_its_greeks_open_interest_and_multiplier() {
     let c = contract(&r, &occ(near, 'C', 280));
     assert_eq!(
         (&c["type"], &c["strike"], &c["multiplier"]),
-        (&json!("call"), &json!(280), &json!(100))
+        (&json!("call"), &json!(280.0), &json!(100.0))
     );
     assert_eq!(
         (&c["bid"], &c["ask"], &c["last"]),
-        (&json!(2), &json!(2.2), &json!(2.1))
+        (&json!(2.0), &json!(2.2), &json!(2.1))
     );
     assert_eq!(c["mid"], 2.1);
-    assert_eq!(c["volume"], 280);
+    assert_eq!(f(&c["volume"]), 280.0);
     assert_eq!(
         (&c["open_interest"], &c["open_interest_date"]),
-        (&json!(2800), &json!("2026-11-27"))
+        (&json!(2800.0), &json!("2026-11-27"))
     );
     assert!((f(&c["implied_volatility"]) - 0.278).abs() < 1e-12);
     assert_eq!(
@@ -424,7 +424,7 @@ async fn alpacas_chain_carries_its_greeks_open_interest_and_multiplier() {
     );
     // The 285 put has a quote but no greeks, and no rate was given: left out, said so.
     let p = contract(&r, &occ(near, 'P', 285));
-    assert_eq!((&p["bid"], &p["ask"]), (&json!(7), &json!(7.2)));
+    assert_eq!((&p["bid"], &p["ask"]), (&json!(7.0), &json!(7.2)));
     assert!(
         p["greeks_source"].is_null() && p["delta"].is_null() && p["implied_volatility"].is_null()
     );
@@ -482,7 +482,7 @@ async fn alpacas_chain_carries_its_greeks_open_interest_and_multiplier() {
     );
     let bare = contract(&r, &occ(far, 'P', 290));
     assert!(bare["bid"].is_null() && bare["greeks_source"].is_null());
-    assert_eq!(bare["multiplier"], 100);
+    assert_eq!(f(&bare["multiplier"]), 100.0);
     // An expiry Alpaca does not list is refused, naming those it does.
     let e = tool(
         &ctx,
@@ -518,7 +518,10 @@ async fn alpacas_pages_are_followed_and_a_refused_contract_list_is_noted() {
     assert_eq!(r["count"], 10, "{r:#}");
     // 20 contracts listed over pages of 3 (7), 10 snapshots (4), and the stock snapshot.
     assert_eq!(r["requests"], 12, "{r:#}");
-    assert_eq!(contract(&r, &occ(near, 'C', 270))["open_interest"], 2700);
+    assert_eq!(
+        contract(&r, &occ(near, 'C', 270))["open_interest"].as_f64(),
+        Some(2700.0)
+    );
 
     fake.refuse_contracts();
     let r = tool(
@@ -535,7 +538,11 @@ async fn alpacas_pages_are_followed_and_a_refused_contract_list_is_noted() {
     );
     let c = contract(&r, &occ(near, 'C', 270));
     assert!(c["open_interest"].is_null(), "{c:#}");
-    assert_eq!(c["multiplier"], 100, "the OCC standard, said in a note");
+    assert_eq!(
+        f(&c["multiplier"]),
+        100.0,
+        "the OCC standard, said in a note"
+    );
     let notes = r["notes"].to_string();
     assert!(
         notes.contains("open interest is null") && notes.contains("OCC standard 100"),

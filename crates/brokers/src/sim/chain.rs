@@ -8,7 +8,11 @@
 //! instrument, the seed and the sim's clock, so the same moment answers the same chain.
 
 // Analytics: the model prices are floating point, turned into cents at the boundary.
-#![allow(clippy::float_arithmetic, clippy::cast_precision_loss)]
+#![allow(
+    clippy::float_arithmetic,
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation
+)]
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc, Weekday};
 use rust_decimal::Decimal;
