@@ -280,13 +280,14 @@ fn tools_lists_every_tool() {
         "list_markets",
         "get_recent_trades",
         "get_snapshots",
+        "get_option_chain",
         "search_instruments",
         "get_news",
     ] {
         assert!(text.contains(name), "{name}");
     }
     let json = tradedesk(&["tools", "--json"]);
-    assert_eq!(String::from_utf8_lossy(&json.stdout).lines().count(), 33);
+    assert_eq!(String::from_utf8_lossy(&json.stdout).lines().count(), 34);
 }
 
 #[test]

@@ -135,7 +135,7 @@ fn every_tool_result_on_the_demo_matches_its_golden_file() {
 }
 
 /// The market data tools on the demo's sim (its clock fixed, as in docs/tools.md), the
-/// answers of an account whose broker has no perps, no snapshots and no news, and an
+/// answers of an account whose broker has no perps, no snapshots, no option chains and no news, and an
 /// instrument search over the demo's sim and book accounts.
 #[test]
 fn the_market_data_tools_on_the_demo_match_their_golden_files() {
@@ -182,6 +182,16 @@ fn the_market_data_tools_on_the_demo_match_their_golden_files() {
             "search_instruments_bad_class",
             "search_instruments",
             json!({"query": "ma", "asset_class": "stock"}),
+        ),
+        (
+            "get_option_chain_sim",
+            "get_option_chain",
+            json!({"underlying": "AAPL", "account": "SIM-PAPER", "strikes_around": 2}),
+        ),
+        (
+            "get_option_chain_not_supported",
+            "get_option_chain",
+            json!({"underlying": "AAPL", "account": "IBKR-DEMO"}),
         ),
         ("get_news_sim", "get_news", json!({"limit": 3})),
         (

@@ -156,7 +156,7 @@ fn legacy_and_stateless_clients_share_the_endpoint() {
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(names.len(), 28, "{names:?}");
+    assert_eq!(names.len(), 29, "{names:?}");
     for write in [
         "preview_order",
         "place_order",
@@ -701,7 +701,7 @@ fn a_stateless_client_confirms_an_order_through_input_required() {
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(names.len(), 33, "{names:?}");
+    assert_eq!(names.len(), 34, "{names:?}");
     let orders = stateless_call(
         &s.addr,
         6,

@@ -128,7 +128,7 @@ fn a_whole_session_keeps_stdout_pure_json_rpc() {
         .unwrap()
         .clone();
     // Trading is off by default: the read tools only, no write tool.
-    assert_eq!(tools.len(), 28);
+    assert_eq!(tools.len(), 29);
     for t in &tools {
         assert!(
             ![

@@ -862,6 +862,8 @@ struct State {
     option_quotes: BTreeMap<String, (Dec, Dec, Dec)>,
     /// News, the calendar's closed days and the clock (see the last section).
     market: MarketInfo,
+    /// Option chains (see the section "Option chains").
+    chain: ChainBook,
 }
 
 fn is_open_status(status: &str) -> bool {
@@ -998,6 +1000,7 @@ impl State {
             snapshot_omit: BTreeMap::new(),
             option_quotes: BTreeMap::new(),
             market: MarketInfo::seeded(),
+            chain: ChainBook::default(),
         };
         state.account_id = state.fresh_id();
 
@@ -1862,6 +1865,10 @@ impl State {
             },
             ("GET", ["v2", "stocks", "snapshots"]) => self.snapshots(query),
             ("GET", ["v1beta1", "options", "snapshots"]) => self.option_snapshots(query),
+            ("GET", ["v1beta1", "options", "snapshots", underlying]) => {
+                self.chain.snapshots(underlying, query)
+            }
+            ("GET", ["v2", "options", "contracts"]) => self.chain.contracts(query, now),
             ("GET", ["v2", "stocks", symbol, "quotes", "latest"]) => {
                 self.latest_quote(symbol, query)
             }
@@ -3763,6 +3770,55 @@ pub async fn self_check() -> Vec<String> {
     c.fails(Data, "GET", template, template, None, 400, 40010001)
         .await;
 
+    // -- option chains: the chain's snapshots and the contract list ----------------------
+    let mut call = FakeOption::new("AAPL261218C00280000");
+    call.bid = Some("4.15");
+    call.ask = Some("4.3");
+    call.last = Some("4.2");
+    call.volume = Some(31);
+    call.implied_volatility = Some(0.3372);
+    call.greeks = Some([0.52, 0.012, -0.08, 0.33, 0.11]);
+    call.open_interest = Some("237");
+    fake.list_option(call);
+    fake.list_option(FakeOption::new("AAPL261218P00280000"));
+    let template = "/v1beta1/options/snapshots/{underlying_symbol}";
+    let chain = c
+        .get(
+            Data,
+            "/v1beta1/options/snapshots/AAPL?expiration_date=2026-12-18&limit=1000",
+            template,
+        )
+        .await;
+    assert_eq!(
+        chain["snapshots"]["AAPL261218C00280000"]["greeks"]["delta"],
+        json!(0.52)
+    );
+    assert!(
+        chain["snapshots"]["AAPL261218P00280000"]
+            .get("greeks")
+            .is_none()
+    );
+    c.fails(
+        Data,
+        "GET",
+        "/v1beta1/options/snapshots/AAPL?limit=1001",
+        template,
+        None,
+        400,
+        40010001,
+    )
+    .await;
+    let template = "/v2/options/contracts";
+    let listed = c
+        .get(
+            Trading,
+            "/v2/options/contracts?underlying_symbols=AAPL&expiration_date_gte=2026-01-01&expiration_date_lte=2027-12-31&limit=10000",
+            template,
+        )
+        .await;
+    assert_eq!(listed["option_contracts"][0]["open_interest"], "237");
+    assert_eq!(listed["option_contracts"][0]["strike_price"], "280");
+
     // -- orders: market, lookups, validation -------------------------------------------------
     let bought = c
         .post_order(&json!({
@@ -5049,5 +5105,299 @@ async fn check_calendar_and_news(c: &mut Checker) {
     ] {
         c.fails(Data, "GET", bad, template, None, 400, 40010001)
             .await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Option chains
+//
+// * `GET /v1beta1/options/snapshots/{underlying}` answers `{"snapshots": {OCC: {...}},
+//   "next_page_token": ...}` for the contracts given [`AlpacaFake::list_option`] whose
+//   root is the underlying, filtered by `type`, `strike_price_gte`/`_lte`,
+//   `expiration_date`, `expiration_date_gte`/`_lte`, sorted by symbol, `limit` 1 to 1000
+//   (default 100; else 400), paged by an opaque token. A contract's `greeks` and
+//   `impliedVolatility` are sent only where given (Alpaca leaves them out for a contract it
+//   cannot compute them for), as are `latestQuote`, `latestTrade` and `dailyBar`.
+// * `GET /v2/options/contracts` answers `{"option_contracts": [...], "next_page_token":
+//   ...}` with `underlying_symbols`, `status` (default active), `expiration_date`,
+//   `expiration_date_gte`, `expiration_date_lte` (default: the coming Sunday, as the
+//   document says "the next weekend"), `limit` (default 100, at most 10000), strings for
+//   the decimals, `open_interest` and `close_price` only where given.
+// * [`AlpacaFake::cap_chain_pages`] makes both answer at most that many per page whatever
+//   `limit` says; [`AlpacaFake::refuse_contracts`] makes the contract list answer 403.
+
+/// One contract the fake lists.
+#[derive(Clone, Debug, Default)]
+pub struct FakeOption {
+    pub symbol: String,
+    pub bid: Option<&'static str>,
+    pub ask: Option<&'static str>,
+    pub last: Option<&'static str>,
+    pub volume: Option<u64>,
+    pub implied_volatility: Option<f64>,
+    /// delta, gamma, theta, vega, rho.
+    pub greeks: Option<[f64; 5]>,
+    pub open_interest: Option<&'static str>,
+    pub open_interest_date: Option<&'static str>,
+    pub multiplier: &'static str,
+}
+
+impl FakeOption {
+    pub fn new(symbol: &str) -> Self {
+        FakeOption {
+            symbol: symbol.to_owned(),
+            multiplier: "100",
+            ..FakeOption::default()
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct ChainBook {
+    options: Vec<FakeOption>,
+    page_cap: Option<usize>,
+    refuse_contracts: bool,
+}
+
+/// The parts of a compact OCC symbol: root, expiry, type, strike.
+fn occ_parts(symbol: &str) -> Option<(&str, NaiveDate, &'static str, f64)> {
+    let n = symbol.len();
+    if n < 16 {
+        return None;
+    }
+    let (root, rest) = symbol.split_at(n - 15);
+    let date = NaiveDate::parse_from_str(&format!("20{}", &rest[..6]), "%Y%m%d").ok()?;
+    let kind = match &rest[6..7] {
+        "C" => "call",
+        "P" => "put",
+        _ => return None,
+    };
+    let strike = rest[7..].parse::<f64>().ok()? / 1000.0;
+    Some((root, date, kind, strike))
+}
+
+fn query_date(query: &Query, key: &str) -> Result<Option<NaiveDate>, String> {
+    match query.get(key) {
+        None => Ok(None),
+        Some(t) => NaiveDate::parse_from_str(t, "%Y-%m-%d")
+            .map(Some)
+            .map_err(|_| format!("invalid {key}: {t}")),
+    }
+}
+
+fn query_float(query: &Query, key: &str) -> Result<Option<f64>, String> {
+    match query.get(key) {
+        None => Ok(None),
+        Some(t) => t
+            .parse::<f64>()
+            .map(Some)
+            .map_err(|_| format!("invalid {key}: {t}")),
+    }
+}
+
+impl ChainBook {
+    /// The contracts on `underlying` the query's filters keep, by symbol.
+    fn matching(&self, underlying: &str, query: &Query) -> Result<Vec<&FakeOption>, String> {
+        let on = query_date(query, "expiration_date")?;
+        let from = query_date(query, "expiration_date_gte")?;
+        let to = query_date(query, "expiration_date_lte")?;
+        let lo = query_float(query, "strike_price_gte")?;
+        let hi = query_float(query, "strike_price_lte")?;
+        let kind = query.get("type");
+        if let Some(k) = kind
+            && !matches!(k, "call" | "put")
+        {
+            return Err(format!("invalid type: {k}"));
+        }
+        let mut out: Vec<&FakeOption> = self
+            .options
+            .iter()
+            .filter(|o| {
+                let Some((root, d, t, k)) = occ_parts(&o.symbol) else {
+                    return false;
+                };
+                root == underlying
+                    && on.is_none_or(|x| d == x)
+                    && from.is_none_or(|x| d >= x)
+                    && to.is_none_or(|x| d <= x)
+                    && lo.is_none_or(|x| k >= x - 1e-9)
+                    && hi.is_none_or(|x| k <= x + 1e-9)
+                    && kind.is_none_or(|x| x == t)
+            })
+            .collect();
+        out.sort_by(|a, b| a.symbol.cmp(&b.symbol));
+        Ok(out)
+    }
+
+    /// A page from `token` (the last symbol sent, encoded), at most `limit`.
+    fn page<'a>(
+        &self,
+        all: Vec<&'a FakeOption>,
+        query: &Query,
+        limit: usize,
+    ) -> Result<(Vec<&'a FakeOption>, Value), String> {
+        let after = match query.get("page_token") {
+            None => None,
+            Some(t) => Some(
+                base64_decode(t)
+                    .and_then(|b| String::from_utf8(b).ok())
+                    .ok_or_else(|| format!("invalid page_token: {t}"))?,
+            ),
+        };
+        let limit = self.page_cap.map_or(limit, |c| c.min(limit));
+        let rest: Vec<&FakeOption> = all
+            .into_iter()
+            .filter(|o| after.as_ref().is_none_or(|a| o.symbol > *a))
+            .collect();
+        let page: Vec<&FakeOption> = rest.iter().take(limit).copied().collect();
+        let next = if rest.len() > limit {
+            page.last().map_or(Value::Null, |o| {
+                Value::String(base64_encode(o.symbol.as_bytes()))
+            })
+        } else {
+            Value::Null
+        };
+        Ok((page, next))
+    }
+
+    fn snapshots(&self, underlying: &str, query: &Query) -> Reply {
+        let limit = match query.number("limit", 100, 1, 1000) {
+            Ok(n) => usize_of(n),
+            Err(e) => return bad_request(&e),
+        };
+        if let Some(feed) = query.get("feed")
+            && !matches!(feed, "opra" | "indicative")
+        {
+            return bad_request(&format!("invalid feed: {feed}"));
+        }
+        let all = match self.matching(underlying, query) {
+            Ok(all) => all,
+            Err(e) => return bad_request(&e),
+        };
+        let (page, next) = match self.page(all, query, limit) {
+            Ok(p) => p,
+            Err(e) => return bad_request(&e),
+        };
+        let at = "2026-11-30T20:59:58.123456789Z";
+        let mut out = Map::new();
+        for o in page {
+            let mut snap = Map::new();
+            if let (Some(b), Some(a)) = (o.bid, o.ask) {
+                let d = |t: &str| Dec::parse(t).map_or(Value::Null, Dec::number);
+                snap.insert(
+                    "latestQuote".into(),
+                    json!({"ap": d(a), "as": 12, "ax": "C", "bp": d(b), "bs": 9, "bx": "B", "c": "A", "t": at}),
+                );
+            }
+            if let Some(l) = o.last {
+                let p = Dec::parse(l).map_or(Value::Null, Dec::number);
+                snap.insert(
+                    "latestTrade".into(),
+                    json!({"c": "I", "p": p, "s": 1, "t": "2026-11-30T20:41:07.5Z", "x": "C"}),
+                );
+            }
+            if let (Some(v), Some(l)) = (o.volume, o.last) {
+                let p = Dec::parse(l).map_or(Value::Null, Dec::number);
+                snap.insert(
+                    "dailyBar".into(),
+                    json!({"c": p, "h": p, "l": p, "n": 12, "o": p, "t": "2026-11-30T05:00:00Z", "v": v, "vw": p}),
+                );
+            }
+            if let Some(iv) = o.implied_volatility {
+                snap.insert("impliedVolatility".into(), json!(iv));
+            }
+            if let Some([delta, gamma, theta, vega, rho]) = o.greeks {
+                snap.insert(
+                    "greeks".into(),
+                    json!({"delta": delta, "gamma": gamma, "rho": rho, "theta": theta, "vega": vega}),
+                );
+            }
+            out.insert(o.symbol.clone(), Value::Object(snap));
+        }
+        Reply::ok(json!({"snapshots": out, "next_page_token": next}))
+    }
+
+    fn contracts(&self, query: &Query, now: DateTime<Utc>) -> Reply {
+        if self.refuse_contracts {
+            return Reply::error(403, 40310000, "forbidden");
+        }
+        let limit = match query.number("limit", 100, 1, 10000) {
+            Ok(n) => usize_of(n),
+            Err(e) => return unprocessable(&e),
+        };
+        if query.get("status").is_some_and(|s| s != "active") {
+            return Reply::ok(json!({"option_contracts": [], "next_page_token": null}));
+        }
+        // "By default this is set to the next weekend."
+        let mut sunday = now.date_naive();
+        while sunday.weekday() != Weekday::Sun {
+            sunday += TimeDelta::days(1);
+        }
+        let mut q = Query(query.0.clone());
+        if q.get("expiration_date").is_none() && q.get("expiration_date_lte").is_none() {
+            q.0.push(("expiration_date_lte".into(), sunday.to_string()));
+        }
+        let mut all = Vec::new();
+        for u in query.get("underlying_symbols").unwrap_or("").split(',') {
+            match self.matching(u.trim(), &q) {
+                Ok(m) => all.extend(m),
+                Err(e) => return unprocessable(&e),
+            }
+        }
+        all.sort_by(|a, b| a.symbol.cmp(&b.symbol));
+        let (page, next) = match self.page(all, query, limit) {
+            Ok(p) => p,
+            Err(e) => return unprocessable(&e),
+        };
+        let rows: Vec<Value> = page
+            .iter()
+            .filter_map(|o| {
+                let (root, d, t, k) = occ_parts(&o.symbol)?;
+                let strike = format!("{k}");
+                let mut row = json!({
+                    "id": format!("00000000-0000-4000-8000-{:012x}", o.symbol.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b))) & 0xffff_ffff_ffff),
+                    "symbol": o.symbol,
+                    "name": format!("{root} {} {strike} {}", d.format("%b %d %Y"), if t == "call" { "Call" } else { "Put" }),
+                    "status": "active",
+                    "tradable": true,
+                    "expiration_date": d.to_string(),
+                    "root_symbol": root,
+                    "underlying_symbol": root,
+                    "underlying_asset_id": "b0b6dd9d-8b9b-48a9-ba46-b9d54906e415",
+                    "type": t,
+                    "style": "american",
+                    "strike_price": strike,
+                    "multiplier": o.multiplier,
+                    "size": o.multiplier,
+                });
+                if let Some(oi) = o.open_interest {
+                    row["open_interest"] = json!(oi);
+                    row["open_interest_date"] = json!(o.open_interest_date.unwrap_or("2026-11-27"));
+                }
+                if let Some(l) = o.last {
+                    row["close_price"] = json!(l);
+                    row["close_price_date"] = json!("2026-11-27");
+                }
+                Some(row)
+            })
+            .collect();
+        Reply::ok(json!({"option_contracts": rows, "next_page_token": next}))
+    }
+}
+
+impl AlpacaFake {
+    /// Lists a contract in the chain and the contract list.
+    pub fn list_option(&self, option: FakeOption) {
+        lock(&self.state).chain.options.push(option);
+    }
+
+    /// Pages of the chain and the contract list hold at most `cap`, whatever `limit` asks.
+    pub fn cap_chain_pages(&self, cap: usize) {
+        lock(&self.state).chain.page_cap = Some(cap.max(1));
+    }
+
+    /// The contract list answers 403 from now on.
+    pub fn refuse_contracts(&self) {
+        lock(&self.state).chain.refuse_contracts = true;
     }
 }

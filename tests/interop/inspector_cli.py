@@ -52,8 +52,8 @@ def run_suite(label: str, target: list[str]) -> None:
     # Trading is off: every read tool (the marketdata toolset's get_news among them), no
     # write tool.
     check(
-        f"{label}: tools/list lists the 28 read tools",
-        code == 0 and len(tools) == 28 and "place_order" not in tools,
+        f"{label}: tools/list lists the 29 read tools",
+        code == 0 and len(tools) == 29 and "place_order" not in tools,
         f"code {code} {tools} {err}",
     )
     code, res, err = inspector(target, ["--method", "tools/call", "--tool-name", "get_portfolio_summary"])

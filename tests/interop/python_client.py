@@ -67,6 +67,7 @@ EXPECTED_TOOLS = {
     "list_markets",
     "get_recent_trades",
     "get_snapshots",
+    "get_option_chain",
     "search_instruments",
     "option_price",
     "implied_volatility",
@@ -310,7 +311,7 @@ async def run_checks(mode: str, client: Client, expected_version: str) -> None:
         check(mode, "tools/list", False, describe(exc))
         tools = []
     names = {t.name for t in tools}
-    check(mode, "tools/list returns the 28 read tools (trading off)", len(tools) == 28 and names == EXPECTED_TOOLS, f"got {sorted(names)}")
+    check(mode, "tools/list returns the 29 read tools (trading off)", len(tools) == 29 and names == EXPECTED_TOOLS, f"got {sorted(names)}")
     not_ro = [t.name for t in tools if not (t.annotations and t.annotations.read_only_hint is True)]
     check(mode, "every tool has annotations.readOnlyHint true", bool(tools) and not not_ro, f"missing on {not_ro}")
     no_out = [t.name for t in tools if not (isinstance(t.output_schema, dict) and t.output_schema.get("type") == "object")]
@@ -732,7 +733,7 @@ async def run_trading_checks(mode: str, client: Client, elicitor: Elicitor) -> N
         tools = []
     names = {t.name for t in tools}
     want = EXPECTED_TOOLS | TRADING_TOOLS
-    check(mode, "tools/list returns 33 tools: the 28 read tools and the 5 trading tools", len(tools) == 33 and names == want, f"got {sorted(names)}")
+    check(mode, "tools/list returns 34 tools: the 29 read tools and the 5 trading tools", len(tools) == 34 and names == want, f"got {sorted(names)}")
     by_name = {t.name: t for t in tools}
     bad_ann = [
         n
@@ -886,8 +887,8 @@ async def run_trading_off(binary: str, mode: str, errlog: Any) -> None:
         names = {t.name for t in tools}
         check(
             mode,
-            "tools/list with [trading] enabled = false: exactly the 28 read tools, no trading tool",
-            len(tools) == 28 and names == EXPECTED_TOOLS and not (names & TRADING_TOOLS),
+            "tools/list with [trading] enabled = false: exactly the 29 read tools, no trading tool",
+            len(tools) == 29 and names == EXPECTED_TOOLS and not (names & TRADING_TOOLS),
             f"got {sorted(names)}",
         )
         label = "place_order while trading is off -> trading_disabled"

@@ -27,6 +27,7 @@ use tradedesk_core::{
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
 mod assets;
+mod chain;
 mod snapshots;
 
 /// Where and how to reach one Alpaca account.
@@ -2004,6 +2005,15 @@ impl Broker for AlpacaBroker {
         symbols: &[String],
     ) -> Result<crate::MarketSnapshots, BrokerError> {
         self.read_snapshots(account, symbols).await
+    }
+
+    /// The contract list and the chain's snapshots (`chain.rs`).
+    async fn option_chain(
+        &self,
+        account: &str,
+        query: &crate::option_chain::ChainQuery,
+    ) -> Result<crate::option_chain::OptionChain, BrokerError> {
+        self.read_option_chain(account, query).await
     }
 
     /// Alpaca's asset list (`assets`).

@@ -29,6 +29,7 @@ pub mod ibkr;
 pub mod market_snapshot;
 pub mod news;
 pub mod occ;
+pub mod option_chain;
 pub mod search;
 pub mod sim;
 pub mod tws;
@@ -777,6 +778,17 @@ pub trait Broker: Send + Sync + fmt::Debug {
         _symbols: &[String],
     ) -> Result<MarketSnapshots, BrokerError> {
         unsupported(account, "snapshots")
+    }
+
+    /// One expiry of an underlying's option chain (`get_option_chain`,
+    /// docs/methodology/research.md, "Option chains"): the contracts with their quotes and,
+    /// where the venue computes them, implied volatility and greeks.
+    async fn option_chain(
+        &self,
+        account: &str,
+        _query: &option_chain::ChainQuery,
+    ) -> Result<option_chain::OptionChain, BrokerError> {
+        unsupported(account, "option chains")
     }
 
     /// Instruments the venue lists for `account` that match `query`, each with how it

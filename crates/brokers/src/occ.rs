@@ -67,6 +67,21 @@ pub fn parse(symbol: &str) -> Option<OccSymbol> {
     })
 }
 
+/// The compact OCC symbol of a contract (as Alpaca writes it).
+pub fn compact(root: &str, expiry: NaiveDate, right: Right, strike: Decimal) -> String {
+    let thousandths =
+        rust_decimal::prelude::ToPrimitive::to_i64(&(strike * Decimal::ONE_THOUSAND).round())
+            .unwrap_or(0);
+    format!(
+        "{root}{}{}{thousandths:08}",
+        expiry.format("%y%m%d"),
+        match right {
+            Right::Call => 'C',
+            Right::Put => 'P',
+        }
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

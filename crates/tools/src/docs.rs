@@ -57,6 +57,9 @@ fn example(name: &str) -> Value {
             json!({"account": "SIM-PAPER", "symbols": ["AAPL", "EURUSD", "BTC-PERP", "NOPE"]})
         }
         "get_news" => json!({"symbols": ["AAPL", "NVDA"], "limit": 2}),
+        "get_option_chain" => {
+            json!({"underlying": "AAPL", "account": "SIM-PAPER", "strikes_around": 2})
+        }
         "get_performance" => {
             json!({"start": "2026-01-01", "end": "2026-11-27", "account": "IBKR-DEMO"})
         }

@@ -5,6 +5,7 @@ pub mod accounts;
 pub mod args;
 pub mod bar_table;
 pub mod bars;
+pub mod chain;
 pub mod config;
 pub mod context;
 pub mod docs;

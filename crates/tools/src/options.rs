@@ -220,12 +220,16 @@ pub enum LegType {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LegArgs {
-    /// call, put or stock.
+    /// call, put or stock (taken from the chain for a contract leg).
     #[serde(rename = "type")]
-    pub kind: LegType,
+    pub kind: Option<LegType>,
+    /// An OCC contract symbol from get_option_chain (AAPL240126P00050000), read from the
+    /// strategy's account: its type, strike, expiry, multiplier, price and implied
+    /// volatility come from the chain, and quantity counts contracts.
+    pub contract: Option<String>,
     /// Strike (options only).
     pub strike: Option<f64>,
-    /// Signed, per share: + long, - short.
+    /// Signed: + long, - short; per share, or contracts for a contract leg.
     pub quantity: f64,
     /// Per share; default the model price now (the spot for stock).
     pub premium: Option<f64>,
@@ -238,7 +242,10 @@ pub struct LegArgs {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StrategyArgs {
-    pub spot: f64,
+    /// The underlying's price (default, with contract legs, the chain's).
+    pub spot: Option<f64>,
+    /// The account whose option chain contract legs are read from (get_option_chain).
+    pub account: Option<String>,
     /// Continuously compounded risk-free rate as a fraction.
     pub rate: f64,
     /// Continuous dividend yield as a fraction (default 0).
@@ -324,7 +331,22 @@ fn leg(i: usize, a: &LegArgs, m: Market) -> Result<Leg> {
         |v| v != 0.0 && v.abs() < 1e12,
         "not 0 (+ long, - short)",
     )?;
-    let kind = match a.kind {
+    if a.contract.is_some() {
+        return Err(Error::invalid_argument(
+            format!(
+                "{} names a chain contract but the strategy has no account",
+                name("contract")
+            ),
+            "give account, the account whose option chain the contract is read from (get_option_chain)",
+        ));
+    }
+    let Some(leg_type) = a.kind else {
+        return Err(Error::invalid_argument(
+            format!("{} is missing", name("type")),
+            "give each leg a type (call, put or stock), or a contract from get_option_chain",
+        ));
+    };
+    let kind = match leg_type {
         LegType::Stock => {
             if a.strike.is_some() || a.volatility.is_some() {
                 return Err(Error::invalid_argument(
@@ -342,7 +364,7 @@ fn leg(i: usize, a: &LegArgs, m: Market) -> Result<Leg> {
                 )
             };
             LegKind::Option {
-                kind: if matches!(a.kind, LegType::Call) {
+                kind: if matches!(leg_type, LegType::Call) {
                     Kind::Call
                 } else {
                     Kind::Put
@@ -380,8 +402,14 @@ fn leg(i: usize, a: &LegArgs, m: Market) -> Result<Leg> {
 /// # Errors
 /// `invalid_argument` naming the leg and field out of range, or the range or points.
 pub fn option_strategy(a: &StrategyArgs) -> Result<(StrategyResult, Option<Vec<u8>>)> {
+    let Some(spot) = a.spot else {
+        return Err(Error::invalid_argument(
+            "spot is missing",
+            "give spot, the underlying's price; with legs naming a chain contract it defaults to the chain's",
+        ));
+    };
     let market = Market {
-        spot: positive("spot", a.spot)?,
+        spot: positive("spot", spot)?,
         rate: rate("rate", Some(a.rate))?,
         dividend_yield: rate("dividend_yield", a.dividend_yield)?,
     };

@@ -484,6 +484,21 @@ fn build_specs() -> Vec<ToolSpec> {
             output_schema: output_schema::<crate::snapshots::SnapshotsResult>(),
         },
         ToolSpec {
+            name: "get_option_chain",
+            title: "Option chain",
+            description: "One expiry of an underlying's options at an account (Alpaca, the \
+                sim): per contract bid, ask, last, volume, open interest, implied volatility \
+                and greeks, the broker's where it sends them, else tradedesk's \
+                Black-Scholes-Merton from the price (greeks_source says which, with its \
+                inputs). strikes_around strikes each side of the underlying's price; default \
+                the nearest expiry.",
+            read_only: true,
+            needs_trading: false,
+            toolset: Some(Toolset::MarketData),
+            input_schema: input_schema::<crate::chain::OptionChainArgs>(),
+            output_schema: output_schema::<crate::chain::OptionChainResult>(),
+        },
+        ToolSpec {
             name: "get_market_hours",
             title: "Market hours",
             description: "Whether a market (NYSE, NASDAQ, HKEX, BURSA; crypto and perps trade \
@@ -1004,7 +1019,7 @@ async fn dispatch_research(
             Err(e) => error_output(&e),
         },
         "option_strategy" => match args::parse::<crate::options::StrategyArgs>(arguments) {
-            Ok(a) => match crate::options::option_strategy(&a) {
+            Ok(a) => match crate::chain::option_strategy(ctx, a).await {
                 Ok((result, chart)) => {
                     let mut out = output(Ok(result), crate::options::StrategyResult::summary);
                     out.images.extend(chart);
@@ -1286,6 +1301,15 @@ async fn dispatch_live(
             Ok(a) => output(
                 crate::snapshots::get_snapshots(ctx, a).await,
                 |r: &crate::snapshots::SnapshotsResult| {
+                    format!("{}{}", r.summary(), notes_suffix(&r.notes))
+                },
+            ),
+            Err(e) => error_output(&e),
+        },
+        "get_option_chain" => match args::parse::<crate::chain::OptionChainArgs>(arguments) {
+            Ok(a) => output(
+                crate::chain::get_option_chain(ctx, a).await,
+                |r: &crate::chain::OptionChainResult| {
                     format!("{}{}", r.summary(), notes_suffix(&r.notes))
                 },
             ),

@@ -57,7 +57,7 @@ impl Toolset {
                 "orders at the brokers; the order tools are listed only while [trading] enabled = true"
             }
             Self::MarketData => {
-                "venue-wide market data: instrument search, market hours and holidays, news, several symbols' snapshots at once, the perps venues' markets (mark, funding, open interest) and their latest trades"
+                "venue-wide market data: instrument search, market hours and holidays, news, several symbols' snapshots at once, option chains with greeks, the perps venues' markets (mark, funding, open interest) and their latest trades"
             }
         }
     }

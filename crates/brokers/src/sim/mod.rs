@@ -26,6 +26,7 @@ use tradedesk_store::{Store, StoreError, sql};
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
+mod chain;
 pub mod market;
 mod news;
 mod search;
@@ -1637,6 +1638,15 @@ impl Broker for SimBroker {
         symbols: &[String],
     ) -> Result<crate::MarketSnapshots, BrokerError> {
         self.read_snapshots(account, symbols)
+    }
+
+    /// A simulated chain from the sim's own quote (`chain.rs`).
+    async fn option_chain(
+        &self,
+        account: &str,
+        query: &crate::option_chain::ChainQuery,
+    ) -> Result<crate::option_chain::OptionChain, BrokerError> {
+        self.read_option_chain(account, query)
     }
 
     /// The sim's instrument table (`search`).
