@@ -379,10 +379,8 @@ fn sweep(dir: &Path, cap: u64, keep: &Path) {
         }
         let used = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
         match path.extension().and_then(|e| e.to_str()) {
-            Some(TEMP_EXT) => {
-                if now.duration_since(used).is_ok_and(|age| age > STALE_TEMP) {
-                    let _ = std::fs::remove_file(&path);
-                }
+            Some(TEMP_EXT) if now.duration_since(used).is_ok_and(|age| age > STALE_TEMP) => {
+                let _ = std::fs::remove_file(&path);
             }
             Some(EXT) => files.push((used, meta.len(), path)),
             _ => {}
