@@ -2708,7 +2708,11 @@ impl State {
             let Some(f) = self.crypto_snapshots.get(pair) else {
                 continue;
             };
-            let n = |x: &str| Dec::parse(x).unwrap_or_else(|| panic!("crypto figure {x:?}")).number();
+            let n = |x: &str| {
+                Dec::parse(x)
+                    .unwrap_or_else(|| panic!("crypto figure {x:?}"))
+                    .number()
+            };
             let day = chicago_midnight(f.date);
             let prev = chicago_midnight(f.date.pred_opt().unwrap_or(f.date));
             let minute = day + TimeDelta::hours(9) + TimeDelta::minutes(59);
@@ -2800,7 +2804,11 @@ fn us_dst(date: NaiveDate) -> bool {
 }
 
 fn crypto_bar(t: DateTime<Utc>, ohlcv: &[&str; 5], trades: u64) -> Value {
-    let n = |x: &str| Dec::parse(x).unwrap_or_else(|| panic!("crypto figure {x:?}")).number();
+    let n = |x: &str| {
+        Dec::parse(x)
+            .unwrap_or_else(|| panic!("crypto figure {x:?}"))
+            .number()
+    };
     // A volume-weighted price inside the bar: the middle of high and low.
     let vw = match (Dec::parse(ohlcv[1]), Dec::parse(ohlcv[2])) {
         (Some(h), Some(l)) => Dec((h.0 + l.0) / 2).number(),

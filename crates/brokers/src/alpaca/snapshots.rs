@@ -332,12 +332,7 @@ impl AlpacaBroker {
 
 /// A snapshot's figures: the latest trade and quote, the day's bar and the previous
 /// day's close. A missing part leaves its figures `None`.
-fn row_of(
-    a: &Asked,
-    snap: &Value,
-    market: String,
-    currency: Option<Currency>,
-) -> MarketSnapshot {
+fn row_of(a: &Asked, snap: &Value, market: String, currency: Option<Currency>) -> MarketSnapshot {
     let part = |name: &str| snap.get(name).filter(|v| v.is_object());
     let trade = part("latestTrade");
     let quote = part("latestQuote");
@@ -413,7 +408,10 @@ mod tests {
         assert_eq!(crypto_pair(None, "BTCUSD").as_deref(), Some("BTC/USD"));
         assert_eq!(crypto_pair(None, "ETHUSDT").as_deref(), Some("ETH/USDT"));
         assert_eq!(crypto_pair(None, "ETHBTC").as_deref(), Some("ETH/BTC"));
-        assert_eq!(crypto_pair(Some("ALPACA"), "SOLUSD").as_deref(), Some("SOL/USD"));
+        assert_eq!(
+            crypto_pair(Some("ALPACA"), "SOLUSD").as_deref(),
+            Some("SOL/USD")
+        );
         for stock in ["AAPL", "GOOGL", "BRK.B", "AAPL260320C00180000", "/USD"] {
             assert_eq!(crypto_pair(None, stock), None, "{stock}");
         }
