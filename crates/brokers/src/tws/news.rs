@@ -32,7 +32,7 @@ pub(super) fn split_headline(raw: &str) -> (String, Vec<(String, String)>) {
     };
     let (rest, end) = inner_end;
     let parts: Vec<&str> = rest[..end].split(':').collect();
-    let keyed = parts.len() % 2 == 0
+    let keyed = parts.len().is_multiple_of(2)
         && parts
             .iter()
             .step_by(2)
