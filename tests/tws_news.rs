@@ -4,7 +4,12 @@
 //! `{A:…}` metadata taken off headlines, no summary or link made up, and the unkind
 //! cases: no subscription, an error for one conId, a late answer.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::float_arithmetic
+)]
 
 mod common;
 
