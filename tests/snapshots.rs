@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
-use common::alpaca_fake::{AlpacaFake, Failure};
+use common::alpaca_fake::{AlpacaFake, CryptoFigures, Failure};
 use common::dwx_fake::{EaState, FakeEa, Platform};
 use common::hl_fake::{HlFailure, HlFake, HlMarket, HlState};
 use common::opend_fake::{OpenDFailure, OpenDFake, OpenDState, build};
@@ -284,14 +284,15 @@ async fn alpaca_answers_every_stock_in_one_request_and_names_the_rest() {
     .await;
     assert_eq!(r["status"], "ok", "{r:#}");
     assert_eq!(r["count"], 4, "{r:#}");
-    // Stocks: one request refused for BAD$, then one for the rest; options: one.
-    assert_eq!(r["requests"], 3);
+    // Stocks: one request refused for BAD$, then one for the rest; options: one; crypto:
+    // one (the fake was given no pair, so BTC/USD is unknown there).
+    assert_eq!(r["requests"], 4);
     let asked: Vec<String> = fake
         .requests()
         .into_iter()
         .filter(|q| q.contains("snapshots"))
         .collect();
-    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert_eq!(asked.len(), 4, "{asked:?}");
     assert!(
         asked[1].contains("symbols=AAPL%2CJPM%2CSPY%2CNOPE&feed=iex"),
         "{asked:?}"
@@ -301,7 +302,10 @@ async fn alpaca_answers_every_stock_in_one_request_and_names_the_rest() {
         "{r:#}"
     );
     assert!(unknown(&r, "NOPE").contains("no snapshot"), "{r:#}");
-    assert!(unknown(&r, "BTC/USD").contains("crypto"), "{r:#}");
+    assert!(
+        unknown(&r, "BTC/USD").contains("no crypto snapshot of BTC/USD"),
+        "{r:#}"
+    );
 
     // AAPL against the fake's quote (181.00 / 181.10, last trade at the bid, 100 shares)
     // and its daily bars (the last two of its series).
@@ -402,6 +406,136 @@ async fn alpaca_answers_every_stock_in_one_request_and_names_the_rest() {
     )
     .await;
     assert_eq!(r["error"]["code"], "broker_unavailable", "{r:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alpaca_reads_crypto_pairs_in_one_request_beside_stocks_and_options() {
+    let fake = AlpacaFake::start(KEY, SECRET).await;
+    let btc = CryptoFigures::btc();
+    fake.set_crypto_snapshot("BTC/USD", btc.clone());
+    fake.set_crypto_snapshot(
+        "ETH/BTC",
+        CryptoFigures {
+            last: "0.0521",
+            last_size: "1.5",
+            bid: "0.05205",
+            ask: "0.05215",
+            ..CryptoFigures::btc()
+        },
+    );
+    fake.set_crypto_snapshot("SOL/USDT", CryptoFigures::btc());
+    fake.omit_from_snapshot("SOL/USDT", &["latestTrade", "prevDailyBar"]);
+    fake.set_option_quote("AAPL260320C00180000", "4.15", "4.3", "4.2");
+    let ctx = ctx_of(
+        alpaca(&fake.url, Duration::from_secs(5)),
+        Duration::from_secs(15),
+    );
+    let r = tool(
+        &ctx,
+        "get_snapshots",
+        json!({"account": "ALPACA", "symbols": [
+            "AAPL", "AAPL260320C00180000", "BTC/USD", "BTCUSD", "ALPACA:eth/btc",
+            "SOL/USDT", "DOGE/USD", "NOPE"]}),
+    )
+    .await;
+    assert_eq!(r["status"], "ok", "{r:#}");
+    // One request per class: stocks, options, crypto (BTCUSD and BTC/USD asked once).
+    assert_eq!(r["requests"], 3, "{r:#}");
+    let asked: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|q| q.contains("crypto"))
+        .collect();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].contains(
+            "/v1beta3/crypto/us/snapshots?symbols=BTC%2FUSD%2CETH%2FBTC%2CSOL%2FUSDT%2CDOGE%2FUSD"
+        ),
+        "{asked:?}"
+    );
+    assert_eq!(r["count"], 6, "{r:#}");
+    assert!(unknown(&r, "DOGE/USD").contains("BASE/QUOTE"), "{r:#}");
+    assert!(unknown(&r, "NOPE").contains("no snapshot"), "{r:#}");
+
+    // BTC/USD against the fake's figures: fractional sizes and volumes kept exactly.
+    let s = row(&r, "BTC/USD");
+    assert_eq!(s["market"], "ALPACA:BTC/USD");
+    assert_eq!(s["currency"], "USD");
+    assert_eq!(
+        (s["last"].as_f64(), s["last_size"].as_f64()),
+        (Some(67012.5), Some(0.00008231))
+    );
+    assert_eq!(s["last_time"], "2026-03-02T15:59:30.123Z", "{s:#}");
+    assert_eq!(
+        (s["bid"].as_f64(), s["ask"].as_f64()),
+        (Some(67010.25), Some(67014.75))
+    );
+    assert!(close_to(&s["mid"], 67012.5), "{s:#}");
+    assert_eq!(
+        (
+            s["open"].as_f64(),
+            s["high"].as_f64(),
+            s["low"].as_f64(),
+            s["close"].as_f64()
+        ),
+        (Some(66250.0), Some(67450.5), Some(65980.25), Some(67012.5))
+    );
+    assert_eq!(s["volume"].as_f64(), Some(812.40516327), "{s:#}");
+    assert_eq!(s["session_date"], "2026-03-02");
+    assert_eq!(s["prev_close"].as_f64(), Some(66250.0));
+    assert_eq!(s["change_from"], "last");
+    assert!(close_to(&s["change"], 762.5), "{s:#}");
+    // 762.5 / 66250 x 100 = 1.1509..., rounded once to 2 places.
+    assert!(close_to(&s["change_pct"], 1.15), "{s:#}");
+    // The same pair as Alpaca's positions name it keeps that name in its market.
+    let t = row(&r, "BTCUSD");
+    assert_eq!(t["market"], "ALPACA:BTCUSD");
+    assert_eq!((&t["last"], &t["volume"]), (&s["last"], &s["volume"]));
+    // A pair quoted in a coin has no ISO currency: null, and said.
+    let e = row(&r, "ALPACA:eth/btc");
+    assert_eq!(e["market"], "ALPACA:ETH/BTC");
+    assert_eq!(e["currency"], Value::Null);
+    assert_eq!(e["last"].as_f64(), Some(0.0521));
+    assert!(
+        r["notes"].to_string().contains("not an ISO currency"),
+        "{r:#}"
+    );
+    // A stablecoin pair with parts missing: those figures are null, never 0.
+    let u = row(&r, "SOL/USDT");
+    assert_eq!(u["currency"], "USDT");
+    assert_eq!((&u["last"], &u["prev_close"]), (&Value::Null, &Value::Null));
+    assert_eq!(u["change"], Value::Null);
+    assert_eq!(u["bid"].as_f64(), Some(67010.25));
+    // The stock and the option still answer beside them.
+    assert_eq!(row(&r, "AAPL")["bid"].as_f64(), Some(181.0));
+    assert_eq!(row(&r, "AAPL260320C00180000")["ask"].as_f64(), Some(4.3));
+    assert!(r["notes"].to_string().contains("fractional"), "{r:#}");
+
+    // A pair Alpaca refuses by name is listed, the rest asked again.
+    let r = tool(
+        &ctx,
+        "get_snapshots",
+        json!({"account": "ALPACA", "symbols": ["BTC/US$", "BTC/USD"]}),
+    )
+    .await;
+    assert_eq!(r["count"], 1, "{r:#}");
+    assert!(
+        unknown(&r, "BTC/US$").contains("invalid symbol: BTC/US$"),
+        "{r:#}"
+    );
+    // A crypto host that hangs is cut off at the broker timeout.
+    let slow = ctx_of(
+        alpaca(&fake.url, Duration::from_secs(60)),
+        Duration::from_millis(300),
+    );
+    fake.fail_next(Failure::Hang);
+    let r = tool(
+        &slow,
+        "get_snapshots",
+        json!({"account": "ALPACA", "symbols": ["BTCUSD"]}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], "broker_timeout", "{r:#}");
 }
 
 // -- Moomoo / Futu OpenD ----------------------------------------------------------------

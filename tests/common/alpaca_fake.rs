@@ -88,7 +88,16 @@
 //!   character no ticker has is refused with 400 `invalid symbol: …` (the fake's words), and
 //!   an ask set to 0 is sent as 0 (Alpaca's "no active ask"). Option snapshots
 //!   (`GET /v1beta1/options/snapshots?symbols=…`) answer the contracts given
-//!   [`AlpacaFake::set_option_quote`], with their latest quote and trade only.
+//!   [`AlpacaFake::set_option_quote`], with their latest quote and trade only. Crypto
+//!   snapshots (`GET /v1beta3/crypto/{loc}/snapshots?symbols=BTC/USD,…`, `loc` one of
+//!   `us`, `us-1`, `eu-1`, another a 400) answer `{"snapshots": {pair: …}}` for the pairs
+//!   given [`AlpacaFake::set_crypto_snapshot`], in the documented crypto shapes: a trade
+//!   has `t p s i tks` (no exchange, tape or conditions), a quote `t bp bs ap as`, a bar
+//!   `t o h l c v n vw`; sizes and volumes are fractional coins, daily bars are stamped
+//!   at Chicago midnight (06:00Z in winter). An unknown pair is left out, a pair written
+//!   without its slash (`BTCUSD`) is not a pair there and is left out too, a lower-case
+//!   or otherwise malformed one is refused with 400 `invalid symbol: …`, and
+//!   [`AlpacaFake::omit_from_snapshot`] leaves parts of a pair's out.
 //! * `GET /v2/clock` uses the real time (or [`AlpacaFake::set_now`]'s), with US daylight
 //!   saving and the calendar's closed days and early closes; `GET /v2/calendar` and
 //!   `GET /v1beta1/news` are described in their section at the end of the file.
@@ -420,6 +429,13 @@ impl AlpacaFake {
         lock(&self.state)
             .option_quotes
             .insert(contract.to_owned(), (d(bid), d(ask), d(last)));
+    }
+
+    /// Serves a crypto pair (`BTC/USD`) from the crypto snapshots, with these figures.
+    pub fn set_crypto_snapshot(&self, pair: &str, figures: CryptoFigures) {
+        lock(&self.state)
+            .crypto_snapshots
+            .insert(pair.to_owned(), figures);
     }
 
     /// Lists another asset (`GET /v2/assets`, `GET /v2/assets/{symbol}`): a crypto pair's
@@ -860,6 +876,8 @@ struct State {
     snapshot_omit: BTreeMap<String, Vec<String>>,
     /// Option contracts' bid, ask and last trade price.
     option_quotes: BTreeMap<String, (Dec, Dec, Dec)>,
+    /// Crypto pairs' snapshot figures (see [`AlpacaFake::set_crypto_snapshot`]).
+    crypto_snapshots: BTreeMap<String, CryptoFigures>,
     /// News, the calendar's closed days and the clock (see the last section).
     market: MarketInfo,
     /// Option chains (see the section "Option chains").
@@ -999,6 +1017,7 @@ impl State {
             refusal_names_type: true,
             snapshot_omit: BTreeMap::new(),
             option_quotes: BTreeMap::new(),
+            crypto_snapshots: BTreeMap::new(),
             market: MarketInfo::seeded(),
             chain: ChainBook::default(),
         };
@@ -1869,6 +1888,7 @@ impl State {
                 self.chain.snapshots(underlying, query)
             }
             ("GET", ["v2", "options", "contracts"]) => self.chain.contracts(query, now),
+            ("GET", ["v1beta3", "crypto", loc, "snapshots"]) => self.crypto_snapshots(loc, query),
             ("GET", ["v2", "stocks", symbol, "quotes", "latest"]) => {
                 self.latest_quote(symbol, query)
             }
@@ -2671,6 +2691,141 @@ impl State {
         }
         Reply::ok(json!({"snapshots": out, "next_page_token": null}))
     }
+
+    fn crypto_snapshots(&self, loc: &str, query: &Query) -> Reply {
+        if !matches!(loc, "us" | "us-1" | "eu-1") {
+            return bad_request(&format!("invalid location: {loc}"));
+        }
+        let Some(symbols) = query.get("symbols") else {
+            return bad_request("symbols is required");
+        };
+        let asked: Vec<&str> = symbols
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        if let Some(bad) = asked.iter().find(|s| {
+            !s.chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '/')
+        }) {
+            return bad_request(&format!("invalid symbol: {bad}"));
+        }
+        let mut out = Map::new();
+        for pair in asked {
+            let Some(f) = self.crypto_snapshots.get(pair) else {
+                continue;
+            };
+            let n = |x: &str| {
+                Dec::parse(x)
+                    .unwrap_or_else(|| panic!("crypto figure {x:?}"))
+                    .number()
+            };
+            let day = chicago_midnight(f.date);
+            let prev = chicago_midnight(f.date.pred_opt().unwrap_or(f.date));
+            let minute = day + TimeDelta::hours(9) + TimeDelta::minutes(59);
+            let mut snapshot = Map::new();
+            snapshot.insert(
+                "latestTrade".into(),
+                json!({
+                    "t": (minute + TimeDelta::microseconds(30_123_456))
+                        .to_rfc3339_opts(SecondsFormat::Micros, true),
+                    "p": n(f.last), "s": n(f.last_size), "i": 32_396_097_u64, "tks": f.taker,
+                }),
+            );
+            snapshot.insert(
+                "latestQuote".into(),
+                json!({
+                    "t": (minute + TimeDelta::nanoseconds(31_507_608_832))
+                        .to_rfc3339_opts(SecondsFormat::Nanos, true),
+                    "bp": n(f.bid), "bs": n(f.bid_size), "ap": n(f.ask), "as": n(f.ask_size),
+                }),
+            );
+            snapshot.insert("minuteBar".into(), crypto_bar(minute, &f.minute, 2));
+            snapshot.insert("dailyBar".into(), crypto_bar(day, &f.day, 438));
+            snapshot.insert("prevDailyBar".into(), crypto_bar(prev, &f.prev_day, 8221));
+            for part in self.snapshot_omit.get(pair).into_iter().flatten() {
+                snapshot.remove(part);
+            }
+            out.insert(pair.to_owned(), Value::Object(snapshot));
+        }
+        Reply::ok(json!({ "snapshots": out }))
+    }
+}
+
+/// A crypto pair's snapshot figures, decimal strings as a test writes them; the fake
+/// sends them as JSON numbers, as Alpaca's data API does.
+#[derive(Clone, Debug)]
+pub struct CryptoFigures {
+    /// The latest trade: price, size (coins, fractional) and taker side (`B` or `S`).
+    pub last: &'static str,
+    pub last_size: &'static str,
+    pub taker: &'static str,
+    pub bid: &'static str,
+    pub bid_size: &'static str,
+    pub ask: &'static str,
+    pub ask_size: &'static str,
+    /// Today's bar (since Chicago midnight) and yesterday's: open, high, low, close,
+    /// volume (coins).
+    pub day: [&'static str; 5],
+    pub prev_day: [&'static str; 5],
+    /// The latest minute bar.
+    pub minute: [&'static str; 5],
+    /// The trading day the daily bar is of (its Chicago midnight is the bar's time).
+    pub date: NaiveDate,
+}
+
+impl CryptoFigures {
+    /// BTC/USD on 2026-03-02, every figure fractional where Alpaca's are.
+    pub fn btc() -> Self {
+        Self {
+            last: "67012.5",
+            last_size: "0.00008231",
+            taker: "S",
+            bid: "67010.25",
+            bid_size: "0.395",
+            ask: "67014.75",
+            ask_size: "1.2051",
+            day: ["66250", "67450.5", "65980.25", "67012.5", "812.40516327"],
+            prev_day: ["65110.75", "66480", "64900.5", "66250", "1856.4065"],
+            minute: ["67000", "67020", "66995.5", "67012.5", "0.5873"],
+            date: NaiveDate::from_ymd_opt(2026, 3, 2).unwrap_or_default(),
+        }
+    }
+}
+
+/// Chicago midnight of `date`, as Alpaca stamps a crypto daily bar: 05:00Z while US
+/// daylight saving time is in force, else 06:00Z.
+fn chicago_midnight(date: NaiveDate) -> DateTime<Utc> {
+    let hours = if us_dst(date) { 5 } else { 6 };
+    date.and_hms_opt(hours, 0, 0).unwrap_or_default().and_utc()
+}
+
+/// Whether US daylight saving time is in force on `date` (second Sunday of March to the
+/// first Sunday of November).
+fn us_dst(date: NaiveDate) -> bool {
+    let sunday = |month: u32, nth: u8| {
+        NaiveDate::from_weekday_of_month_opt(date.year(), month, Weekday::Sun, nth)
+            .unwrap_or_default()
+    };
+    date >= sunday(3, 2) && date < sunday(11, 1)
+}
+
+fn crypto_bar(t: DateTime<Utc>, ohlcv: &[&str; 5], trades: u64) -> Value {
+    let n = |x: &str| {
+        Dec::parse(x)
+            .unwrap_or_else(|| panic!("crypto figure {x:?}"))
+            .number()
+    };
+    // A volume-weighted price inside the bar: the middle of high and low.
+    let vw = match (Dec::parse(ohlcv[1]), Dec::parse(ohlcv[2])) {
+        (Some(h), Some(l)) => Dec((h.0 + l.0) / 2).number(),
+        _ => Value::Null,
+    };
+    json!({
+        "t": t.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "o": n(ohlcv[0]), "h": n(ohlcv[1]), "l": n(ohlcv[2]), "c": n(ohlcv[3]),
+        "v": n(ohlcv[4]), "n": trades, "vw": vw,
+    })
 }
 
 fn asset_json(asset: &AssetInfo) -> Value {
@@ -3769,6 +3924,31 @@ pub async fn self_check() -> Vec<String> {
     assert!(options["snapshots"].get("AAPL260320P00001000").is_none());
     c.fails(Data, "GET", template, template, None, 400, 40010001)
         .await;
+    let template = "/v1beta3/crypto/{loc}/snapshots";
+    fake.set_crypto_snapshot("BTC/USD", CryptoFigures::btc());
+    let crypto = c
+        .get(
+            Data,
+            "/v1beta3/crypto/us/snapshots?symbols=BTC%2FUSD,DOGE%2FUSD,BTCUSD",
+            template,
+        )
+        .await;
+    let keys: Vec<&String> = crypto["snapshots"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["BTC/USD"], "{crypto}");
+    let btc = &crypto["snapshots"]["BTC/USD"];
+    assert_eq!(btc["latestTrade"]["s"], json!(0.00008231));
+    assert_eq!(btc["dailyBar"]["t"], "2026-03-02T06:00:00Z");
+    assert_eq!(btc["prevDailyBar"]["c"], json!(66250.0));
+    c.fails(
+        Data,
+        "GET",
+        "/v1beta3/crypto/us/snapshots?symbols=btc%2Fusd",
+        template,
+        None,
+        400,
+        40010001,
+    )
+    .await;
 
     // -- option chains: the chain's snapshots and the contract list ----------------------
     let mut call = FakeOption::new("AAPL261218C00280000");

@@ -35,6 +35,8 @@
 //! | ExecutionRequest 207           | per matching execution: ExecutionDetails 211 then (if any) CommissionAndFeesReport 259; then ExecutionDetailsEnd 255 (see *Executions* below for the unkind modes) |
 //! | MarketDataRequest 201          | known symbol: TickReqParams 281, MarketDataType 258 (1), TickPrice 201 bid (1, with size), ask (2, with size), last (4), with a [`TwsDay`] also TickPrice open (14), high (6), low (7), close (9), TickSize last size (5), volume (8) and TickString last timestamp (45) (delayed: MarketDataType 3 and the delayed tick types 66.. instead), TickSnapshotEnd 257 (snapshot only); unknown: ErrorMessage 204 code 200 with the req id; a silent [`TwsDay`]: nothing at all |
 //! | HistoricalDataRequest 220      | known symbol: HistoricalData 217 (all bars), HistoricalDataEnd 308; unknown: ErrorMessage 204 code 200 |
+//! | NewsProvidersRequest 285       | NewsProviders 285: [`TwsState::news_providers`] (none: an empty list, as for a user without a news subscription) |
+//! | HistoricalNewsRequest 286      | HistoricalNews 286 ×n: the [`TwsState::news`] of the conId from a requested provider inside the window, newest first, at most total results; then HistoricalNewsEnd 287 (has_more when more matched); a conId in [`TwsState::news_errors`]: ErrorMessage 204 with the req id; [`TwsState::news_delay`] sends it all that late |
 //! | MatchingSymbolsRequest 281     | SymbolSamples 279: the [`TwsState::symbol_samples`] whose symbol starts with the pattern or whose description has it (none with [`TwsState::matching_silent`]) |
 //! | anything else (cancels, 259 MarketDataTypeRequest, orders, …) | nothing (recorded only) |
 //!
@@ -390,6 +392,19 @@ pub struct TwsState {
     pub matching_patterns: Vec<String>,
     /// `MatchingSymbolsRequest` gets no answer (unkind: TWS paces it).
     pub matching_silent: bool,
+    /// The news providers the user subscribes to (code, name), answered to
+    /// `NewsProvidersRequest`; empty: no news subscription.
+    pub news_providers: Vec<(String, String)>,
+    /// The headlines `HistoricalNewsRequest` serves (see [`TwsNews`]).
+    pub news: Vec<TwsNews>,
+    /// Every `HistoricalNewsRequest` as received: conId, provider codes, start, end,
+    /// total results.
+    pub news_requests: Vec<(i32, String, String, String, i32)>,
+    /// The historical news answer comes this long late (unkind).
+    pub news_delay: Option<Duration>,
+    /// conIds whose news request is answered by an `ErrorMessage` (code, message) with
+    /// the request id instead.
+    pub news_errors: BTreeMap<i32, (i32, String)>,
 }
 
 impl Default for TwsState {
@@ -418,6 +433,11 @@ impl Default for TwsState {
             symbol_samples: Vec::new(),
             matching_patterns: Vec::new(),
             matching_silent: false,
+            news_providers: Vec::new(),
+            news: Vec::new(),
+            news_requests: Vec::new(),
+            news_delay: None,
+            news_errors: BTreeMap::new(),
         }
     }
 }
@@ -467,6 +487,11 @@ impl FakeTws {
 
     pub fn set_behaviour(&self, b: TwsBehaviour) {
         lock(&self.state).behaviour = b;
+    }
+
+    /// Changes the state of a running fake (read again for every request).
+    pub fn update(&self, f: impl FnOnce(&mut TwsState)) {
+        f(&mut lock(&self.state));
     }
 
     /// A snapshot of the whole state.
@@ -751,6 +776,8 @@ fn serve_request(
             historical_data(st, &req, out)?;
         }
         symbols::REQ_MATCHING_SYMBOLS => symbols::matching(st, payload, out)?,
+        news::REQ_NEWS_PROVIDERS => news::providers(st, out)?,
+        news::REQ_HISTORICAL_NEWS => news::historical(st, payload, out)?,
         _ => {}
     }
     Ok(())
@@ -1717,6 +1744,176 @@ mod symbols {
                 contract_descriptions,
             },
         )
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// News: NewsProvidersRequest 285 -> NewsProviders 285; HistoricalNewsRequest 286 ->
+// HistoricalNews 286 ×n, HistoricalNewsEnd 287. Field numbers as IBKR's protobuf
+// definitions give them.
+// ------------------------------------------------------------------------------------------
+
+/// One headline the fake serves: the contract it is about, TWS's time text
+/// (`YYYY-MM-DD HH:MM:SS.f`, UTC), the provider code, article id and the headline as the
+/// provider writes it (some start with a `{A:…:L:…}` metadata block).
+#[derive(Debug, Clone, Default)]
+pub struct TwsNews {
+    pub con_id: i32,
+    pub time: String,
+    pub provider: String,
+    pub article_id: String,
+    pub headline: String,
+}
+
+mod news {
+    use prost::Message as _;
+
+    use super::{Out, TwsState, error_message, ids};
+
+    /// `NewsProvidersRequest` (client -> server, empty) and `NewsProviders` (server ->
+    /// client): message 85, wire 285.
+    pub(super) const REQ_NEWS_PROVIDERS: i32 = 285;
+    pub(super) const NEWS_PROVIDERS: i32 = 285;
+    /// `HistoricalNewsRequest` and `HistoricalNews`: message 86; `HistoricalNewsEnd`: 87.
+    pub(super) const REQ_HISTORICAL_NEWS: i32 = 286;
+    pub(super) const HISTORICAL_NEWS: i32 = 286;
+    pub(super) const HISTORICAL_NEWS_END: i32 = 287;
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct NewsProvider {
+        #[prost(string, optional, tag = "1")]
+        provider_code: Option<String>,
+        #[prost(string, optional, tag = "2")]
+        provider_name: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct NewsProviders {
+        #[prost(message, repeated, tag = "1")]
+        news_providers: Vec<NewsProvider>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct HistoricalNewsRequest {
+        #[prost(int32, optional, tag = "1")]
+        req_id: Option<i32>,
+        #[prost(int32, optional, tag = "2")]
+        con_id: Option<i32>,
+        #[prost(string, optional, tag = "3")]
+        provider_codes: Option<String>,
+        #[prost(string, optional, tag = "4")]
+        start_date_time: Option<String>,
+        #[prost(string, optional, tag = "5")]
+        end_date_time: Option<String>,
+        #[prost(int32, optional, tag = "6")]
+        total_results: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct HistoricalNews {
+        #[prost(int32, optional, tag = "1")]
+        req_id: Option<i32>,
+        #[prost(string, optional, tag = "2")]
+        time: Option<String>,
+        #[prost(string, optional, tag = "3")]
+        provider_code: Option<String>,
+        #[prost(string, optional, tag = "4")]
+        article_id: Option<String>,
+        #[prost(string, optional, tag = "5")]
+        headline: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct HistoricalNewsEnd {
+        #[prost(int32, optional, tag = "1")]
+        req_id: Option<i32>,
+        #[prost(bool, optional, tag = "2")]
+        has_more: Option<bool>,
+    }
+
+    pub(super) fn providers(st: &TwsState, out: &mut Out) -> std::io::Result<()> {
+        out.push(
+            NEWS_PROVIDERS,
+            &NewsProviders {
+                news_providers: st
+                    .news_providers
+                    .iter()
+                    .map(|(code, name)| NewsProvider {
+                        provider_code: Some(code.clone()),
+                        provider_name: Some(name.clone()),
+                    })
+                    .collect(),
+            },
+        )
+    }
+
+    /// `YYYYMMDD HH:MM:SS` or `YYYYMMDD-HH:MM:SS` (the request's forms) or
+    /// `YYYY-MM-DD HH:MM:SS.f` (the answer's) as one comparable `YYYYMMDDHHMMSS` key.
+    fn key(text: &str) -> String {
+        text.chars().filter(char::is_ascii_digit).take(14).collect()
+    }
+
+    pub(super) fn historical(
+        st: &mut TwsState,
+        payload: &[u8],
+        out: &mut Out,
+    ) -> std::io::Result<()> {
+        let req = HistoricalNewsRequest::decode(payload).unwrap_or_default();
+        let req_id = req.req_id.unwrap_or_default();
+        let con_id = req.con_id.unwrap_or_default();
+        let codes = req.provider_codes.clone().unwrap_or_default();
+        let (start, end) = (
+            req.start_date_time.clone().unwrap_or_default(),
+            req.end_date_time.clone().unwrap_or_default(),
+        );
+        let total = req.total_results.unwrap_or(10).clamp(1, 300);
+        st.news_requests
+            .push((con_id, codes.clone(), start.clone(), end.clone(), total));
+        let mut now = Out::default();
+        if let Some((code, message)) = st.news_errors.get(&con_id) {
+            now.push(ids::ERROR, &error_message(st, req_id, *code, message))?;
+        } else {
+            let wanted: Vec<&str> = codes.split('+').collect();
+            let (from, to) = (key(&start), key(&end));
+            let mut rows: Vec<&super::TwsNews> = st
+                .news
+                .iter()
+                .filter(|n| n.con_id == con_id && wanted.contains(&n.provider.as_str()))
+                .filter(|n| {
+                    let k = key(&n.time);
+                    (from.is_empty() || k >= from) && (to.is_empty() || k <= to)
+                })
+                .collect();
+            rows.sort_by_key(|n| std::cmp::Reverse(key(&n.time)));
+            let more = rows.len() > usize::try_from(total).unwrap_or(usize::MAX);
+            for n in rows
+                .iter()
+                .take(usize::try_from(total).unwrap_or(usize::MAX))
+            {
+                now.push(
+                    HISTORICAL_NEWS,
+                    &HistoricalNews {
+                        req_id: Some(req_id),
+                        time: Some(n.time.clone()),
+                        provider_code: Some(n.provider.clone()),
+                        article_id: Some(n.article_id.clone()),
+                        headline: Some(n.headline.clone()),
+                    },
+                )?;
+            }
+            now.push(
+                HISTORICAL_NEWS_END,
+                &HistoricalNewsEnd {
+                    req_id: Some(req_id),
+                    has_more: Some(more),
+                },
+            )?;
+        }
+        match st.news_delay {
+            Some(delay) => out.later.push((delay, now.bytes)),
+            None => out.bytes.extend(now.bytes),
+        }
+        Ok(())
     }
 }
 

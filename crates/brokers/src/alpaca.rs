@@ -222,10 +222,18 @@ impl Spec {
     };
 }
 
+/// A decimal field, sent as a string (trading API) or a JSON number (market data). A
+/// small number such as a crypto trade's 0.00008231 coins prints as `8.231e-5`: read in
+/// scientific notation too.
 fn dec(v: &Value, field: &str) -> Option<Decimal> {
     match v.get(field)? {
         Value::String(s) => Decimal::from_str(s.trim()).ok(),
-        Value::Number(n) => Decimal::from_str(&n.to_string()).ok(),
+        Value::Number(n) => {
+            let written = n.to_string();
+            Decimal::from_str(&written)
+                .or_else(|_| Decimal::from_scientific(&written).map(|d| d.normalize()))
+                .ok()
+        }
         _ => None,
     }
 }

@@ -35,6 +35,9 @@ pub struct NewsArticle {
     pub summary: Option<String>,
     /// The article's address, where the provider gives one.
     pub url: Option<String>,
+    /// Metadata the provider wrote into the headline (IBKR's `{A:…:L:en:…}` prefix),
+    /// keys and values as sent, taken off the headline; empty for most providers.
+    pub meta: Vec<(String, String)>,
 }
 
 /// A broker's answer to a [`NewsQuery`].

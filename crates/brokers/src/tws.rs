@@ -54,6 +54,7 @@ use crate::ibkr::IbkrFlexBroker;
 use crate::zones;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
 
+mod news;
 mod search;
 mod snapshots;
 
@@ -1468,6 +1469,15 @@ impl Broker for TwsBroker {
             });
         }
         Ok(out)
+    }
+
+    /// The subscribed providers' headlines per symbol (`news.rs`).
+    async fn news(
+        &self,
+        account: &str,
+        query: &crate::news::NewsQuery,
+    ) -> Result<crate::news::NewsPage, BrokerError> {
+        self.read_news(account, query).await
     }
 
     /// One market-data snapshot per contract, all sent at once (`snapshots.rs`).

@@ -26,7 +26,7 @@ use crate::market::parse_bound;
 use crate::marketdata::bounded;
 
 /// The brokers that serve `get_news`, for `not_supported` hints.
-pub const NEWS_SOURCES: &str = "Alpaca accounts (Alpaca's news API) and the sim (SIM-PAPER in the demo, whose headlines are invented demo data); IBKR's TWS news is not read";
+pub const NEWS_SOURCES: &str = "Alpaca accounts (Alpaca's news API), IBKR through TWS or IB Gateway (headlines of the news providers the user subscribes to, per symbol) and the sim (SIM-PAPER in the demo, whose headlines are invented demo data)";
 
 /// `limit`'s default and largest value.
 pub const NEWS_DEFAULT: usize = 10;
@@ -80,6 +80,9 @@ pub struct ArticleRow {
     pub summary: Option<String>,
     /// http(s) address; null if none.
     pub link: Option<String>,
+    /// Quoted data: metadata the provider put before the headline (IBKR's
+    /// `{A:…:L:en:…}`), keys and values as sent; null if none.
+    pub metadata: Option<std::collections::BTreeMap<String, String>>,
     /// A field was cut at its length.
     pub cut: bool,
     /// Invented for the demo: not news.
@@ -319,6 +322,12 @@ fn row(account: &str, a: &NewsArticle, demo: bool) -> ArticleRow {
         symbols: symbols.into_iter().take(ARTICLE_SYMBOLS).collect(),
         summary: summary.map(|(t, _)| t),
         link: link(a.url.as_deref()),
+        metadata: (!a.meta.is_empty()).then(|| {
+            a.meta
+                .iter()
+                .map(|(k, v)| (plain(k, NAME_CHARS).0, plain(v, NAME_CHARS).0))
+                .collect()
+        }),
         cut,
         demo,
     }

@@ -47,6 +47,7 @@ fn article(row: &Value) -> Option<NewsArticle> {
             .collect(),
         summary: given("summary"),
         url: given("url"),
+        meta: Vec::new(),
     })
 }
 

@@ -78,6 +78,7 @@ pub(crate) fn demo_news(account: &str, now: DateTime<Utc>, q: &NewsQuery) -> New
                 symbols: symbols.iter().map(|s| (*s).to_owned()).collect(),
                 summary: Some((*summary).to_owned()),
                 url: None,
+                meta: Vec::new(),
             }
         })
         .filter(|a| {

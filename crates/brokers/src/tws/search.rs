@@ -26,7 +26,7 @@ const KEPT: usize = 256;
 /// One pattern's matches, and how many were of types tradedesk does not trade.
 #[derive(Debug, Default)]
 pub(super) struct Matches {
-    listed: Vec<ListedInstrument>,
+    pub(super) listed: Vec<ListedInstrument>,
     untraded: usize,
 }
 
@@ -79,7 +79,7 @@ fn listed_of(d: &ibapi::contracts::ContractDescription) -> Option<ListedInstrume
 
 impl TwsBroker {
     /// IBKR's matches for one pattern, from the cache or TWS.
-    async fn matching(&self, pattern: &str) -> Result<Arc<Matches>, BrokerError> {
+    pub(super) async fn matching(&self, pattern: &str) -> Result<Arc<Matches>, BrokerError> {
         let key = pattern.to_uppercase();
         {
             let cache = self.matches.lock().await;
