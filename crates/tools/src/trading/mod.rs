@@ -21,6 +21,7 @@ use tradedesk_store::tokens::TokenKey;
 use tradedesk_store::{Store, StoreError};
 
 pub mod orders;
+pub mod tools;
 
 /// `[trading]`, checked and typed.
 #[derive(Debug, Clone, PartialEq, Eq)]
