@@ -460,7 +460,8 @@ impl Tool for GetServerHealth {
         "Each broker connection's state (a hint when down), the positions \
                 brokers report reconciled against the fills, and the FX rates in use, stale ones \
                 flagged. Call it when a tool says a broker is unavailable.",
-    );
+    )
+    .partial();
 
     async fn run(call: &mut Call<'_>, _: NoArgs) -> Result<HealthResult> {
         let ctx = call.ctx;
