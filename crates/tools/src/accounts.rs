@@ -413,3 +413,106 @@ pub fn get_portfolio_summary(book: &Book, v: &Valuation) -> Result<SummaryResult
         notes,
     })
 }
+
+use crate::args::{CurrencyArgs, report_currency_in};
+use crate::tool::{Call, Meta, Tool, notes_suffix};
+use crate::valuation::{Scope, value_ledger};
+
+/// The figures the brokers report beside the book's (equity, margin) and the note where
+/// the brokers' positions disagree with the fills.
+fn with_broker_figures(
+    call: &Call<'_>,
+    book: &Book,
+    ledger: &tradedesk_core::ledger::Ledger,
+    rows: &mut [AccountRow],
+    notes: &mut Vec<String>,
+) {
+    with_broker_equity(rows, |a| call.ctx.reported_equity(a));
+    with_broker_margin(rows, |a| call.ctx.reported_margin(a));
+    notes.extend(crate::health::disagreement_note(book, ledger, |_, _| true));
+}
+
+/// The book's accounts valued in the report currency the call asks for.
+async fn valued_accounts<T>(
+    call: &mut Call<'_>,
+    currency: Option<&str>,
+    answer: impl FnOnce(&Book, &Valuation) -> Result<T>,
+) -> Result<(
+    T,
+    std::sync::Arc<Book>,
+    std::sync::Arc<tradedesk_core::ledger::Ledger>,
+)> {
+    let (book, ledger) = call.ledger().await?;
+    let ccy = report_currency_in(&book, currency)?;
+    let r = answer(&book, &value_ledger(&book, &ledger, ccy, Scope::ACCOUNTS)?)?;
+    Ok((r, book, ledger))
+}
+
+/// get_accounts.
+#[derive(Debug)]
+pub struct GetAccounts;
+
+impl Tool for GetAccounts {
+    type Args = CurrencyArgs;
+    type Output = AccountsResult;
+    const META: Meta = Meta::book(
+        "get_accounts",
+        "Accounts",
+        "Every configured account: broker, mode (book, paper, live), cash, \
+                positions value and total value in its own currency, and the total in the report \
+                currency. Call it first to learn the account ids.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: CurrencyArgs) -> Result<AccountsResult> {
+        let (mut r, book, ledger) =
+            valued_accounts(call, a.currency.as_deref(), get_accounts).await?;
+        with_broker_figures(call, &book, &ledger, &mut r.accounts, &mut r.notes);
+        Ok(r)
+    }
+
+    fn summary(r: &AccountsResult) -> String {
+        format!(
+            "{} account(s), total value {} {}.{}",
+            r.accounts.len(),
+            r.total_value.0,
+            r.currency,
+            notes_suffix(&r.notes)
+        )
+    }
+}
+
+/// get_portfolio_summary.
+#[derive(Debug)]
+pub struct GetPortfolioSummary;
+
+impl Tool for GetPortfolioSummary {
+    type Args = CurrencyArgs;
+    type Output = SummaryResult;
+    const META: Meta = Meta::book(
+        "get_portfolio_summary",
+        "Portfolio summary",
+        "The whole portfolio in the report currency: total value, positions, \
+                cash, unrealized P&L, holdings by currency and by broker with their share of the \
+                total, and each account. Answers 'how much of my portfolio is in ringgit?'.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: CurrencyArgs) -> Result<SummaryResult> {
+        let (mut r, book, ledger) =
+            valued_accounts(call, a.currency.as_deref(), get_portfolio_summary).await?;
+        with_broker_figures(call, &book, &ledger, &mut r.accounts, &mut r.notes);
+        Ok(r)
+    }
+
+    fn summary(r: &SummaryResult) -> String {
+        format!(
+            "Total value {} {} as of {} (positions {}, cash {}, unrealized P&L {}).{}",
+            r.total_value.0,
+            r.currency,
+            r.as_of,
+            r.positions_value.0,
+            r.cash_value.0,
+            r.unrealized_pnl.0,
+            notes_suffix(&r.notes)
+        )
+    }
+}

@@ -728,6 +728,41 @@ pub async fn option_strategy(
     Ok((result, chart))
 }
 
+
+use crate::tool::{Call, Meta, Tool, notes_suffix};
+
+/// get_option_chain.
+#[derive(Debug)]
+pub struct GetOptionChain;
+
+impl Tool for GetOptionChain {
+    type Args = OptionChainArgs;
+    type Output = OptionChainResult;
+    const META: Meta = Meta::live(
+        "get_option_chain",
+        "Option chain",
+        crate::toolset::Toolset::MarketData,
+        "One expiry of an underlying's options at an account (Alpaca, the \
+                sim): per contract bid, ask, last, volume, open interest, implied volatility \
+                and greeks, the broker's where it sends them, else tradedesk's \
+                Black-Scholes-Merton from the price (greeks_source says which, with its \
+                inputs). strikes_around strikes each side of the underlying's price; default \
+                the nearest expiry.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: OptionChainArgs) -> Result<OptionChainResult> {
+        get_option_chain(call.ctx, a).await
+    }
+
+    fn summary(r: &OptionChainResult) -> String {
+        format!("{}{}", r.summary(), notes_suffix(&r.notes))
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"underlying": "AAPL", "account": "SIM-PAPER", "strikes_around": 2})
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -1,4 +1,4 @@
-//! `docs/tools.md`, generated from the registry so it can never drift from what clients
+//! `docs/tools.md`, generated from the registry's list of tools so it can never drift from what clients
 //! are served: each tool's description, arguments, result fields, annotations and an
 //! example on the embedded demo.
 
@@ -9,64 +9,6 @@ use serde_json::{Value, json};
 use crate::context::ToolContext;
 use crate::registry::{call, tools};
 use crate::toolset::Toolset;
-
-/// Example arguments per tool, run against the demo.
-fn example(name: &str) -> Value {
-    match name {
-        "get_positions" => json!({"broker": "moomoo", "currency": "MYR"}),
-        "get_trade_history" => json!({"start": "2026-10-01", "end": "2026-11-27", "limit": 2}),
-        "get_realized_pnl" => {
-            json!({"start": "2026-01-01", "end": "2026-11-27", "group_by": "month"})
-        }
-        "get_exposure" => json!({"by": "sector"}),
-        "get_quote" => json!({"account": "SIM-PAPER", "symbol": "EURUSD"}),
-        "get_bars" => json!({"source": {"symbol": "AAPL", "account": "SIM-PAPER", "interval": "1d",
-            "start": "2026-11-02", "end": "2026-11-27"}, "max_rows": 4}),
-        "get_orders" => json!({"status": "all"}),
-        "preview_order" => {
-            json!({"account": "SIM-PAPER", "symbol": "AAPL", "side": "buy", "quantity": 3,
-            "type": "limit", "limit_price": 280, "stop_loss": 260, "take_profit": 300})
-        }
-        "place_order" => {
-            json!({"account": "SIM-PAPER", "symbol": "AAPL", "side": "buy", "quantity": 3,
-            "type": "limit", "limit_price": 280, "stop_loss": 260, "take_profit": 300, "client_order_id": "docs-1"})
-        }
-        "close_position" => {
-            json!({"account": "SIM-PAPER", "symbol": "AAPL", "quantity": 1, "client_order_id": "docs-2"})
-        }
-        "modify_position" => json!({"account": "SIM-PAPER", "symbol": "AAPL", "stop_loss": 265}),
-        "cancel_order" => json!({"account": "SIM-PAPER", "client_order_id": "docs-1"}),
-        "option_price" => json!({"type": "call", "spot": 100, "strike": 105, "volatility": 0.25,
-            "rate": 0.04, "dividend_yield": 0.01, "time_years": 0.5}),
-        "implied_volatility" => json!({"type": "put", "spot": 100, "strike": 95, "rate": 0.04,
-            "time_years": 0.25, "price": 2.1}),
-        "option_strategy" => json!({"spot": 100, "rate": 0.04, "points": 5, "legs": [
-            {"type": "call", "strike": 100, "quantity": 1, "volatility": 0.25, "time_years": 0.25},
-            {"type": "call", "strike": 110, "quantity": -1, "volatility": 0.23, "time_years": 0.25}]}),
-        "quote_open_position" => json!({"mark_price": 92000, "side": "long", "margin": 1000,
-            "leverage": 20, "maintenance_margin_rate": 0.005, "fee_rate": 0.00045}),
-        "quote_leverage_ladder" => json!({"mark_price": 92000, "side": "short", "margin": 1000,
-            "max_leverage": 50}),
-        "quote_close_position" => json!({"mark_price": 95000, "side": "long", "margin": 1000,
-            "leverage": 10, "entry_price": 92000, "fee_rate": 0.00045}),
-        "list_markets" => json!({"account": "SIM-PAPER"}),
-        "get_market_hours" => json!({"market": "NYSE"}),
-        "search_instruments" => json!({"query": "apple", "limit": 5}),
-        "get_recent_trades" => json!({"market": "BTC-PERP", "account": "SIM-PAPER", "limit": 3}),
-        "get_snapshots" => {
-            json!({"account": "SIM-PAPER", "symbols": ["AAPL", "EURUSD", "BTC-PERP", "NOPE"]})
-        }
-        "get_news" => json!({"symbols": ["AAPL", "NVDA"], "limit": 2}),
-        "get_option_chain" => {
-            json!({"underlying": "AAPL", "account": "SIM-PAPER", "strikes_around": 2})
-        }
-        "get_performance" => {
-            json!({"start": "2026-01-01", "end": "2026-11-27", "account": "IBKR-DEMO"})
-        }
-        "analyze_trades" => json!({"start": "2023-01-01", "end": "2026-11-27"}),
-        _ => json!({}),
-    }
-}
 
 fn type_of(schema: &Value) -> String {
     if let Some(values) = schema.get("enum").and_then(Value::as_array) {
@@ -311,7 +253,7 @@ pub async fn tools_markdown(ctx: &ToolContext) -> String {
         }
         out.push_str("\nResult fields:\n\n");
         fields(&mut out, &spec.output_schema, &spec.output_schema, 0);
-        let args = example(spec.name);
+        let args = spec.example();
         let _ = write!(
             out,
             "\nExample: `tradedesk call {} '{}'`\n\n",

@@ -443,3 +443,63 @@ pub fn get_server_health(
         notes,
     })
 }
+
+use crate::args::NoArgs;
+use crate::tool::{Call, Meta, Tool, notes_suffix};
+
+/// get_server_health: the probes and the served book, read at once.
+#[derive(Debug)]
+pub struct GetServerHealth;
+
+impl Tool for GetServerHealth {
+    type Args = NoArgs;
+    type Output = HealthResult;
+    const META: Meta = Meta::served_always(
+        "get_server_health",
+        "Server health",
+        "Each broker connection's state (a hint when down), the positions \
+                brokers report reconciled against the fills, and the FX rates in use, stale ones \
+                flagged. Call it when a tool says a broker is unavailable.",
+    )
+    .partial();
+
+    async fn run(call: &mut Call<'_>, _: NoArgs) -> Result<HealthResult> {
+        let ctx = call.ctx;
+        let (mut probes, (served, down)) = tokio::join!(ctx.health(), ctx.served_ledger());
+        // A gateway that answers its probe while its account's data could not be read.
+        for d in down.iter() {
+            if let Some(p) = probes
+                .iter_mut()
+                .find(|p| p.account == d.row.account && p.status == HealthStatus::Ok)
+            {
+                p.status = HealthStatus::Degraded;
+                p.detail = format!(
+                    "{}; but its account data could not be read: {}",
+                    p.detail, d.row.message
+                );
+                p.hint = Some(d.row.hint.clone());
+            }
+        }
+        call.leave_out(down.iter().cloned());
+        let mut r = match served {
+            Ok((book, ledger)) => {
+                get_server_health(&ctx.version, probes, Some((&book, &ledger)), None)
+            }
+            Err(e) => get_server_health(&ctx.version, probes, None, Some(e.to_string())),
+        }?;
+        if let Some(trading) = &ctx.trading {
+            r.trading = Some(trading_health(trading, &mut r.notes));
+        }
+        Ok(r)
+    }
+
+    fn summary(r: &HealthResult) -> String {
+        format!(
+            "Health {}: {} account(s), {} reconciliation difference(s).{}",
+            r.health,
+            r.brokers.len(),
+            r.reconciliation.len(),
+            notes_suffix(&r.notes)
+        )
+    }
+}

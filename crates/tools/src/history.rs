@@ -151,3 +151,46 @@ pub fn get_trade_history(
         notes,
     })
 }
+
+use crate::args::TradeHistoryArgs;
+use crate::select::select_owned;
+use crate::tool::{Call, Meta, Tool, notes_suffix};
+
+/// get_trade_history.
+#[derive(Debug)]
+pub struct GetTradeHistory;
+
+impl Tool for GetTradeHistory {
+    type Args = TradeHistoryArgs;
+    type Output = TradeHistoryResult;
+    const META: Meta = Meta::book(
+        "get_trade_history",
+        "Trade history",
+        "Fills between two trade dates (each fill's in its own time zone), \
+                newest first, filtered by account, broker, symbol or side; total_count and \
+                truncated tell when more matched.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: TradeHistoryArgs) -> Result<TradeHistoryResult> {
+        let (book, _) = call.ledger().await?;
+        let range = DateRange::parse(&a.start, &a.end)?;
+        let limit = check_limit(a.limit)?;
+        let sel = select_owned(&book, &a.account, &a.broker, &a.symbol)?;
+        get_trade_history(&book, range, &sel, a.side, limit)
+    }
+
+    fn summary(r: &TradeHistoryResult) -> String {
+        format!(
+            "{} of {} fill(s) from {} to {}, newest first.{}",
+            r.count,
+            r.total_count,
+            r.start,
+            r.end,
+            notes_suffix(&r.notes)
+        )
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"start": "2026-10-01", "end": "2026-11-27", "limit": 2})
+    }
+}

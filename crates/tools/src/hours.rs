@@ -692,6 +692,60 @@ pub async fn get_market_hours(ctx: &ToolContext, a: &MarketHoursArgs) -> Result<
     })
 }
 
+use crate::tool::{Call, Meta, Tool, notes_suffix};
+
+/// get_market_hours.
+#[derive(Debug)]
+pub struct GetMarketHours;
+
+impl Tool for GetMarketHours {
+    type Args = MarketHoursArgs;
+    type Output = MarketHoursResult;
+    const META: Meta = Meta::live(
+        "get_market_hours",
+        "Market hours",
+        crate::toolset::Toolset::MarketData,
+        "Whether a market (NYSE, NASDAQ, HKEX, BURSA; crypto and perps trade \
+                around the clock) or an account's markets are open now, the regular session in \
+                the exchange's time zone and UTC, the next open, and the closed days and half \
+                days of the next 60 days; says plainly where a market's holidays are not known.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: MarketHoursArgs) -> Result<MarketHoursResult> {
+        get_market_hours(call.ctx, &a).await
+    }
+
+    fn summary(r: &MarketHoursResult) -> String {
+        let each: Vec<String> = r
+            .markets
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} {}{} (from {})",
+                    m.market,
+                    if m.open_now { "open" } else { "closed" },
+                    m.next_open
+                        .as_ref()
+                        .map(|n| format!(", next open {}", n.local))
+                        .unwrap_or_default(),
+                    m.source
+                )
+            })
+            .collect();
+        let notes: Vec<String> = r.markets.iter().flat_map(|m| m.notes.clone()).collect();
+        format!(
+            "At {}: {}.{}",
+            r.as_of,
+            each.join("; "),
+            notes_suffix(&notes)
+        )
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"market": "NYSE"})
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

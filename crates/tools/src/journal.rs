@@ -349,3 +349,52 @@ fn weekday_name(d: Weekday) -> &'static str {
         Weekday::Sun => "Sunday",
     }
 }
+
+use crate::select::select_owned;
+use crate::tool::{Call, Meta, Tool, fmt_opt, notes_suffix};
+
+/// analyze_trades.
+#[derive(Debug)]
+pub struct AnalyzeTrades;
+
+impl Tool for AnalyzeTrades {
+    type Args = JournalArgs;
+    type Output = JournalResult;
+    const META: Meta = Meta::book(
+        "analyze_trades",
+        "Trading habits",
+        "What are my habits? Journal analytics of the trades that closed FIFO \
+                lots between two dates: win rate, average win and loss, payoff ratio, profit \
+                factor, expectancy, extremes, holding days of winners and losers (losers held \
+                longer is the disposition effect), streaks, and P&L by weekday and holding \
+                period. Totals agree with get_realized_pnl.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: JournalArgs) -> Result<JournalResult> {
+        let (book, _) = call.ledger().await?;
+        let range = DateRange::parse(&a.start, &a.end)?;
+        let currency = crate::args::report_currency_in(&book, a.currency.as_deref())?;
+        let sel = select_owned(&book, &a.account, &a.broker, &a.symbol)?;
+        analyze_trades(&book, &sel, range, currency)
+    }
+
+    fn summary(r: &JournalResult) -> String {
+        format!(
+            "{} trade(s) {} to {}: net {} {}, win rate {}%, profit factor {}, winners held {} day(s) and losers {} on average.{}",
+            r.trade_count,
+            r.start,
+            r.end,
+            r.net_pnl.0,
+            r.currency,
+            fmt_opt(r.win_rate_pct),
+            fmt_opt(r.profit_factor),
+            fmt_opt(r.average_holding_days_winners),
+            fmt_opt(r.average_holding_days_losers),
+            notes_suffix(&r.notes)
+        )
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"start": "2023-01-01", "end": "2026-11-27"})
+    }
+}

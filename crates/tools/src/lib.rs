@@ -26,16 +26,17 @@ pub mod rates;
 pub mod realized;
 pub mod registry;
 pub mod research;
+pub mod schema;
 pub mod search;
 pub mod select;
 pub mod snapshots;
+pub mod tool;
 pub mod toolset;
 pub mod trading;
 pub mod unavailable;
 pub mod valuation;
 
 pub use context::ToolContext;
-pub use registry::{
-    CallError, ToolOutput, ToolSpec, call, call_with, call_with_progress, listed, tools,
-};
+pub use registry::{CallError, ToolSpec, call, call_with, call_with_progress, listed, tools};
+pub use tool::{Call, Meta, Tool, ToolOutput};
 pub use toolset::{Toolset, Toolsets};

@@ -309,3 +309,79 @@ pub async fn get_bars(ctx: &ToolContext, args: BarsArgs) -> Result<BarsResult> {
 
 /// Re-exported for the research tools.
 pub use bars::Bar;
+
+use crate::tool::{Call, Meta, Tool};
+
+/// get_quote.
+#[derive(Debug)]
+pub struct GetQuote;
+
+impl Tool for GetQuote {
+    type Args = QuoteArgs;
+    type Output = QuoteResult;
+    const META: Meta = Meta::live(
+        "get_quote",
+        "Quote",
+        crate::toolset::Toolset::Market,
+        "Bid, ask, mid and spread (in pips for FX and metals) of a symbol at an \
+                account that quotes, with its trading rules: lot step, minimum, tick, unit. The \
+                demo's SIM-PAPER quotes its stocks, FX pairs, XAUUSD and BTC-PERP.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: QuoteArgs) -> Result<QuoteResult> {
+        get_quote(call.ctx, a).await
+    }
+
+    fn summary(r: &QuoteResult) -> String {
+        format!(
+            "{}:{} bid {} ask {} spread {}{} {} at {}.",
+            r.exchange,
+            r.symbol,
+            r.bid.0,
+            r.ask.0,
+            r.spread.0,
+            r.spread_pips
+                .map(|p| format!(" ({} pips)", p.0))
+                .unwrap_or_default(),
+            r.currency,
+            r.time
+        )
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"account": "SIM-PAPER", "symbol": "EURUSD"})
+    }
+}
+
+/// get_bars.
+#[derive(Debug)]
+pub struct GetBars;
+
+impl Tool for GetBars {
+    type Args = BarsArgs;
+    type Output = BarsResult;
+    const META: Meta = Meta::live(
+        "get_bars",
+        "Price bars",
+        crate::toolset::Toolset::Market,
+        "OHLCV bars from an account's broker or a CSV file. Long series are \
+                thinned evenly to max_rows, keeping the first and last bar; total, stride and \
+                truncated say how.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: BarsArgs) -> Result<BarsResult> {
+        get_bars(call.ctx, a).await
+    }
+
+    fn summary(r: &BarsResult) -> String {
+        format!(
+            "{} of {} bar(s) of {} (stride {}).",
+            r.count, r.total, r.symbol, r.stride
+        )
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"source": {"symbol": "AAPL", "account": "SIM-PAPER", "interval": "1d",
+            "start": "2026-11-02", "end": "2026-11-27"}, "max_rows": 4})
+    }
+}

@@ -333,3 +333,102 @@ pub async fn get_recent_trades(
     }
     Err(last.unwrap_or_else(|| not_supported("get_recent_trades", None)))
 }
+
+use crate::tool::{Call, Meta, Tool, notes_suffix};
+
+/// list_markets.
+#[derive(Debug)]
+pub struct ListMarkets;
+
+impl Tool for ListMarkets {
+    type Args = ListMarketsArgs;
+    type Output = ListMarketsResult;
+    const META: Meta = Meta::live(
+        "list_markets",
+        "Perpetual markets",
+        crate::toolset::Toolset::MarketData,
+        "Every perpetual market of the perps venues (Hyperliquid, the sim): \
+                mark, oracle price, funding rate per period, open interest (units and USD), \
+                maximum leverage, minimum size, and whether it is open; open markets with the \
+                largest open interest first, capped at limit. A figure a venue does not give \
+                is null.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: ListMarketsArgs) -> Result<ListMarketsResult> {
+        list_markets(call.ctx, a).await
+    }
+
+    fn summary(r: &ListMarketsResult) -> String {
+        let top: Vec<String> = r
+            .markets
+            .iter()
+            .take(5)
+            .map(|m| {
+                format!(
+                    "{} mark {} funding {}",
+                    m.market,
+                    m.mark.0,
+                    m.funding_rate
+                        .map_or_else(|| "n/a".to_owned(), |f| f.0.to_string())
+                )
+            })
+            .collect();
+        format!(
+            "{} of {} market(s){}: {}.{}",
+            r.count,
+            r.total,
+            if r.truncated { " (truncated)" } else { "" },
+            top.join("; "),
+            notes_suffix(&r.notes)
+        )
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"account": "SIM-PAPER"})
+    }
+}
+
+/// get_recent_trades.
+#[derive(Debug)]
+pub struct GetRecentTrades;
+
+impl Tool for GetRecentTrades {
+    type Args = RecentTradesArgs;
+    type Output = RecentTradesResult;
+    const META: Meta = Meta::live(
+        "get_recent_trades",
+        "Recent trades",
+        crate::toolset::Toolset::MarketData,
+        "The latest trades printed on a perps venue's market (anyone's, not \
+                the account's): time, price, size, the taker's side and value, newest first, \
+                capped at limit.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: RecentTradesArgs) -> Result<RecentTradesResult> {
+        get_recent_trades(call.ctx, a).await
+    }
+
+    fn summary(r: &RecentTradesResult) -> String {
+        let latest = r.trades.first().map_or_else(
+            || "no trades".to_owned(),
+            |t| {
+                format!(
+                    "latest {} {} at {} ({})",
+                    t.side, t.size.0, t.price.0, t.time
+                )
+            },
+        );
+        format!(
+            "{} at {}: {} of {} trade(s), {latest}.{}",
+            r.market,
+            r.account,
+            r.count,
+            r.total,
+            notes_suffix(&r.notes)
+        )
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"market": "BTC-PERP", "account": "SIM-PAPER", "limit": 3})
+    }
+}

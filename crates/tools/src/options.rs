@@ -542,3 +542,103 @@ fn payoff_chart(payoff: &[PricePnl], now: &[PricePnl], low: f64, high: f64) -> O
     )
     .ok()
 }
+
+use crate::tool::Meta;
+
+/// option_price.
+#[derive(Debug)]
+pub struct OptionPrice;
+
+impl crate::tool::Tool for OptionPrice {
+    type Args = OptionPriceArgs;
+    type Output = OptionPriceResult;
+    const META: Meta = Meta::live(
+        "option_price",
+        "Option price and greeks",
+        crate::toolset::Toolset::Options,
+        "Price and greeks of a European call or put by Black-Scholes-Merton with \
+                a continuous dividend yield: vega and rho per 1 point, theta per calendar day, \
+                d1, d2.",
+    );
+
+    async fn run(_: &mut crate::tool::Call<'_>, a: OptionPriceArgs) -> Result<OptionPriceResult> {
+        option_price(&a)
+    }
+
+    fn summary(r: &OptionPriceResult) -> String {
+        format!(
+            "price {:.6}, delta {:.6}, gamma {:.6}, vega {:.6} per point, theta {:.6} per day, rho {:.6} per point.",
+            r.price, r.delta, r.gamma, r.vega, r.theta, r.rho
+        )
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"type": "call", "spot": 100, "strike": 105, "volatility": 0.25,
+            "rate": 0.04, "dividend_yield": 0.01, "time_years": 0.5})
+    }
+}
+
+/// implied_volatility.
+#[derive(Debug)]
+pub struct ImpliedVolatility;
+
+impl crate::tool::Tool for ImpliedVolatility {
+    type Args = ImpliedVolArgs;
+    type Output = ImpliedVolResult;
+    const META: Meta = Meta::live(
+        "implied_volatility",
+        "Implied volatility",
+        crate::toolset::Toolset::Options,
+        "The Black-Scholes-Merton volatility that reprices a European option to \
+                1e-10 relative, deep in or out of the money. A price on or outside the discounted \
+                no-arbitrage bounds is refused with the bound it broke.",
+    );
+
+    async fn run(_: &mut crate::tool::Call<'_>, a: ImpliedVolArgs) -> Result<ImpliedVolResult> {
+        implied_volatility(&a)
+    }
+
+    fn summary(r: &ImpliedVolResult) -> String {
+        r.summary()
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"type": "put", "spot": 100, "strike": 95, "rate": 0.04,
+            "time_years": 0.25, "price": 2.1})
+    }
+}
+
+/// option_strategy: the payoff, and its chart beside it as an image.
+#[derive(Debug)]
+pub struct OptionStrategy;
+
+impl crate::tool::Tool for OptionStrategy {
+    type Args = StrategyArgs;
+    type Output = StrategyResult;
+    const META: Meta = Meta::live(
+        "option_strategy",
+        "Option strategy payoff",
+        crate::toolset::Toolset::Options,
+        "What does this spread pay, and where does it break even? Multi-leg \
+                payoff of calls, puts and stock: net premium, P&L at the earliest expiry and now \
+                across a price range, breakevens, max profit and loss (null when unbounded), \
+                probability of profit (lognormal), summed greeks, and the payoff chart as an \
+                image.",
+    );
+
+    async fn run(call: &mut crate::tool::Call<'_>, a: StrategyArgs) -> Result<StrategyResult> {
+        let (result, chart) = crate::chain::option_strategy(call.ctx, a).await?;
+        call.attach_images(chart);
+        Ok(result)
+    }
+
+    fn summary(r: &StrategyResult) -> String {
+        r.summary()
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"spot": 100, "rate": 0.04, "points": 5, "legs": [
+            {"type": "call", "strike": 100, "quantity": 1, "volatility": 0.25, "time_years": 0.25},
+            {"type": "call", "strike": 110, "quantity": -1, "volatility": 0.23, "time_years": 0.25}]})
+    }
+}

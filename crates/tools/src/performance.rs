@@ -389,3 +389,54 @@ pub async fn get_performance(
         notes,
     })
 }
+
+use crate::tool::{Call, Meta, Tool, fmt_opt, notes_suffix};
+
+/// get_performance: the book, then daily valuations and the benchmark.
+#[derive(Debug)]
+pub struct GetPerformance;
+
+impl Tool for GetPerformance {
+    type Args = PerformanceArgs;
+    type Output = PerformanceResult;
+    const META: Meta = Meta::live(
+        "get_performance",
+        "Performance against a benchmark",
+        crate::toolset::Toolset::Portfolio,
+        "Did I beat the index? Time-weighted and money-weighted (XIRR) return of \
+                an account or the whole book, from daily valuations at that day's marks and FX \
+                and the deposits and withdrawals between, against an optional benchmark; the \
+                result states the method.",
+    )
+    .partial();
+
+    async fn run(call: &mut Call<'_>, a: PerformanceArgs) -> Result<PerformanceResult> {
+        let book = call.book_for(a.account.as_deref()).await?;
+        let ccy = crate::args::report_currency_in(&book, a.currency.as_deref())?;
+        let sel = crate::select::select(&book, a.account.as_deref(), None, None)?;
+        get_performance(call.ctx, &book, &sel, &a, ccy).await
+    }
+
+    fn summary(r: &PerformanceResult) -> String {
+        format!(
+            "{} to {} ({}): value {} -> {} {}, net flows {}; TWR {}%, MWR {}% a year{}.{}",
+            r.start,
+            r.end,
+            r.account.as_deref().unwrap_or("whole book"),
+            r.start_value.0,
+            r.end_value.0,
+            r.currency,
+            r.net_flows.0,
+            fmt_opt(r.twr_pct),
+            fmt_opt(r.mwr_pct),
+            r.benchmark_return_pct
+                .map(|b| format!(", benchmark {b:.4}%"))
+                .unwrap_or_default(),
+            notes_suffix(&r.notes)
+        )
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"start": "2026-01-01", "end": "2026-11-27", "account": "IBKR-DEMO"})
+    }
+}

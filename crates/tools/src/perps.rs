@@ -359,3 +359,131 @@ pub async fn quote_close_position(ctx: &ToolContext, a: CloseArgs) -> Result<Clo
         liquidated: e.liquidated,
     })
 }
+
+use crate::tool::{Call, Meta, Tool};
+
+/// quote_open_position.
+#[derive(Debug)]
+pub struct QuoteOpenPosition;
+
+impl Tool for QuoteOpenPosition {
+    type Args = OpenArgs;
+    type Output = OpenResult;
+    const META: Meta = Meta::live(
+        "quote_open_position",
+        "Quote a leveraged perp position",
+        crate::toolset::Toolset::Perps,
+        "How far can this perp move before I am liquidated? For an \
+                isolated-margin perpetual position (margin x leverage at a mark price, or a \
+                market's live mark): notional, size, bust price and its distance, validity, and \
+                net P&L after fees at moves of -10, -5, -1, +1, +5 and +10%.",
+    )
+    .flat_args();
+
+    async fn run(call: &mut Call<'_>, a: OpenArgs) -> Result<OpenResult> {
+        quote_open_position(call.ctx, a).await
+    }
+
+    fn summary(r: &OpenResult) -> String {
+        format!(
+            "{} {}x: notional {}, size {}, bust price {} ({:.4}% away){}.",
+            r.side,
+            r.leverage,
+            r.notional,
+            r.size,
+            r.bust_price,
+            r.bust_distance_pct,
+            r.invalid_reason
+                .as_ref()
+                .map(|w| format!("; NOT valid: {w}"))
+                .unwrap_or_default()
+        )
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"mark_price": 92000, "side": "long", "margin": 1000,
+            "leverage": 20, "maintenance_margin_rate": 0.005, "fee_rate": 0.00045})
+    }
+}
+
+/// quote_leverage_ladder.
+#[derive(Debug)]
+pub struct QuoteLeverageLadder;
+
+impl Tool for QuoteLeverageLadder {
+    type Args = LadderArgs;
+    type Output = LadderResult;
+    const META: Meta = Meta::live(
+        "quote_leverage_ladder",
+        "Leverage ladder",
+        crate::toolset::Toolset::Perps,
+        "Bust price and its distance for one isolated-margin perp position at \
+                leverage 1, 2, 3, 5, 10, 25, 50, 100, 250, 500 and 1000 below the maximum, and at \
+                the maximum.",
+    )
+    .flat_args();
+
+    async fn run(call: &mut Call<'_>, a: LadderArgs) -> Result<LadderResult> {
+        quote_leverage_ladder(call.ctx, a).await
+    }
+
+    fn summary(r: &LadderResult) -> String {
+        let steps: Vec<String> = r
+            .steps
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}x bust {} ({:.2}%)",
+                    s.leverage, s.bust_price, s.bust_distance_pct
+                )
+            })
+            .collect();
+        format!("{} at {}: {}.", r.side, r.mark_price, steps.join(", "))
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"mark_price": 92000, "side": "short", "margin": 1000,
+            "max_leverage": 50})
+    }
+}
+
+/// quote_close_position.
+#[derive(Debug)]
+pub struct QuoteClosePosition;
+
+impl Tool for QuoteClosePosition {
+    type Args = CloseArgs;
+    type Output = CloseResult;
+    const META: Meta = Meta::live(
+        "quote_close_position",
+        "Quote closing a perp position",
+        crate::toolset::Toolset::Perps,
+        "Closing an isolated-margin perp position opened at entry_price: raw \
+                P&L, fees (open and close), net P&L, and whether it was liquidated on the way \
+                (net P&L is then -margin, never below).",
+    )
+    .flat_args();
+
+    async fn run(call: &mut Call<'_>, a: CloseArgs) -> Result<CloseResult> {
+        quote_close_position(call.ctx, a).await
+    }
+
+    fn summary(r: &CloseResult) -> String {
+        format!(
+            "{} {}x from {} to {}: raw P&L {}, fees {}, net P&L {}{}.",
+            r.side,
+            r.leverage,
+            r.entry_price,
+            r.exit_price,
+            r.raw_pnl,
+            r.fees,
+            r.net_pnl,
+            if r.liquidated { " (liquidated)" } else { "" }
+        )
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"mark_price": 95000, "side": "long", "margin": 1000,
+            "leverage": 10, "entry_price": 92000, "fee_rate": 0.00045})
+    }
+}

@@ -340,3 +340,112 @@ pub fn get_exposure(
         notes,
     })
 }
+
+use crate::args::{ExposureArgs, PositionsArgs, report_currency_in};
+use crate::health::disagreement_note;
+use crate::select::select_owned;
+use crate::tool::{Call, Meta, Tool, notes_suffix};
+use crate::valuation::{Scope, value_ledger};
+
+/// get_positions.
+#[derive(Debug)]
+pub struct GetPositions;
+
+impl Tool for GetPositions {
+    type Args = PositionsArgs;
+    type Output = PositionsResult;
+    const META: Meta = Meta::book(
+        "get_positions",
+        "Open positions",
+        "Open positions from the FIFO lots of the fills: quantity, cost, mark, \
+                market value, unrealized P&L and weight, in the instrument currency and the \
+                report currency. A position without a mark has null values and is left out of \
+                totals.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: PositionsArgs) -> Result<PositionsResult> {
+        let (book, ledger) = call.ledger().await?;
+        let ccy = report_currency_in(&book, a.currency.as_deref())?;
+        let sel = select_owned(&book, &a.account, &a.broker, &a.symbol)?;
+        let scope = Scope {
+            accounts: false,
+            selection: Some(&sel),
+        };
+        let v = value_ledger(&book, &ledger, ccy, scope)?;
+        let mut r = get_positions(&book, &v, &call.ctx.sectors, &sel)?;
+        r.notes
+            .extend(disagreement_note(&book, &ledger, |a, i| sel.matches(a, i)));
+        Ok(r)
+    }
+
+    fn summary(r: &PositionsResult) -> String {
+        format!(
+            "{} open position(s) as of {}, market value {} {}.{}",
+            r.positions.len(),
+            r.as_of,
+            r.total_market_value.0,
+            r.currency,
+            notes_suffix(&r.notes)
+        )
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"broker": "moomoo", "currency": "MYR"})
+    }
+}
+
+/// get_exposure.
+#[derive(Debug)]
+pub struct GetExposure;
+
+impl Tool for GetExposure {
+    type Args = ExposureArgs;
+    type Output = ExposureResult;
+    const META: Meta = Meta::book(
+        "get_exposure",
+        "Exposure breakdown",
+        "Notional exposure of the open positions (cash excluded) in buckets of \
+                one dimension, gross or net; pct is of the gross total; positions without a \
+                sector are in Unclassified.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: ExposureArgs) -> Result<ExposureResult> {
+        let (book, ledger) = call.ledger().await?;
+        let ccy = report_currency_in(&book, a.currency.as_deref())?;
+        let v = value_ledger(&book, &ledger, ccy, Scope::POSITIONS)?;
+        get_exposure(
+            &book,
+            &v,
+            &call.ctx.sectors,
+            a.by,
+            a.basis.unwrap_or_default(),
+        )
+    }
+
+    fn summary(r: &ExposureResult) -> String {
+        let top: Vec<String> = r
+            .buckets
+            .iter()
+            .take(5)
+            .map(|b| {
+                format!(
+                    "{} {}%",
+                    b.key,
+                    b.pct.map_or_else(|| "-".to_owned(), |p| p.0.to_string())
+                )
+            })
+            .collect();
+        format!(
+            "{} exposure by {} ({}): {}.{}",
+            r.basis,
+            r.by,
+            r.currency,
+            top.join(", "),
+            notes_suffix(&r.notes)
+        )
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"by": "sector"})
+    }
+}

@@ -652,3 +652,102 @@ pub fn get_realized_pnl(
         notes,
     })
 }
+
+use crate::args::{RealizedPnlArgs, report_currency_in};
+use crate::select::select_owned;
+use crate::tool::{Call, Meta, Tool, notes_suffix};
+
+/// The query a call's arguments ask for: its lot paging checked against its filters.
+fn realized_query(
+    a: &RealizedPnlArgs,
+    range: DateRange,
+    currency: Currency,
+) -> Result<RealizedQuery> {
+    let paging = a.lots_limit.is_some() || a.cursor.is_some();
+    if paging && a.include_lots == Some(false) {
+        return Err(tradedesk_core::Error::invalid_argument(
+            "lots_limit and cursor page the lots, but include_lots is false",
+            "set include_lots to true (or leave it out) to page the lots, or drop lots_limit and cursor",
+        ));
+    }
+    let limit = match a.lots_limit {
+        None => MAX_LOTS,
+        Some(n) => usize::try_from(n)
+            .ok()
+            .filter(|n| (1..=MAX_LOTS).contains(n))
+            .ok_or_else(|| {
+                tradedesk_core::Error::invalid_argument(
+                    format!("lots_limit is {n}: it must be 1..={MAX_LOTS}"),
+                    format!("pass a lots_limit from 1 to {MAX_LOTS}, and page with cursor"),
+                )
+            })?,
+    };
+    let fingerprint = query_fingerprint(&[
+        &a.start,
+        &a.end,
+        a.account.as_deref().unwrap_or(""),
+        a.broker.as_deref().unwrap_or(""),
+        a.symbol.as_deref().unwrap_or(""),
+        currency.code(),
+    ]);
+    let page = match a.cursor.as_deref() {
+        None => LotPage {
+            limit,
+            ..LotPage::FIRST
+        },
+        Some(c) => parse_cursor(c, limit, fingerprint)?,
+    };
+    Ok(RealizedQuery {
+        range,
+        currency,
+        group_by: a.group_by.unwrap_or_default(),
+        include_lots: a.include_lots.unwrap_or(paging),
+        page,
+        fingerprint,
+    })
+}
+
+/// get_realized_pnl.
+#[derive(Debug)]
+pub struct GetRealizedPnl;
+
+impl Tool for GetRealizedPnl {
+    type Args = RealizedPnlArgs;
+    type Output = RealizedPnlResult;
+    const META: Meta = Meta::book(
+        "get_realized_pnl",
+        "Realized P&L (FIFO)",
+        "Realized P&L of the lots closed between two dates: a FIFO replay of the \
+                full history, net of prorated commissions, each lot converted at its closing \
+                date's rate, grouped as asked; biggest_gain / biggest_loss name the closing \
+                fills; the lots can be listed a page at a time. Dividends and interest are not \
+                P&L; no closed lots is a true zero.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: RealizedPnlArgs) -> Result<RealizedPnlResult> {
+        let (book, _) = call.ledger().await?;
+        let range = DateRange::parse(&a.start, &a.end)?;
+        let currency = report_currency_in(&book, a.currency.as_deref())?;
+        let sel = select_owned(&book, &a.account, &a.broker, &a.symbol)?;
+        let query = realized_query(&a, range, currency)?;
+        get_realized_pnl(&book, &sel, &query)
+    }
+
+    fn summary(r: &RealizedPnlResult) -> String {
+        format!(
+            "Realized P&L {} to {}: net {} {} over {} closed lot(s) (gross {}, commissions {}).{}",
+            r.start,
+            r.end,
+            r.net_pnl.0,
+            r.currency,
+            r.lot_count,
+            r.gross_pnl.0,
+            r.commissions.0,
+            notes_suffix(&r.notes)
+        )
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"start": "2026-01-01", "end": "2026-11-27", "group_by": "month"})
+    }
+}

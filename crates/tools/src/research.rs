@@ -841,6 +841,173 @@ pub async fn detect_patterns(ctx: &ToolContext, args: PatternsArgs) -> Result<Pa
     })
 }
 
+use crate::tool::{Call, Meta, Tool, fmt_opt, notes_suffix};
+
+/// A backtest's answer: the result, its equity curve beside it as an image.
+fn answer(call: &mut Call<'_>, finished: Finished) -> BacktestResult {
+    call.attach_images(finished.chart);
+    finished.result
+}
+
+fn backtest_summary(r: &BacktestResult) -> String {
+    match &r.report {
+        Some(rep) => format!(
+            "{}: {} bar(s) {} to {}; {} trade(s), total return {:.2}%, max drawdown {:.2}%, final equity {:.2}{}.{}",
+            r.symbol.as_deref().unwrap_or("?"),
+            rep.bars,
+            rep.start,
+            rep.end,
+            rep.trade_count,
+            rep.total_return_pct,
+            rep.max_drawdown_pct,
+            rep.final_equity,
+            rep.open_position
+                .as_ref()
+                .map(|_| ", a position still open")
+                .unwrap_or_default(),
+            notes_suffix(&rep.notes)
+        ),
+        None => format!(
+            "still running ({:.2} done): call get_run_result with run_id {}",
+            r.progress.unwrap_or(0.0),
+            serde_json::Value::String(r.run_id.clone().unwrap_or_default())
+        ),
+    }
+}
+
+/// backtest.
+#[derive(Debug)]
+pub struct Backtest;
+
+impl Tool for Backtest {
+    type Args = BacktestArgs;
+    type Output = BacktestResult;
+    const META: Meta = Meta::live(
+        "backtest",
+        "Backtest a strategy",
+        crate::toolset::Toolset::Research,
+        "Would this have worked? Tests entry/exit signals over bars: a signal is \
+                evaluated on a bar's close and fills at the next bar's open, so it never trades \
+                on the bar it saw. Signal language: numbers; open, high, low, close, volume; \
+                sma(x,n), ema(x,n), rsi(x,n), atr(n), bb_upper(x,n,k), bb_lower(x,n,k), \
+                highest(x,n), lowest(x,n), ret(x,n), shift(x,n), cross_above(a,b), \
+                cross_below(a,b); < <= > >= == !=; + - * /; and, or, not; parentheses. A \
+                condition with an indicator still in its warm-up never signals. Returns the \
+                metrics (return, CAGR, volatility, Sharpe, Sortino, max drawdown, win rate, \
+                profit factor, exposure), the trades, any open position and the equity curve as \
+                an image; a run longer than wait_seconds answers a run_id for get_run_result.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: BacktestArgs) -> Result<BacktestResult> {
+        let finished = backtest(call.ctx, a, call.progress).await?;
+        Ok(answer(call, finished))
+    }
+
+    fn summary(r: &BacktestResult) -> String {
+        backtest_summary(r)
+    }
+}
+
+/// factor_analysis.
+#[derive(Debug)]
+pub struct FactorAnalysis;
+
+impl Tool for FactorAnalysis {
+    type Args = FactorArgs;
+    type Output = FactorResult;
+    const META: Meta = Meta::live(
+        "factor_analysis",
+        "Factor analysis",
+        crate::toolset::Toolset::Research,
+        "Does a factor predict returns across a universe? Evaluates a factor (a \
+                series in backtest's signal language) over 3 or more bar sources on their common \
+                dates: information coefficient (Pearson) and rank IC (Spearman) against forward \
+                returns per cross-section, their mean, deviation and t-stat, hit rate, and mean \
+                forward return by quantile. The result states the definitions.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: FactorArgs) -> Result<FactorResult> {
+        factor_analysis(call.ctx, a).await
+    }
+
+    fn summary(r: &FactorResult) -> String {
+        format!(
+            "{} over {} asset(s), {} cross-section(s), horizon {} bar(s): IC mean {}, rank IC mean {}, IC t-stat {}, hit rate {}%.{}",
+            serde_json::Value::String(r.factor.clone()),
+            r.assets.len(),
+            r.stats.periods,
+            r.horizon,
+            fmt_opt(r.stats.ic_mean),
+            fmt_opt(r.stats.rank_ic_mean),
+            fmt_opt(r.stats.ic_t_stat),
+            fmt_opt(r.stats.hit_rate_pct),
+            notes_suffix(&r.notes)
+        )
+    }
+}
+
+/// detect_patterns.
+#[derive(Debug)]
+pub struct DetectPatterns;
+
+impl Tool for DetectPatterns {
+    type Args = PatternsArgs;
+    type Output = PatternsResult;
+    const META: Meta = Meta::live(
+        "detect_patterns",
+        "Candlestick and swing patterns",
+        crate::toolset::Toolset::Research,
+        "Scans bars for candlestick patterns (engulfing, hammer, shooting star, \
+                doji, morning/evening star, three white soldiers/black crows), swing highs and \
+                lows, and support/resistance levels where swings cluster. Each hit has its bar \
+                time; the result states each pattern's exact rule.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: PatternsArgs) -> Result<PatternsResult> {
+        detect_patterns(call.ctx, a).await
+    }
+
+    fn summary(r: &PatternsResult) -> String {
+        format!(
+            "{}: {} pattern hit(s) in {} bar(s){}; {} support/resistance level(s).",
+            r.symbol,
+            r.hit_count,
+            r.bars,
+            if r.truncated {
+                " (the most recent listed)"
+            } else {
+                ""
+            },
+            r.levels.len()
+        )
+    }
+}
+
+/// get_run_result.
+#[derive(Debug)]
+pub struct GetRunResult;
+
+impl Tool for GetRunResult {
+    type Args = RunResultArgs;
+    type Output = BacktestResult;
+    const META: Meta = Meta::live(
+        "get_run_result",
+        "A long run's result",
+        crate::toolset::Toolset::Research,
+        "The result of a backtest that answered a run_id: the full result once \
+                done (kept an hour after the run ends, the newest 32), else its progress.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: RunResultArgs) -> Result<BacktestResult> {
+        let finished = get_run_result(call.ctx, a).await?;
+        Ok(answer(call, finished))
+    }
+
+    fn summary(r: &BacktestResult) -> String {
+        backtest_summary(r)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

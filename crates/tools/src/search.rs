@@ -347,3 +347,62 @@ pub async fn search_instruments(ctx: &ToolContext, a: SearchArgs) -> Result<Sear
         notes,
     })
 }
+
+use crate::tool::{Call, Meta, Tool, notes_suffix};
+
+/// search_instruments.
+#[derive(Debug)]
+pub struct SearchInstruments;
+
+impl Tool for SearchInstruments {
+    type Args = SearchArgs;
+    type Output = SearchResult;
+    const META: Meta = Meta::live(
+        "search_instruments",
+        "Search instruments",
+        crate::toolset::Toolset::MarketData,
+        "Finds instruments by symbol or name in every account (or one): each \
+                with the EXCHANGE:SYMBOL the quote, bar and order tools take, its currency, \
+                class, whether it is tradable and the broker's trading rules (null where it \
+                gives none); exact symbols first, then symbol prefixes, then names.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: SearchArgs) -> Result<SearchResult> {
+        search_instruments(call.ctx, a).await
+    }
+
+    fn summary(r: &SearchResult) -> String {
+        let top: Vec<String> = r
+            .instruments
+            .iter()
+            .take(5)
+            .map(|i| {
+                format!(
+                    "{} ({}, {}){}",
+                    i.instrument,
+                    i.account,
+                    i.name.as_deref().unwrap_or(i.asset_class),
+                    if i.tradable == Some(false) {
+                        " not tradable"
+                    } else {
+                        ""
+                    }
+                )
+            })
+            .collect();
+        format!(
+            "{} of {} match(es) for {}{}{}{}.{}",
+            r.count,
+            r.total,
+            quoted(&r.query),
+            if r.truncated { " (truncated)" } else { "" },
+            if top.is_empty() { "" } else { ": " },
+            top.join("; "),
+            notes_suffix(&r.notes)
+        )
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"query": "apple", "limit": 5})
+    }
+}

@@ -20,6 +20,24 @@ impl Selection {
     }
 }
 
+/// Resolves the filters as a tool's arguments carry them.
+///
+/// # Errors
+/// As [`select`].
+pub fn select_owned(
+    book: &Book,
+    account: &Option<String>,
+    broker: &Option<String>,
+    symbol: &Option<String>,
+) -> Result<Selection> {
+    select(
+        book,
+        account.as_deref(),
+        broker.as_deref(),
+        symbol.as_deref(),
+    )
+}
+
 /// Resolves the filters.
 ///
 /// # Errors

@@ -300,6 +300,39 @@ pub async fn get_snapshots(ctx: &ToolContext, a: SnapshotsArgs) -> Result<Snapsh
     })
 }
 
+use crate::tool::{Call, Meta, Tool, notes_suffix};
+
+/// get_snapshots.
+#[derive(Debug)]
+pub struct GetSnapshots;
+
+impl Tool for GetSnapshots {
+    type Args = SnapshotsArgs;
+    type Output = SnapshotsResult;
+    const META: Meta = Meta::live(
+        "get_snapshots",
+        "Snapshots",
+        crate::toolset::Toolset::MarketData,
+        "Several symbols at once (1 to 100) at one account: last trade, bid, \
+                ask, the day's open, high, low, close and volume, the previous close and the \
+                change (absolute and %), in one request where the broker batches. A symbol \
+                the broker does not know is listed in unknown_symbols, not an error; a figure \
+                it does not give is null.",
+    );
+
+    async fn run(call: &mut Call<'_>, a: SnapshotsArgs) -> Result<SnapshotsResult> {
+        get_snapshots(call.ctx, a).await
+    }
+
+    fn summary(r: &SnapshotsResult) -> String {
+        format!("{}{}", r.summary(), notes_suffix(&r.notes))
+    }
+
+    fn example() -> serde_json::Value {
+        serde_json::json!({"account": "SIM-PAPER", "symbols": ["AAPL", "EURUSD", "BTC-PERP", "NOPE"]})
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

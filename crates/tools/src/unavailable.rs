@@ -79,16 +79,15 @@ pub(crate) fn note(left_out: &[&Down]) -> String {
     }
 }
 
-/// What a tool's filters make of the accounts that are down: `Err` with the account's
+/// What a call's `account` and `broker` filters make of the accounts that are down: `Err` with the account's
 /// own error when the call needs only down accounts, else the down accounts the answer
 /// would have covered.
 pub(crate) fn relevant<'a>(
     down: &'a [Down],
     book: &Book,
-    arguments: &Value,
+    account: Option<&str>,
+    broker: Option<&str>,
 ) -> Result<Vec<&'a Down>, Error> {
-    let account = arguments.get("account").and_then(Value::as_str);
-    let broker = arguments.get("broker").and_then(Value::as_str);
     if let Some(id) = account {
         if let Some(found) = down.iter().find(|d| d.row.account == id) {
             return Err(found.error.clone());

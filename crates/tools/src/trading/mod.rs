@@ -24,6 +24,7 @@ use tradedesk_store::{Store, StoreError};
 mod facts;
 pub mod orders;
 mod rules;
+pub mod tools;
 
 /// `[trading]`, checked and typed.
 #[derive(Debug, Clone, PartialEq, Eq)]
