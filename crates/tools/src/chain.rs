@@ -728,7 +728,6 @@ pub async fn option_strategy(
     Ok((result, chart))
 }
 
-
 use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 /// get_option_chain.
