@@ -19,36 +19,19 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeZone, Utc};
 use common::alpaca_fake::{AlpacaFake, Failure, FakeArticle};
+use common::desk::{KEY, SECRET, alpaca, tool};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tradedesk_brokers::alpaca::{AlpacaBroker, AlpacaConfig};
+use tradedesk_brokers::BookBroker;
 use tradedesk_brokers::demo::{DEMO_SOURCE, demo_book};
-use tradedesk_brokers::{BookBroker, Broker};
+use tradedesk_tools::ToolContext;
 use tradedesk_tools::config::{State, docs_context};
-use tradedesk_tools::{ToolContext, call};
 
-const KEY: &str = "PKTESTKEY";
-const SECRET: &str = "test-secret";
 /// A bound that only proves a wait cannot hang; never a measure of speed.
 const GENEROUS: Duration = Duration::from_secs(60);
 
 fn at(hour: u32, minute: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 30, hour, minute, 0).unwrap()
-}
-
-fn alpaca(url: &str, timeout: Duration) -> Arc<dyn Broker> {
-    Arc::new(
-        AlpacaBroker::new(AlpacaConfig {
-            account: "ALPACA".into(),
-            live: false,
-            base_url: url.into(),
-            data_url: url.into(),
-            key: KEY.into(),
-            secret: SECRET.into(),
-            timeout,
-        })
-        .unwrap(),
-    )
 }
 
 /// The fake's news, unkind: markup in a headline and a summary, a headline that reads as
@@ -77,10 +60,6 @@ fn unkind_news(fake: &AlpacaFake) {
     odd_link.url = Some("javascript:alert(1)".into());
     let global = FakeArticle::new(505, "Markets wait for the Fed", at(11, 0), &[]);
     fake.set_news(vec![odd_link, global, long, injection, marked]);
-}
-
-async fn tool(ctx: &ToolContext, name: &str, args: Value) -> Value {
-    call(ctx, name, args).await.unwrap().structured
 }
 
 fn ids(r: &Value) -> Vec<String> {

@@ -13,33 +13,16 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{Datelike, NaiveDate, TimeZone, Utc, Weekday};
+use chrono::{Datelike, NaiveDate, Utc, Weekday};
 use common::alpaca_fake::{AlpacaFake, Failure, FakeOption};
+use common::desk::{KEY, SECRET, alpaca, ctx_of, sim_at, tool};
 use serde_json::{Value, json};
-use tradedesk_brokers::Broker;
-use tradedesk_brokers::alpaca::{AlpacaBroker, AlpacaConfig};
-use tradedesk_brokers::demo::demo_book;
-use tradedesk_brokers::sim::{Clock, ManualClock, SimBroker, SimConfig};
 use tradedesk_tools::config::State;
-use tradedesk_tools::{ToolContext, call};
 
 /// 2026-11-30 15:00:00 UTC, in milliseconds (a Monday).
 const T: i64 = 1_796_050_800_000;
-const KEY: &str = "PKTESTKEY";
-const SECRET: &str = "test-secret";
-
-async fn tool(ctx: &ToolContext, name: &str, args: Value) -> Value {
-    call(ctx, name, args).await.unwrap().structured
-}
-
-fn ctx_of(broker: Arc<dyn Broker>, timeout: Duration) -> ToolContext {
-    let mut ctx = ToolContext::new("test").with_broker(broker, None);
-    ctx.broker_timeout = timeout;
-    ctx
-}
 
 fn contract<'a>(r: &'a Value, symbol: &str) -> &'a Value {
     r["contracts"]
@@ -54,23 +37,12 @@ fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-fn sim(dir: &tempfile::TempDir) -> Arc<dyn Broker> {
-    let state = State::open(dir.path()).unwrap();
-    let clock = Arc::new(ManualClock::new(Utc.timestamp_millis_opt(T).unwrap()));
-    Arc::new(SimBroker::new(
-        SimConfig::new("SIM"),
-        &demo_book().unwrap(),
-        Arc::clone(&state.store),
-        clock as Arc<dyn Clock>,
-    ))
-}
-
 // -- the sim --------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sims_chain_is_simulated_deterministic_and_solved_by_tradedesk() {
     let dir = tempfile::tempdir().unwrap();
-    let ctx = ctx_of(sim(&dir), Duration::from_secs(10));
+    let ctx = ctx_of(sim_at(&dir, T), Duration::from_secs(10));
     let args = json!({"underlying": "AAPL", "account": "SIM", "strikes_around": 3});
     let r = tool(&ctx, "get_option_chain", args.clone()).await;
     assert_eq!(r["status"], "ok", "{r:#}");
@@ -189,7 +161,7 @@ async fn the_sims_chain_is_simulated_deterministic_and_solved_by_tradedesk() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn option_strategy_takes_legs_from_the_sims_chain() {
     let dir = tempfile::tempdir().unwrap();
-    let ctx = ctx_of(sim(&dir), Duration::from_secs(10));
+    let ctx = ctx_of(sim_at(&dir, T), Duration::from_secs(10));
     let chain = tool(
         &ctx,
         "get_option_chain",
@@ -265,21 +237,6 @@ async fn option_strategy_takes_legs_from_the_sims_chain() {
 }
 
 // -- Alpaca ---------------------------------------------------------------------------
-
-fn alpaca(url: &str, timeout: Duration) -> Arc<dyn Broker> {
-    Arc::new(
-        AlpacaBroker::new(AlpacaConfig {
-            account: "ALPACA".into(),
-            live: false,
-            base_url: url.into(),
-            data_url: url.into(),
-            key: KEY.into(),
-            secret: SECRET.into(),
-            timeout,
-        })
-        .unwrap(),
-    )
-}
 
 /// The first Friday at least two days ahead, and the one after.
 fn fridays() -> (NaiveDate, NaiveDate) {

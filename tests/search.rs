@@ -21,13 +21,13 @@ use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 use common::alpaca_fake::{AlpacaFake, Failure, Listing};
+use common::desk::{KEY, SECRET, alpaca};
 use common::dwx_fake::{EaOrder, EaState, FakeEa};
 use common::hl_fake::{HlFake, HlMarket, HlState};
 use common::opend_fake::{OpenDFailure, OpenDFake, OpenDState, build};
 use common::opend_pb as pb;
 use common::tws_fake::{FakeTws, TwsState, TwsSymbolSample};
 use serde_json::{Value, json};
-use tradedesk_brokers::alpaca::{AlpacaBroker, AlpacaConfig};
 use tradedesk_brokers::demo::{DEMO_SOURCE, demo_book};
 use tradedesk_brokers::dwx::{DwxBroker, DwxConfig, Platform, SymbolSpec};
 use tradedesk_brokers::futu::{FutuMarket, OpenDBroker, OpenDConfig};
@@ -39,8 +39,6 @@ use tradedesk_brokers::{BookBroker, Broker, parse_book};
 use tradedesk_tools::config::State;
 use tradedesk_tools::{ToolContext, call};
 
-const KEY: &str = "PKTESTKEY";
-const SECRET: &str = "test-secret";
 const WALLET: &str = "0x00000000000000000000000000000000c0ffee01";
 
 async fn tool(ctx: &ToolContext, args: Value) -> Value {
@@ -332,21 +330,6 @@ async fn a_flex_statement_searches_the_instruments_it_holds() {
 
 // ---------------------------------------------------------------------------------------
 // Alpaca: GET /v2/assets
-
-fn alpaca(url: &str, timeout: Duration) -> Arc<dyn Broker> {
-    Arc::new(
-        AlpacaBroker::new(AlpacaConfig {
-            account: "ALPACA".into(),
-            live: false,
-            base_url: url.into(),
-            data_url: url.into(),
-            key: KEY.into(),
-            secret: SECRET.into(),
-            timeout,
-        })
-        .unwrap(),
-    )
-}
 
 fn alpaca_listing(fake: &AlpacaFake) {
     fake.list_asset(

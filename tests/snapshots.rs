@@ -17,8 +17,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::{TimeZone, Utc};
 use common::alpaca_fake::{AlpacaFake, CryptoFigures, Failure};
+use common::desk::{KEY, SECRET, alpaca, ctx_of, sim_at, tool, tws};
 use common::dwx_fake::{EaState, FakeEa, Platform};
 use common::hl_fake::{HlFailure, HlFake, HlMarket, HlState};
 use common::opend_fake::{OpenDFailure, OpenDFake, OpenDState, build};
@@ -27,29 +27,15 @@ use common::tws_fake::{FakeTws, TwsDay, TwsQuote, TwsState};
 use serde_json::{Value, json};
 use tradedesk_brokers::BookBroker;
 use tradedesk_brokers::Broker;
-use tradedesk_brokers::alpaca::{AlpacaBroker, AlpacaConfig};
 use tradedesk_brokers::demo::{DEMO_SOURCE, demo_book};
 use tradedesk_brokers::dwx::{DwxBroker, DwxConfig};
 use tradedesk_brokers::futu::{FutuMarket, OpenDBroker, OpenDConfig};
 use tradedesk_brokers::hyperliquid::{HyperliquidBroker, HyperliquidConfig};
-use tradedesk_brokers::sim::{Clock, ManualClock, SimBroker, SimConfig};
-use tradedesk_brokers::tws::{TwsBroker, TwsConfig};
-use tradedesk_tools::config::State;
-use tradedesk_tools::{ToolContext, call};
+use tradedesk_tools::ToolContext;
 
 /// 2026-11-30 15:00:00 UTC, in milliseconds.
 const T: i64 = 1_796_050_800_000;
 const WALLET: &str = "0x00000000000000000000000000000000c0ffee01";
-
-async fn tool(ctx: &ToolContext, name: &str, args: Value) -> Value {
-    call(ctx, name, args).await.unwrap().structured
-}
-
-fn ctx_of(broker: Arc<dyn Broker>, timeout: Duration) -> ToolContext {
-    let mut ctx = ToolContext::new("test").with_broker(broker, None);
-    ctx.broker_timeout = timeout;
-    ctx
-}
 
 /// The row of `symbol` (as asked).
 fn row<'a>(r: &'a Value, symbol: &str) -> &'a Value {
@@ -78,21 +64,10 @@ fn close_to(a: &Value, b: f64) -> bool {
 
 // -- the sim --------------------------------------------------------------------------
 
-fn sim(dir: &tempfile::TempDir) -> Arc<dyn Broker> {
-    let state = State::open(dir.path()).unwrap();
-    let clock = Arc::new(ManualClock::new(Utc.timestamp_millis_opt(T).unwrap()));
-    Arc::new(SimBroker::new(
-        SimConfig::new("SIM"),
-        &demo_book().unwrap(),
-        Arc::clone(&state.store),
-        clock as Arc<dyn Clock>,
-    ))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sims_snapshots_agree_with_its_quotes_bars_and_tape() {
     let dir = tempfile::tempdir().unwrap();
-    let ctx = ctx_of(sim(&dir), Duration::from_secs(10));
+    let ctx = ctx_of(sim_at(&dir, T), Duration::from_secs(10));
     let r = tool(
         &ctx,
         "get_snapshots",
@@ -246,24 +221,6 @@ async fn bad_arguments_and_brokers_without_snapshots_are_named() {
 }
 
 // -- Alpaca ---------------------------------------------------------------------------
-
-const KEY: &str = "PKTESTKEY";
-const SECRET: &str = "test-secret";
-
-fn alpaca(url: &str, timeout: Duration) -> Arc<dyn Broker> {
-    Arc::new(
-        AlpacaBroker::new(AlpacaConfig {
-            account: "ALPACA".into(),
-            live: false,
-            base_url: url.into(),
-            data_url: url.into(),
-            key: KEY.into(),
-            secret: SECRET.into(),
-            timeout,
-        })
-        .unwrap(),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alpaca_answers_every_stock_in_one_request_and_names_the_rest() {
@@ -984,20 +941,6 @@ fn tws_state() -> TwsState {
         },
     );
     s
-}
-
-fn tws(port: u16, timeout: Duration) -> Arc<dyn Broker> {
-    Arc::new(TwsBroker::new(
-        TwsConfig {
-            id: "ibkr".into(),
-            host: "127.0.0.1".into(),
-            port,
-            client_id: 7,
-            account: None,
-            timeout,
-        },
-        None,
-    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,13 +13,11 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use common::desk::{ctx_of, tws};
 use common::tws_fake::{FakeTws, TwsNews, TwsState, TwsSymbolSample};
 use serde_json::{Value, json};
-use tradedesk_brokers::Broker;
-use tradedesk_brokers::tws::{TwsBroker, TwsConfig};
 use tradedesk_tools::{ToolContext, call};
 
 const AAPL: i32 = 265_598;
@@ -106,26 +104,6 @@ fn state() -> TwsState {
         ],
         ..TwsState::default()
     }
-}
-
-fn tws(port: u16, timeout: Duration) -> Arc<dyn Broker> {
-    Arc::new(TwsBroker::new(
-        TwsConfig {
-            id: "ibkr".into(),
-            host: "127.0.0.1".into(),
-            port,
-            client_id: 7,
-            account: None,
-            timeout,
-        },
-        None,
-    ))
-}
-
-fn ctx_of(broker: Arc<dyn Broker>, timeout: Duration) -> ToolContext {
-    let mut ctx = ToolContext::new("test").with_broker(broker, None);
-    ctx.broker_timeout = timeout;
-    ctx
 }
 
 async fn news(ctx: &ToolContext, args: Value) -> Value {

@@ -1,4 +1,5 @@
 pub mod alpaca_fake;
+pub mod desk;
 pub mod dwx_fake;
 pub mod hl_fake;
 pub mod openapi;
