@@ -2593,6 +2593,10 @@ impl DwxBroker {
 
 #[async_trait]
 impl Broker for DwxBroker {
+    fn takes_magic(&self) -> bool {
+        true
+    }
+
     fn accounts(&self) -> Vec<Account> {
         vec![self.account(Currency::USD, None)]
     }

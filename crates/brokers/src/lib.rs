@@ -645,6 +645,12 @@ pub trait Broker: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Whether an order can carry a magic number (the tag MetaTrader's EA keeps on each
+    /// ticket for the strategy that opened it); the guards refuse `magic` elsewhere.
+    fn takes_magic(&self) -> bool {
+        false
+    }
+
     /// A perpetual's mark price and maximum leverage.
     async fn perp_market(&self, account: &str, _symbol: &str) -> Result<PerpMark, BrokerError> {
         unsupported(account, "perpetual markets")

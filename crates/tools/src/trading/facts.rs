@@ -86,6 +86,8 @@ pub(super) struct Facts {
     pub(super) ticket: Option<TicketFact>,
     /// The broker name of the order's account (`metatrader`, `alpaca`, `sim`, ...).
     pub(super) account_broker: String,
+    /// Whether the account's broker takes a magic number on an order.
+    pub(super) takes_magic: bool,
     /// This account's own signed position in the instrument.
     pub(super) held_here: Decimal,
     pub(super) base: Currency,
@@ -268,6 +270,7 @@ pub(super) async fn gather(
         (Some(q), Some(p)) => broker.estimate_commission(&order.account, &inst, q, p),
         _ => None,
     };
+    let takes_magic = broker.takes_magic();
     Ok((
         broker,
         Facts {
@@ -276,6 +279,7 @@ pub(super) async fn gather(
             prior,
             ticket,
             account_broker,
+            takes_magic,
             held_here,
             base,
             rate,

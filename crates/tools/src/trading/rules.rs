@@ -564,10 +564,10 @@ pub(super) fn ticket_rules(
     out
 }
 
-pub(super) fn magic_supported(account: &str, broker: &str) -> Check {
+pub(super) fn magic_supported(account: &str, broker: &str, takes_magic: bool) -> Check {
     Check::new(
         Rule::MagicSupported,
-        broker == "metatrader",
+        takes_magic,
         format!("account {account} is {broker}, which has no magic numbers"),
     )
 }
@@ -1016,7 +1016,11 @@ pub(super) fn check(order: &Normalized, facts: &Facts, policy: &Policy) -> Evalu
         checks.extend(ticket_rules(order, ticket, fact, key, inst, s.quantity));
     }
     if order.magic.is_some() {
-        checks.push(magic_supported(&order.account, &facts.account_broker));
+        checks.push(magic_supported(
+            &order.account,
+            &facts.account_broker,
+            facts.takes_magic,
+        ));
     }
 
     let exempt = reduces(order, s.quantity, facts.held_here, on_ticket);

@@ -76,6 +76,7 @@ fn base_case() -> Case {
             prior: None,
             ticket: None,
             account_broker: "sim".to_owned(),
+            takes_magic: false,
             held_here: Decimal::ZERO,
             base: Currency::USD,
             rate: Some(Decimal::ONE),
@@ -383,6 +384,7 @@ const ROWS: &[Row] = &[
     ("magic on MetaTrader", Rule::MagicSupported, true, |c| {
         c.order.magic = Some(7);
         c.facts.account_broker = "metatrader".to_owned();
+        c.facts.takes_magic = true;
     }),
     ("magic elsewhere", Rule::MagicSupported, false, |c| {
         c.order.magic = Some(7);
