@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use chrono::{NaiveDate, TimeZone, Utc};
 use common::alpaca_fake::{AlpacaFake, Failure};
+use common::desk::{KEY, SECRET, alpaca};
 use common::dwx_fake::{EaState, FakeEa};
 use serde_json::{Value, json};
 use tradedesk_brokers::Broker;
-use tradedesk_brokers::alpaca::{AlpacaBroker, AlpacaConfig};
 use tradedesk_brokers::dwx::{DwxBroker, DwxConfig, Platform};
 use tradedesk_tools::call;
 use tradedesk_tools::config::{State, docs_context};
@@ -190,24 +190,6 @@ async fn hkex_says_its_midday_break_is_not_modelled() {
 // ---------------------------------------------------------------------------------------
 // The broker's own calendar (Alpaca's fake) and MetaTrader's FX week
 
-const KEY: &str = "PKTESTKEY";
-const SECRET: &str = "test-secret";
-
-fn alpaca(url: &str) -> Arc<dyn Broker> {
-    Arc::new(
-        AlpacaBroker::new(AlpacaConfig {
-            account: "ALPACA".into(),
-            live: false,
-            base_url: url.into(),
-            data_url: url.into(),
-            key: KEY.into(),
-            secret: SECRET.into(),
-            timeout: Duration::from_secs(5),
-        })
-        .unwrap(),
-    )
-}
-
 /// The demo (its clock at 2026-11-30 15:00 UTC) with more brokers; the directory must
 /// outlive the context.
 fn demo_with(brokers: Vec<Arc<dyn Broker>>) -> (tradedesk_tools::ToolContext, tempfile::TempDir) {
@@ -238,7 +220,7 @@ async fn alpacas_clock_and_calendar_answer_for_the_us_market() {
     let fake = AlpacaFake::start(KEY, SECRET).await;
     fake.set_now(Utc.with_ymd_and_hms(2026, 11, 30, 15, 0, 0).unwrap());
     fake.close_day(day(2026, 12, 31));
-    let (ctx, _dir) = demo_with(vec![alpaca(&fake.url)]);
+    let (ctx, _dir) = demo_with(vec![alpaca(&fake.url, Duration::from_secs(5))]);
     let r = ask(&ctx, json!({"market": "NYSE"})).await;
     assert_eq!(r["status"], "ok", "{r:#}");
     let m = &r["markets"][0];
@@ -333,7 +315,7 @@ async fn alpacas_clock_and_calendar_answer_for_the_us_market() {
 async fn without_alpacas_answer_the_exchange_calendar_answers_and_says_so() {
     let fake = AlpacaFake::start(KEY, SECRET).await;
     fake.fail_next(Failure::ServerError);
-    let (ctx, _dir) = demo_with(vec![alpaca(&fake.url)]);
+    let (ctx, _dir) = demo_with(vec![alpaca(&fake.url, Duration::from_secs(5))]);
     let r = ask(&ctx, json!({"market": "NYSE"})).await;
     let m = &r["markets"][0];
     assert_eq!(
