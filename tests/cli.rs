@@ -9,49 +9,15 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
+#[path = "common/cli.rs"]
+mod cli;
+use cli::{call_ok, stdout_json, tradedesk};
+
 fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/small-book.json")
-}
-
-/// The state directory every CLI test shares: never the user's own.
-fn state_home() -> &'static Path {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
-}
-
-fn tradedesk(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tradedesk"))
-        .args(args)
-        .env("XDG_STATE_HOME", state_home())
-        .output()
-        .unwrap()
-}
-
-/// `tradedesk SOURCE... call TOOL ARGS`, which must succeed; its result.
-fn call_ok(source: &[&str], tool: &str, args: &str) -> Value {
-    let mut argv = source.to_vec();
-    argv.extend(["call", tool, args]);
-    let out = tradedesk(&argv);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{argv:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout_json(&out)
-}
-
-fn stdout_json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
 }
 
 #[test]

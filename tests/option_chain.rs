@@ -158,6 +158,90 @@ async fn the_sims_chain_is_simulated_deterministic_and_solved_by_tradedesk() {
     assert_eq!(r5["contracts"][0]["bsm_inputs"]["rate"], 0.05);
 }
 
+/// Christmas 2026 and New Year's Day 2027 fall on Fridays, when NYSE is closed: those
+/// weeks expire on the Thursday before (OCC's rule), read from the exchange calendar
+/// `get_market_hours` uses, the half day of Christmas Eve closing at 13:00.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holiday_friday_expires_on_the_trading_day_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = ctx_of(sim_at(&dir, T), Duration::from_secs(10));
+    let chain = |expiry: Option<&str>| {
+        let mut args = json!({"underlying": "AAPL", "account": "SIM", "strikes_around": 1});
+        if let Some(e) = expiry {
+            args["expiry"] = json!(e);
+        }
+        tool(&ctx, "get_option_chain", args)
+    };
+    let r = chain(None).await;
+    let expiries: Vec<&str> = r["expiries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        expiries,
+        [
+            "2026-12-04",
+            "2026-12-11",
+            "2026-12-18",
+            "2026-12-24",
+            "2026-12-31",
+            "2027-01-08",
+            "2027-01-15",
+            "2027-01-22"
+        ]
+    );
+    // The calendar says both are holidays.
+    let hours = tool(
+        &ctx,
+        "get_market_hours",
+        json!({"market": "NYSE", "date": "2026-12-24"}),
+    )
+    .await;
+    let holidays = hours["markets"][0]["holidays_ahead"].as_array().unwrap();
+    let kind = |d: &str| {
+        holidays
+            .iter()
+            .find(|h| h["date"] == d)
+            .map(|h| h["kind"].as_str().unwrap())
+    };
+    assert_eq!(kind("2026-12-24"), Some("early_close"), "{hours:#}");
+    assert_eq!(kind("2026-12-25"), Some("closed"));
+    assert_eq!(kind("2027-01-01"), Some("closed"));
+    // Christmas Eve's contracts close with its half day: 13:00 New York, 18:00 UTC, which
+    // is 24 days and 3 hours after 2026-11-30 15:00 UTC.
+    let eve = chain(Some("2026-12-24")).await;
+    assert_eq!(eve["expiry"], "2026-12-24", "{eve:#}");
+    let c = &eve["contracts"][0];
+    assert!(
+        c["symbol"].as_str().unwrap().starts_with("AAPL261224"),
+        "{c:#}"
+    );
+    let years = f(&c["bsm_inputs"]["time_years"]);
+    assert!(
+        (years - (24.0 + 3.0 / 24.0) / 365.0).abs() < 1e-9,
+        "{years}"
+    );
+    // New Year's Eve closes at 16:00 New York (21:00 UTC).
+    let nye = chain(Some("2026-12-31")).await;
+    let years = f(&nye["contracts"][0]["bsm_inputs"]["time_years"]);
+    assert!(
+        (years - (31.0 + 6.0 / 24.0) / 365.0).abs() < 1e-9,
+        "{years}"
+    );
+    // The holiday itself is not an expiry, and the error names the day before.
+    let e = chain(Some("2026-12-25")).await;
+    assert_eq!(e["error"]["code"], "invalid_argument", "{e:#}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("2026-12-24"),
+        "{e:#}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn option_strategy_takes_legs_from_the_sims_chain() {
     let dir = tempfile::tempdir().unwrap();

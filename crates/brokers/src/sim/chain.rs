@@ -15,6 +15,7 @@
 )]
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc, Weekday};
+use exchange_hours::{Exchange, ExchangeCalendar, SessionKind};
 use rust_decimal::Decimal;
 use rust_decimal::prelude::ToPrimitive;
 use tradedesk_core::AssetClass;
@@ -62,20 +63,63 @@ fn salt(text: &str) -> u64 {
     })
 }
 
-/// The expiries listed at `now`: the next Fridays whose 16:00 New York close is ahead.
-fn expiries(now: DateTime<Utc>) -> Vec<(NaiveDate, DateTime<Utc>)> {
+/// The weekly expiries listed at `now`, soonest first, each with its close, and a note
+/// when one falls past the calendar's holiday table. A week's expiry is its Friday, or,
+/// when NYSE is closed that Friday, the trading day before it (OCC's rule for a holiday
+/// Friday, docs/methodology/research.md, "Option chains"); it closes with NYSE's regular
+/// session that day (16:00 New York time, earlier on a half day). The trading days are
+/// the `exchange-hours` calendar's NYSE, the one `get_market_hours` reads.
+fn expiries(now: DateTime<Utc>) -> (Vec<(NaiveDate, DateTime<Utc>)>, Option<String>) {
+    let cal = ExchangeCalendar::new(Exchange::Nyse);
     let mut out = Vec::with_capacity(EXPIRIES);
-    let mut day = now.date_naive() - Duration::days(1);
-    while out.len() < EXPIRIES {
-        day += Duration::days(1);
-        if day.weekday() != Weekday::Fri {
-            continue;
+    let mut unknown = None;
+    let today = now.date_naive();
+    let first = today
+        + Duration::days(i64::from(
+            (7 + Weekday::Fri.num_days_from_monday() - today.weekday().num_days_from_monday()) % 7,
+        ));
+    // A few weeks more than listed, for weeks with no trading day or one already closed.
+    for week in 0..EXPIRIES * 2 {
+        if out.len() == EXPIRIES {
+            break;
         }
-        if let Some(close) = us_close(day).filter(|c| *c > now) {
-            out.push((day, close));
+        let friday = first + Duration::weeks(i64::try_from(week).unwrap_or(0));
+        let known = cal.holiday_coverage().is_some_and(|c| c.contains(friday));
+        let expiry = if known {
+            week_expiry(cal, friday)
+        } else {
+            unknown.get_or_insert(friday);
+            us_close(friday).map(|close| (friday, close))
+        };
+        if let Some(e) = expiry.filter(|(_, close)| *close > now) {
+            out.push(e);
         }
     }
-    out
+    let note = unknown.map(|d| {
+        format!(
+            "NYSE's holidays are not known for the week of {d} (the exchange calendar's holiday table does not cover it): an expiry in a week the table does not cover is shown on its Friday, which may be a holiday"
+        )
+    });
+    (out, note)
+}
+
+/// The expiry of the week ending `friday`: the last NYSE trading day from the Monday to
+/// the Friday, with that day's regular close; `None` for a week with no trading day.
+fn week_expiry(cal: ExchangeCalendar, friday: NaiveDate) -> Option<(NaiveDate, DateTime<Utc>)> {
+    (0..5).find_map(|back| {
+        let day = friday - Duration::days(back);
+        nyse_close(cal, day).map(|close| (day, close))
+    })
+}
+
+/// NYSE's regular close on `day`, or `None` when it has no session that day.
+fn nyse_close(cal: ExchangeCalendar, day: NaiveDate) -> Option<DateTime<Utc>> {
+    let zone = crate::zones::named("America/New_York")?;
+    let midnight = crate::zones::resolve(day.and_hms_opt(0, 0, 0)?, zone)?;
+    let (open, close) = cal
+        .next_session_after_with(midnight - Duration::seconds(1), SessionKind::Regular)
+        .ok()??;
+    (crate::zones::resolve(day.and_hms_opt(23, 59, 59)?, zone)? > open).then_some(close)
 }
 
 /// Cents, rounded down (`up`: up); `None` at zero.
@@ -120,9 +164,12 @@ impl SimBroker {
         let (bid, ask) = inst.bid_ask(self.config.seed, now);
         let spot_dec = (bid + ask) / Decimal::TWO;
         let spot = spot_dec.to_f64().unwrap_or(0.0);
-        let listed = expiries(now);
+        let (listed, calendar_note) = expiries(now);
         let (expiry, close) = match query.expiry {
-            None => listed[0],
+            None => *listed.first().ok_or_else(|| BrokerError::InvalidRequest {
+                account: account.to_owned(),
+                reason: format!("the sim lists no expiry after {now}"),
+            })?,
             Some(want) => *listed.iter().find(|(d, _)| *d == want).ok_or_else(|| {
                 BrokerError::InvalidRequest {
                     account: account.to_owned(),
@@ -219,9 +266,11 @@ impl SimBroker {
             simulated: true,
             as_of: Some(now),
             truncated: false,
-            notes: vec![format!(
-                "{account}: a simulated chain, not a market's: standard 100-share contracts on the next {EXPIRIES} Fridays, priced by Black-Scholes-Merton at the sim's rate {SIM_RATE} from a volatility smile; the sim sends prices without implied volatility or greeks"
-            )],
+            notes: std::iter::once(format!(
+                "{account}: a simulated chain, not a market's: standard 100-share contracts on the next {EXPIRIES} weekly expiries (Fridays, or the trading day before when NYSE is closed that Friday), priced by Black-Scholes-Merton at the sim's rate {SIM_RATE} from a volatility smile; the sim sends prices without implied volatility or greeks"
+            ))
+            .chain(calendar_note.map(|n| format!("{account}: {n}")))
+            .collect(),
             requests: 1,
         })
     }
@@ -243,11 +292,12 @@ mod tests {
     fn fridays_ahead_and_occ_symbols() {
         // Friday 2026-12-04 20:00 UTC is 15:00 in New York: that day still lists.
         let now = Utc.with_ymd_and_hms(2026, 12, 4, 20, 0, 0).unwrap();
-        let e = expiries(now);
+        let (e, note) = expiries(now);
         assert_eq!(e[0].0.to_string(), "2026-12-04");
         assert_eq!(e[0].1, Utc.with_ymd_and_hms(2026, 12, 4, 21, 0, 0).unwrap());
+        assert_eq!(note, None);
         let later = Utc.with_ymd_and_hms(2026, 12, 4, 21, 0, 0).unwrap();
-        assert_eq!(expiries(later)[0].0.to_string(), "2026-12-11");
+        assert_eq!(expiries(later).0[0].0.to_string(), "2026-12-11");
         let d = NaiveDate::from_ymd_opt(2024, 1, 26).unwrap();
         let s = crate::occ::compact("AAPL", d, Right::Put, dec!(50));
         assert_eq!(s, "AAPL240126P00050000");
@@ -257,5 +307,52 @@ mod tests {
             crate::occ::compact("SPY", d, Right::Call, dec!(602.5)),
             "SPY240126C00602500"
         );
+    }
+
+    #[test]
+    fn a_holiday_friday_expires_on_the_trading_day_before() {
+        let utc = |y, m, d, h, min| Utc.with_ymd_and_hms(y, m, d, h, min, 0).unwrap();
+        let listed = |now| {
+            expiries(now)
+                .0
+                .into_iter()
+                .map(|(d, close)| (d.to_string(), close))
+                .collect::<Vec<_>>()
+        };
+        // Good Friday 2027-03-26: NYSE is closed, so that week expires on Thursday, at
+        // 16:00 New York time (EDT).
+        let e = listed(utc(2027, 3, 22, 14, 0));
+        assert_eq!(e[0], ("2027-03-25".to_owned(), utc(2027, 3, 25, 20, 0)));
+        assert_eq!(e[1].0, "2027-04-02");
+        // Christmas 2026 and New Year's Day 2027 are Fridays: Christmas Eve expires at
+        // its half day's 13:00 close, New Year's Eve at 16:00 (EST).
+        let e = listed(utc(2026, 12, 2, 15, 0));
+        let days: Vec<&str> = e.iter().map(|(d, _)| d.as_str()).collect();
+        assert_eq!(
+            days,
+            [
+                "2026-12-04",
+                "2026-12-11",
+                "2026-12-18",
+                "2026-12-24",
+                "2026-12-31",
+                "2027-01-08",
+                "2027-01-15",
+                "2027-01-22"
+            ]
+        );
+        assert_eq!(e[3].1, utc(2026, 12, 24, 18, 0));
+        assert_eq!(e[4].1, utc(2026, 12, 31, 21, 0));
+        // After the Thursday's close that week is gone: the next Friday leads.
+        assert_eq!(listed(utc(2027, 3, 25, 20, 0))[0].0, "2027-04-02");
+    }
+
+    #[test]
+    fn past_the_holiday_table_fridays_stand_with_a_note() {
+        let far = Utc.with_ymd_and_hms(2040, 3, 26, 14, 0, 0).unwrap();
+        let (e, note) = expiries(far);
+        assert_eq!(e.len(), EXPIRIES);
+        assert!(e.iter().all(|(d, _)| d.weekday() == Weekday::Fri));
+        assert!(note.unwrap().contains("not known"));
     }
 }

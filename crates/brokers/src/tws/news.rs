@@ -169,6 +169,8 @@ impl TwsBroker {
                     continue;
                 }
             };
+            // IBKR's own hasMore is lost inside ibapi (docs/dev/ibkr-tws-facts.md, "News"):
+            // a full answer may have more behind it.
             if rows.len() >= want {
                 page.more = true;
             }
