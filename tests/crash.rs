@@ -94,10 +94,21 @@ fn query(state: &Path, sql: &str) -> i64 {
         .unwrap()
 }
 
+fn try_query(state: &Path, sql: &str) -> Option<i64> {
+    Store::open(state)
+        .ok()?
+        .read(|c| {
+            c.query_row(sql, [], |r| r.get::<_, i64>(0))
+                .map_err(tradedesk_store::sql)
+        })
+        .ok()
+}
+
 fn wait_for(state: &Path, sql: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
-        if state.join(tradedesk_store::DB_FILE).exists() && query(state, sql) > 0 {
+        // The sim declares its tables when the server opens it: until then, not yet.
+        if state.join(tradedesk_store::DB_FILE).exists() && try_query(state, sql) > Some(0) {
             return;
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -24,6 +24,7 @@ use tradedesk_core::{
     TradableInstrument, UnknownSpec,
 };
 
+use crate::calendar::Market;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
 mod assets;
@@ -81,6 +82,9 @@ pub struct AlpacaBroker {
 /// The exchange an option is keyed under: Alpaca names none for an option position, and
 /// every US listed option is quoted through OPRA.
 pub const OPTION_EXCHANGE: &str = "OPRA";
+
+/// The markets an Alpaca account trades: US stocks and crypto.
+pub const MARKETS: [Market; 2] = [Market::Nyse, Market::Crypto];
 
 /// The activity types the book is built from: every type Alpaca documents
 /// (docs/dev/alpaca-facts.md), bar the two that only name groups of them (`TRANS`, `MISC`).
@@ -1457,6 +1461,15 @@ fn urlencode(s: &str) -> String {
 impl Broker for AlpacaBroker {
     fn accounts(&self) -> Vec<Account> {
         vec![self.account(Currency::USD)]
+    }
+
+    fn markets(&self, _account: &str) -> Vec<Market> {
+        MARKETS.to_vec()
+    }
+
+    /// Alpaca's clock and calendar are the US stock market's.
+    fn keeps_calendar(&self, market: Market) -> bool {
+        matches!(market, Market::Nyse | Market::Nasdaq)
     }
 
     async fn snapshot(&self) -> Result<Arc<Book>, BrokerError> {

@@ -22,6 +22,7 @@ use tradedesk_core::{
     InstrumentKey, MadeFill, Mode, ReportedPosition, Side, UnknownSpec,
 };
 
+use crate::calendar::Market;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
 
 mod fast;
@@ -1921,11 +1922,34 @@ fn head_base_currency(path: &Path) -> Option<Currency> {
     found
 }
 
+/// The markets of a book account whose file names `broker`: what the live adapter of that
+/// broker answers (a Moomoo account, the one market its currency names); none for a
+/// broker whose markets are not known here.
+fn recorded_markets(broker: &str, currency: tradedesk_core::Currency) -> Vec<Market> {
+    match broker {
+        "hyperliquid" => crate::hyperliquid::MARKETS.to_vec(),
+        "alpaca" => crate::alpaca::MARKETS.to_vec(),
+        "metatrader" => crate::dwx::MARKETS.to_vec(),
+        "moomoo" => crate::calendar::market_of_currency(currency),
+        "sim" => crate::sim::MARKETS.to_vec(),
+        _ => Vec::new(),
+    }
+}
+
 #[async_trait]
 impl Broker for BookBroker {
     fn accounts(&self) -> Vec<Account> {
         self.book_blocking()
             .map(|book| book.accounts.clone())
+            .unwrap_or_default()
+    }
+
+    /// A book account trades what a live account of the broker its file names does.
+    fn markets(&self, account: &str) -> Vec<Market> {
+        self.accounts()
+            .into_iter()
+            .find(|a| a.id == account)
+            .map(|a| recorded_markets(&a.broker, a.currency))
             .unwrap_or_default()
     }
 
@@ -2000,6 +2024,24 @@ mod tests {
 
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_book_account_trades_the_markets_of_the_broker_its_file_names() {
+        let of =
+            |broker: &str, ccy: &str| recorded_markets(broker, tradedesk_core::Currency::new(ccy));
+        assert_eq!(of("moomoo", "MYR"), [Market::Bursa]);
+        assert_eq!(of("moomoo", "HKD"), [Market::Hkex]);
+        assert_eq!(of("moomoo", "USD"), [Market::Nyse]);
+        assert_eq!(of("moomoo", "SGD"), []);
+        assert_eq!(of("alpaca", "USD"), [Market::Nyse, Market::Crypto]);
+        assert_eq!(of("metatrader", "USD"), [Market::Fx]);
+        assert_eq!(of("hyperliquid", "USD"), [Market::Hyperliquid]);
+        assert_eq!(
+            of("sim", "USD"),
+            [Market::Nyse, Market::Bursa, Market::Perp]
+        );
+        assert_eq!(of("ibkr", "USD"), []);
+    }
 
     proptest! {
         /// The digit-by-digit reading gives what the general parser gives, scale and all.

@@ -42,3 +42,34 @@ pub struct VenueCalendar {
     pub known_until: NaiveDate,
     pub notes: Vec<String>,
 }
+
+/// A market whose hours `get_market_hours` knows: what [`crate::Broker::markets`] names for
+/// an account, and what [`crate::Broker::keeps_calendar`] is asked about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Market {
+    Nyse,
+    Nasdaq,
+    Hkex,
+    /// Bursa Malaysia.
+    Bursa,
+    /// Spot FX.
+    Fx,
+    /// Crypto spot, around the clock.
+    Crypto,
+    /// Hyperliquid's perpetuals.
+    Hyperliquid,
+    /// Perpetuals elsewhere (the sim's).
+    Perp,
+}
+
+/// The one market a moomoo / Futu account trades, named by its currency: MYR Bursa, HKD
+/// Hong Kong, USD the US; none known for another.
+#[must_use]
+pub fn market_of_currency(currency: tradedesk_core::Currency) -> Vec<Market> {
+    match currency.code() {
+        "MYR" => vec![Market::Bursa],
+        "HKD" => vec![Market::Hkex],
+        "USD" => vec![Market::Nyse],
+        _ => Vec::new(),
+    }
+}

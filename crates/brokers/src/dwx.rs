@@ -40,6 +40,7 @@ use tradedesk_core::{
     ReportedPosition, Side, TimeInForce, TradableInstrument, UnknownSpec,
 };
 
+use crate::calendar::Market;
 use crate::zones;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
 
@@ -54,6 +55,9 @@ const POLL: Duration = Duration::from_millis(20);
 const STALE_AFTER: Duration = Duration::from_secs(5);
 /// MetaTrader's comment length.
 pub const COMMENT_MAX: usize = 31;
+
+/// The markets a MetaTrader account trades here: FX.
+pub const MARKETS: [Market; 1] = [Market::Fx];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Platform {
@@ -2595,6 +2599,10 @@ impl DwxBroker {
 impl Broker for DwxBroker {
     fn takes_magic(&self) -> bool {
         true
+    }
+
+    fn markets(&self, _account: &str) -> Vec<Market> {
+        MARKETS.to_vec()
     }
 
     fn accounts(&self) -> Vec<Account> {

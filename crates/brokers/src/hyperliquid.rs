@@ -28,6 +28,7 @@ use tradedesk_core::{
     Mode, Quote, ReportedPosition, Side, TradableInstrument,
 };
 
+use crate::calendar::Market;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
 
 mod search;
@@ -38,6 +39,9 @@ pub const TESTNET_URL: &str = "https://api.hyperliquid-testnet.xyz";
 
 /// The exchange name instruments are keyed under.
 pub const EXCHANGE: &str = "HYPERLIQUID";
+
+/// The markets a Hyperliquid account trades: its perpetuals.
+pub const MARKETS: [Market; 1] = [Market::Hyperliquid];
 
 /// A bound on paging, so no loop can run away: Hyperliquid keeps a wallet's 10,000 most
 /// recent fills, which is 20 pages of 500 (the smallest page it is known to answer),
@@ -934,6 +938,10 @@ impl Broker for HyperliquidBroker {
 
     fn offers_perps(&self) -> bool {
         true
+    }
+
+    fn markets(&self, _account: &str) -> Vec<Market> {
+        MARKETS.to_vec()
     }
 
     async fn perp_market(

@@ -687,6 +687,18 @@ pub trait Broker: Send + Sync + fmt::Debug {
         unsupported(account, "a market calendar")
     }
 
+    /// The markets the account trades, for `get_market_hours` with `account`; empty where
+    /// they are not known.
+    fn markets(&self, _account: &str) -> Vec<calendar::Market> {
+        Vec::new()
+    }
+
+    /// Whether [`Broker::market_calendar`] answers for `market` with the broker's own clock
+    /// and calendar, preferred to the exchange calendar (Alpaca's, for the US markets).
+    fn keeps_calendar(&self, _market: calendar::Market) -> bool {
+        false
+    }
+
     /// The IANA zone the broker's server clock keeps (MetaTrader's server time), when it
     /// is known without contacting the venue.
     fn server_time_zone(&self, _account: &str) -> Option<String> {

@@ -1,5 +1,7 @@
-//! Durable state in one SQLite file in the state directory: the sim's ledger, the
-//! idempotency store, confirmation tokens and the hash-chained audit log.
+//! Durable state in one SQLite file in the state directory: the idempotency store,
+//! confirmation tokens, the hash-chained audit log and process leases, and the tables a
+//! user of the store declares on its connection ([`Store::declare`]: the sim's ledger is
+//! declared by the sim, in `tradedesk-brokers`).
 //!
 //! Every change is one transaction (`BEGIN IMMEDIATE`, WAL, `synchronous = FULL`), so a
 //! process killed at any instant leaves each table as it was before or after a whole
@@ -78,26 +80,8 @@ pub struct Store {
     lease: lease::Lease,
 }
 
+/// The store's own tables.
 const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS sim_accounts (
-    account TEXT PRIMARY KEY, currency TEXT NOT NULL, initial_cash TEXT NOT NULL,
-    created TEXT NOT NULL, last_tick TEXT NOT NULL, next_seq INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS sim_orders (
-    order_id TEXT PRIMARY KEY, account TEXT NOT NULL, client_order_id TEXT NOT NULL,
-    exchange TEXT NOT NULL, symbol TEXT NOT NULL, side TEXT NOT NULL, type TEXT NOT NULL,
-    quantity TEXT NOT NULL, filled_quantity TEXT NOT NULL, average_price TEXT,
-    limit_price TEXT, stop_price TEXT, tif TEXT NOT NULL, stop_loss TEXT, take_profit TEXT,
-    status TEXT NOT NULL, mode TEXT NOT NULL, comment TEXT, reason TEXT, triggered INTEGER NOT NULL,
-    reduce_only INTEGER NOT NULL, created TEXT NOT NULL, updated TEXT NOT NULL,
-    UNIQUE (account, client_order_id));
-CREATE TABLE IF NOT EXISTS sim_fills (
-    fill_id TEXT PRIMARY KEY, order_id TEXT NOT NULL, account TEXT NOT NULL,
-    exchange TEXT NOT NULL, symbol TEXT NOT NULL, side TEXT NOT NULL, quantity TEXT NOT NULL,
-    price TEXT NOT NULL, commission TEXT NOT NULL, commission_currency TEXT NOT NULL,
-    time TEXT NOT NULL, seq INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS sim_brackets (
-    account TEXT NOT NULL, exchange TEXT NOT NULL, symbol TEXT NOT NULL,
-    stop_loss TEXT, take_profit TEXT, PRIMARY KEY (account, exchange, symbol));
 CREATE TABLE IF NOT EXISTS idempotency (
     account TEXT NOT NULL, client_order_id TEXT NOT NULL, fingerprint TEXT NOT NULL,
     state TEXT NOT NULL, order_id TEXT, day TEXT NOT NULL, notional_base TEXT NOT NULL,
@@ -113,8 +97,6 @@ CREATE TABLE IF NOT EXISTS audit (
 CREATE INDEX IF NOT EXISTS tokens_by_expiry ON tokens (expires);
 CREATE INDEX IF NOT EXISTS idempotency_by_day ON idempotency (day);
 CREATE INDEX IF NOT EXISTS idempotency_by_state ON idempotency (state);
-CREATE INDEX IF NOT EXISTS sim_orders_by_status ON sim_orders (account, status);
-CREATE INDEX IF NOT EXISTS sim_fills_by_account ON sim_fills (account, seq);
 CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
@@ -211,6 +193,16 @@ impl Store {
         let value = f(&tx)?;
         tx.commit().map_err(|e| self.sqlite(e))?;
         Ok(value)
+    }
+
+    /// Creates another crate's tables on this connection, in one transaction: `schema` is
+    /// `CREATE TABLE IF NOT EXISTS` / `CREATE INDEX IF NOT EXISTS` statements, so declaring
+    /// them again (another process, another account on the same store) changes nothing.
+    ///
+    /// # Errors
+    /// SQLite refuses a statement, or the database stays locked past [`LOCK_WAIT`].
+    pub fn declare(&self, schema: &str) -> Result<(), StoreError> {
+        self.tx(|tx| tx.execute_batch(schema).map_err(|e| self.sqlite(e)))
     }
 
     /// Runs a read on the connection (no transaction of its own).

@@ -9,8 +9,10 @@ use serde::Serialize;
 use tradedesk_core::fx::fix_hint;
 use tradedesk_core::{AccountIdx, Book, Currency, InstrumentIdx, Result};
 
+use crate::args::{CurrencyArgs, report_currency_in};
 use crate::num::Num;
-use crate::valuation::{PositionRow, Valuation, accumulate, pct, total};
+use crate::tool::{Call, Meta, Tool, notes_suffix};
+use crate::valuation::{PositionRow, Scope, Valuation, accumulate, pct, total, value_ledger};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct AccountRow {
@@ -413,10 +415,6 @@ pub fn get_portfolio_summary(book: &Book, v: &Valuation) -> Result<SummaryResult
         notes,
     })
 }
-
-use crate::args::{CurrencyArgs, report_currency_in};
-use crate::tool::{Call, Meta, Tool, notes_suffix};
-use crate::valuation::{Scope, value_ledger};
 
 /// The figures the brokers report beside the book's (equity, margin) and the note where
 /// the brokers' positions disagree with the fills.

@@ -10,14 +10,14 @@ use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 use tradedesk_core::error::quote;
 use tradedesk_core::{Error, Result};
 
+pub use tradedesk_core::Bar;
+
 /// Largest CSV file read, in bytes (256 MiB: a million rows of minute bars with RFC 3339
 /// times is about 75 MiB); bigger files are refused before reading.
 pub const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Longest path string accepted, in characters.
 pub const MAX_PATH_CHARS: usize = 4096;
-
-pub use tradedesk_core::Bar;
 
 /// The bars of one source, with the symbol and interval they are for.
 #[derive(Debug, Clone, PartialEq)]

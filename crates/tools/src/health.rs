@@ -10,8 +10,10 @@ use tradedesk_brokers::{AccountHealth, HealthStatus};
 use tradedesk_core::ledger::Ledger;
 use tradedesk_core::{AccountIdx, Book, InstrumentIdx, Result};
 
+use crate::args::NoArgs;
 use crate::num::Num;
 use crate::rates::{STALE_DAYS, is_stale};
+use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct BrokerOut {
@@ -443,9 +445,6 @@ pub fn get_server_health(
         notes,
     })
 }
-
-use crate::args::NoArgs;
-use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 /// get_server_health: the probes and the served book, read at once.
 #[derive(Debug)]

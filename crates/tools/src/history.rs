@@ -4,9 +4,10 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use tradedesk_core::{Book, DateRange, Error, Result, Side};
 
-use crate::args::SideArg;
+use crate::args::{SideArg, TradeHistoryArgs};
 use crate::num::Num;
-use crate::select::Selection;
+use crate::select::{Selection, select_owned};
+use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct FillOut {
@@ -151,10 +152,6 @@ pub fn get_trade_history(
         notes,
     })
 }
-
-use crate::args::TradeHistoryArgs;
-use crate::select::select_owned;
-use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 /// get_trade_history.
 #[derive(Debug)]

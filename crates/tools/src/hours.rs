@@ -26,10 +26,12 @@ use serde::{Deserialize, Serialize};
 use tradedesk_core::error::quote as quoted;
 use tradedesk_core::{Error, ErrorCode, Result};
 
-use tradedesk_brokers::calendar::VenueCalendar;
+use tradedesk_brokers::Broker;
+use tradedesk_brokers::calendar::{Market as Venue, VenueCalendar};
 
 use crate::context::ToolContext;
 use crate::marketdata::bounded;
+use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 /// How far ahead holidays and half days are listed.
 pub const HOLIDAYS_AHEAD_DAYS: i64 = 60;
@@ -113,6 +115,7 @@ pub struct MarketHoursResult {
     pub markets: Vec<MarketHours>,
 }
 
+/// How a market's hours are answered.
 #[derive(Debug, Clone, Copy)]
 enum Market {
     Exchange(&'static str, Exchange),
@@ -120,36 +123,33 @@ enum Market {
     Fx,
 }
 
-fn parse_market(text: &str) -> Option<Market> {
-    Some(match text.trim().to_ascii_uppercase().as_str() {
-        "NYSE" | "XNYS" | "US" => Market::Exchange("NYSE", Exchange::Nyse),
-        "NASDAQ" | "XNAS" => Market::Exchange("NASDAQ", Exchange::Nasdaq),
-        "HKEX" | "XHKG" | "SEHK" | "HK" => Market::Exchange("HKEX", Exchange::Hkex),
-        "BURSA" | "XKLS" | "MYX" => Market::Exchange("BURSA", Exchange::BursaMalaysia),
-        "FX" | "FOREX" => Market::Fx,
-        "CRYPTO" => Market::AroundTheClock("CRYPTO"),
-        "HYPERLIQUID" => Market::AroundTheClock("HYPERLIQUID"),
-        "PERP" | "PERPS" => Market::AroundTheClock("PERP"),
-        _ => return None,
-    })
+impl Market {
+    fn of(venue: Venue) -> Self {
+        match venue {
+            Venue::Nyse => Self::Exchange("NYSE", Exchange::Nyse),
+            Venue::Nasdaq => Self::Exchange("NASDAQ", Exchange::Nasdaq),
+            Venue::Hkex => Self::Exchange("HKEX", Exchange::Hkex),
+            Venue::Bursa => Self::Exchange("BURSA", Exchange::BursaMalaysia),
+            Venue::Fx => Self::Fx,
+            Venue::Crypto => Self::AroundTheClock("CRYPTO"),
+            Venue::Hyperliquid => Self::AroundTheClock("HYPERLIQUID"),
+            Venue::Perp => Self::AroundTheClock("PERP"),
+        }
+    }
 }
 
-/// The markets an account trades, by its broker (a Moomoo account reads one market, which
-/// its currency names: MYR Bursa, HKD Hong Kong, USD the US; Alpaca trades US stocks and
-/// crypto; a MetaTrader account, FX).
-fn markets_of(account: &tradedesk_core::Account) -> Option<Vec<Market>> {
-    let m = |s: &str| parse_market(s);
-    let names: &[&str] = match (account.broker.as_str(), account.currency.code()) {
-        ("hyperliquid", _) => &["HYPERLIQUID"],
-        ("alpaca", _) => &["NYSE", "CRYPTO"],
-        ("metatrader", _) => &["FX"],
-        ("moomoo", "MYR") => &["BURSA"],
-        ("moomoo", "HKD") => &["HKEX"],
-        ("moomoo", "USD") => &["NYSE"],
-        ("sim", _) => &["NYSE", "BURSA", "PERP"],
+fn parse_market(text: &str) -> Option<Venue> {
+    Some(match text.trim().to_ascii_uppercase().as_str() {
+        "NYSE" | "XNYS" | "US" => Venue::Nyse,
+        "NASDAQ" | "XNAS" => Venue::Nasdaq,
+        "HKEX" | "XHKG" | "SEHK" | "HK" => Venue::Hkex,
+        "BURSA" | "XKLS" | "MYX" => Venue::Bursa,
+        "FX" | "FOREX" => Venue::Fx,
+        "CRYPTO" => Venue::Crypto,
+        "HYPERLIQUID" => Venue::Hyperliquid,
+        "PERP" | "PERPS" => Venue::Perp,
         _ => return None,
-    };
-    names.iter().map(|n| m(n)).collect()
+    })
 }
 
 fn instant(t: DateTime<Utc>, tz: Tz) -> Instant {
@@ -537,25 +537,28 @@ fn fx_hours(now: DateTime<Utc>, date: Option<NaiveDate>, zone: Option<&str>) -> 
     }
 }
 
-/// The Alpaca account whose calendar answers for the US markets: the one named, else the
-/// first configured.
-fn alpaca_for(
+/// The account whose broker keeps its own calendar of `venue` (Alpaca's, of the US
+/// markets): the one named, else the first configured.
+fn calendar_for(
     ctx: &ToolContext,
     named: Option<&tradedesk_core::Account>,
-) -> Option<(String, Arc<dyn tradedesk_brokers::Broker>)> {
+    venue: Venue,
+) -> Option<(String, Arc<dyn Broker>)> {
     match named {
-        Some(acc) if acc.broker == "alpaca" => ctx.broker_for(&acc.id).map(|b| (acc.id.clone(), b)),
-        Some(_) => None,
+        Some(acc) => ctx
+            .broker_for(&acc.id)
+            .filter(|b| b.keeps_calendar(venue))
+            .map(|b| (acc.id.clone(), b)),
         None => ctx
             .served_accounts()
             .into_iter()
-            .find(|(acc, _)| acc.broker == "alpaca")
+            .find(|(_, b)| b.keeps_calendar(venue))
             .map(|(acc, b)| (acc.id, b)),
     }
 }
 
-/// The MetaTrader server zone FX times are shown in: the named account's, else the first
-/// configured MetaTrader account's.
+/// The server zone FX times are shown in (MetaTrader's server time): the named account's
+/// broker's, else that of the first configured account trading FX whose broker keeps one.
 fn fx_zone(ctx: &ToolContext, named: Option<&tradedesk_core::Account>) -> Option<String> {
     match named {
         Some(acc) => ctx
@@ -564,22 +567,21 @@ fn fx_zone(ctx: &ToolContext, named: Option<&tradedesk_core::Account>) -> Option
         None => ctx
             .served_accounts()
             .into_iter()
-            .filter(|(acc, _)| acc.broker == "metatrader")
+            .filter(|(acc, b)| b.markets(&acc.id).contains(&Venue::Fx))
             .find_map(|(acc, b)| b.server_time_zone(&acc.id)),
     }
 }
 
-/// A US market's hours: the broker's own calendar where an Alpaca account is configured,
-/// else (or when it does not answer) the exchange calendar.
+/// A US market's hours: the broker's own calendar where an account whose broker keeps one
+/// is configured (Alpaca), else (or when it does not answer) the exchange calendar.
 async fn us_hours(
     ctx: &ToolContext,
-    name: &str,
-    exchange: Exchange,
+    (name, exchange, venue): (&str, Exchange, Venue),
     named: Option<&tradedesk_core::Account>,
     now: DateTime<Utc>,
     date: Option<NaiveDate>,
 ) -> Result<MarketHours> {
-    let Some((id, broker)) = alpaca_for(ctx, named) else {
+    let Some((id, broker)) = calendar_for(ctx, named, venue) else {
         return exchange_hours(name, exchange, now, date);
     };
     let day = date.unwrap_or_else(|| {
@@ -634,7 +636,7 @@ pub async fn get_market_hours(ctx: &ToolContext, a: &MarketHoursArgs) -> Result<
             )
         })?],
         (None, Some(id)) => {
-            let (account, _) = ctx
+            let (account, broker) = ctx
                 .served_accounts()
                 .into_iter()
                 .find(|(acc, _)| acc.id == *id)
@@ -646,17 +648,21 @@ pub async fn get_market_hours(ctx: &ToolContext, a: &MarketHoursArgs) -> Result<
                     )
                 })?;
             named = Some(account.clone());
-            markets_of(&account).ok_or_else(|| {
-                Error::new(
+            let venues = broker.markets(&account.id);
+            if venues.is_empty() {
+                return Err(Error::new(
                     ErrorCode::NotSupported,
                     format!(
                         "the markets account {} trades ({} broker) are not known here",
                         quoted(id),
                         account.broker
                     ),
-                    format!("give market instead, one of {MARKETS}; accounts of Hyperliquid, Alpaca, Moomoo, MetaTrader and the sim map to their markets"),
-                )
-            })?
+                    format!(
+                        "give market instead, one of {MARKETS}; accounts of Hyperliquid, Alpaca, Moomoo, MetaTrader and the sim map to their markets"
+                    ),
+                ));
+            }
+            venues
         }
     };
     let date = a
@@ -674,10 +680,10 @@ pub async fn get_market_hours(ctx: &ToolContext, a: &MarketHoursArgs) -> Result<
         .transpose()?;
     let now = ctx.trading.as_ref().map_or_else(Utc::now, |t| t.now());
     let mut answers = Vec::new();
-    for m in markets {
-        answers.push(match m {
+    for venue in markets {
+        answers.push(match Market::of(venue) {
             Market::Exchange(name, ex @ (Exchange::Nyse | Exchange::Nasdaq)) => {
-                us_hours(ctx, name, ex, named.as_ref(), now, date).await?
+                us_hours(ctx, (name, ex, venue), named.as_ref(), now, date).await?
             }
             Market::Exchange(name, ex) => exchange_hours(name, ex, now, date)?,
             Market::AroundTheClock(name) => around_the_clock(name),
@@ -691,8 +697,6 @@ pub async fn get_market_hours(ctx: &ToolContext, a: &MarketHoursArgs) -> Result<
         markets,
     })
 }
-
-use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 /// get_market_hours.
 #[derive(Debug)]
@@ -749,34 +753,30 @@ impl Tool for GetMarketHours {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tradedesk_core::{Account, Currency, Mode};
 
-    fn names(broker: &str, currency: &str) -> Option<Vec<&'static str>> {
-        let account = Account {
-            id: "a".to_owned(),
-            broker: broker.to_owned(),
-            currency: Currency::new(currency),
-            name: None,
-            mode: Mode::Live,
-        };
-        markets_of(&account).map(|ms| {
-            ms.into_iter()
-                .map(|m| match m {
-                    Market::Exchange(name, _) | Market::AroundTheClock(name) => name,
-                    Market::Fx => "FX",
-                })
-                .collect()
+    fn name(text: &str) -> Option<&'static str> {
+        parse_market(text).map(|venue| match Market::of(venue) {
+            Market::Exchange(name, _) | Market::AroundTheClock(name) => name,
+            Market::Fx => "FX",
         })
     }
 
     #[test]
-    fn a_moomoo_account_reads_the_market_its_currency_names() {
-        assert_eq!(names("moomoo", "MYR"), Some(vec!["BURSA"]));
-        assert_eq!(names("moomoo", "HKD"), Some(vec!["HKEX"]));
-        assert_eq!(names("moomoo", "USD"), Some(vec!["NYSE"]));
-        assert_eq!(names("moomoo", "SGD"), None);
-        assert_eq!(names("alpaca", "USD"), Some(vec!["NYSE", "CRYPTO"]));
-        assert_eq!(names("metatrader", "USD"), Some(vec!["FX"]));
-        assert_eq!(names("ibkr", "USD"), None);
+    fn a_market_is_read_by_its_name_or_code_in_any_case() {
+        let cases = [
+            ("NYSE", "NYSE"),
+            ("us", "NYSE"),
+            ("xnas", "NASDAQ"),
+            ("SEHK", "HKEX"),
+            ("MYX", "BURSA"),
+            ("forex", "FX"),
+            ("crypto", "CRYPTO"),
+            ("Hyperliquid", "HYPERLIQUID"),
+            ("perps", "PERP"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(name(text), Some(want), "{text}");
+        }
+        assert_eq!(name("LSE"), None);
     }
 }

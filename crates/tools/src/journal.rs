@@ -15,7 +15,8 @@ use tradedesk_core::{Book, Currency, DateRange, ErrorCode, Result};
 
 use crate::num::Num;
 use crate::realized::LotValuer;
-use crate::select::Selection;
+use crate::select::{Selection, select_owned};
+use crate::tool::{Call, Meta, Tool, fmt_opt, notes_suffix};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -349,9 +350,6 @@ fn weekday_name(d: Weekday) -> &'static str {
         Weekday::Sun => "Sunday",
     }
 }
-
-use crate::select::select_owned;
-use crate::tool::{Call, Meta, Tool, fmt_opt, notes_suffix};
 
 /// analyze_trades.
 #[derive(Debug)]

@@ -11,6 +11,10 @@ use tradedesk_core::{AssetClass, Error, ErrorCode, Interval, Result};
 use crate::bars::{self, BarSeries, read_csv, resolve_path, sample_indices};
 use crate::context::ToolContext;
 use crate::num::Num;
+use crate::tool::{Call, Meta, Tool};
+
+/// Re-exported for the research tools.
+pub use bars::Bar;
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -306,11 +310,6 @@ pub async fn get_bars(ctx: &ToolContext, args: BarsArgs) -> Result<BarsResult> {
         bars,
     })
 }
-
-/// Re-exported for the research tools.
-pub use bars::Bar;
-
-use crate::tool::{Call, Meta, Tool};
 
 /// get_quote.
 #[derive(Debug)]

@@ -14,6 +14,7 @@ use tradedesk_core::{Currency, Error, ErrorCode, Result};
 
 use crate::context::ToolContext;
 use crate::num::Num;
+use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 /// The brokers that serve the perps market tools, for `not_supported` hints.
 pub const PERPS_VENUES: &str =
@@ -333,8 +334,6 @@ pub async fn get_recent_trades(
     }
     Err(last.unwrap_or_else(|| not_supported("get_recent_trades", None)))
 }
-
-use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 /// list_markets.
 #[derive(Debug)]

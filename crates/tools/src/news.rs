@@ -24,6 +24,7 @@ use tradedesk_core::{Error, ErrorCode, Result};
 use crate::context::ToolContext;
 use crate::market::parse_bound;
 use crate::marketdata::bounded;
+use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 /// The brokers that serve `get_news`, for `not_supported` hints.
 pub const NEWS_SOURCES: &str = "Alpaca accounts (Alpaca's news API), IBKR through TWS or IB Gateway (headlines of the news providers the user subscribes to, per symbol) and the sim (SIM-PAPER in the demo, whose headlines are invented demo data)";
@@ -477,8 +478,6 @@ pub async fn get_news(ctx: &ToolContext, a: NewsArgs) -> Result<NewsResult> {
         notes,
     })
 }
-
-use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 /// get_news.
 #[derive(Debug)]

@@ -14,6 +14,7 @@ use tradedesk_research::options::{
 };
 
 use crate::args::check_number as check;
+use crate::tool::Meta;
 
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -542,8 +543,6 @@ fn payoff_chart(payoff: &[PricePnl], now: &[PricePnl], low: f64, high: f64) -> O
     )
     .ok()
 }
-
-use crate::tool::Meta;
 
 /// option_price.
 #[derive(Debug)]

@@ -24,6 +24,7 @@ use crate::market::{BarSource, load_bars};
 use crate::num::Num;
 use crate::rates::Rates;
 use crate::select::Selection;
+use crate::tool::{Call, Meta, Tool, fmt_opt, notes_suffix};
 use crate::valuation::{LedgerState, Scope, value_at};
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -389,8 +390,6 @@ pub async fn get_performance(
         notes,
     })
 }
-
-use crate::tool::{Call, Meta, Tool, fmt_opt, notes_suffix};
 
 /// get_performance: the book, then daily valuations and the benchmark.
 #[derive(Debug)]

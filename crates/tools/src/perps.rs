@@ -16,6 +16,7 @@ use tradedesk_research::perps::{self, Position, Side};
 use crate::args::PositionSideArg;
 use crate::args::check_number as check;
 use crate::context::ToolContext;
+use crate::tool::{Call, Meta, Tool};
 
 // What every perps quote shares (flattened into each one's arguments).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -359,8 +360,6 @@ pub async fn quote_close_position(ctx: &ToolContext, a: CloseArgs) -> Result<Clo
         liquidated: e.liquidated,
     })
 }
-
-use crate::tool::{Call, Meta, Tool};
 
 /// quote_open_position.
 #[derive(Debug)]

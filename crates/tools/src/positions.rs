@@ -9,10 +9,12 @@ use tradedesk_core::instrument::{UNCLASSIFIED, UNKNOWN_COUNTRY};
 use tradedesk_core::{Book, Result, SectorMap};
 
 use crate::accounts::common_notes;
-use crate::args::{Basis, ExposureBy};
+use crate::args::{Basis, ExposureArgs, ExposureBy, PositionsArgs, report_currency_in};
+use crate::health::disagreement_note;
 use crate::num::Num;
-use crate::select::Selection;
-use crate::valuation::{Valuation, accumulate, pct, total};
+use crate::select::{Selection, select_owned};
+use crate::tool::{Call, Meta, Tool, notes_suffix};
+use crate::valuation::{Scope, Valuation, accumulate, pct, total, value_ledger};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct PositionOut {
@@ -340,12 +342,6 @@ pub fn get_exposure(
         notes,
     })
 }
-
-use crate::args::{ExposureArgs, PositionsArgs, report_currency_in};
-use crate::health::disagreement_note;
-use crate::select::select_owned;
-use crate::tool::{Call, Meta, Tool, notes_suffix};
-use crate::valuation::{Scope, value_ledger};
 
 /// get_positions.
 #[derive(Debug)]

@@ -10,11 +10,11 @@ use serde::Serialize;
 use tradedesk_core::ledger;
 use tradedesk_core::{Book, ClosedLot, Currency, DateRange, ErrorCode, Fill, Fixed, Result};
 
-use crate::rates::Rates;
-
-use crate::args::GroupBy;
+use crate::args::{GroupBy, RealizedPnlArgs, report_currency_in};
 use crate::num::Num;
-use crate::select::Selection;
+use crate::rates::Rates;
+use crate::select::{Selection, select_owned};
+use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct PnlGroup {
@@ -652,10 +652,6 @@ pub fn get_realized_pnl(
         notes,
     })
 }
-
-use crate::args::{RealizedPnlArgs, report_currency_in};
-use crate::select::select_owned;
-use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 /// The query a call's arguments ask for: its lot paging checked against its filters.
 fn realized_query(

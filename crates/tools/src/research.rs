@@ -17,6 +17,7 @@ use tradedesk_research::expr::{self, Columns};
 use crate::bar_table::{BarTable, load_table};
 use crate::context::ToolContext;
 use crate::market::{BarSource, load_bars};
+use crate::tool::{Call, Meta, Tool, fmt_opt, notes_suffix};
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -840,8 +841,6 @@ pub async fn detect_patterns(ctx: &ToolContext, args: PatternsArgs) -> Result<Pa
         rules,
     })
 }
-
-use crate::tool::{Call, Meta, Tool, fmt_opt, notes_suffix};
 
 /// A backtest's answer: the result, its equity curve beside it as an image.
 fn answer(call: &mut Call<'_>, finished: Finished) -> BacktestResult {

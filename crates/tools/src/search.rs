@@ -19,6 +19,7 @@ use tradedesk_core::{AssetClass, Error, ErrorCode, Result};
 
 use crate::context::ToolContext;
 use crate::num::Num;
+use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 /// What each broker searches, for hints and the docs.
 pub const SEARCHERS: &str = "Alpaca (its asset list), IBKR over TWS (its matching symbols), Moomoo / Futu OpenD (the market's static list), Hyperliquid (its perp universe), MetaTrader (the symbols the EA and the config know), IBKR Flex and book files (the instruments of the account's own book), and the sim (its instrument table; SIM-PAPER in the demo)";
@@ -347,8 +348,6 @@ pub async fn search_instruments(ctx: &ToolContext, a: SearchArgs) -> Result<Sear
         notes,
     })
 }
-
-use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 /// search_instruments.
 #[derive(Debug)]

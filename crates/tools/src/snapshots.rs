@@ -16,6 +16,7 @@ use tradedesk_core::{Error, ErrorCode, Result};
 
 use crate::context::ToolContext;
 use crate::num::Num;
+use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 /// The brokers that serve snapshots, for `not_supported` and `unknown_account` hints.
 pub const SNAPSHOT_BROKERS: &str = "Alpaca, Moomoo / Futu OpenD, Hyperliquid, IBKR through TWS or IB Gateway and MetaTrader (DWX) accounts, and the sim (SIM-PAPER in the demo)";
@@ -299,8 +300,6 @@ pub async fn get_snapshots(ctx: &ToolContext, a: SnapshotsArgs) -> Result<Snapsh
         notes,
     })
 }
-
-use crate::tool::{Call, Meta, Tool, notes_suffix};
 
 /// get_snapshots.
 #[derive(Debug)]

@@ -1701,6 +1701,10 @@ impl Broker for OpenDBroker {
         )]
     }
 
+    fn markets(&self, _account: &str) -> Vec<crate::calendar::Market> {
+        crate::calendar::market_of_currency(self.config.market.currency())
+    }
+
     fn reported_margin(&self, account: &str) -> Option<crate::AccountMargin> {
         if account != self.config.id {
             return None;

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -21,7 +21,7 @@ use tradedesk_core::{
     Interval, Mode, OrderRecord, OrderRequest, OrderStatus, OrderType, Quote, Side, TimeInForce,
     TradableInstrument,
 };
-use tradedesk_store::rusqlite::{OptionalExtension, Row, Transaction, params};
+use tradedesk_store::rusqlite::{OptionalExtension, Transaction, params};
 use tradedesk_store::{Store, StoreError, sql};
 
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus, OrderFilter, OrderRef, Placed};
@@ -31,9 +31,11 @@ pub mod market;
 mod news;
 mod search;
 mod snapshots;
+mod tables;
 pub use news::DEMO_NEWS_SOURCE;
 
 use market::{SimInstrument, day_end, universe};
+use tables::{FillRow, OrderRow};
 
 /// Where the sim's time comes from: wall time when serving, a hand-set clock in tests.
 pub trait Clock: Send + Sync + std::fmt::Debug {
@@ -111,6 +113,13 @@ const STEP: Duration = Duration::minutes(1);
 /// The most bars one request may ask the process for.
 pub const MAX_BARS: i64 = 20_000;
 
+/// The markets the sim's universe is drawn from: US and Bursa stocks, and perpetuals.
+pub const MARKETS: [crate::calendar::Market; 3] = [
+    crate::calendar::Market::Nyse,
+    crate::calendar::Market::Bursa,
+    crate::calendar::Market::Perp,
+];
+
 #[derive(Debug)]
 pub struct SimBroker {
     config: SimConfig,
@@ -119,6 +128,8 @@ pub struct SimBroker {
     clock: Arc<dyn Clock>,
     /// Bumped on every commit by this process.
     writes: AtomicU64,
+    /// Whether the sim's tables are declared on the store (see [`SimBroker::new`]).
+    tables: AtomicBool,
 }
 
 fn rfc3339(t: DateTime<Utc>) -> String {
@@ -158,94 +169,12 @@ fn mode_of(text: &str) -> Mode {
     }
 }
 
-const ORDER_COLUMNS: &str = "order_id, client_order_id, account, exchange, symbol, side, type,
-    quantity, filled_quantity, average_price, limit_price, stop_price, tif, stop_loss,
-    take_profit, status, mode, comment, reason, created, updated, triggered, reduce_only";
-
 /// An order row with the two flags only the sim keeps.
 #[derive(Debug, Clone)]
 struct SimOrder {
     record: OrderRecord,
     triggered: bool,
     reduce_only: bool,
-}
-
-fn order_from_row(row: &Row<'_>) -> tradedesk_store::rusqlite::Result<[Option<String>; 23]> {
-    let mut out: [Option<String>; 23] = Default::default();
-    for (i, slot) in out.iter_mut().enumerate() {
-        *slot = match row.get_ref(i)? {
-            tradedesk_store::rusqlite::types::ValueRef::Null => None,
-            tradedesk_store::rusqlite::types::ValueRef::Integer(n) => Some(n.to_string()),
-            v => Some(v.as_str()?.to_owned()),
-        };
-    }
-    Ok(out)
-}
-
-fn decode_order(cols: [Option<String>; 23]) -> Result<SimOrder, StoreError> {
-    let [
-        order_id,
-        client_order_id,
-        account,
-        exchange,
-        symbol,
-        side,
-        kind,
-        quantity,
-        filled,
-        average,
-        limit,
-        stop,
-        tif,
-        sl,
-        tp,
-        status,
-        mode,
-        comment,
-        reason,
-        created,
-        updated,
-        triggered,
-        reduce_only,
-    ] = cols;
-    let need = |v: Option<String>, what: &str| {
-        v.ok_or_else(|| StoreError::Corrupt(format!("sim order without {what}")))
-    };
-    let kind = need(kind, "type")?;
-    let tif = need(tif, "time in force")?;
-    let status = need(status, "status")?;
-    Ok(SimOrder {
-        record: OrderRecord {
-            order_id: need(order_id, "id")?,
-            client_order_id: need(client_order_id, "client id")?,
-            account: need(account, "account")?,
-            key: tradedesk_core::InstrumentKey::new(
-                need(exchange, "exchange")?,
-                need(symbol, "symbol")?,
-            ),
-            side: side_of(&need(side, "side")?)?,
-            order_type: OrderType::parse(&kind)
-                .ok_or_else(|| StoreError::Corrupt(format!("order type '{kind}'")))?,
-            quantity: parse_dec(&need(quantity, "quantity")?)?,
-            filled_quantity: parse_dec(&need(filled, "filled quantity")?)?,
-            average_price: opt_dec(average.as_deref())?,
-            limit_price: opt_dec(limit.as_deref())?,
-            stop_price: opt_dec(stop.as_deref())?,
-            time_in_force: TimeInForce::parse(&tif)
-                .ok_or_else(|| StoreError::Corrupt(format!("time in force '{tif}'")))?,
-            stop_loss: opt_dec(sl.as_deref())?,
-            take_profit: opt_dec(tp.as_deref())?,
-            status: OrderStatus::parse(&status)
-                .ok_or_else(|| StoreError::Corrupt(format!("order status '{status}'")))?,
-            mode: mode_of(mode.as_deref().unwrap_or("paper")),
-            comment,
-            reason,
-            created: parse_time(&need(created, "created")?)?,
-            updated: parse_time(&need(updated, "updated")?)?,
-        },
-        triggered: triggered.as_deref() == Some("1"),
-        reduce_only: reduce_only.as_deref() == Some("1"),
-    })
 }
 
 fn store_err(account: &str, e: &StoreError) -> BrokerError {
@@ -272,14 +201,45 @@ struct SimFill {
 
 impl SimBroker {
     /// A sim account on `store`, with instruments taken from the demo book `demo`.
+    ///
+    /// The sim's tables are declared on the store here, so they exist as soon as a sim is
+    /// configured; should that fail (a read-only or locked state directory), the first
+    /// call declares them again and answers with the store's error.
     pub fn new(config: SimConfig, demo: &Book, store: Arc<Store>, clock: Arc<dyn Clock>) -> Self {
+        let tables = AtomicBool::new(store.declare(tables::SCHEMA).is_ok());
         Self {
             config,
             universe: universe(demo),
             store,
             clock,
             writes: AtomicU64::new(0),
+            tables,
         }
+    }
+
+    /// Declares the sim's tables on the store unless already done.
+    fn declared(&self) -> Result<&Store, StoreError> {
+        if !self.tables.load(Ordering::Acquire) {
+            self.store.declare(tables::SCHEMA)?;
+            self.tables.store(true, Ordering::Release);
+        }
+        Ok(&self.store)
+    }
+
+    /// A read on the store, over the sim's tables.
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&tradedesk_store::rusqlite::Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.declared()?.read(f)
+    }
+
+    /// One transaction on the store, over the sim's tables.
+    fn tx<T>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.declared()?.tx(f)
     }
 
     pub fn account_id(&self) -> &str {
@@ -377,14 +337,12 @@ impl SimBroker {
         args: &[&dyn tradedesk_store::rusqlite::ToSql],
     ) -> Result<Vec<SimOrder>, StoreError> {
         let mut stmt = tx
-            .prepare_cached(&format!(
-                "SELECT {ORDER_COLUMNS} FROM sim_orders WHERE {clause}"
-            ))
+            .prepare_cached(&format!("SELECT * FROM sim_orders WHERE {clause}"))
             .map_err(sql)?;
-        let rows = stmt.query_map(args, order_from_row).map_err(sql)?;
+        let rows = stmt.query_map(args, OrderRow::read).map_err(sql)?;
         let mut out = Vec::new();
         for row in rows {
-            out.push(decode_order(row.map_err(sql)?)?);
+            out.push(row.map_err(sql)?.decode()?);
         }
         Ok(out)
     }
@@ -394,44 +352,14 @@ impl SimBroker {
         conn: &tradedesk_store::rusqlite::Connection,
     ) -> Result<Vec<SimFill>, StoreError> {
         let mut stmt = conn
-            .prepare_cached(
-                "SELECT fill_id, exchange, symbol, side, quantity, price, commission,
-                        commission_currency, time, seq
-                 FROM sim_fills WHERE account = ?1 ORDER BY seq",
-            )
+            .prepare_cached("SELECT * FROM sim_fills WHERE account = ?1 ORDER BY seq")
             .map_err(sql)?;
         let rows = stmt
-            .query_map(params![self.config.account], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, String>(5)?,
-                    r.get::<_, String>(6)?,
-                    r.get::<_, String>(7)?,
-                    r.get::<_, String>(8)?,
-                    r.get::<_, i64>(9)?,
-                ))
-            })
+            .query_map(params![self.config.account], FillRow::read)
             .map_err(sql)?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, exchange, symbol, side, qty, price, commission, ccy, time, seq) =
-                row.map_err(sql)?;
-            out.push(SimFill {
-                fill_id: id,
-                key: tradedesk_core::InstrumentKey::new(exchange, symbol),
-                side: side_of(&side)?,
-                quantity: parse_dec(&qty)?,
-                price: parse_dec(&price)?,
-                commission: parse_dec(&commission)?,
-                commission_currency: Currency::new_checked(&ccy)
-                    .map_err(|_| StoreError::Corrupt(format!("currency '{ccy}'")))?,
-                time: parse_time(&time)?,
-                seq: u32::try_from(seq).unwrap_or(u32::MAX),
-            });
+            out.push(row.map_err(sql)?.decode()?);
         }
         Ok(out)
     }
@@ -728,25 +656,21 @@ impl SimBroker {
         }
         let seq = self.next_seq(tx)?;
         let commission = inst.commission(quantity, price);
-        tx.execute(
-            "INSERT INTO sim_fills (fill_id, order_id, account, exchange, symbol, side, quantity,
-                 price, commission, commission_currency, time, seq)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            params![
-                format!("{}-F{seq}", self.config.account),
-                order.record.order_id,
-                self.config.account,
-                inst.spec.key.exchange,
-                inst.spec.key.symbol,
-                order.record.side.as_str(),
-                quantity.normalize().to_string(),
-                price.normalize().to_string(),
-                commission.to_string(),
-                inst.spec.currency.code(),
-                rfc3339(t),
-                seq
-            ],
-        )
+        FillRow {
+            fill_id: format!("{}-F{seq}", self.config.account),
+            order_id: order.record.order_id.clone(),
+            account: self.config.account.clone(),
+            exchange: inst.spec.key.exchange.clone(),
+            symbol: inst.spec.key.symbol.clone(),
+            side: order.record.side.as_str().to_owned(),
+            quantity: quantity.normalize().to_string(),
+            price: price.normalize().to_string(),
+            commission: commission.to_string(),
+            commission_currency: inst.spec.currency.code().to_owned(),
+            time: rfc3339(t),
+            seq,
+        }
+        .insert(tx)
         .map_err(sql)?;
         order.record.filled_quantity = quantity;
         order.record.average_price = Some(price);
@@ -907,39 +831,7 @@ impl SimBroker {
     }
 
     fn insert_order(&self, tx: &Transaction<'_>, order: &SimOrder) -> Result<(), StoreError> {
-        let r = &order.record;
-        tx.execute(
-            &format!(
-                "INSERT INTO sim_orders ({ORDER_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-                 ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)"
-            ),
-            params![
-                r.order_id,
-                r.client_order_id,
-                r.account,
-                r.key.exchange,
-                r.key.symbol,
-                r.side.as_str(),
-                r.order_type.as_str(),
-                r.quantity.normalize().to_string(),
-                r.filled_quantity.normalize().to_string(),
-                r.average_price.map(|p| p.to_string()),
-                r.limit_price.map(|p| p.to_string()),
-                r.stop_price.map(|p| p.to_string()),
-                r.time_in_force.as_str(),
-                r.stop_loss.map(|p| p.to_string()),
-                r.take_profit.map(|p| p.to_string()),
-                r.status.as_str(),
-                r.mode.as_str(),
-                r.comment,
-                r.reason,
-                rfc3339(r.created),
-                rfc3339(r.updated),
-                i64::from(order.triggered),
-                i64::from(order.reduce_only)
-            ],
-        )
-        .map_err(sql)?;
+        OrderRow::of(order).insert(tx).map_err(sql)?;
         Ok(())
     }
 
@@ -1038,7 +930,7 @@ impl SimBroker {
     /// position levels at each minute.
     fn advance(&self, now: DateTime<Utc>) -> Result<(), StoreError> {
         // Most calls find nothing to work: answer them with a read, no write at all.
-        let pending = self.store.read(|c| {
+        let pending = self.read(|c| {
             c.query_row(
                 "SELECT last_tick,
                         EXISTS (SELECT 1 FROM sim_orders WHERE account = ?1 AND status = 'accepted')
@@ -1051,12 +943,12 @@ impl SimBroker {
             .map_err(sql)
         })?;
         match pending {
-            None => return self.store.tx(|tx| self.ensure_account(tx, now)),
+            None => return self.tx(|tx| self.ensure_account(tx, now)),
             Some((_, false)) => return Ok(()),
             Some((last, true)) if now <= parse_time(&last)? => return Ok(()),
             Some(_) => {}
         }
-        self.store.tx(|tx| {
+        self.tx(|tx| {
             let last: String = tx
                 .query_row(
                     "SELECT last_tick FROM sim_accounts WHERE account = ?1",
@@ -1193,16 +1085,19 @@ impl Broker for SimBroker {
         vec![self.account()]
     }
 
+    fn markets(&self, _account: &str) -> Vec<crate::calendar::Market> {
+        MARKETS.to_vec()
+    }
+
     async fn snapshot(&self) -> Result<Arc<Book>, BrokerError> {
         let now = self.caught_up()?;
-        self.store
-            .read(|conn| self.book_at(conn, now))
+        self.read(|conn| self.book_at(conn, now))
             .map(Arc::new)
             .map_err(|e| self.err(&e))
     }
 
     async fn health(&self) -> Vec<AccountHealth> {
-        let probe = self.store.read(|conn| {
+        let probe = self.read(|conn| {
             conn.query_row(
                 "SELECT COUNT(*) FROM sim_orders WHERE account = ?1",
                 params![self.config.account],
@@ -1415,16 +1310,15 @@ impl Broker for SimBroker {
             OrderFilter::Closed => "account = ?1 AND status != 'accepted'",
             OrderFilter::All => "account = ?1",
         };
-        self.store
-            .read(|c| {
-                self.load_orders(
-                    c,
-                    &format!("{clause} ORDER BY created DESC, order_id DESC"),
-                    &[&self.config.account],
-                )
-            })
-            .map(|orders| orders.into_iter().map(|o| o.record).collect())
-            .map_err(|e| self.err(&e))
+        self.read(|c| {
+            self.load_orders(
+                c,
+                &format!("{clause} ORDER BY created DESC, order_id DESC"),
+                &[&self.config.account],
+            )
+        })
+        .map(|orders| orders.into_iter().map(|o| o.record).collect())
+        .map_err(|e| self.err(&e))
     }
 
     async fn find_order(
@@ -1434,16 +1328,15 @@ impl Broker for SimBroker {
     ) -> Result<Option<OrderRecord>, BrokerError> {
         self.check_account(account)?;
         self.caught_up()?;
-        self.store
-            .read(|c| {
-                self.load_orders(
-                    c,
-                    "account = ?1 AND client_order_id = ?2",
-                    &[&self.config.account, &client_order_id],
-                )
-            })
-            .map(|mut orders| orders.pop().map(|o| o.record))
-            .map_err(|e| self.err(&e))
+        self.read(|c| {
+            self.load_orders(
+                c,
+                "account = ?1 AND client_order_id = ?2",
+                &[&self.config.account, &client_order_id],
+            )
+        })
+        .map(|mut orders| orders.pop().map(|o| o.record))
+        .map_err(|e| self.err(&e))
     }
 
     async fn place(&self, request: &OrderRequest) -> Result<Placed, BrokerError> {
@@ -1677,27 +1570,26 @@ impl SimBroker {
     /// The store failed.
     pub fn levels(&self, symbol: &str) -> Result<(Option<Decimal>, Option<Decimal>), BrokerError> {
         let inst = self.find(symbol)?;
-        self.store
-            .read(|c| {
-                let row: Option<(Option<String>, Option<String>)> = c
-                    .query_row(
-                        "SELECT stop_loss, take_profit FROM sim_brackets
+        self.read(|c| {
+            let row: Option<(Option<String>, Option<String>)> = c
+                .query_row(
+                    "SELECT stop_loss, take_profit FROM sim_brackets
                          WHERE account = ?1 AND exchange = ?2 AND symbol = ?3",
-                        params![
-                            self.config.account,
-                            inst.spec.key.exchange,
-                            inst.spec.key.symbol
-                        ],
-                        |r| Ok((r.get(0)?, r.get(1)?)),
-                    )
-                    .optional()
-                    .map_err(sql)?;
-                match row {
-                    Some((sl, tp)) => Ok((opt_dec(sl.as_deref())?, opt_dec(tp.as_deref())?)),
-                    None => Ok((None, None)),
-                }
-            })
-            .map_err(|e: StoreError| self.err(&e))
+                    params![
+                        self.config.account,
+                        inst.spec.key.exchange,
+                        inst.spec.key.symbol
+                    ],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(sql)?;
+            match row {
+                Some((sl, tp)) => Ok((opt_dec(sl.as_deref())?, opt_dec(tp.as_deref())?)),
+                None => Ok((None, None)),
+            }
+        })
+        .map_err(|e: StoreError| self.err(&e))
     }
 
     /// The signed quantity held in an instrument.
@@ -1706,8 +1598,7 @@ impl SimBroker {
     /// The store failed.
     pub fn position(&self, symbol: &str) -> Result<Decimal, BrokerError> {
         let inst = self.find(symbol)?;
-        self.store
-            .read(|c| self.load_fills(c))
+        self.read(|c| self.load_fills(c))
             .map(|fills| {
                 Self::positions(&fills)
                     .get(&inst.spec.key)
