@@ -38,6 +38,9 @@
 //! | NewsProvidersRequest 285       | NewsProviders 285: [`TwsState::news_providers`] (none: an empty list, as for a user without a news subscription) |
 //! | HistoricalNewsRequest 286      | HistoricalNews 286 ×n: the [`TwsState::news`] of the conId from a requested provider inside the window, newest first, at most total results; then HistoricalNewsEnd 287 (has_more when more matched); a conId in [`TwsState::news_errors`]: ErrorMessage 204 with the req id; [`TwsState::news_delay`] sends it all that late |
 //! | MatchingSymbolsRequest 281     | SymbolSamples 279: the [`TwsState::symbol_samples`] whose symbol starts with the pattern or whose description has it (none with [`TwsState::matching_silent`]) |
+//! | ContractDataRequest 209        | an option (OPT, symbol, expiry, perhaps strike, right, trading class): ContractData 210 per matching [`TwsOption`]; another: ContractData 210 of [`TwsState::contract_details`] by symbol; then ContractDataEnd 252; nothing matching: ErrorMessage 204 code 200 |
+//! | SecDefOptParamsRequest 278     | SecDefOptParameter 275 per [`TwsOptionParams`] of the underlying's conId (several exchanges, as TWS), then SecDefOptParameterEnd 276 (none with [`TwsState::option_params_end`] false); conId 0: ErrorMessage 321 |
+//! | MarketDataRequest 201 for an OPT | its [`TwsOption`] by conId or local symbol: MarketDataType 258, TickPrice bid, ask, last, TickSize volume, TickOptionComputation 221 (bid 10, model 13), with generic tick 101 its open interest (TickSize 27 call, 28 put); delayed: a 10167 notice and the delayed twins; `error`: that ErrorMessage; `silent`: nothing; a snapshot with generic ticks: ErrorMessage 321, as IBKR |
 //! | anything else (cancels, 259 MarketDataTypeRequest, orders, …) | nothing (recorded only) |
 //!
 //! # Executions, as TWS really sends them
@@ -405,6 +408,21 @@ pub struct TwsState {
     /// conIds whose news request is answered by an `ErrorMessage` (code, message) with
     /// the request id instead.
     pub news_errors: BTreeMap<i32, (i32, String)>,
+    /// What `reqContractDetails` answers for a stock, by symbol (conId, exchange,
+    /// currency); options come from [`TwsState::options`].
+    pub contract_details: BTreeMap<String, TwsContract>,
+    /// The `reqSecDefOptParams` answers by the underlying's conId, one per exchange.
+    pub option_params: BTreeMap<i32, Vec<TwsOptionParams>>,
+    /// Whether `SecDefOptParameterEnd` ends those answers. Default true.
+    pub option_params_end: bool,
+    /// Every option contract listed and quoted.
+    pub options: Vec<TwsOption>,
+    /// Each `ContractDataRequest` as "SECTYPE SYMBOL EXPIRY".
+    pub contract_queries: Vec<String>,
+    /// Each `SecDefOptParamsRequest`: symbol, security type, conId, futFopExchange.
+    pub option_param_requests: Vec<(String, String, i32, String)>,
+    /// Each option's `MarketDataRequest`: local symbol, generic tick list, snapshot.
+    pub option_market_data: Vec<(String, String, bool)>,
 }
 
 impl Default for TwsState {
@@ -438,6 +456,13 @@ impl Default for TwsState {
             news_requests: Vec::new(),
             news_delay: None,
             news_errors: BTreeMap::new(),
+            contract_details: BTreeMap::new(),
+            option_params: BTreeMap::new(),
+            option_params_end: true,
+            options: Vec::new(),
+            contract_queries: Vec::new(),
+            option_param_requests: Vec::new(),
+            option_market_data: Vec::new(),
         }
     }
 }
@@ -768,9 +793,13 @@ fn serve_request(
             executions(st, connection, &req, out)?;
         }
         ids::REQ_MARKET_DATA => {
-            let req = pb::MarketDataRequest::decode(payload).unwrap_or_default();
-            market_data(st, &req, out)?;
+            if !chains::option_market_data(st, payload, out)? {
+                let req = pb::MarketDataRequest::decode(payload).unwrap_or_default();
+                market_data(st, &req, out)?;
+            }
         }
+        chains::REQ_CONTRACT_DATA => chains::contract_data(st, payload, out)?,
+        chains::REQ_SEC_DEF_OPT_PARAMS => chains::sec_def_opt_params(st, payload, out)?,
         ids::REQ_HISTORICAL_DATA => {
             let req = pb::HistoricalDataRequest::decode(payload).unwrap_or_default();
             historical_data(st, &req, out)?;
@@ -1914,6 +1943,543 @@ mod news {
             None => out.bytes.extend(now.bytes),
         }
         Ok(())
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Option chains: ContractDataRequest 209 -> ContractData 210 ×n, ContractDataEnd 252;
+// SecDefOptParamsRequest 278 -> SecDefOptParameter 275 ×n (one per exchange),
+// SecDefOptParameterEnd 276; an option's MarketDataRequest 201 -> ticks and
+// TickOptionComputation 221. Field numbers as IBKR's protobuf definitions give them.
+// ------------------------------------------------------------------------------------------
+
+/// One answer of `reqSecDefOptParams`: IBKR sends one per exchange the options list on
+/// (SMART and the exchanges themselves), each with its trading class, multiplier (text),
+/// expirations (`YYYYMMDD`) and strikes (every expiry's together).
+#[derive(Debug, Clone, Default)]
+pub struct TwsOptionParams {
+    pub exchange: String,
+    pub trading_class: String,
+    pub multiplier: String,
+    pub expirations: Vec<String>,
+    pub strikes: Vec<f64>,
+}
+
+/// TWS's option computation for one tick type (13 the model's; IBKR's units: implied
+/// volatility as a fraction, vega per volatility point, theta per day).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TwsComputation {
+    pub implied_vol: f64,
+    pub delta: f64,
+    pub opt_price: f64,
+    pub pv_dividend: f64,
+    pub gamma: f64,
+    pub vega: f64,
+    pub theta: f64,
+    pub und_price: f64,
+}
+
+/// One option contract: listed by contract details for its expiry and quoted by market
+/// data (bid 1, ask 2, last 4, volume 8, open interest 27 for a call or 28 for a put when
+/// generic tick 101 is asked, the model's computation 13 and a bid computation 10).
+#[derive(Debug, Clone, Default)]
+pub struct TwsOption {
+    pub con_id: i32,
+    /// The underlying's symbol.
+    pub symbol: String,
+    /// `YYYYMMDD`.
+    pub expiry: String,
+    pub strike: f64,
+    /// "C" or "P".
+    pub right: String,
+    pub multiplier: Option<f64>,
+    pub trading_class: String,
+    pub currency: String,
+    /// OCC: `AAPL  261218C00200000`.
+    pub local_symbol: String,
+    /// -1 sends TWS's "no price".
+    pub bid: f64,
+    pub ask: f64,
+    pub last: f64,
+    /// Decimal strings; empty sends none.
+    pub volume: String,
+    pub open_interest: String,
+    pub computation: Option<TwsComputation>,
+    /// Delayed data: a 10167 notice, MarketDataType 3 and the delayed tick types.
+    pub delayed: bool,
+    /// Answers nothing to a market-data request for it.
+    pub silent: bool,
+    /// Answers a market-data request with this error (code, message), e.g. 354.
+    pub error: Option<(i32, String)>,
+}
+
+mod chains {
+    use prost::Message as _;
+
+    use super::{Out, TwsState, error_message, ids, non_empty};
+
+    pub(super) const REQ_CONTRACT_DATA: i32 = 209;
+    pub(super) const REQ_SEC_DEF_OPT_PARAMS: i32 = 278;
+    const CONTRACT_DATA: i32 = 210;
+    const CONTRACT_DATA_END: i32 = 252;
+    const SEC_DEF_OPT_PARAMETER: i32 = 275;
+    const SEC_DEF_OPT_PARAMETER_END: i32 = 276;
+    const TICK_OPTION_COMPUTATION: i32 = 221;
+
+    /// The proto `Contract` with the option fields.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Contract {
+        #[prost(int32, optional, tag = "1")]
+        con_id: Option<i32>,
+        #[prost(string, optional, tag = "2")]
+        symbol: Option<String>,
+        #[prost(string, optional, tag = "3")]
+        sec_type: Option<String>,
+        #[prost(string, optional, tag = "4")]
+        last_trade_date_or_contract_month: Option<String>,
+        #[prost(double, optional, tag = "5")]
+        strike: Option<f64>,
+        #[prost(string, optional, tag = "6")]
+        right: Option<String>,
+        #[prost(double, optional, tag = "7")]
+        multiplier: Option<f64>,
+        #[prost(string, optional, tag = "8")]
+        exchange: Option<String>,
+        #[prost(string, optional, tag = "9")]
+        primary_exch: Option<String>,
+        #[prost(string, optional, tag = "10")]
+        currency: Option<String>,
+        #[prost(string, optional, tag = "11")]
+        local_symbol: Option<String>,
+        #[prost(string, optional, tag = "12")]
+        trading_class: Option<String>,
+        #[prost(string, optional, tag = "21")]
+        last_trade_date: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct ContractDataRequest {
+        #[prost(int32, optional, tag = "1")]
+        req_id: Option<i32>,
+        #[prost(message, optional, tag = "2")]
+        contract: Option<Contract>,
+    }
+
+    /// The proto `ContractDetails` fields the fake sends.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct ContractDetails {
+        #[prost(string, optional, tag = "1")]
+        market_name: Option<String>,
+        #[prost(string, optional, tag = "2")]
+        min_tick: Option<String>,
+        #[prost(int32, optional, tag = "6")]
+        under_con_id: Option<i32>,
+        #[prost(string, optional, tag = "7")]
+        long_name: Option<String>,
+        #[prost(string, optional, tag = "12")]
+        time_zone_id: Option<String>,
+        #[prost(string, optional, tag = "19")]
+        under_symbol: Option<String>,
+        #[prost(string, optional, tag = "20")]
+        under_sec_type: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct ContractData {
+        #[prost(int32, optional, tag = "1")]
+        req_id: Option<i32>,
+        #[prost(message, optional, tag = "2")]
+        contract: Option<Contract>,
+        #[prost(message, optional, tag = "3")]
+        contract_details: Option<ContractDetails>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct SecDefOptParamsRequest {
+        #[prost(int32, optional, tag = "1")]
+        req_id: Option<i32>,
+        #[prost(string, optional, tag = "2")]
+        underlying_symbol: Option<String>,
+        #[prost(string, optional, tag = "3")]
+        fut_fop_exchange: Option<String>,
+        #[prost(string, optional, tag = "4")]
+        underlying_sec_type: Option<String>,
+        #[prost(int32, optional, tag = "5")]
+        underlying_con_id: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct SecDefOptParameter {
+        #[prost(int32, optional, tag = "1")]
+        req_id: Option<i32>,
+        #[prost(string, optional, tag = "2")]
+        exchange: Option<String>,
+        #[prost(int32, optional, tag = "3")]
+        underlying_con_id: Option<i32>,
+        #[prost(string, optional, tag = "4")]
+        trading_class: Option<String>,
+        #[prost(string, optional, tag = "5")]
+        multiplier: Option<String>,
+        #[prost(string, repeated, tag = "6")]
+        expirations: Vec<String>,
+        #[prost(double, repeated, tag = "7")]
+        strikes: Vec<f64>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct ReqIdOnly {
+        #[prost(int32, optional, tag = "1")]
+        req_id: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct MarketDataRequest {
+        #[prost(int32, optional, tag = "1")]
+        req_id: Option<i32>,
+        #[prost(message, optional, tag = "2")]
+        contract: Option<Contract>,
+        #[prost(string, optional, tag = "3")]
+        generic_tick_list: Option<String>,
+        #[prost(bool, optional, tag = "4")]
+        snapshot: Option<bool>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct TickPrice {
+        #[prost(int32, optional, tag = "1")]
+        req_id: Option<i32>,
+        #[prost(int32, optional, tag = "2")]
+        tick_type: Option<i32>,
+        #[prost(double, optional, tag = "3")]
+        price: Option<f64>,
+        #[prost(string, optional, tag = "4")]
+        size: Option<String>,
+        #[prost(int32, optional, tag = "5")]
+        attr_mask: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct TickSize {
+        #[prost(int32, optional, tag = "1")]
+        req_id: Option<i32>,
+        #[prost(int32, optional, tag = "2")]
+        tick_type: Option<i32>,
+        #[prost(string, optional, tag = "3")]
+        size: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct MarketDataType {
+        #[prost(int32, optional, tag = "1")]
+        req_id: Option<i32>,
+        #[prost(int32, optional, tag = "2")]
+        market_data_type: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct TickOptionComputation {
+        #[prost(int32, optional, tag = "1")]
+        req_id: Option<i32>,
+        #[prost(int32, optional, tag = "2")]
+        tick_type: Option<i32>,
+        #[prost(int32, optional, tag = "3")]
+        tick_attrib: Option<i32>,
+        #[prost(double, optional, tag = "4")]
+        implied_vol: Option<f64>,
+        #[prost(double, optional, tag = "5")]
+        delta: Option<f64>,
+        #[prost(double, optional, tag = "6")]
+        opt_price: Option<f64>,
+        #[prost(double, optional, tag = "7")]
+        pv_dividend: Option<f64>,
+        #[prost(double, optional, tag = "8")]
+        gamma: Option<f64>,
+        #[prost(double, optional, tag = "9")]
+        vega: Option<f64>,
+        #[prost(double, optional, tag = "10")]
+        theta: Option<f64>,
+        #[prost(double, optional, tag = "11")]
+        und_price: Option<f64>,
+    }
+
+    fn option_contract(o: &super::TwsOption) -> Contract {
+        Contract {
+            con_id: Some(o.con_id),
+            symbol: non_empty(&o.symbol),
+            sec_type: Some("OPT".to_owned()),
+            last_trade_date_or_contract_month: non_empty(&o.expiry),
+            strike: Some(o.strike),
+            right: non_empty(&o.right),
+            multiplier: o.multiplier,
+            exchange: Some("SMART".to_owned()),
+            primary_exch: None,
+            currency: non_empty(&o.currency),
+            local_symbol: non_empty(&o.local_symbol),
+            trading_class: non_empty(&o.trading_class),
+            last_trade_date: non_empty(&o.expiry),
+        }
+    }
+
+    /// `reqContractDetails`: an option query (OPT, the symbol, an expiry, perhaps a
+    /// strike, right or trading class) lists every matching [`super::TwsOption`]; any
+    /// other the [`TwsState::contract_details`] of its symbol; nothing matching: 200.
+    pub(super) fn contract_data(
+        st: &mut TwsState,
+        payload: &[u8],
+        out: &mut Out,
+    ) -> std::io::Result<()> {
+        let req = ContractDataRequest::decode(payload).unwrap_or_default();
+        let req_id = req.req_id;
+        let c = req.contract.unwrap_or_default();
+        let symbol = c.symbol.clone().unwrap_or_default();
+        st.contract_queries.push(format!(
+            "{} {} {}",
+            c.sec_type.as_deref().unwrap_or_default(),
+            symbol,
+            c.last_trade_date_or_contract_month
+                .as_deref()
+                .unwrap_or_default()
+        ));
+        let mut found = Vec::new();
+        if c.sec_type.as_deref() == Some("OPT") {
+            for o in &st.options {
+                let same = |asked: &Option<String>, have: &str| {
+                    asked.as_deref().is_none_or(|a| a.is_empty() || a == have)
+                };
+                if o.symbol == symbol
+                    && same(&c.last_trade_date_or_contract_month, &o.expiry)
+                    && same(&c.right, &o.right)
+                    && same(&c.trading_class, &o.trading_class)
+                    && c.strike
+                        .is_none_or(|k| k == 0.0 || (k - o.strike).abs() < 1e-9)
+                {
+                    found.push(ContractData {
+                        req_id,
+                        contract: Some(option_contract(o)),
+                        contract_details: Some(ContractDetails {
+                            market_name: non_empty(&o.trading_class),
+                            min_tick: Some("0.01".to_owned()),
+                            under_con_id: st.contract_details.get(&o.symbol).map(|u| u.con_id),
+                            long_name: None,
+                            time_zone_id: Some(st.time_zone.clone()),
+                            under_symbol: Some(o.symbol.clone()),
+                            under_sec_type: Some("STK".to_owned()),
+                        }),
+                    });
+                }
+            }
+        } else if let Some(u) = st.contract_details.get(&symbol) {
+            found.push(ContractData {
+                req_id,
+                contract: Some(Contract {
+                    con_id: Some(u.con_id),
+                    symbol: non_empty(&u.symbol),
+                    sec_type: non_empty(&u.sec_type),
+                    exchange: Some("SMART".to_owned()),
+                    primary_exch: non_empty(&u.primary_exchange),
+                    currency: non_empty(&u.currency),
+                    local_symbol: non_empty(&u.local_symbol),
+                    trading_class: non_empty(&u.symbol),
+                    ..Contract::default()
+                }),
+                contract_details: Some(ContractDetails {
+                    market_name: non_empty(&u.symbol),
+                    min_tick: Some("0.01".to_owned()),
+                    long_name: Some(format!("{} INC", u.symbol)),
+                    time_zone_id: Some(st.time_zone.clone()),
+                    ..ContractDetails::default()
+                }),
+            });
+        }
+        if found.is_empty() {
+            return out.push(
+                ids::ERROR,
+                &error_message(st, req_id.unwrap_or(-1), 200, super::NO_SECURITY_DEFINITION),
+            );
+        }
+        for f in &found {
+            out.push(CONTRACT_DATA, f)?;
+        }
+        out.push(CONTRACT_DATA_END, &ReqIdOnly { req_id })
+    }
+
+    /// `reqSecDefOptParams`: the [`TwsState::option_params`] of the underlying's conId,
+    /// one frame each, then the end (left out with `option_params_end = false`). A conId
+    /// of 0 is IBKR's 321; one without options answers the end alone.
+    pub(super) fn sec_def_opt_params(
+        st: &mut TwsState,
+        payload: &[u8],
+        out: &mut Out,
+    ) -> std::io::Result<()> {
+        let req = SecDefOptParamsRequest::decode(payload).unwrap_or_default();
+        let req_id = req.req_id;
+        let con_id = req.underlying_con_id.unwrap_or_default();
+        st.option_param_requests.push((
+            req.underlying_symbol.clone().unwrap_or_default(),
+            req.underlying_sec_type.clone().unwrap_or_default(),
+            con_id,
+            req.fut_fop_exchange.clone().unwrap_or_default(),
+        ));
+        if con_id == 0 {
+            return out.push(
+                ids::ERROR,
+                &error_message(st, req_id.unwrap_or(-1), 321, "Invalid contract id"),
+            );
+        }
+        for p in st.option_params.get(&con_id).into_iter().flatten() {
+            out.push(
+                SEC_DEF_OPT_PARAMETER,
+                &SecDefOptParameter {
+                    req_id,
+                    exchange: non_empty(&p.exchange),
+                    underlying_con_id: Some(con_id),
+                    trading_class: non_empty(&p.trading_class),
+                    multiplier: non_empty(&p.multiplier),
+                    expirations: p.expirations.clone(),
+                    strikes: p.strikes.clone(),
+                },
+            )?;
+        }
+        if st.option_params_end {
+            out.push(SEC_DEF_OPT_PARAMETER_END, &ReqIdOnly { req_id })?;
+        }
+        Ok(())
+    }
+
+    /// An option's `reqMktData`; `false` when the request is not for an option (the
+    /// stock path answers it). IBKR refuses generic ticks in a snapshot (321).
+    pub(super) fn option_market_data(
+        st: &mut TwsState,
+        payload: &[u8],
+        out: &mut Out,
+    ) -> std::io::Result<bool> {
+        let req = MarketDataRequest::decode(payload).unwrap_or_default();
+        let c = req.contract.clone().unwrap_or_default();
+        if c.sec_type.as_deref() != Some("OPT") {
+            return Ok(false);
+        }
+        let req_id = req.req_id;
+        let generic = req.generic_tick_list.clone().unwrap_or_default();
+        let snapshot = req.snapshot == Some(true);
+        st.option_market_data.push((
+            c.local_symbol.clone().unwrap_or_default(),
+            generic.clone(),
+            snapshot,
+        ));
+        let found = st.options.iter().find(|o| {
+            c.con_id.is_some_and(|id| id == o.con_id)
+                || c.local_symbol.as_deref() == Some(o.local_symbol.as_str())
+        });
+        let Some(o) = found.cloned() else {
+            out.push(
+                ids::ERROR,
+                &error_message(st, req_id.unwrap_or(-1), 200, super::NO_SECURITY_DEFINITION),
+            )?;
+            return Ok(true);
+        };
+        if snapshot && !generic.is_empty() {
+            out.push(
+                ids::ERROR,
+                &error_message(
+                    st,
+                    req_id.unwrap_or(-1),
+                    321,
+                    "Error validating request:-'bW' : cause - Snapshot market data subscription is not applicable to generic ticks",
+                ),
+            )?;
+            return Ok(true);
+        }
+        if o.silent {
+            return Ok(true);
+        }
+        if let Some((code, message)) = &o.error {
+            out.push(
+                ids::ERROR,
+                &error_message(st, req_id.unwrap_or(-1), *code, message),
+            )?;
+            return Ok(true);
+        }
+        let delayed = o.delayed;
+        if delayed {
+            out.push(
+                ids::ERROR,
+                &error_message(
+                    st,
+                    req_id.unwrap_or(-1),
+                    10167,
+                    "Requested market data is not subscribed. Displaying delayed market data.",
+                ),
+            )?;
+        }
+        // IBKR's delayed twins: bid 66, ask 67, last 68, volume 74, model 83, bid
+        // computation 80.
+        let kind = |live: i32, late: i32| if delayed { late } else { live };
+        out.push(
+            ids::MARKET_DATA_TYPE,
+            &MarketDataType {
+                req_id,
+                market_data_type: Some(if delayed { 3 } else { 1 }),
+            },
+        )?;
+        for (live, late, price) in [(1, 66, o.bid), (2, 67, o.ask), (4, 68, o.last)] {
+            out.push(
+                ids::TICK_PRICE,
+                &TickPrice {
+                    req_id,
+                    tick_type: Some(kind(live, late)),
+                    price: Some(price),
+                    size: None,
+                    attr_mask: Some(0),
+                },
+            )?;
+        }
+        if let Some(v) = non_empty(&o.volume) {
+            out.push(
+                ids::TICK_SIZE,
+                &TickSize {
+                    req_id,
+                    tick_type: Some(kind(8, 74)),
+                    size: Some(v),
+                },
+            )?;
+        }
+        if let Some(c) = o.computation {
+            // A bid computation first (its volatility differs), then the model's.
+            for (live, late, iv) in [(10, 80, c.implied_vol + 0.01), (13, 83, c.implied_vol)] {
+                out.push(
+                    TICK_OPTION_COMPUTATION,
+                    &TickOptionComputation {
+                        req_id,
+                        tick_type: Some(kind(live, late)),
+                        tick_attrib: Some(1),
+                        implied_vol: Some(iv),
+                        delta: Some(c.delta),
+                        opt_price: Some(c.opt_price),
+                        pv_dividend: Some(c.pv_dividend),
+                        gamma: Some(c.gamma),
+                        vega: Some(c.vega),
+                        theta: Some(c.theta),
+                        und_price: Some(c.und_price),
+                    },
+                )?;
+            }
+        }
+        if generic.split(',').any(|g| g.trim() == "101")
+            && let Some(oi) = non_empty(&o.open_interest)
+        {
+            out.push(
+                ids::TICK_SIZE,
+                &TickSize {
+                    req_id,
+                    tick_type: Some(if o.right == "P" { 28 } else { 27 }),
+                    size: Some(oi),
+                },
+            )?;
+        }
+        if snapshot {
+            out.push(ids::TICK_SNAPSHOT_END, &ReqIdOnly { req_id })?;
+        }
+        Ok(true)
     }
 }
 

@@ -34,8 +34,8 @@ pub struct BrokerGreeks {
     pub theta: f64,
     /// Per 1 volatility point (0.01).
     pub vega: f64,
-    /// Per 1 rate point (0.01).
-    pub rho: f64,
+    /// Per 1 rate point (0.01); `None` where the broker computes no rho (IBKR).
+    pub rho: Option<f64>,
 }
 
 /// One contract of the chain.
@@ -103,6 +103,19 @@ pub fn strikes_near(strikes: &[Decimal], price: Decimal, around: usize) -> Vec<D
     let lo = split.saturating_sub(around);
     let hi = (split + around).min(all.len());
     all[lo..hi].to_vec()
+}
+
+/// Up to twelve dates, for a message naming the expiries a broker lists.
+pub fn listed_dates(dates: &[NaiveDate]) -> String {
+    let mut shown: Vec<String> = dates.iter().take(12).map(ToString::to_string).collect();
+    if dates.len() > 12 {
+        shown.push(format!("and {} more", dates.len() - 12));
+    }
+    if shown.is_empty() {
+        "none".to_owned()
+    } else {
+        shown.join(", ")
+    }
 }
 
 /// When a US-listed option stops trading: 16:00 New York time on its expiry day.

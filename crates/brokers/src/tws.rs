@@ -54,6 +54,7 @@ use crate::ibkr::IbkrFlexBroker;
 use crate::zones;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
 
+mod chain;
 mod news;
 mod search;
 mod snapshots;
@@ -150,9 +151,9 @@ impl CommissionBook {
     }
 }
 
-/// What one executions request brought.
-struct ExecutionsRead {
-    items: Vec<ibapi::orders::Executions>,
+/// What one request read until its end marker or a quiet spell brought.
+struct QuietRead<T> {
+    items: Vec<T>,
     /// False when TWS's end marker had not come within the bounded wait.
     ended: bool,
     waited: Duration,
@@ -477,7 +478,10 @@ impl TwsBroker {
             .one_shot_timeout(self.config.timeout)
             // tradedesk reconnects on the next call; the library must not keep a
             // dead gateway's calls waiting.
-            .max_reconnect_attempts(0);
+            .max_reconnect_attempts(0)
+            // IBKR's documented 50 messages a second: a request over it waits (a chain's
+            // many market-data requests), never rejected by TWS (error 100).
+            .rate_limiter(ibapi::RateLimiter::default());
         let client = tokio::time::timeout(self.config.timeout, builder.connect())
             .await
             // Accepted but silent: TWS showing its "accept incoming connection?"
@@ -557,39 +561,45 @@ impl TwsBroker {
         })
     }
 
-    /// Reads an executions request until TWS's end marker, or until `quiet` passes with
-    /// no frame, or `cap`: TWS sometimes never sends the end, and that must not make
-    /// every read time out.
-    async fn read_executions<S>(
+    /// Reads a request until TWS's end marker, or until `quiet` passes with no frame
+    /// (from the start when `from_start`, else once the first item came), or `cap`: TWS
+    /// sometimes never sends the end (executions, option parameters), and that must not
+    /// make every read time out.
+    async fn read_quiet<T, S>(
         &self,
         stream: &mut S,
         quiet: Duration,
+        from_start: bool,
         cap: tokio::time::Instant,
-    ) -> Result<ExecutionsRead, BrokerError>
+        doing: &str,
+    ) -> Result<QuietRead<T>, BrokerError>
     where
-        S: StreamExt<Item = Result<SubscriptionItem<ibapi::orders::Executions>, ibapi::Error>>
-            + Unpin,
+        S: StreamExt<Item = Result<SubscriptionItem<T>, ibapi::Error>> + Unpin,
     {
         let started = tokio::time::Instant::now();
         let mut items = Vec::new();
         loop {
-            let until = (tokio::time::Instant::now() + quiet).min(cap);
+            let until = if from_start || !items.is_empty() {
+                (tokio::time::Instant::now() + quiet).min(cap)
+            } else {
+                cap
+            };
             match tokio::time::timeout_at(until, stream.next()).await {
                 Err(_) => {
-                    return Ok(ExecutionsRead {
+                    return Ok(QuietRead {
                         items,
                         ended: false,
                         waited: started.elapsed(),
                     });
                 }
                 Ok(None) => {
-                    return Ok(ExecutionsRead {
+                    return Ok(QuietRead {
                         items,
                         ended: true,
                         waited: started.elapsed(),
                     });
                 }
-                Ok(Some(Err(e))) => return Err(self.failure(&e, "reading executions")),
+                Ok(Some(Err(e))) => return Err(self.failure(&e, doing)),
                 Ok(Some(Ok(SubscriptionItem::Notice(_)))) => {}
                 Ok(Some(Ok(SubscriptionItem::Data(item)))) => items.push(item),
             }
@@ -744,7 +754,13 @@ impl TwsBroker {
             // The executions get until a quarter of the budget is left, their commission
             // reports until a tenth is: the book is then assembled within the budget.
             let read = self
-                .read_executions(&mut sub, EXECUTIONS_QUIET, deadline - budget / 4)
+                .read_quiet(
+                    &mut sub,
+                    EXECUTIONS_QUIET,
+                    true,
+                    deadline - budget / 4,
+                    "reading executions",
+                )
                 .await?;
             drop(sub);
             if !s.client.is_connected() {
@@ -1487,6 +1503,16 @@ impl Broker for TwsBroker {
         symbols: &[String],
     ) -> Result<crate::MarketSnapshots, BrokerError> {
         self.read_snapshots(account, symbols).await
+    }
+
+    /// IBKR's option parameters, contract details and one market-data request per
+    /// contract (`chain.rs`).
+    async fn option_chain(
+        &self,
+        account: &str,
+        query: &crate::option_chain::ChainQuery,
+    ) -> Result<crate::option_chain::OptionChain, BrokerError> {
+        self.read_chain(account, query).await
     }
 
     /// IBKR's matching symbols (`search`).

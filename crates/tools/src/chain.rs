@@ -28,7 +28,8 @@ use crate::context::ToolContext;
 use crate::num::Num;
 
 /// The brokers that serve option chains, for `not_supported` and `unknown_account` hints.
-pub const CHAIN_BROKERS: &str = "Alpaca accounts and the sim (SIM-PAPER in the demo)";
+pub const CHAIN_BROKERS: &str =
+    "Alpaca and IBKR (TWS / IB Gateway) accounts and the sim (SIM-PAPER in the demo)";
 /// Strikes kept on each side of the underlying's price by default.
 pub const DEFAULT_STRIKES_AROUND: usize = 10;
 /// The most contracts one answer holds.
@@ -358,7 +359,7 @@ pub(crate) fn contract_row(
         row.gamma = Some(g.gamma);
         row.theta = Some(g.theta);
         row.vega = Some(g.vega);
-        row.rho = Some(g.rho);
+        row.rho = g.rho;
         row.greeks_source = Some("broker");
         return row;
     }
@@ -741,8 +742,8 @@ impl Tool for GetOptionChain {
         "get_option_chain",
         "Option chain",
         crate::toolset::Toolset::MarketData,
-        "One expiry of an underlying's options at an account (Alpaca, the \
-                sim): per contract bid, ask, last, volume, open interest, implied volatility \
+        "One expiry of an underlying's options at an account (Alpaca, IBKR \
+                TWS, the sim): per contract bid, ask, last, volume, open interest, implied volatility \
                 and greeks, the broker's where it sends them, else tradedesk's \
                 Black-Scholes-Merton from the price (greeks_source says which, with its \
                 inputs). strikes_around strikes each side of the underlying's price; default \

@@ -17,7 +17,7 @@ use crate::BrokerError;
 use crate::market_snapshot::positive;
 use crate::occ::{self, Right};
 use crate::option_chain::{
-    BrokerGreeks, ChainContract, ChainQuery, OptionChain, strikes_near, us_close,
+    BrokerGreeks, ChainContract, ChainQuery, OptionChain, listed_dates, strikes_near, us_close,
 };
 
 /// Pages of contracts (up to 10000 each) and of snapshots (up to 1000 each) followed.
@@ -204,7 +204,7 @@ impl AlpacaBroker {
                     gamma: float(g, "gamma")?,
                     theta: float(g, "theta")?,
                     vega: float(g, "vega")?,
-                    rho: float(g, "rho")?,
+                    rho: Some(float(g, "rho")?),
                 })
             });
             let Some(expires_at) = us_close(p.expiry) else {
@@ -408,17 +408,5 @@ impl AlpacaBroker {
             }
         }
         Ok(found)
-    }
-}
-
-fn listed_dates(dates: &[NaiveDate]) -> String {
-    let mut shown: Vec<String> = dates.iter().take(12).map(ToString::to_string).collect();
-    if dates.len() > 12 {
-        shown.push(format!("and {} more", dates.len() - 12));
-    }
-    if shown.is_empty() {
-        "none".to_owned()
-    } else {
-        shown.join(", ")
     }
 }

@@ -21,7 +21,7 @@ use crate::market_snapshot::{MarketSnapshot, MarketSnapshots, UnknownSymbol, pos
 const IN_FLIGHT: usize = 50;
 
 /// The last trade's time (tick 45, Unix seconds), where TWS sent it.
-fn last_time(ticks: &[TickTypes]) -> Option<DateTime<Utc>> {
+pub(super) fn last_time(ticks: &[TickTypes]) -> Option<DateTime<Utc>> {
     ticks.iter().rev().find_map(|t| match t {
         TickTypes::String(s)
             if matches!(
