@@ -24,18 +24,7 @@ use tradedesk_tools::config::State;
 /// 2026-11-30 15:00:00 UTC, in milliseconds (a Monday).
 const T: i64 = 1_796_050_800_000;
 
-fn contract<'a>(r: &'a Value, symbol: &str) -> &'a Value {
-    r["contracts"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{r:#}"))
-        .iter()
-        .find(|c| c["symbol"] == symbol)
-        .unwrap_or_else(|| panic!("no {symbol}: {r:#}"))
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
+use common::desk::{chain_contract as contract, num_of as f};
 
 // -- the sim --------------------------------------------------------------------------
 

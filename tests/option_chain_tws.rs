@@ -159,18 +159,7 @@ fn state() -> TwsState {
     s
 }
 
-fn contract<'a>(r: &'a Value, symbol: &str) -> &'a Value {
-    r["contracts"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{r:#}"))
-        .iter()
-        .find(|c| c["symbol"] == symbol)
-        .unwrap_or_else(|| panic!("no {symbol}: {r:#}"))
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
+use common::desk::{chain_contract as contract, num_of as f};
 
 fn notes(r: &Value) -> String {
     r["notes"]

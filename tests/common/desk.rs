@@ -75,3 +75,19 @@ pub fn sim_at(dir: &tempfile::TempDir, millis: i64) -> Arc<dyn Broker> {
         clock as Arc<dyn Clock>,
     ))
 }
+
+/// The contract of a `get_option_chain` answer with this symbol (panics, showing the
+/// answer, when there is none).
+pub fn chain_contract<'a>(r: &'a Value, symbol: &str) -> &'a Value {
+    r["contracts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r:#}"))
+        .iter()
+        .find(|c| c["symbol"] == symbol)
+        .unwrap_or_else(|| panic!("no {symbol}: {r:#}"))
+}
+
+/// A JSON number as f64 (panics on anything else).
+pub fn num_of(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}

@@ -2016,6 +2016,7 @@ pub struct TwsOption {
 mod chains {
     use prost::Message as _;
 
+    use super::pb::{MarketDataType, ReqIdOnly, TickPrice, TickSize};
     use super::{Out, TwsState, error_message, ids, non_empty};
 
     pub(super) const REQ_CONTRACT_DATA: i32 = 209;
@@ -2127,12 +2128,6 @@ mod chains {
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
-    struct ReqIdOnly {
-        #[prost(int32, optional, tag = "1")]
-        req_id: Option<i32>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
     struct MarketDataRequest {
         #[prost(int32, optional, tag = "1")]
         req_id: Option<i32>,
@@ -2142,38 +2137,6 @@ mod chains {
         generic_tick_list: Option<String>,
         #[prost(bool, optional, tag = "4")]
         snapshot: Option<bool>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct TickPrice {
-        #[prost(int32, optional, tag = "1")]
-        req_id: Option<i32>,
-        #[prost(int32, optional, tag = "2")]
-        tick_type: Option<i32>,
-        #[prost(double, optional, tag = "3")]
-        price: Option<f64>,
-        #[prost(string, optional, tag = "4")]
-        size: Option<String>,
-        #[prost(int32, optional, tag = "5")]
-        attr_mask: Option<i32>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct TickSize {
-        #[prost(int32, optional, tag = "1")]
-        req_id: Option<i32>,
-        #[prost(int32, optional, tag = "2")]
-        tick_type: Option<i32>,
-        #[prost(string, optional, tag = "3")]
-        size: Option<String>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct MarketDataType {
-        #[prost(int32, optional, tag = "1")]
-        req_id: Option<i32>,
-        #[prost(int32, optional, tag = "2")]
-        market_data_type: Option<i32>,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
