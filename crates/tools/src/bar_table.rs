@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use tradedesk_core::{Bar, Result};
 use tradedesk_research::backtest::{self, Times};
+use tradedesk_research::expr::{Expr, Field};
 
 use crate::bars::{self, TimeKind};
 use crate::context::ToolContext;
@@ -23,6 +24,49 @@ use crate::research::BarColumns;
 mod column_file;
 
 pub use column_file::{COLUMN_DIR, DISK_BYTES};
+
+/// The number columns a caller needs beside the instants, the opens and the closes, which
+/// every table has: a table read from a column file for a backtest holds only the
+/// columns its rules read (the others empty), so a new process reads half the file for
+/// a rule on closes (docs/benchmarks.md, "The whole tool call").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Needs {
+    pub high: bool,
+    pub low: bool,
+    pub volume: bool,
+}
+
+impl Needs {
+    /// Every column.
+    pub const ALL: Self = Self {
+        high: true,
+        low: true,
+        volume: true,
+    };
+
+    /// The columns that `rules` read.
+    pub fn of<'a>(rules: impl IntoIterator<Item = &'a Expr>) -> Self {
+        rules.into_iter().fold(Self::default(), |needs, rule| Self {
+            high: needs.high || rule.reads(Field::High),
+            low: needs.low || rule.reads(Field::Low),
+            volume: needs.volume || rule.reads(Field::Volume),
+        })
+    }
+
+    /// Whether a table holding `self` holds every column of `other`.
+    fn covers(self, other: Self) -> bool {
+        (self.high || !other.high) && (self.low || !other.low) && (self.volume || !other.volume)
+    }
+
+    /// The columns of both.
+    fn and(self, other: Self) -> Self {
+        Self {
+            high: self.high || other.high,
+            low: self.low || other.low,
+            volume: self.volume || other.volume,
+        }
+    }
+}
 
 /// How a table gives each bar's time back exactly as its source wrote it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -862,6 +906,8 @@ impl FileKey {
 struct Entry {
     key: FileKey,
     table: Arc<BarTable>,
+    /// The columns the table holds (one read from a column file may hold only some).
+    has: Needs,
     bytes: usize,
     used: u64,
 }
@@ -929,32 +975,47 @@ impl BarCache {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The table of the bar file at `path` (one [`crate::bars::resolve_path`] allowed).
+    /// The table of the bar file at `path` (one [`crate::bars::resolve_path`] allowed),
+    /// every column of it.
     ///
     /// # Errors
     /// As [`crate::bars::read_csv`].
     pub fn load(&self, path: &Path) -> Result<Arc<BarTable>> {
+        self.load_for(path, Needs::ALL)
+    }
+
+    /// As [`Self::load`], but a table read from a column file may hold only the columns
+    /// in `needs` beside the instants, opens and closes: the others may be empty.
+    ///
+    /// # Errors
+    /// As [`crate::bars::read_csv`].
+    pub fn load_for(&self, path: &Path, needs: Needs) -> Result<Arc<BarTable>> {
         let before = FileKey::of(path);
+        let mut wanted = needs;
         if let Some(key) = &before {
             let mut e = self.lock();
             e.tick += 1;
             let tick = e.tick;
             if let Some(hit) = e.list.iter_mut().find(|x| x.key == *key) {
-                hit.used = tick;
-                return Ok(Arc::clone(&hit.table));
+                if hit.has.covers(needs) {
+                    hit.used = tick;
+                    return Ok(Arc::clone(&hit.table));
+                }
+                // Kept without a column asked for now: read again, with the ones it had.
+                wanted = hit.has.and(needs);
             }
         }
         // A column file an earlier process wrote for exactly this version of the file.
         if let (Some(key), Some(columns)) = (&before, &self.columns)
             && key.settled(self.settle)
-            && let Some(table) = column_file::read(&columns.dir, key)
+            && let Some(table) = column_file::read(&columns.dir, key, wanted)
             && FileKey::of(path).as_ref() == Some(key)
         {
             let table = Arc::new(table);
             let mut e = self.lock();
             e.from_disk += 1;
             e.list.retain(|x| x.key.path != path);
-            self.keep(&mut e, key.clone(), Arc::clone(&table));
+            self.keep(&mut e, key.clone(), Arc::clone(&table), wanted);
             e.bytes = e.list.iter().map(|x| x.bytes).sum();
             return Ok(table);
         }
@@ -969,7 +1030,7 @@ impl BarCache {
                 && FileKey::of(path).as_ref() == Some(&key)
                 && key.settled(self.settle)
             {
-                self.keep(&mut e, key.clone(), Arc::clone(&table));
+                self.keep(&mut e, key.clone(), Arc::clone(&table), Needs::ALL);
                 settled = Some(key);
             }
             e.bytes = e.list.iter().map(|x| x.bytes).sum();
@@ -982,7 +1043,7 @@ impl BarCache {
         Ok(table)
     }
 
-    fn keep(&self, e: &mut Entries, key: FileKey, table: Arc<BarTable>) {
+    fn keep(&self, e: &mut Entries, key: FileKey, table: Arc<BarTable>, has: Needs) {
         let bytes = table.bytes();
         if bytes > self.cap_bytes {
             return;
@@ -1005,6 +1066,7 @@ impl BarCache {
         e.list.push(Entry {
             key,
             table,
+            has,
             bytes,
             used,
         });
@@ -1035,15 +1097,20 @@ impl BarCache {
 }
 
 /// A source's bars as a table, with the symbol they are for: a CSV file through the
-/// context's cache, a broker's bars as [`load_bars`] gives them.
+/// context's cache (holding at least the columns in `needs`, see [`Needs`]), a broker's
+/// bars as [`load_bars`] gives them.
 ///
 /// # Errors
 /// As [`load_bars`].
-pub async fn load_table(ctx: &ToolContext, source: &BarSource) -> Result<(String, Arc<BarTable>)> {
+pub async fn load_table(
+    ctx: &ToolContext,
+    source: &BarSource,
+    needs: Needs,
+) -> Result<(String, Arc<BarTable>)> {
     match source {
         BarSource::Csv(CsvSource { csv }) => {
             let path = bars::resolve_path(csv, ctx.data_dirs.as_deref())?;
-            let table = ctx.bar_cache.load(&path)?;
+            let table = ctx.bar_cache.load_for(&path, needs)?;
             Ok((bars::symbol_of(&path, bars::file_name(&path)), table))
         }
         BarSource::Broker(_) => {
@@ -1832,6 +1899,188 @@ mod column_file_tests {
         }
         assert!(kinds.iter().all(|&k| k > 5), "{kinds:?}");
         assert!(errors > 10, "{errors}");
+    }
+
+    /// The columns every table has the same bit for bit, with the times.
+    fn assert_same_core(case: &str, a: &BarTable, b: &BarTable) {
+        let (x, y) = (&a.columns, &b.columns);
+        assert_eq!(x.instant, y.instant, "{case}");
+        for (p, q) in [(&x.open, &y.open), (&x.close, &y.close)] {
+            let bits = |c: &[f64]| c.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(p), bits(q), "{case}");
+        }
+        assert_eq!(
+            x.bars_per_year.to_bits(),
+            y.bars_per_year.to_bits(),
+            "{case}"
+        );
+        assert_eq!((&a.times, a.has_volume), (&b.times, b.has_volume), "{case}");
+    }
+
+    /// Where the column `i` (instants, open, high, low, close, volume) of a column file
+    /// starts, for the source `path` of `bars` bars.
+    fn column_at(path: &Path, bars: usize, i: usize) -> usize {
+        let path_len = path.as_os_str().as_encoded_bytes().len();
+        128 + path_len.next_multiple_of(32) + 64 + i * (bars * 8).next_multiple_of(32)
+    }
+
+    #[test]
+    fn the_needs_of_rules_are_the_columns_they_read() {
+        let of = |rules: &[&str]| {
+            let rules: Vec<Expr> = rules
+                .iter()
+                .map(|r| tradedesk_research::expr::parse_condition(r).unwrap())
+                .collect();
+            Needs::of(&rules)
+        };
+        let none = Needs::default();
+        assert_eq!(of(&["cross_above(sma(close, 10), sma(close, 30))"]), none);
+        assert_eq!(of(&["open > close", "close < shift(open, 2)"]), none);
+        let high = Needs { high: true, ..none };
+        assert_eq!(of(&["close > highest(high, 20)"]), high);
+        assert_eq!(of(&["close > 1", "high > 2"]), high);
+        let range = Needs {
+            high: true,
+            low: true,
+            ..none
+        };
+        assert_eq!(of(&["atr(14) > 1"]), range);
+        assert_eq!(
+            of(&["low < 1", "volume > sma(volume, 5)", "high > 2"]),
+            Needs::ALL
+        );
+        assert!(Needs::ALL.covers(high) && high.covers(none) && !high.covers(range));
+        assert_eq!(high.and(Needs { low: true, ..none }), range);
+    }
+
+    #[test]
+    fn a_column_file_is_read_only_as_far_as_the_rules_need() {
+        let data = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let cols = state.path().join(COLUMN_DIR);
+        let mut rng = Rng(0x5eed_c01f_11e5_0003);
+        let path = data.path().join("A.csv");
+        let want = loop {
+            std::fs::write(&path, file(&mut rng, 20_000, 1, HEADERS[0])).unwrap();
+            if read_table(&path).is_ok() {
+                settle();
+                break fresh(&cols).load(&path).unwrap();
+            }
+        };
+        let cache = fresh(&cols);
+        let part = cache.load_for(&path, Needs::default()).unwrap();
+        assert_eq!((cache.parsed(), cache.from_column_files()), (0, 1));
+        assert_same_core("the closes only", &part, &want);
+        let c = &part.columns;
+        assert!(c.high.is_empty() && c.low.is_empty() && c.volume.is_empty());
+        // A backtest on it is the backtest on the whole table.
+        let rule = tradedesk_research::expr::parse_condition("close > sma(close, 5)").unwrap();
+        let exit = tradedesk_research::expr::parse_condition("close < open").unwrap();
+        let settings = tradedesk_research::backtest::Settings::default();
+        let run = |table: &BarTable| {
+            let progress = std::sync::atomic::AtomicU64::new(0);
+            let done = crate::research::compute(
+                "A",
+                table,
+                &rule,
+                Some(&exit),
+                &settings,
+                &progress,
+                false,
+            );
+            serde_json::to_value(&done.result).unwrap()
+        };
+        assert_eq!(run(&part), run(&want));
+        // Asked again for as much: the memory cache answers.
+        assert!(Arc::ptr_eq(
+            &part,
+            &cache.load_for(&path, Needs::default()).unwrap()
+        ));
+        // Asked for the highs: read again, with them.
+        let high = Needs {
+            high: true,
+            ..Needs::default()
+        };
+        let with_high = cache.load_for(&path, high).unwrap();
+        assert_eq!((cache.parsed(), cache.from_column_files()), (0, 2));
+        assert_same_core("with the highs", &with_high, &want);
+        let bits = |c: &[f64]| c.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&with_high.columns.high), bits(&want.columns.high));
+        assert!(with_high.columns.low.is_empty());
+        // The lows as well: read again, keeping the highs.
+        let range = Needs { low: true, ..high };
+        let with_range = cache
+            .load_for(
+                &path,
+                Needs {
+                    low: true,
+                    ..Needs::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(cache.from_column_files(), 3);
+        assert!(Arc::ptr_eq(
+            &with_range,
+            &cache.load_for(&path, range).unwrap()
+        ));
+        assert_eq!(bits(&with_range.columns.high), bits(&want.columns.high));
+        assert_eq!(bits(&with_range.columns.low), bits(&want.columns.low));
+        // Everything: the whole table, as parsed; then any smaller ask is answered by it.
+        let all = cache.load(&path).unwrap();
+        assert_eq!((cache.parsed(), cache.from_column_files()), (0, 4));
+        assert_same("all", &all, &want);
+        assert!(Arc::ptr_eq(&all, &cache.load_for(&path, high).unwrap()));
+    }
+
+    #[test]
+    fn a_spoilt_column_is_found_when_it_is_read() {
+        let data = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let cols = state.path().join(COLUMN_DIR);
+        let mut rng = Rng(0x5eed_c01f_11e5_0004);
+        let path = data.path().join("A.csv");
+        // A file that reads without an error.
+        let want = loop {
+            std::fs::write(&path, file(&mut rng, 5_000, 1, HEADERS[0])).unwrap();
+            if read_table(&path).is_ok() {
+                settle();
+                break fresh(&cols).load(&path).unwrap();
+            }
+        };
+        let bars = want.len();
+        let at = column_file::file_for(&cols, &path);
+        let good = std::fs::read(&at).unwrap();
+        // Each column spoilt in its middle, and the first and last byte of the column.
+        for i in 0..6 {
+            for byte in [0, bars * 4, bars * 8 - 1] {
+                let case = format!("column {i}, byte {byte}");
+                let mut bytes = good.clone();
+                bytes[column_at(&path, bars, i) + byte] ^= 0x10;
+                std::fs::write(&at, &bytes).unwrap();
+                // Read for rules on closes: a spoilt high, low or volume is not read.
+                let cache = fresh(&cols);
+                let part = cache.load_for(&path, Needs::default()).unwrap();
+                assert_same_core(&case, &part, &want);
+                let not_read = matches!(i, 2 | 3 | 5);
+                assert_eq!(
+                    (cache.parsed(), cache.from_column_files()),
+                    if not_read { (0, 1) } else { (1, 0) },
+                    "{case}"
+                );
+                if not_read {
+                    // The whole table: the spoilt column is found, the source parsed and
+                    // the file written good again.
+                    let cache = fresh(&cols);
+                    assert_same(&case, &cache.load(&path).unwrap(), &want);
+                    assert_eq!(
+                        (cache.parsed(), cache.from_column_files()),
+                        (1, 0),
+                        "{case}"
+                    );
+                }
+                assert_eq!(std::fs::read(&at).unwrap(), good, "{case}");
+            }
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use tradedesk_research::backtest::{self, Direction, Prices, Report, Settings, Ti
 use tradedesk_research::chart::{Line, line_chart};
 use tradedesk_research::expr::{self, Columns};
 
-use crate::bar_table::{BarTable, load_table};
+use crate::bar_table::{BarTable, Needs, load_table};
 use crate::context::ToolContext;
 use crate::market::{BarSource, load_bars};
 use crate::tool::{Call, Meta, Tool, fmt_opt, notes_suffix};
@@ -494,7 +494,9 @@ pub async fn backtest(
         |v| (0.0..=3_600.0).contains(&v),
         "from 0 to 3600",
     )?;
-    let (symbol, table) = load_table(ctx, &args.source).await?;
+    // Only the columns the rules read (beside the instants, opens and closes).
+    let needs = Needs::of(std::iter::once(&entry).chain(exit.as_ref()));
+    let (symbol, table) = load_table(ctx, &args.source, needs).await?;
     if table.len() < 2 {
         return Err(Error::invalid_argument(
             format!(

@@ -12,17 +12,23 @@
 //!   kept texts, the length of the source's path, and the source's key (its length, its
 //!   modification time, its device, inode and change time);
 //! - the source's path;
+//! - the parts' sums, 8 words: each column's, then the times' one or two (0 for none);
 //! - the columns: instants, open, high, low, close, volume;
 //! - the times: nothing for dates; each bar's suffix code (16 bits) for stamps; each
 //!   bar's end in the texts and then the texts for kept texts.
 //!
-//! The checksum covers everything but itself: each part (the header and the path, each
-//! column, the times) is summed alone and the parts' sums combined, so the columns can be
-//! read on two threads. A file is used only when all of it checks:
-//! the magic and version, the key against the source file's key now, the length the
-//! header implies against the file's, the checksum, and the times (UTF-8, ends in order);
-//! anything else and the caller parses the source as if there were no file. Writing is
-//! best effort: a directory that cannot be written only means the next process parses.
+//! The header's checksum covers the header (its own word as zero), the path and the
+//! parts' sums; each later part is checked against its sum there as it is read, so the
+//! columns can be read on two threads, each straight into its final memory, and a
+//! caller that needs only some columns reads (and checks) only those, the instants, the
+//! opens, the closes and the times always (a backtest whose rules read no high, low or
+//! volume reads half the file). A file is used only when all that is read checks: the
+//! magic and version, the key against the source file's key now, the length the header
+//! implies against the file's, the sums, and the times (UTF-8, ends in order); anything
+//! else and the caller parses the source as if there were no file. Version 1 (one
+//! checksum over all the parts) is no longer read: its files are parsed again and
+//! rewritten. Writing is best effort: a directory that cannot be written only means the
+//! next process parses.
 
 use std::fs::File;
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
@@ -30,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use super::{BarTable, FileKey, TimeText};
+use super::{BarTable, FileKey, Needs, TimeText};
 use crate::research::BarColumns;
 
 /// The directory under the state directory that holds the column files.
@@ -41,9 +47,12 @@ pub const COLUMN_DIR: &str = "bar-columns";
 pub const DISK_BYTES: u64 = 1 << 30;
 
 const MAGIC: [u8; 8] = *b"TDBARCOL";
-const VERSION: u64 = 1;
+const VERSION: u64 = 2;
 const HEADER_WORDS: usize = 16;
 const HEADER_BYTES: usize = HEADER_WORDS * 8;
+/// The parts' sums: the six columns' and the times' one or two.
+const SUM_WORDS: usize = 8;
+const SUMS_BYTES: usize = SUM_WORDS * 8;
 /// Where the checksum is, in bytes.
 const CHECKSUM_AT: usize = 16;
 /// The kinds of times.
@@ -109,13 +118,17 @@ impl Sum {
     }
 }
 
-/// The file's checksum: its parts' sums, in order, combined.
-fn combine(parts: &[u64]) -> u64 {
-    let mut h = parts.len() as u64;
-    for &part in parts {
-        h = (h ^ part).wrapping_mul(LANE_KEYS[0]).rotate_left(31);
-    }
-    h ^ (h >> 29)
+/// The header's checksum: over the header with that word zero, the padded path and the
+/// parts' sums.
+fn head_sum(header: &[u8; HEADER_BYTES], path_and_sums: &[u8]) -> Option<u64> {
+    let mut summed = *header;
+    summed
+        .get_mut(CHECKSUM_AT..CHECKSUM_AT + 8)?
+        .copy_from_slice(&[0; 8]);
+    let mut sum = Sum::new();
+    sum.add(&summed);
+    sum.add(path_and_sums);
+    Some(sum.finish())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -200,10 +213,14 @@ impl Shape {
             KEPT => column.checked_add(pad(self.text_len)?)?,
             _ => return None,
         };
-        (HEADER_BYTES as u64)
-            .checked_add(pad(self.path_len)?)?
+        self.columns_at()?
             .checked_add(column.checked_mul(6)?)?
             .checked_add(times)
+    }
+
+    /// Where the columns start, in bytes.
+    fn columns_at(&self) -> Option<u64> {
+        (HEADER_BYTES as u64 + SUMS_BYTES as u64).checked_add(pad(self.path_len)?)
     }
 }
 
@@ -290,8 +307,12 @@ fn write_file(file: File, key: &FileKey, table: &BarTable) -> Option<()> {
     for w in words.into_iter().chain(key_words(key)) {
         header.extend_from_slice(&w.to_le_bytes());
     }
+    let header: [u8; HEADER_BYTES] = header.try_into().ok()?;
+    // The path and room for the parts' sums, written when they are known.
+    let mut path_and_sums = path.to_vec();
+    path_and_sums.resize(usize::try_from(pad(shape.path_len)?).ok()? + SUMS_BYTES, 0);
     out.put(&header)?;
-    out.put(path)?;
+    out.put(&path_and_sums)?;
     out.end_part()?;
     let c = &table.columns;
     out.words(c.instant.iter().map(|&v| v.cast_unsigned()))?;
@@ -313,10 +334,22 @@ fn write_file(file: File, key: &FileKey, table: &BarTable) -> Option<()> {
             out.end_part()?;
         }
     }
-    let checksum = combine(&out.parts);
+    // The first part's sum is not kept: the header's checksum covers it.
+    let sums = out.parts.get(1..)?;
+    if sums.len() > SUM_WORDS {
+        return None;
+    }
+    let at = path_and_sums.len() - SUMS_BYTES;
+    for (room, sum) in path_and_sums.get_mut(at..)?.chunks_exact_mut(8).zip(sums) {
+        room.copy_from_slice(&sum.to_le_bytes());
+    }
+    let checksum = head_sum(&header, &path_and_sums)?;
     let mut file = out.file;
     file.seek(SeekFrom::Start(CHECKSUM_AT as u64)).ok()?;
     file.write_all(&checksum.to_le_bytes()).ok()?;
+    file.seek(SeekFrom::Start((HEADER_BYTES + at) as u64))
+        .ok()?;
+    file.write_all(path_and_sums.get(at..)?).ok()?;
     let written = file.metadata().ok()?.len();
     (Some(written) == shape.file_len()).then_some(())
 }
@@ -401,11 +434,11 @@ fn sweep(dir: &Path, cap: u64, keep: &Path) {
 // ---------------------------------------------------------------------------------------
 // Reading.
 
-/// A part of the file, read a block at a time into a buffer that stays in the cache,
-/// and summed as it comes.
+/// A part of the file, read straight into the memory of the column it becomes (a
+/// safe byte view of it, one `read_exact` a block at a time) and summed as it comes,
+/// while the block is still in the processor's cache.
 struct In {
     file: File,
-    buf: Vec<u8>,
 }
 
 impl In {
@@ -413,51 +446,38 @@ impl In {
     fn open(at: &Path, offset: u64) -> Option<Self> {
         let mut file = File::open(at).ok()?;
         file.seek(SeekFrom::Start(offset)).ok()?;
-        Some(Self {
-            file,
-            buf: vec![0u8; BLOCK],
-        })
+        Some(Self { file })
     }
 
-    /// Reads the next part, `bytes` bytes (a multiple of 32), handing each block to
-    /// `each`; returns the part's sum.
-    fn part(&mut self, bytes: u64, mut each: impl FnMut(&[u8])) -> Option<u64> {
+    /// Reads `bytes.len()` bytes into `bytes`, then the zeros that pad them to a
+    /// multiple of 32; returns the part's sum.
+    fn fill(&mut self, bytes: &mut [u8]) -> Option<u64> {
         let mut sum = Sum::new();
-        let mut left = bytes;
-        while left > 0 {
-            let take = usize::try_from(left.min(BLOCK as u64)).ok()?;
-            let buf = self.buf.get_mut(..take)?;
-            self.file.read_exact(buf).ok()?;
-            sum.add(buf);
-            each(buf);
-            left -= take as u64;
+        let whole = bytes.len() / 32 * 32;
+        let (body, tail) = bytes.split_at_mut(whole);
+        for block in body.chunks_mut(BLOCK) {
+            self.file.read_exact(block).ok()?;
+            sum.add(block);
+        }
+        if !tail.is_empty() {
+            let mut last = [0u8; 32];
+            self.file.read_exact(&mut last).ok()?;
+            tail.copy_from_slice(last.get(..tail.len())?);
+            sum.add(&last);
         }
         Some(sum.finish())
     }
 
-    /// A part of `n` words, and its sum.
-    fn words<T>(&mut self, n: usize, of: impl Fn([u8; 8]) -> T) -> Option<(Vec<T>, u64)> {
-        let mut col = Vec::with_capacity(n);
-        let sum = self.part(pad(n as u64 * 8)?, |block| {
-            let room = n - col.len();
-            col.extend(
-                block
-                    .chunks_exact(8)
-                    .take(room)
-                    .map(|w| of(w.try_into().unwrap_or_default())),
-            );
-        })?;
+    /// A part of `n` little-endian values, and its sum.
+    fn column<T: bytemuck::Pod>(&mut self, n: usize) -> Option<(Vec<T>, u64)> {
+        let mut col: Vec<T> = bytemuck::allocation::zeroed_vec(n);
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut col);
+        let sum = self.fill(bytes)?;
+        #[cfg(target_endian = "big")]
+        for value in bytes.chunks_exact_mut(size_of::<T>()) {
+            value.reverse();
+        }
         Some((col, sum))
-    }
-
-    /// A part of `n` bytes, and its sum.
-    fn bytes(&mut self, n: u64) -> Option<(Vec<u8>, u64)> {
-        let mut out = Vec::with_capacity(usize::try_from(n).ok()?);
-        let sum = self.part(pad(n)?, |block| {
-            let room = usize::try_from(n).unwrap_or(0) - out.len();
-            out.extend_from_slice(block.get(..room.min(block.len())).unwrap_or_default());
-        })?;
-        Some((out, sum))
     }
 
     /// The times' part(s) of a file of `n` bars, and their sums.
@@ -465,23 +485,14 @@ impl In {
         Some(match shape.kind {
             DATES => TimeText::Dates,
             STAMPS => {
-                let mut codes = Vec::with_capacity(n);
-                let sum = self.part(pad(shape.bars.checked_mul(2)?)?, |block| {
-                    let room = n - codes.len();
-                    codes.extend(
-                        block
-                            .chunks_exact(2)
-                            .take(room)
-                            .map(|c| i16::from_le_bytes(c.try_into().unwrap_or_default())),
-                    );
-                })?;
+                let (codes, sum) = self.column::<i16>(n)?;
                 sums.push(sum);
                 TimeText::Stamps(codes)
             }
             _ => {
-                let (ends, sum) = self.words(n, u64::from_le_bytes)?;
+                let (ends, sum) = self.column::<u64>(n)?;
                 sums.push(sum);
-                let (text, sum) = self.bytes(shape.text_len)?;
+                let (text, sum) = self.column::<u8>(usize::try_from(shape.text_len).ok()?)?;
                 sums.push(sum);
                 let text = String::from_utf8(text).ok()?;
                 let in_order = ends.windows(2).all(|w| w.first() <= w.get(1));
@@ -500,10 +511,12 @@ impl In {
 }
 
 /// The table kept in `dir` for the source whose key is now `key`, if there is one for
-/// exactly this key and every check passes; `None` otherwise (no file, another version
-/// of the source, a file cut short, spoilt or of another format). The first three
-/// columns are read on a second thread, the rest and the times on this one.
-pub(super) fn read(dir: &Path, key: &FileKey) -> Option<BarTable> {
+/// exactly this key and every part read checks; `None` otherwise (no file, another
+/// version of the source, a file cut short, spoilt or of another format). Only the
+/// columns in `needs` are read beside the instants, opens, closes and times (the others
+/// are left empty); the first three columns are read on a second thread, the rest and
+/// the times on this one.
+pub(super) fn read(dir: &Path, key: &FileKey, needs: Needs) -> Option<BarTable> {
     let at = file_for(dir, &key.path);
     let mut file = File::open(&at).ok()?;
     let len = file.metadata().ok()?.len();
@@ -542,53 +555,53 @@ pub(super) fn read(dir: &Path, key: &FileKey) -> Option<BarTable> {
         return None;
     }
     let n = usize::try_from(bars).ok()?;
-    // The header and the path: one part.
-    let mut first = Sum::new();
-    let mut summed = header;
-    summed
-        .get_mut(CHECKSUM_AT..CHECKSUM_AT + 8)?
-        .copy_from_slice(&[0; 8]);
-    first.add(&summed);
-    let mut stored = vec![0u8; usize::try_from(pad(path_len)?).ok()?];
+    // The path and the parts' sums, checked by the header's checksum.
+    let mut stored = vec![0u8; usize::try_from(pad(path_len)?).ok()? + SUMS_BYTES];
     file.read_exact(&mut stored).ok()?;
-    first.add(&stored);
-    if stored.get(..path.len())? != path {
+    if head_sum(&header, &stored) != Some(checksum) || stored.get(..path.len())? != path {
         return None;
     }
     drop(file);
-    let columns_at = HEADER_BYTES as u64 + pad(path_len)?;
+    let mut sums = [0u64; SUM_WORDS];
+    let sums_at = stored.len() - SUMS_BYTES;
+    for (sum, bytes) in sums.iter_mut().zip(stored.get(sums_at..)?.chunks_exact(8)) {
+        *sum = u64::from_le_bytes(bytes.try_into().ok()?);
+    }
+    let columns_at = shape.columns_at()?;
     let column = pad(bars.checked_mul(8)?)?;
+    // Column `i` (instants, open, high, low, close, volume), if it is needed: read from
+    // its place and checked against its sum; empty if not.
+    let read_column = |i: u64, wanted: bool| -> Option<Vec<f64>> {
+        if !wanted {
+            return Some(Vec::new());
+        }
+        let mut input = In::open(&at, columns_at.checked_add(column.checked_mul(i)?)?)?;
+        let (col, sum) = input.column::<f64>(n)?;
+        (Some(&sum) == sums.get(usize::try_from(i).ok()?)).then_some(col)
+    };
     let (early, late) = std::thread::scope(|scope| {
         let early = scope.spawn(|| {
             let mut input = In::open(&at, columns_at)?;
-            let (instant, a) = input.words(n, i64::from_le_bytes)?;
-            let (open, b) = input.words(n, f64::from_le_bytes)?;
-            let (high, c) = input.words(n, f64::from_le_bytes)?;
-            Some(((instant, open, high), [a, b, c]))
+            let (instant, sum) = input.column::<i64>(n)?;
+            if sum != sums[0] {
+                return None;
+            }
+            Some((instant, read_column(1, true)?, read_column(2, needs.high)?))
         });
         let late = (|| {
-            let mut input = In::open(&at, columns_at.checked_add(column.checked_mul(3)?)?)?;
-            let mut sums = Vec::with_capacity(5);
-            let mut float = || {
-                input.words(n, f64::from_le_bytes).map(|(col, sum)| {
-                    sums.push(sum);
-                    col
-                })
-            };
-            let (low, close, volume) = (float()?, float()?, float()?);
-            let times = input.times(shape, n, &mut sums)?;
-            Some(((low, close, volume, times), sums))
+            let low = read_column(3, needs.low)?;
+            let close = read_column(4, true)?;
+            let volume = read_column(5, needs.volume)?;
+            let mut input = In::open(&at, columns_at.checked_add(column.checked_mul(6)?)?)?;
+            let mut got = Vec::with_capacity(2);
+            let times = input.times(shape, n, &mut got)?;
+            let want = sums.get(6..6 + got.len())?;
+            (got == want).then_some((low, close, volume, times))
         })();
         (early.join().ok().flatten(), late)
     });
-    let ((instant, open, high), early_sums) = early?;
-    let ((low, close, volume, times), late_sums) = late?;
-    let mut parts = vec![first.finish()];
-    parts.extend(early_sums);
-    parts.extend(late_sums);
-    if combine(&parts) != checksum {
-        return None;
-    }
+    let (instant, open, high) = early?;
+    let (low, close, volume, times) = late?;
     // Used now: the last to be removed when the files outgrow their room.
     if let Ok(file) = File::open(&at) {
         let _ = file.set_modified(SystemTime::now());
