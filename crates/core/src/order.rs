@@ -509,7 +509,7 @@ mod tests {
         o.terms.magic = Some(42);
         assert_eq!(
             o.bound_text(&InstrumentKey::new("FX", "EURUSD")),
-            "MT|FX:EURUSD|sell|0.1||market|||day|||paper|ticket=7|magic=42"
+            "MT|FX:EURUSD|sell|0.1||market|||day||||paper|ticket=7|magic=42"
         );
         // The client order id and reduce_only are not part of it.
         let mut other = limit_buy();
