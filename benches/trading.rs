@@ -14,7 +14,7 @@ use serde_json::json;
 use tradedesk_brokers::demo::{DEMO_SOURCE, demo_book};
 use tradedesk_brokers::sim::{Clock, ManualClock, SimBroker, SimConfig};
 use tradedesk_brokers::{BookBroker, Broker};
-use tradedesk_core::{InstrumentKey, Mode, OrderRequest, OrderType, Side, TimeInForce};
+use tradedesk_core::{InstrumentKey, Mode, Order, OrderRequest, OrderType, Side, TimeInForce};
 use tradedesk_store::Store;
 use tradedesk_tools::config::{State, TradingConfig, trading_for};
 use tradedesk_tools::{ToolContext, call};
@@ -35,28 +35,21 @@ fn clock() -> Arc<ManualClock> {
 }
 
 fn request(i: usize, order_type: OrderType, limit: Option<Decimal>) -> OrderRequest {
-    OrderRequest {
-        account: "SIM".into(),
-        key: InstrumentKey::new("NASDAQ", "AAPL"),
-        side: if i.is_multiple_of(2) {
-            Side::Buy
-        } else {
-            Side::Sell
-        },
-        quantity: Decimal::ONE,
-        order_type,
-        limit_price: limit,
-        stop_price: None,
-        time_in_force: TimeInForce::Gtc,
-        stop_loss: None,
-        take_profit: None,
-        comment: None,
-        client_order_id: format!("bench-{i}"),
-        mode: Mode::Paper,
-        reduce_only: false,
-        ticket: None,
-        magic: None,
-    }
+    let side = if i.is_multiple_of(2) {
+        Side::Buy
+    } else {
+        Side::Sell
+    };
+    let mut order = Order::market("SIM", "NASDAQ:AAPL", side, Decimal::ONE, Mode::Paper);
+    order.terms.order_type = order_type;
+    order.terms.limit_price = limit;
+    order.terms.time_in_force = TimeInForce::Gtc;
+    order.request(
+        &InstrumentKey::new("NASDAQ", "AAPL"),
+        Decimal::ONE,
+        format!("bench-{i}"),
+        false,
+    )
 }
 
 /// `n` market orders, alternating buy and sell (so the position stays small), on a
@@ -121,8 +114,8 @@ fn matching(c: &mut Criterion) {
                     );
                     for i in 0..resting {
                         let mut r = request(i, OrderType::Limit, None);
-                        r.side = Side::Buy;
-                        r.limit_price = Some(Decimal::from(100));
+                        r.terms.side = Side::Buy;
+                        r.terms.limit_price = Some(Decimal::from(100));
                         rt.block_on(sim.place(&r)).unwrap_or_else(|e| panic!("{e}"));
                     }
                     clock.advance(chrono::Duration::minutes(

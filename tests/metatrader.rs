@@ -478,24 +478,20 @@ async fn an_order_the_ea_has_not_taken_is_withdrawn_on_lookup_and_never_runs() {
     // A first command resets the EA's ids; then the EA hangs.
     broker.quote("MT", "EURUSD").await.unwrap();
     ea.set_mode(EaMode::Frozen);
-    let order = tradedesk_core::OrderRequest {
-        account: "MT".into(),
-        key: tradedesk_core::InstrumentKey::new("FX", "EURUSD"),
-        side: tradedesk_core::Side::Buy,
-        quantity: rust_decimal::Decimal::new(1, 2),
-        order_type: tradedesk_core::OrderType::Market,
-        limit_price: None,
-        stop_price: None,
-        time_in_force: tradedesk_core::TimeInForce::Day,
-        stop_loss: None,
-        take_profit: None,
-        comment: None,
-        client_order_id: "hang-1".into(),
-        mode: tradedesk_core::Mode::Paper,
-        reduce_only: false,
-        ticket: None,
-        magic: None,
-    };
+    let quantity = rust_decimal::Decimal::new(1, 2);
+    let order = tradedesk_core::Order::market(
+        "MT",
+        "EURUSD",
+        tradedesk_core::Side::Buy,
+        quantity,
+        tradedesk_core::Mode::Paper,
+    )
+    .request(
+        &tradedesk_core::InstrumentKey::new("FX", "EURUSD"),
+        quantity,
+        "hang-1".into(),
+        false,
+    );
     match broker.place(&order).await {
         Err(tradedesk_brokers::BrokerError::Uncertain { .. }) => {}
         other => panic!("{other:?}"),

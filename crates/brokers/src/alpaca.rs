@@ -1793,23 +1793,23 @@ impl Broker for AlpacaBroker {
     }
 
     async fn place(&self, order: &OrderRequest) -> Result<Placed, BrokerError> {
-        self.check_account(&order.account)?;
+        self.check_account(&order.terms.account)?;
         let mut body = json!({
             "symbol": order.key.symbol,
             "qty": order.quantity.normalize().to_string(),
-            "side": order.side.as_str(),
-            "type": order.order_type.as_str(),
-            "time_in_force": order.time_in_force.as_str(),
+            "side": order.terms.side.as_str(),
+            "type": order.terms.order_type.as_str(),
+            "time_in_force": order.terms.time_in_force.as_str(),
             "client_order_id": order.client_order_id,
         });
-        if let Some(p) = order.limit_price {
+        if let Some(p) = order.terms.limit_price {
             body["limit_price"] = json!(p.normalize().to_string());
         }
-        if let Some(p) = order.stop_price {
+        if let Some(p) = order.terms.stop_price {
             body["stop_price"] = json!(p.normalize().to_string());
         }
         // Alpaca keeps stop-loss and take-profit as legs: both is a bracket, one is OTO.
-        match (order.stop_loss, order.take_profit) {
+        match (order.terms.stop_loss, order.terms.take_profit) {
             (None, None) => {}
             (sl, tp) => {
                 body["order_class"] = json!(if sl.is_some() && tp.is_some() {

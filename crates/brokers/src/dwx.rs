@@ -2503,13 +2503,15 @@ impl DwxBroker {
         let tickets = Self::tickets(&self.orders_file().await?);
         let closing: Vec<Ticket> = tickets
             .into_iter()
-            .filter(|t| t.is_position() && t.symbol == order.key.symbol && t.side() != order.side)
-            .filter(|t| order.ticket.as_ref().is_none_or(|o| &t.ticket == o))
+            .filter(|t| {
+                t.is_position() && t.symbol == order.key.symbol && t.side() != order.terms.side
+            })
+            .filter(|t| order.terms.ticket.as_ref().is_none_or(|o| &t.ticket == o))
             .collect();
         if closing.is_empty() {
             return Err(BrokerError::Rejected {
                 account: self.config.id.clone(),
-                reason: match &order.ticket {
+                reason: match &order.terms.ticket {
                     Some(o) => format!("no open {} ticket {o} to close", order.key.symbol),
                     None => format!("no open {} position to close", order.key.symbol),
                 },
@@ -2518,7 +2520,7 @@ impl DwxBroker {
         }
         if let Some(t) = closing
             .first()
-            .filter(|t| order.ticket.is_some() && order.quantity > t.lots)
+            .filter(|t| order.terms.ticket.is_some() && order.quantity > t.lots)
         {
             return Err(BrokerError::InvalidRequest {
                 account: self.config.id.clone(),
@@ -2580,7 +2582,7 @@ impl DwxBroker {
         }
         let first = &closing[0];
         let mut record = self.record(first, &order.client_order_id, OrderStatus::Filled);
-        record.side = order.side;
+        record.side = order.terms.side;
         record.quantity = order.quantity - left.max(Decimal::ZERO);
         record.filled_quantity = record.quantity;
         record.average_price = None;
@@ -2904,11 +2906,11 @@ impl Broker for DwxBroker {
     }
 
     async fn place(&self, order: &OrderRequest) -> Result<Placed, BrokerError> {
-        crate::check_served(&self.config.id, &order.account)?;
-        if order.reduce_only && order.order_type == OrderType::Market {
+        crate::check_served(&self.config.id, &order.terms.account)?;
+        if order.reduce_only && order.terms.order_type == OrderType::Market {
             return self.close(order).await;
         }
-        let kind = match (order.order_type, order.side) {
+        let kind = match (order.terms.order_type, order.terms.side) {
             (OrderType::Market, Side::Buy) => "buy",
             (OrderType::Market, Side::Sell) => "sell",
             (OrderType::Limit, Side::Buy) => "buylimit",
@@ -2922,12 +2924,12 @@ impl Broker for DwxBroker {
                 });
             }
         };
-        let price = match order.order_type {
+        let price = match order.terms.order_type {
             OrderType::Market => Decimal::ZERO,
-            OrderType::Limit => order.limit_price.unwrap_or_default(),
-            _ => order.stop_price.unwrap_or_default(),
+            OrderType::Limit => order.terms.limit_price.unwrap_or_default(),
+            _ => order.terms.stop_price.unwrap_or_default(),
         };
-        let expiration = match (order.order_type, order.time_in_force) {
+        let expiration = match (order.terms.order_type, order.terms.time_in_force) {
             (OrderType::Market, _) | (_, TimeInForce::Gtc) => 0,
             (_, TimeInForce::Day) => {
                 // The end of the broker's day, as MetaTrader counts it (server wall clock).
@@ -2946,17 +2948,18 @@ impl Broker for DwxBroker {
                 });
             }
         };
-        let (comment, changed) = comment_for(&order.client_order_id, order.comment.as_deref());
+        let (comment, changed) =
+            comment_for(&order.client_order_id, order.terms.comment.as_deref());
         // The order's own magic number, else the account's.
-        let magic = order.magic.unwrap_or(self.config.magic);
+        let magic = order.terms.magic.unwrap_or(self.config.magic);
         let lots = order.quantity.round_dp(2);
         let content = format!(
             "{},{kind},{},{},{},{},{},{comment},{expiration}",
             order.key.symbol,
             lots.normalize(),
             price.normalize(),
-            order.stop_loss.unwrap_or_default().normalize(),
-            order.take_profit.unwrap_or_default().normalize(),
+            order.terms.stop_loss.unwrap_or_default().normalize(),
+            order.terms.take_profit.unwrap_or_default().normalize(),
             magic,
         );
         let mut reset = self.writing.lock().await;
@@ -2974,7 +2977,7 @@ impl Broker for DwxBroker {
                 Sent {
                     symbol: order.key.symbol.clone(),
                     lots,
-                    side: order.side,
+                    side: order.terms.side,
                     magic,
                     before,
                     slot,

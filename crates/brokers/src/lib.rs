@@ -737,7 +737,7 @@ pub trait Broker: Send + Sync + fmt::Debug {
     }
 
     async fn place(&self, order: &OrderRequest) -> Result<Placed, BrokerError> {
-        unsupported(&order.account, "placing orders")
+        unsupported(&order.terms.account, "placing orders")
     }
 
     /// Cancels a working order: the order as it now stands, and whether this call

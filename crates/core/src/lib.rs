@@ -32,7 +32,7 @@ pub use fixed::Fixed;
 pub use fx::{FxQuote, FxRate, FxTable};
 pub use instrument::{AssetClass, Instrument, InstrumentKey, SectorMap};
 pub use order::{
-    Bar, Interval, OrderRecord, OrderRequest, OrderStatus, OrderType, Quote, TimeInForce,
-    TradableInstrument,
+    Bar, Interval, Order, OrderRecord, OrderRequest, OrderStatus, OrderTerms, OrderType, Quote,
+    TimeInForce, TradableInstrument,
 };
 pub use rust_decimal::Decimal;

@@ -154,13 +154,12 @@ impl Quote {
     }
 }
 
-/// A normalized order, as a broker receives it.
+/// What an order is, whatever its size and its id: the part the tools' [`Order`] and the
+/// broker's [`OrderRequest`] share. The request carries the order's own terms, unchanged.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OrderRequest {
+pub struct OrderTerms {
     pub account: String,
-    pub key: InstrumentKey,
     pub side: Side,
-    pub quantity: Decimal,
     pub order_type: OrderType,
     pub limit_price: Option<Decimal>,
     pub stop_price: Option<Decimal>,
@@ -168,14 +167,200 @@ pub struct OrderRequest {
     pub stop_loss: Option<Decimal>,
     pub take_profit: Option<Decimal>,
     pub comment: Option<String>,
-    pub client_order_id: String,
     pub mode: Mode,
-    /// Only reduces an existing position (a close): the kill switch lets it through.
-    pub reduce_only: bool,
-    /// The broker's position id a close is for (a MetaTrader ticket): only it is closed.
+    /// The broker's position id the order closes (a MetaTrader ticket): only it is closed.
     pub ticket: Option<String>,
     /// MetaTrader's magic number for the order (`None`: the account's).
     pub magic: Option<i64>,
+}
+
+impl OrderTerms {
+    /// A market order of `side` for the day, with nothing else set.
+    pub fn market(account: impl Into<String>, side: Side, mode: Mode) -> Self {
+        Self {
+            account: account.into(),
+            side,
+            order_type: OrderType::Market,
+            limit_price: None,
+            stop_price: None,
+            time_in_force: TimeInForce::Day,
+            stop_loss: None,
+            take_profit: None,
+            comment: None,
+            mode,
+            ticket: None,
+            magic: None,
+        }
+    }
+}
+
+/// An order as the trading tools take it, parsed once from a tool's arguments (every
+/// decimal normalized, the symbol as typed upper-cased, the ticket trimmed). The guard's
+/// rules decide on it (docs/methodology/trading.md), and everything else an order becomes
+/// is derived from it here, once: the request its broker receives ([`Order::request`]),
+/// the text its idempotency key and confirmation token are bound to
+/// ([`Order::bound_text`]) and the question that asks the user to confirm it
+/// ([`Order::confirmation_text`]). The view the tools answer with is derived from it in
+/// `crates/tools` (`NormalizedView`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Order {
+    pub terms: OrderTerms,
+    /// Bare or qualified, as the broker resolves it.
+    pub symbol: String,
+    /// Exactly one of `quantity` and `notional` makes a valid order (a rule checks it,
+    /// so that a preview can show what was sent).
+    pub quantity: Option<Decimal>,
+    /// An amount in the instrument's currency, traded as the quantity it buys.
+    pub notional: Option<Decimal>,
+    /// The caller's idempotency key, when it gave one.
+    pub client_order_id: Option<String>,
+    /// A close (`close_position`): only reduces the position.
+    pub reduce_only: bool,
+}
+
+impl Order {
+    /// A market order of `quantity`, for the day, with nothing else set.
+    pub fn market(
+        account: impl Into<String>,
+        symbol: impl Into<String>,
+        side: Side,
+        quantity: Decimal,
+        mode: Mode,
+    ) -> Self {
+        Self {
+            terms: OrderTerms::market(account, side, mode),
+            symbol: symbol.into(),
+            quantity: Some(quantity.normalize()),
+            notional: None,
+            client_order_id: None,
+            reduce_only: false,
+        }
+    }
+
+    /// Normalizes what the caller typed: every decimal to its shortest form, the symbol
+    /// trimmed and upper-cased, the ticket trimmed.
+    #[must_use]
+    pub fn normalized(self) -> Self {
+        let n = |v: Option<Decimal>| v.map(|d| d.normalize());
+        let t = self.terms;
+        Self {
+            terms: OrderTerms {
+                limit_price: n(t.limit_price),
+                stop_price: n(t.stop_price),
+                stop_loss: n(t.stop_loss),
+                take_profit: n(t.take_profit),
+                ticket: t.ticket.map(|t| t.trim().to_owned()),
+                ..t
+            },
+            symbol: self.symbol.trim().to_ascii_uppercase(),
+            quantity: n(self.quantity),
+            notional: n(self.notional),
+            ..self
+        }
+    }
+
+    /// The request its broker receives: the order's terms on the resolved instrument
+    /// `key`, for the `quantity` it trades (a notional's rounded down to the lot step),
+    /// under the client order id it is reserved as; `reduce_only` when the guard found
+    /// it only takes risk off.
+    pub fn request(
+        &self,
+        key: &InstrumentKey,
+        quantity: Decimal,
+        client_order_id: String,
+        reduce_only: bool,
+    ) -> OrderRequest {
+        OrderRequest {
+            terms: self.terms.clone(),
+            key: key.clone(),
+            quantity,
+            client_order_id,
+            reduce_only,
+        }
+    }
+
+    /// What the order is, as its idempotency key and confirmation token are bound to
+    /// it: every field but the client order id (the key itself) and `reduce_only`, on
+    /// the resolved `key`; the ticket and the magic number only where given, so an order
+    /// without them keeps the text it always had.
+    pub fn bound_text(&self, key: &InstrumentKey) -> String {
+        let d = |v: Option<Decimal>| v.map(|d| d.normalize().to_string()).unwrap_or_default();
+        let t = &self.terms;
+        let mut text = format!(
+            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
+            t.account,
+            key.qualified(),
+            t.side.as_str(),
+            d(self.quantity),
+            d(self.notional),
+            t.order_type.as_str(),
+            d(t.limit_price),
+            d(t.stop_price),
+            t.time_in_force.as_str(),
+            d(t.stop_loss),
+            d(t.take_profit),
+            t.comment.as_deref().unwrap_or(""),
+            t.mode.as_str(),
+        );
+        if let Some(ticket) = &t.ticket {
+            text.push_str("|ticket=");
+            text.push_str(ticket);
+        }
+        if let Some(m) = t.magic {
+            text.push_str(&format!("|magic={m}"));
+        }
+        text
+    }
+
+    /// The question that asks the user to confirm it: the order on `key`, for
+    /// `quantity` `unit`, valued at `valued` in `base`.
+    pub fn confirmation_text(
+        &self,
+        key: &InstrumentKey,
+        quantity: Decimal,
+        unit: &str,
+        valued: Decimal,
+        base: Currency,
+    ) -> String {
+        let t = &self.terms;
+        let mut text = format!(
+            "Confirm {} order: {} {} {} {} on account {}",
+            t.mode.as_str().to_uppercase(),
+            t.side.as_str(),
+            quantity,
+            unit,
+            key,
+            t.account
+        );
+        text.push_str(&format!(", {}", t.order_type.as_str()));
+        if let Some(p) = t.limit_price {
+            text.push_str(&format!(" limit {p}"));
+        }
+        if let Some(p) = t.stop_price {
+            text.push_str(&format!(" stop {p}"));
+        }
+        text.push_str(&format!(", valued at {} {}", valued, base.code()));
+        if let Some(sl) = t.stop_loss {
+            text.push_str(&format!(", stop-loss {sl}"));
+        }
+        if let Some(tp) = t.take_profit {
+            text.push_str(&format!(", take-profit {tp}"));
+        }
+        text.push('.');
+        text
+    }
+}
+
+/// An order as a broker receives it (built by [`Order::request`]): the order's terms on
+/// the resolved instrument, for the quantity it trades, under its client order id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderRequest {
+    pub terms: OrderTerms,
+    pub key: InstrumentKey,
+    pub quantity: Decimal,
+    pub client_order_id: String,
+    /// Only reduces an existing position (a close): the kill switch lets it through.
+    pub reduce_only: bool,
 }
 
 /// An order as a broker reports it.
@@ -252,5 +437,93 @@ impl Interval {
             Self::H1 => 3600,
             Self::D1 => 86_400,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use rust_decimal_macros::dec;
+
+    use super::*;
+
+    fn limit_buy() -> Order {
+        let mut o = Order::market(
+            "SIM-PAPER",
+            " nasdaq:aapl ",
+            Side::Buy,
+            dec!(3),
+            Mode::Paper,
+        );
+        o.terms.order_type = OrderType::Limit;
+        o.terms.limit_price = Some(dec!(280.00));
+        o.terms.stop_loss = Some(dec!(260));
+        o.terms.take_profit = Some(dec!(300.0));
+        o.terms.comment = Some("why".to_owned());
+        o.client_order_id = Some("id-1".to_owned());
+        o
+    }
+
+    fn key() -> InstrumentKey {
+        InstrumentKey::new("NASDAQ", "AAPL")
+    }
+
+    #[test]
+    fn normalizing_trims_upper_cases_and_shortens_every_decimal() {
+        let mut o = limit_buy();
+        o.terms.ticket = Some(" 7 ".to_owned());
+        o.notional = Some(dec!(10.50));
+        let o = o.normalized();
+        assert_eq!(o.symbol, "NASDAQ:AAPL");
+        assert_eq!(o.terms.ticket.as_deref(), Some("7"));
+        assert_eq!(o.terms.limit_price.unwrap().to_string(), "280");
+        assert_eq!(o.terms.take_profit.unwrap().to_string(), "300");
+        assert_eq!(o.notional.unwrap().to_string(), "10.5");
+        // What is not the caller's typing stays as given.
+        assert_eq!(o.terms.comment.as_deref(), Some("why"));
+        assert_eq!(o.client_order_id.as_deref(), Some("id-1"));
+    }
+
+    #[test]
+    fn the_request_carries_the_orders_terms_unchanged() {
+        let mut o = limit_buy();
+        o.terms.ticket = Some("7".to_owned());
+        o.terms.magic = Some(42);
+        let r = o.request(&key(), dec!(3), "td-1".to_owned(), true);
+        assert_eq!(r.terms, o.terms);
+        assert_eq!(
+            (r.key, r.quantity, r.client_order_id.as_str(), r.reduce_only),
+            (key(), dec!(3), "td-1", true)
+        );
+    }
+
+    #[test]
+    fn the_bound_text_is_the_one_idempotency_keys_were_always_stored_with() {
+        assert_eq!(
+            limit_buy().bound_text(&key()),
+            "SIM-PAPER|NASDAQ:AAPL|buy|3||limit|280||day|260|300|why|paper"
+        );
+        let mut o = Order::market("MT", "EURUSD", Side::Sell, dec!(0.10), Mode::Paper);
+        o.terms.ticket = Some("7".to_owned());
+        o.terms.magic = Some(42);
+        assert_eq!(
+            o.bound_text(&InstrumentKey::new("FX", "EURUSD")),
+            "MT|FX:EURUSD|sell|0.1||market|||day||||paper|ticket=7|magic=42"
+        );
+        // The client order id and reduce_only are not part of it.
+        let mut other = limit_buy();
+        other.client_order_id = None;
+        other.reduce_only = true;
+        assert_eq!(other.bound_text(&key()), limit_buy().bound_text(&key()));
+    }
+
+    #[test]
+    fn the_confirmation_text_says_the_order_and_its_value() {
+        assert_eq!(
+            limit_buy().confirmation_text(&key(), dec!(3), "shares", dec!(840.00), Currency::USD),
+            "Confirm PAPER order: buy 3 shares NASDAQ:AAPL on account SIM-PAPER, limit limit 280.00, \
+             valued at 840.00 USD, stop-loss 260, take-profit 300.0."
+        );
     }
 }

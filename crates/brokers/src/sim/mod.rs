@@ -1340,7 +1340,7 @@ impl Broker for SimBroker {
     }
 
     async fn place(&self, request: &OrderRequest) -> Result<Placed, BrokerError> {
-        self.check_account(&request.account)?;
+        self.check_account(&request.terms.account)?;
         let inst = self.find(&request.key.qualified())?;
         let now = self.caught_up()?;
         let order = self
@@ -1360,21 +1360,21 @@ impl Broker for SimBroker {
                     record: OrderRecord {
                         order_id: format!("{}-{seq}", self.config.account),
                         client_order_id: request.client_order_id.clone(),
-                        account: request.account.clone(),
+                        account: request.terms.account.clone(),
                         key: inst.spec.key.clone(),
-                        side: request.side,
-                        order_type: request.order_type,
+                        side: request.terms.side,
+                        order_type: request.terms.order_type,
                         quantity: request.quantity,
                         filled_quantity: Decimal::ZERO,
                         average_price: None,
-                        limit_price: request.limit_price,
-                        stop_price: request.stop_price,
-                        time_in_force: request.time_in_force,
-                        stop_loss: request.stop_loss,
-                        take_profit: request.take_profit,
+                        limit_price: request.terms.limit_price,
+                        stop_price: request.terms.stop_price,
+                        time_in_force: request.terms.time_in_force,
+                        stop_loss: request.terms.stop_loss,
+                        take_profit: request.terms.take_profit,
                         status: OrderStatus::Accepted,
                         mode: Mode::Paper,
-                        comment: request.comment.clone(),
+                        comment: request.terms.comment.clone(),
                         reason: None,
                         created: now,
                         updated: now,
@@ -1390,7 +1390,7 @@ impl Broker for SimBroker {
             .map_err(|e| self.err(&e))?;
         self.writes.fetch_add(1, Ordering::Relaxed);
         let order = order.map_err(|existing| BrokerError::Rejected {
-            account: request.account.clone(),
+            account: request.terms.account.clone(),
             reason: format!(
                 "client order id already used by order {}",
                 existing.order_id
@@ -1407,14 +1407,14 @@ impl Broker for SimBroker {
             OrderStatus::Accepted => "accepted: working at the paper exchange".to_owned(),
             OrderStatus::Rejected => {
                 return Err(BrokerError::Rejected {
-                    account: request.account.clone(),
+                    account: request.terms.account.clone(),
                     reason: order.reason.unwrap_or_else(|| "rejected".to_owned()),
                     order_id: Some(order.order_id),
                 });
             }
             OrderStatus::Cancelled | OrderStatus::Expired => {
                 return Err(BrokerError::Rejected {
-                    account: request.account.clone(),
+                    account: request.terms.account.clone(),
                     reason: order
                         .reason
                         .unwrap_or_else(|| "cancelled on arrival".to_owned()),
@@ -1637,25 +1637,15 @@ mod tests {
     }
 
     fn request(id: &str, symbol: &str, side: Side, quantity: Decimal) -> OrderRequest {
-        let (exchange, symbol) = symbol.split_once(':').unwrap();
-        OrderRequest {
-            account: "SIM".into(),
-            key: tradedesk_core::InstrumentKey::new(exchange, symbol),
-            side,
+        let (exchange, bare) = symbol.split_once(':').unwrap();
+        let mut order = tradedesk_core::Order::market("SIM", symbol, side, quantity, Mode::Paper);
+        order.terms.time_in_force = TimeInForce::Gtc;
+        order.request(
+            &tradedesk_core::InstrumentKey::new(exchange, bare),
             quantity,
-            order_type: OrderType::Market,
-            limit_price: None,
-            stop_price: None,
-            time_in_force: TimeInForce::Gtc,
-            stop_loss: None,
-            take_profit: None,
-            comment: None,
-            client_order_id: id.into(),
-            mode: Mode::Paper,
-            reduce_only: false,
-            ticket: None,
-            magic: None,
-        }
+            id.into(),
+            false,
+        )
     }
 
     /// Moves the clock an hour at a time until the order leaves `accepted`.
@@ -1676,8 +1666,8 @@ mod tests {
         let q = sim.quote("SIM", "EURUSD").await.unwrap();
         // TC1: a buy stop 15 pips over the ask fills at the first ask at or over it.
         let mut stop = request("stop-1", "FX:EURUSD", Side::Buy, dec!(0.1));
-        stop.order_type = OrderType::Stop;
-        stop.stop_price = Some(q.ask + dec!(0.0015));
+        stop.terms.order_type = OrderType::Stop;
+        stop.terms.stop_price = Some(q.ask + dec!(0.0015));
         let placed = sim.place(&stop).await.unwrap();
         assert_eq!(placed.order.status, OrderStatus::Accepted);
         let done = until_done(&sim, &clock, "stop-1").await;
@@ -1686,18 +1676,18 @@ mod tests {
         // TC2: a sell stop-limit: triggered at the stop, filled only at the limit or better.
         let q = sim.quote("SIM", "EURUSD").await.unwrap();
         let mut sl = request("stoplimit-1", "FX:EURUSD", Side::Sell, dec!(0.1));
-        sl.order_type = OrderType::StopLimit;
-        sl.stop_price = Some(q.bid - dec!(0.0010));
-        sl.limit_price = Some(q.bid - dec!(0.0012));
+        sl.terms.order_type = OrderType::StopLimit;
+        sl.terms.stop_price = Some(q.bid - dec!(0.0010));
+        sl.terms.limit_price = Some(q.bid - dec!(0.0012));
         sim.place(&sl).await.unwrap();
         let done = until_done(&sim, &clock, "stoplimit-1").await;
         assert_eq!(done.status, OrderStatus::Filled);
         assert!(done.average_price.unwrap() >= q.bid - dec!(0.0012));
         // TC3: a fok limit that cannot fill now is cancelled, never left working.
         let mut fok = request("fok-1", "FX:EURUSD", Side::Buy, dec!(0.1));
-        fok.order_type = OrderType::Limit;
-        fok.time_in_force = TimeInForce::Fok;
-        fok.limit_price = Some(dec!(0.5));
+        fok.terms.order_type = OrderType::Limit;
+        fok.terms.time_in_force = TimeInForce::Fok;
+        fok.terms.limit_price = Some(dec!(0.5));
         let err = sim.place(&fok).await.unwrap_err();
         assert!(
             matches!(
@@ -1716,14 +1706,14 @@ mod tests {
         let (sim, _clock) = sim();
         let q = sim.quote("SIM", "NASDAQ:AAPL").await.unwrap();
         let mut long = request("long", "NASDAQ:AAPL", Side::Buy, dec!(10));
-        long.take_profit = Some((q.ask + dec!(20)).round());
+        long.terms.take_profit = Some((q.ask + dec!(20)).round());
         sim.place(&long).await.unwrap();
         assert!(sim.levels("AAPL").unwrap().1.is_some());
         let mut flip = request("flip", "NASDAQ:AAPL", Side::Sell, dec!(20));
-        flip.stop_loss = Some((q.bid + dec!(30)).round());
+        flip.terms.stop_loss = Some((q.bid + dec!(30)).round());
         sim.place(&flip).await.unwrap();
         let (sl, tp) = sim.levels("AAPL").unwrap();
-        assert_eq!((sl, tp), (flip.stop_loss, None));
+        assert_eq!((sl, tp), (flip.terms.stop_loss, None));
         assert_eq!(sim.position("AAPL").unwrap(), dec!(-10));
     }
 
@@ -1736,8 +1726,8 @@ mod tests {
             .await
             .unwrap();
         let mut buy = request("b", "NASDAQ:AAPL", Side::Buy, dec!(1));
-        buy.take_profit = Some(q.ask + dec!(0.05));
-        buy.stop_loss = Some(q.ask - dec!(0.05));
+        buy.terms.take_profit = Some(q.ask + dec!(0.05));
+        buy.terms.stop_loss = Some(q.ask - dec!(0.05));
         sim.place(&buy).await.unwrap();
         for _ in 0..48 {
             clock.advance(Duration::hours(1));
@@ -1763,8 +1753,8 @@ mod tests {
         clock.advance(Duration::days(3));
         let q = sim.quote("SIM", "EURUSD").await.unwrap();
         let mut limit = request("late", "FX:EURUSD", Side::Buy, dec!(0.1));
-        limit.order_type = OrderType::Limit;
-        limit.limit_price = Some(q.ask - dec!(0.0005));
+        limit.terms.order_type = OrderType::Limit;
+        limit.terms.limit_price = Some(q.ask - dec!(0.0005));
         let placed = sim.place(&limit).await.unwrap();
         clock.advance(Duration::minutes(1));
         let o = sim.find_order("SIM", "late").await.unwrap().unwrap();

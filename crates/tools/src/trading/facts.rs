@@ -8,12 +8,14 @@ use std::sync::Arc;
 
 use rust_decimal::Decimal;
 use tradedesk_brokers::{Broker, BrokerError, OrderFilter};
-use tradedesk_core::{Currency, Error, InstrumentKey, Quote, Result, Side, TradableInstrument};
+use tradedesk_core::{
+    Currency, Error, InstrumentKey, Order, Quote, Result, Side, TradableInstrument,
+};
 use tradedesk_store::StoreError;
 use tradedesk_store::idempotency;
 use tradedesk_store::rusqlite::Transaction;
 
-use super::orders::{Normalized, broker_error, trading_broker};
+use super::orders::{broker_error, trading_broker};
 use super::rules::{self, Weight};
 use super::{ErrorWrap, Trading};
 use crate::context::ToolContext;
@@ -121,11 +123,11 @@ pub(super) struct Reread {
 pub(super) async fn gather(
     ctx: &ToolContext,
     trading: &Trading,
-    order: &Normalized,
+    order: &Order,
 ) -> Result<(Arc<dyn Broker>, Facts)> {
-    let broker = trading_broker(ctx, trading, &order.account, order.mode)?;
+    let broker = trading_broker(ctx, trading, &order.terms.account, order.terms.mode)?;
     let inst = broker
-        .instrument(&order.account, &order.symbol)
+        .instrument(&order.terms.account, &order.symbol)
         .await
         .map_err(broker_error)?;
     let key = inst.key.clone();
@@ -137,9 +139,9 @@ pub(super) async fn gather(
         .map_err(Error::from)?;
     // The account's own position, read from its own broker alone: whether the order
     // only reduces it must never wait for another broker.
-    let (own, own_ledger) = own_ledger(ctx, &order.account).await?;
-    let mut notes = broker.instrument_notes(&order.account, &order.symbol);
-    let quote = match broker.quote(&order.account, &key.qualified()).await {
+    let (own, own_ledger) = own_ledger(ctx, &order.terms.account).await?;
+    let mut notes = broker.instrument_notes(&order.terms.account, &order.symbol);
+    let quote = match broker.quote(&order.terms.account, &key.qualified()).await {
         Ok(q) => Some(q),
         Err(e) => {
             notes.push(format!("no quote: {e}"));
@@ -149,13 +151,13 @@ pub(super) async fn gather(
     let prior = match &order.client_order_id {
         Some(id) => trading
             .store
-            .tx::<_, ErrorWrap>(|tx| Ok(idempotency::get(tx, &order.account, id)?))
+            .tx::<_, ErrorWrap>(|tx| Ok(idempotency::get(tx, &order.terms.account, id)?))
             .map_err(Error::from)?
             .map(|r| (r.fingerprint, r.order_id)),
         None => None,
     };
-    let account_idx = own.account_index(&order.account);
-    let ticket = order.ticket.as_ref().map(|ticket| {
+    let account_idx = own.account_index(&order.terms.account);
+    let ticket = order.terms.ticket.as_ref().map(|ticket| {
         match own
             .tickets
             .iter()
@@ -175,7 +177,7 @@ pub(super) async fn gather(
         .map(|a| own.account(a).broker.clone())
         .unwrap_or_default();
     let sizing = rules::sizing(order, &inst, quote.as_ref());
-    let held_here = position_in(&own, &own_ledger, &order.account, &key);
+    let held_here = position_in(&own, &own_ledger, &order.terms.account, &key);
     let exempt = rules::reduces(
         order,
         sizing.quantity,
@@ -204,7 +206,7 @@ pub(super) async fn gather(
         &book,
         base,
         &broker,
-        &order.account,
+        &order.terms.account,
         inst.currency,
         today,
     )
@@ -246,7 +248,7 @@ pub(super) async fn gather(
         _ => None,
     };
     let margin = match broker
-        .reported_margin(&order.account)
+        .reported_margin(&order.terms.account)
         .and_then(|m| margin_of(&m, &inst))
     {
         Some(mut margin) => {
@@ -256,7 +258,7 @@ pub(super) async fn gather(
                     &book,
                     margin.currency,
                     &broker,
-                    &order.account,
+                    &order.terms.account,
                     inst.currency,
                     today,
                 )
@@ -267,7 +269,7 @@ pub(super) async fn gather(
         None => None,
     };
     let commission = match (sizing.quantity, sizing.price) {
-        (Some(q), Some(p)) => broker.estimate_commission(&order.account, &inst, q, p),
+        (Some(q), Some(p)) => broker.estimate_commission(&order.terms.account, &inst, q, p),
         _ => None,
     };
     let takes_magic = broker.takes_magic();

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tradedesk_brokers::{Broker, BrokerError, OrderFilter, OrderRef};
 use tradedesk_core::error::quote as quoted;
 use tradedesk_core::{
-    Error, ErrorCode, InstrumentKey, Mode, OrderRecord, OrderRequest, OrderType, Result, Side,
+    Error, ErrorCode, InstrumentKey, Mode, Order, OrderRecord, OrderTerms, OrderType, Result, Side,
     TimeInForce,
 };
 use tradedesk_store::idempotency::{self, Record, State};
@@ -90,6 +90,28 @@ impl From<ModeArg> for Mode {
     }
 }
 
+impl From<TypeArg> for OrderType {
+    fn from(t: TypeArg) -> Self {
+        match t {
+            TypeArg::Market => Self::Market,
+            TypeArg::Limit => Self::Limit,
+            TypeArg::Stop => Self::Stop,
+            TypeArg::StopLimit => Self::StopLimit,
+        }
+    }
+}
+
+impl From<TifArg> for TimeInForce {
+    fn from(t: TifArg) -> Self {
+        match t {
+            TifArg::Day => Self::Day,
+            TifArg::Gtc => Self::Gtc,
+            TifArg::Ioc => Self::Ioc,
+            TifArg::Fok => Self::Fok,
+        }
+    }
+}
+
 macro_rules! order_args {
     ($(#[$meta:meta])* $name:ident { $($extra:tt)* }) => {
         $(#[$meta])*
@@ -132,6 +154,35 @@ macro_rules! order_args {
             pub ticket: Option<String>,
             $($extra)*
         }
+
+        /// The order these arguments describe, normalized: the one place an order's
+        /// arguments become an [`Order`] (the token, if any, is not part of it).
+        impl From<$name> for Order {
+            fn from(a: $name) -> Self {
+                Order {
+                    terms: OrderTerms {
+                        account: a.account,
+                        side: a.side.into(),
+                        order_type: a.order_type.into(),
+                        limit_price: a.limit_price.map(|n| n.0),
+                        stop_price: a.stop_price.map(|n| n.0),
+                        time_in_force: a.time_in_force.into(),
+                        stop_loss: a.stop_loss.map(|n| n.0),
+                        take_profit: a.take_profit.map(|n| n.0),
+                        comment: a.comment,
+                        mode: a.mode.into(),
+                        ticket: a.ticket,
+                        magic: a.magic,
+                    },
+                    symbol: a.symbol,
+                    quantity: a.quantity.map(|n| n.0),
+                    notional: a.notional.map(|n| n.0),
+                    client_order_id: a.client_order_id,
+                    reduce_only: false,
+                }
+                .normalized()
+            }
+        }
     };
 }
 
@@ -147,32 +198,6 @@ order_args!(
         pub confirmation_token: Option<String>,
     }
 );
-
-impl From<PlaceArgs> for (PreviewArgs, Option<String>) {
-    fn from(a: PlaceArgs) -> Self {
-        (
-            PreviewArgs {
-                account: a.account,
-                symbol: a.symbol,
-                side: a.side,
-                quantity: a.quantity,
-                notional: a.notional,
-                order_type: a.order_type,
-                limit_price: a.limit_price,
-                stop_price: a.stop_price,
-                time_in_force: a.time_in_force,
-                stop_loss: a.stop_loss,
-                take_profit: a.take_profit,
-                comment: a.comment,
-                client_order_id: a.client_order_id,
-                mode: a.mode,
-                magic: a.magic,
-                ticket: a.ticket,
-            },
-            a.confirmation_token,
-        )
-    }
-}
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -400,139 +425,51 @@ pub struct CancelResult {
     pub message: String,
 }
 
-/// The order after parsing: every argument but the token, decimals normalized.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Normalized {
-    pub(super) account: String,
-    pub(super) symbol: String,
-    pub(super) side: Side,
-    pub(super) quantity: Option<Decimal>,
-    pub(super) notional: Option<Decimal>,
-    pub(super) order_type: OrderType,
-    pub(super) limit_price: Option<Decimal>,
-    pub(super) stop_price: Option<Decimal>,
-    pub(super) time_in_force: TimeInForce,
-    pub(super) stop_loss: Option<Decimal>,
-    pub(super) take_profit: Option<Decimal>,
-    pub(super) comment: Option<String>,
-    pub(super) client_order_id: Option<String>,
-    pub(super) mode: Mode,
-    pub(super) reduce_only: bool,
-    /// The ticket a close is for (MetaTrader).
-    pub(super) ticket: Option<String>,
-    pub(super) magic: Option<i64>,
+/// The fingerprint an order's client order id is stored with (the id is the key, so it
+/// is not part of it).
+pub(super) fn idempotency_fingerprint(order: &Order, key: &InstrumentKey) -> String {
+    sha256_hex(&[order.bound_text(key).as_bytes()])
 }
 
-impl Normalized {
-    fn from_args(a: PreviewArgs) -> Self {
-        let n = |v: Option<Num>| v.map(|n| n.0.normalize());
+/// What a confirmation token is bound to: the order, its account and mode, and the
+/// client order id when one was given.
+fn token_fingerprint(order: &Order, key: &InstrumentKey) -> String {
+    sha256_hex(&[
+        order.bound_text(key).as_bytes(),
+        b"|",
+        order.client_order_id.as_deref().unwrap_or("").as_bytes(),
+    ])
+}
+
+impl NormalizedView {
+    /// The order on its resolved instrument `key`, as the preview and the audit log
+    /// show it.
+    fn of(o: &Order, key: &InstrumentKey) -> Self {
         Self {
-            account: a.account,
-            symbol: a.symbol.trim().to_ascii_uppercase(),
-            side: a.side.into(),
-            quantity: n(a.quantity),
-            notional: n(a.notional),
-            order_type: match a.order_type {
-                TypeArg::Market => OrderType::Market,
-                TypeArg::Limit => OrderType::Limit,
-                TypeArg::Stop => OrderType::Stop,
-                TypeArg::StopLimit => OrderType::StopLimit,
-            },
-            limit_price: n(a.limit_price),
-            stop_price: n(a.stop_price),
-            time_in_force: match a.time_in_force {
-                TifArg::Day => TimeInForce::Day,
-                TifArg::Gtc => TimeInForce::Gtc,
-                TifArg::Ioc => TimeInForce::Ioc,
-                TifArg::Fok => TimeInForce::Fok,
-            },
-            stop_loss: n(a.stop_loss),
-            take_profit: n(a.take_profit),
-            comment: a.comment,
-            client_order_id: a.client_order_id,
-            mode: a.mode.into(),
-            reduce_only: false,
-            ticket: a.ticket.map(|t| t.trim().to_owned()),
-            magic: a.magic,
-        }
-    }
-
-    /// What an order is, for its idempotency fingerprint (the client order id is the
-    /// key, so it is not part of it).
-    fn order_text(&self, key: &InstrumentKey) -> String {
-        let d = |v: Option<Decimal>| v.map(|d| d.normalize().to_string()).unwrap_or_default();
-        format!(
-            "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}",
-            self.account,
-            key.qualified(),
-            self.side.as_str(),
-            d(self.quantity),
-            d(self.notional),
-            self.order_type.as_str(),
-            d(self.limit_price),
-            d(self.stop_price),
-            self.time_in_force.as_str(),
-            d(self.stop_loss),
-            d(self.take_profit),
-            self.comment.as_deref().unwrap_or(""),
-            self.mode.as_str(),
-        )
-    }
-
-    /// The order text, with the ticket and the magic number where given (an order
-    /// without them keeps the fingerprint it always had).
-    fn bound_text(&self, key: &InstrumentKey) -> String {
-        let mut text = self.order_text(key);
-        if let Some(t) = &self.ticket {
-            text.push_str("|ticket=");
-            text.push_str(t);
-        }
-        if let Some(m) = self.magic {
-            text.push_str(&format!("|magic={m}"));
-        }
-        text
-    }
-
-    pub(super) fn idempotency_fingerprint(&self, key: &InstrumentKey) -> String {
-        sha256_hex(&[self.bound_text(key).as_bytes()])
-    }
-
-    /// What a confirmation token is bound to: the order, its account and mode, and the
-    /// client order id when one was given.
-    fn token_fingerprint(&self, key: &InstrumentKey) -> String {
-        sha256_hex(&[
-            self.bound_text(key).as_bytes(),
-            b"|",
-            self.client_order_id.as_deref().unwrap_or("").as_bytes(),
-        ])
-    }
-
-    fn view(&self, key: &InstrumentKey) -> NormalizedView {
-        NormalizedView {
-            account: self.account.clone(),
+            account: o.terms.account.clone(),
             exchange: key.exchange.clone(),
             symbol: key.symbol.clone(),
-            side: self.side.as_str(),
-            quantity: self.quantity.map(Num),
-            notional: self.notional.map(Num),
-            order_type: self.order_type.as_str(),
-            limit_price: self.limit_price.map(Num),
-            stop_price: self.stop_price.map(Num),
-            time_in_force: self.time_in_force.as_str(),
-            stop_loss: self.stop_loss.map(Num),
-            take_profit: self.take_profit.map(Num),
-            comment: self.comment.clone(),
-            client_order_id: self.client_order_id.clone(),
-            mode: self.mode.as_str(),
-            magic: self.magic,
-            ticket: self.ticket.clone(),
+            side: o.terms.side.as_str(),
+            quantity: o.quantity.map(Num),
+            notional: o.notional.map(Num),
+            order_type: o.terms.order_type.as_str(),
+            limit_price: o.terms.limit_price.map(Num),
+            stop_price: o.terms.stop_price.map(Num),
+            time_in_force: o.terms.time_in_force.as_str(),
+            stop_loss: o.terms.stop_loss.map(Num),
+            take_profit: o.terms.take_profit.map(Num),
+            comment: o.terms.comment.clone(),
+            client_order_id: o.client_order_id.clone(),
+            mode: o.terms.mode.as_str(),
+            magic: o.terms.magic,
+            ticket: o.terms.ticket.clone(),
         }
     }
 }
 
 /// An order gathered and checked: the facts it was decided on and every rule's verdict.
 struct Plan {
-    order: Normalized,
+    order: Order,
     broker: Arc<dyn Broker>,
     facts: Facts,
     eval: Evaluation,
@@ -541,7 +478,7 @@ struct Plan {
 impl Plan {
     /// Gathers the order's facts (all the I/O) and runs every rule over them, changing
     /// nothing.
-    async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Normalized) -> Result<Self> {
+    async fn evaluate(ctx: &ToolContext, trading: &Trading, order: Order) -> Result<Self> {
         let (broker, facts) = facts::gather(ctx, trading, &order).await?;
         let eval = rules::check(&order, &facts, &trading.settings);
         Ok(Self {
@@ -557,7 +494,7 @@ impl Plan {
     }
 
     fn confirmation_required(&self, trading: &Trading) -> bool {
-        match self.order.mode {
+        match self.order.terms.mode {
             Mode::Live => trading.settings.confirm_live,
             _ => trading.settings.confirm_paper,
         }
@@ -650,19 +587,19 @@ pub(super) fn broker_error(e: BrokerError) -> Error {
 /// `live_not_allowed`, or a store failure.
 pub async fn preview_order(ctx: &ToolContext, args: PreviewArgs) -> Result<PreviewResult> {
     let trading = trading_of(ctx)?;
-    let plan = Plan::evaluate(ctx, trading, Normalized::from_args(args)).await?;
+    let plan = Plan::evaluate(ctx, trading, Order::from(args)).await?;
     let allowed = plan.eval.allowed();
     let key = plan.facts.inst.key.clone();
     let (token, expires_at) = if allowed {
         let expires = trading.now().timestamp() + trading.settings.token_ttl_seconds;
-        let fingerprint = plan.order.token_fingerprint(&key);
+        let fingerprint = token_fingerprint(&plan.order, &key);
         let token = trading
             .store
             .tx::<_, ErrorWrap>(|tx| {
                 Ok(tokens::issue(
                     tx,
                     trading.key(),
-                    &plan.order.account,
+                    &plan.order.terms.account,
                     &fingerprint,
                     expires,
                 )?)
@@ -681,8 +618,8 @@ pub async fn preview_order(ctx: &ToolContext, args: PreviewArgs) -> Result<Previ
     }
     let ccy = plan.facts.inst.currency;
     Ok(PreviewResult {
-        mode: plan.order.mode.as_str(),
-        order: plan.order.view(&key),
+        mode: plan.order.terms.mode.as_str(),
+        order: NormalizedView::of(&plan.order, &key),
         estimate: Estimate {
             price: plan.eval.price.map(Num),
             quantity: plan.eval.quantity.map(Num),
@@ -1013,19 +950,19 @@ pub async fn place_order(
     args: PlaceArgs,
     confirmer: Option<&dyn Confirmer>,
 ) -> Result<PlaceResult> {
-    let (preview_args, token) = args.into();
-    let order = Normalized::from_args(preview_args);
-    submit(ctx, order, token, confirmer).await
+    let mut args = args;
+    let token = args.confirmation_token.take();
+    submit(ctx, Order::from(args), token, confirmer).await
 }
 
 async fn submit(
     ctx: &ToolContext,
-    order: Normalized,
+    order: Order,
     token: Option<String>,
     confirmer: Option<&dyn Confirmer>,
 ) -> Result<PlaceResult> {
     let trading = trading_of(ctx)?;
-    let account = order.account.clone();
+    let account = order.terms.account.clone();
     let plan = match Plan::evaluate(ctx, trading, order).await {
         Ok(plan) => plan,
         Err(e) => {
@@ -1034,8 +971,8 @@ async fn submit(
         }
     };
     let key = plan.facts.inst.key.clone();
-    let token_fingerprint = plan.order.token_fingerprint(&key);
-    let fingerprint = plan.order.idempotency_fingerprint(&key);
+    let token_fingerprint = token_fingerprint(&plan.order, &key);
+    let fingerprint = idempotency_fingerprint(&plan.order, &key);
 
     // A client order id seen before: its stored outcome, never a second order, and
     // without asking the human again.
@@ -1140,7 +1077,7 @@ async fn submit(
         owner: Some(trading.store.lease().id().to_owned()),
         instrument: Some(key.qualified()),
         exposure: Some(
-            if plan.order.side == Side::Buy {
+            if plan.order.terms.side == Side::Buy {
                 value
             } else {
                 -value
@@ -1197,7 +1134,7 @@ async fn submit(
                 account: &account,
                 client_order_id: &client_order_id,
                 detail: &json!({
-                    "order": plan.order.view(&key),
+                    "order": NormalizedView::of(&plan.order, &key),
                     "quantity": quantity.to_string(),
                     "notional_base": value.to_string(),
                     "base_currency": plan.facts.base.code(),
@@ -1256,24 +1193,9 @@ async fn submit(
         }
     }
 
-    let request = OrderRequest {
-        account: account.clone(),
-        key: key.clone(),
-        side: plan.order.side,
-        quantity,
-        order_type: plan.order.order_type,
-        limit_price: plan.order.limit_price,
-        stop_price: plan.order.stop_price,
-        time_in_force: plan.order.time_in_force,
-        stop_loss: plan.order.stop_loss,
-        take_profit: plan.order.take_profit,
-        comment: plan.order.comment.clone(),
-        client_order_id: client_order_id.clone(),
-        mode: plan.order.mode,
-        reduce_only: plan.eval.reduces,
-        ticket: plan.order.ticket.clone(),
-        magic: plan.order.magic,
-    };
+    let request = plan
+        .order
+        .request(&key, quantity, client_order_id.clone(), plan.eval.reduces);
     let outcome = tokio::time::timeout(ctx.broker_timeout, plan.broker.place(&request)).await;
     trading.pause_at(Failpoint::AfterBroker).await;
     let now_text = rfc3339(trading.now());
@@ -1368,7 +1290,13 @@ async fn seen_before(
 ) -> Result<Option<Result<PlaceResult>>> {
     let existing = trading
         .store
-        .tx::<_, ErrorWrap>(|tx| Ok(idempotency::get(tx, &plan.order.account, client_order_id)?))
+        .tx::<_, ErrorWrap>(|tx| {
+            Ok(idempotency::get(
+                tx,
+                &plan.order.terms.account,
+                client_order_id,
+            )?)
+        })
         .map_err(Error::from)?;
     let Some(record) = existing else {
         return Ok(None);
@@ -1376,7 +1304,7 @@ async fn seen_before(
     if record.fingerprint != fingerprint {
         return Ok(Some(Err(reused_error(
             trading,
-            &plan.order.account,
+            &plan.order.terms.account,
             client_order_id,
             &record,
         ))));
@@ -1418,7 +1346,7 @@ async fn confirm(
             ErrorCode::ConfirmationRequired,
             format!(
                 "{} orders need confirmation on this server",
-                plan.order.mode.as_str()
+                plan.order.terms.mode.as_str()
             ),
             "call preview_order with the same arguments, show the user its plan, then pass its confirmation_token to place_order",
         )
@@ -1438,14 +1366,23 @@ async fn confirm(
             Ok(tokens::issue(
                 tx,
                 trading.key(),
-                &plan.order.account,
+                &plan.order.terms.account,
                 token_fingerprint,
                 expires,
             )?)
         })
         .map_err(Error::from)?;
     match confirmer
-        .confirm(&confirm_prompt(plan, quantity, notional_base), &token)
+        .confirm(
+            &plan.order.confirmation_text(
+                &plan.facts.inst.key,
+                quantity,
+                plan.facts.inst.unit,
+                notional_base,
+                plan.facts.base,
+            ),
+            &token,
+        )
         .await
     {
         Confirmation::Accepted => Ok(token),
@@ -1473,39 +1410,6 @@ fn refuse(trading: &Trading, account: &str, client_order_id: &str, e: &Error) {
         &cut(client_order_id),
         &json!({"error": e}),
     );
-}
-
-fn confirm_prompt(plan: &Plan, quantity: Decimal, notional_base: Decimal) -> String {
-    let o = &plan.order;
-    let mut text = format!(
-        "Confirm {} order: {} {} {} {} on account {}",
-        o.mode.as_str().to_uppercase(),
-        o.side.as_str(),
-        quantity,
-        plan.facts.inst.unit,
-        plan.facts.inst.key,
-        o.account
-    );
-    text.push_str(&format!(", {}", o.order_type.as_str()));
-    if let Some(p) = o.limit_price {
-        text.push_str(&format!(" limit {p}"));
-    }
-    if let Some(p) = o.stop_price {
-        text.push_str(&format!(" stop {p}"));
-    }
-    text.push_str(&format!(
-        ", valued at {} {}",
-        notional_base,
-        plan.facts.base.code()
-    ));
-    if let Some(sl) = o.stop_loss {
-        text.push_str(&format!(", stop-loss {sl}"));
-    }
-    if let Some(tp) = o.take_profit {
-        text.push_str(&format!(", take-profit {tp}"));
-    }
-    text.push('.');
-    text
 }
 
 /// An open ticket of an account in an instrument, as its broker lists it.
@@ -1613,29 +1517,15 @@ pub async fn close_position(
         args.quantity.map(|q| q.0),
         ticket.as_deref(),
     )?;
-    let order = Normalized {
-        account: args.account,
-        symbol: inst.key.qualified(),
-        ticket,
-        magic: None,
-        side: if held.is_sign_positive() {
-            Side::Sell
-        } else {
-            Side::Buy
-        },
-        quantity: Some(quantity.normalize()),
-        notional: None,
-        order_type: OrderType::Market,
-        limit_price: None,
-        stop_price: None,
-        time_in_force: TimeInForce::Day,
-        stop_loss: None,
-        take_profit: None,
-        comment: None,
-        client_order_id: args.client_order_id,
-        mode,
-        reduce_only: true,
+    let side = if held.is_sign_positive() {
+        Side::Sell
+    } else {
+        Side::Buy
     };
+    let mut order = Order::market(args.account, inst.key.qualified(), side, quantity, mode);
+    order.terms.ticket = ticket;
+    order.client_order_id = args.client_order_id;
+    order.reduce_only = true;
     submit(ctx, order, args.confirmation_token, confirmer).await
 }
 

@@ -7,12 +7,12 @@
 use rust_decimal::Decimal;
 use tradedesk_core::error::quote as quoted;
 use tradedesk_core::{
-    Currency, Error, ErrorCode, InstrumentKey, OrderType, Quote, Side, TradableInstrument,
+    Currency, Error, ErrorCode, InstrumentKey, Order, OrderType, Quote, Side, TradableInstrument,
 };
 
 use super::TradingSettings;
 use super::facts::{Day, Exposure, Facts, Margin, Reread, TicketFact};
-use super::orders::Normalized;
+use super::orders::idempotency_fingerprint;
 
 #[cfg(test)]
 mod tests;
@@ -202,13 +202,9 @@ pub(super) struct Sizing {
     pub(super) quantity: Option<Decimal>,
 }
 
-pub(super) fn sizing(
-    order: &Normalized,
-    inst: &TradableInstrument,
-    quote: Option<&Quote>,
-) -> Sizing {
-    let touch = quote.map(|q| q.for_side(order.side));
-    let price = [order.limit_price, order.stop_price, touch]
+pub(super) fn sizing(order: &Order, inst: &TradableInstrument, quote: Option<&Quote>) -> Sizing {
+    let touch = quote.map(|q| q.for_side(order.terms.side));
+    let price = [order.terms.limit_price, order.terms.stop_price, touch]
         .into_iter()
         .flatten()
         .max()
@@ -234,11 +230,7 @@ pub(super) fn sizing(
 
 /// The order's notional in the instrument's currency: its own, else quantity × price ×
 /// multiplier.
-pub(super) fn notional(
-    order: &Normalized,
-    inst: &TradableInstrument,
-    s: &Sizing,
-) -> Option<Decimal> {
+pub(super) fn notional(order: &Order, inst: &TradableInstrument, s: &Sizing) -> Option<Decimal> {
     match (order.notional, s.quantity, s.price) {
         (Some(n), _, _) => Some(n),
         (None, Some(q), Some(p)) => q
@@ -253,17 +245,17 @@ pub(super) fn notional(
 /// order passes the kill switch, the lists and the limits: the owner must always be able
 /// to get out (the broker is told to clamp it).
 pub(super) fn reduces(
-    order: &Normalized,
+    order: &Order,
     quantity: Option<Decimal>,
     held: Decimal,
     on_ticket: bool,
 ) -> bool {
-    let market = order.order_type == OrderType::Market;
+    let market = order.terms.order_type == OrderType::Market;
     order.reduce_only
         || (on_ticket && market)
         || (market
             && quantity.is_some_and(|q| q > Decimal::ZERO && q <= held.abs())
-            && (held.is_sign_positive() != (order.side == Side::Buy))
+            && (held.is_sign_positive() != (order.terms.side == Side::Buy))
             && !held.is_zero())
 }
 
@@ -287,7 +279,7 @@ fn symbol_listed(list: &[String], key: &InstrumentKey) -> bool {
 
 // ---- The order's own rules ----
 
-pub(super) fn quantity_or_notional(order: &Normalized) -> Check {
+pub(super) fn quantity_or_notional(order: &Order) -> Check {
     let both = order.quantity.is_some() && order.notional.is_some();
     let neither = order.quantity.is_none() && order.notional.is_none();
     Check::new(
@@ -303,7 +295,7 @@ pub(super) fn quantity_or_notional(order: &Normalized) -> Check {
     )
 }
 
-pub(super) fn quantity_positive(order: &Normalized) -> Check {
+pub(super) fn quantity_positive(order: &Order) -> Check {
     let amount = order.quantity.or(order.notional).unwrap_or_default();
     Check::new(
         Rule::QuantityPositive,
@@ -320,16 +312,16 @@ pub(super) fn quantity_positive(order: &Normalized) -> Check {
     )
 }
 
-pub(super) fn prices_match_type(order: &Normalized) -> Check {
-    let t = order.order_type.as_str();
-    let problem = if order.order_type.needs_limit() != order.limit_price.is_some() {
-        Some(if order.limit_price.is_some() {
+pub(super) fn prices_match_type(order: &Order) -> Check {
+    let t = order.terms.order_type.as_str();
+    let problem = if order.terms.order_type.needs_limit() != order.terms.limit_price.is_some() {
+        Some(if order.terms.limit_price.is_some() {
             format!("a {t} order takes no limit_price")
         } else {
             format!("a {t} order needs limit_price")
         })
-    } else if order.order_type.needs_stop() != order.stop_price.is_some() {
-        Some(if order.stop_price.is_some() {
+    } else if order.terms.order_type.needs_stop() != order.terms.stop_price.is_some() {
+        Some(if order.terms.stop_price.is_some() {
             format!("a {t} order takes no stop_price")
         } else {
             format!("a {t} order needs stop_price")
@@ -344,16 +336,16 @@ pub(super) fn prices_match_type(order: &Normalized) -> Check {
     )
 }
 
-fn named_prices(order: &Normalized) -> [(&'static str, Option<Decimal>); 4] {
+fn named_prices(order: &Order) -> [(&'static str, Option<Decimal>); 4] {
     [
-        ("limit_price", order.limit_price),
-        ("stop_price", order.stop_price),
-        ("stop_loss", order.stop_loss),
-        ("take_profit", order.take_profit),
+        ("limit_price", order.terms.limit_price),
+        ("stop_price", order.terms.stop_price),
+        ("stop_loss", order.terms.stop_loss),
+        ("take_profit", order.terms.take_profit),
     ]
 }
 
-pub(super) fn price_positive(order: &Normalized) -> Check {
+pub(super) fn price_positive(order: &Order) -> Check {
     let not_positive: Vec<&str> = named_prices(order)
         .iter()
         .filter(|(_, p)| p.is_some_and(|p| p <= Decimal::ZERO))
@@ -370,7 +362,7 @@ pub(super) fn price_positive(order: &Normalized) -> Check {
     )
 }
 
-pub(super) fn tick_size(order: &Normalized, tick: Decimal) -> Check {
+pub(super) fn tick_size(order: &Order, tick: Decimal) -> Check {
     let off_tick: Vec<&str> = named_prices(order)
         .iter()
         .filter(|(_, p)| p.is_some_and(|p| !multiple_of(p, tick)))
@@ -510,7 +502,7 @@ pub(super) fn client_order_id_reused(
 /// A ticket (MetaTrader): the order closes it, so it must be open, of this symbol, on
 /// the other side, and no bigger than it.
 pub(super) fn ticket_rules(
-    order: &Normalized,
+    order: &Order,
     ticket: &str,
     fact: &TicketFact,
     key: &InstrumentKey,
@@ -524,7 +516,7 @@ pub(super) fn ticket_rules(
             match fact {
                 TicketFact::Missing => format!(
                     "account {} has no open ticket {}",
-                    order.account,
+                    order.terms.account,
                     quoted(ticket)
                 ),
                 TicketFact::OtherSymbol(symbol) => {
@@ -535,8 +527,11 @@ pub(super) fn ticket_rules(
         ),
         Check::new(
             Rule::TicketCloseOnly,
-            order.order_type == OrderType::Market,
-            format!("a {} order on ticket {ticket}", order.order_type.as_str()),
+            order.terms.order_type == OrderType::Market,
+            format!(
+                "a {} order on ticket {ticket}",
+                order.terms.order_type.as_str()
+            ),
         ),
     ];
     if let TicketFact::Open {
@@ -546,7 +541,7 @@ pub(super) fn ticket_rules(
     {
         out.push(Check::new(
             Rule::TicketSide,
-            *side != order.side,
+            *side != order.terms.side,
             format!(
                 "ticket {ticket} is a {}; an order on it is a {}",
                 side.as_str(),
@@ -961,7 +956,7 @@ impl Evaluation {
 
 /// Runs every rule, in order: the order's own rules, then the policy. Every verdict is
 /// kept (the preview shows them all); [`Evaluation::first_failure`] is the refusal.
-pub(super) fn check(order: &Normalized, facts: &Facts, policy: &Policy) -> Evaluation {
+pub(super) fn check(order: &Order, facts: &Facts, policy: &Policy) -> Evaluation {
     let inst = &facts.inst;
     let key = &inst.key;
     let base = facts.base;
@@ -990,34 +985,38 @@ pub(super) fn check(order: &Normalized, facts: &Facts, policy: &Policy) -> Evalu
         checks.push(max_quantity(q, inst));
     }
     // Stop-loss and take-profit against each other and the entry price.
-    let reference = order.limit_price.or(order.stop_price).or(s.touch);
-    let buy = order.side == Side::Buy;
+    let reference = order
+        .terms
+        .limit_price
+        .or(order.terms.stop_price)
+        .or(s.touch);
+    let buy = order.terms.side == Side::Buy;
     checks.extend(level_rules(
         buy,
-        (order.stop_loss, order.take_profit),
-        (order.stop_loss, order.take_profit),
+        (order.terms.stop_loss, order.terms.take_profit),
+        (order.terms.stop_loss, order.terms.take_profit),
         reference.map(|p| (p, "entry price")),
     ));
-    if let Some(comment) = &order.comment {
+    if let Some(comment) = &order.terms.comment {
         checks.push(comment_length(comment));
     }
     if let Some(id) = &order.client_order_id {
         checks.push(client_order_id_format(id));
         checks.push(client_order_id_reused(
             id,
-            &order.idempotency_fingerprint(key),
+            &idempotency_fingerprint(order, key),
             facts.prior.as_ref(),
         ));
     }
     let mut on_ticket = false;
-    if let Some(ticket) = &order.ticket {
+    if let Some(ticket) = &order.terms.ticket {
         let fact = facts.ticket.as_ref().unwrap_or(&TicketFact::Missing);
         on_ticket = matches!(fact, TicketFact::Open { .. });
         checks.extend(ticket_rules(order, ticket, fact, key, inst, s.quantity));
     }
-    if order.magic.is_some() {
+    if order.terms.magic.is_some() {
         checks.push(magic_supported(
-            &order.account,
+            &order.terms.account,
             &facts.account_broker,
             facts.takes_magic,
         ));

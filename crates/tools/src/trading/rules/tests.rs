@@ -10,17 +10,16 @@ use rust_decimal::Decimal;
 use rust_decimal_macros::dec;
 use tradedesk_core::instrument::AssetClass;
 use tradedesk_core::{
-    Currency, ErrorCode, InstrumentKey, Mode, OrderType, Quote, Side, TimeInForce,
-    TradableInstrument,
+    Currency, ErrorCode, InstrumentKey, Mode, Order, OrderType, Quote, Side, TradableInstrument,
 };
 
 use super::super::facts::{Day, Exposure, Facts, Margin, Reread, TicketFact};
-use super::super::orders::Normalized;
+use super::super::orders::idempotency_fingerprint;
 use super::{Policy, Rule, check, reservation};
 
 /// An order, its facts and the policy: what one row changes.
 struct Case {
-    order: Normalized,
+    order: Order,
     facts: Facts,
     policy: Policy,
 }
@@ -51,25 +50,7 @@ fn base_case() -> Case {
         time: Utc.with_ymd_and_hms(2026, 1, 5, 15, 0, 0).unwrap(),
     };
     Case {
-        order: Normalized {
-            account: "sim".to_owned(),
-            symbol: "AAPL".to_owned(),
-            side: Side::Buy,
-            quantity: Some(dec!(10)),
-            notional: None,
-            order_type: OrderType::Market,
-            limit_price: None,
-            stop_price: None,
-            time_in_force: TimeInForce::Day,
-            stop_loss: None,
-            take_profit: None,
-            comment: None,
-            client_order_id: None,
-            mode: Mode::Paper,
-            reduce_only: false,
-            ticket: None,
-            magic: None,
-        },
+        order: Order::market("sim", "AAPL", Side::Buy, dec!(10), Mode::Paper),
         facts: Facts {
             inst,
             quote: Some(quote),
@@ -95,12 +76,12 @@ fn base_case() -> Case {
 }
 
 fn limit(c: &mut Case, price: Decimal) {
-    c.order.order_type = OrderType::Limit;
-    c.order.limit_price = Some(price);
+    c.order.terms.order_type = OrderType::Limit;
+    c.order.terms.limit_price = Some(price);
 }
 
 fn sell(c: &mut Case) {
-    c.order.side = Side::Sell;
+    c.order.terms.side = Side::Sell;
 }
 
 /// The account already holds 10 long: a sell of 10 only reduces it.
@@ -169,14 +150,14 @@ const ROWS: &[Row] = &[
         limit(c, dec!(99));
     }),
     ("limit without a price", Rule::PricesMatchType, false, |c| {
-        c.order.order_type = OrderType::Limit;
+        c.order.terms.order_type = OrderType::Limit;
     }),
     (
         "market with a limit price",
         Rule::PricesMatchType,
         false,
         |c| {
-            c.order.limit_price = Some(dec!(99));
+            c.order.terms.limit_price = Some(dec!(99));
         },
     ),
     (
@@ -184,14 +165,14 @@ const ROWS: &[Row] = &[
         Rule::PricesMatchType,
         false,
         |c| {
-            c.order.order_type = OrderType::Stop;
+            c.order.terms.order_type = OrderType::Stop;
         },
     ),
     ("the smallest price", Rule::PricePositive, true, |c| {
         limit(c, dec!(0.01));
     }),
     ("a stop-loss of zero", Rule::PricePositive, false, |c| {
-        c.order.stop_loss = Some(Decimal::ZERO);
+        c.order.terms.stop_loss = Some(Decimal::ZERO);
     }),
     ("on the tick", Rule::TickSize, true, |c| {
         limit(c, dec!(100.01));
@@ -200,33 +181,33 @@ const ROWS: &[Row] = &[
         limit(c, dec!(100.005));
     }),
     ("buy: sl under tp", Rule::SlAboveTp, true, |c| {
-        c.order.stop_loss = Some(dec!(90));
-        c.order.take_profit = Some(dec!(110));
+        c.order.terms.stop_loss = Some(dec!(90));
+        c.order.terms.take_profit = Some(dec!(110));
     }),
     ("buy: sl at tp", Rule::SlAboveTp, false, |c| {
-        c.order.stop_loss = Some(dec!(110));
-        c.order.take_profit = Some(dec!(110));
+        c.order.terms.stop_loss = Some(dec!(110));
+        c.order.terms.take_profit = Some(dec!(110));
     }),
     ("sell: sl over tp", Rule::SlBelowTp, true, |c| {
         sell(c);
-        c.order.stop_loss = Some(dec!(110));
-        c.order.take_profit = Some(dec!(90));
+        c.order.terms.stop_loss = Some(dec!(110));
+        c.order.terms.take_profit = Some(dec!(90));
     }),
     ("sell: sl at tp", Rule::SlBelowTp, false, |c| {
         sell(c);
-        c.order.stop_loss = Some(dec!(90));
-        c.order.take_profit = Some(dec!(90));
+        c.order.terms.stop_loss = Some(dec!(90));
+        c.order.terms.take_profit = Some(dec!(90));
     }),
     (
         "buy: sl a tick under the ask",
         Rule::SlAbovePrice,
         true,
         |c| {
-            c.order.stop_loss = Some(dec!(99.99));
+            c.order.terms.stop_loss = Some(dec!(99.99));
         },
     ),
     ("buy: sl at the ask", Rule::SlAbovePrice, false, |c| {
-        c.order.stop_loss = Some(dec!(100));
+        c.order.terms.stop_loss = Some(dec!(100));
     }),
     (
         "buy: sl at the limit, not the ask",
@@ -234,7 +215,7 @@ const ROWS: &[Row] = &[
         false,
         |c| {
             limit(c, dec!(95));
-            c.order.stop_loss = Some(dec!(95));
+            c.order.terms.stop_loss = Some(dec!(95));
         },
     ),
     (
@@ -243,23 +224,23 @@ const ROWS: &[Row] = &[
         true,
         |c| {
             sell(c);
-            c.order.stop_loss = Some(dec!(99.91));
+            c.order.terms.stop_loss = Some(dec!(99.91));
         },
     ),
     ("sell: sl at the bid", Rule::SlBelowPrice, false, |c| {
         sell(c);
-        c.order.stop_loss = Some(dec!(99.9));
+        c.order.terms.stop_loss = Some(dec!(99.9));
     }),
     (
         "buy: tp a tick over the ask",
         Rule::TpBelowPrice,
         true,
         |c| {
-            c.order.take_profit = Some(dec!(100.01));
+            c.order.terms.take_profit = Some(dec!(100.01));
         },
     ),
     ("buy: tp at the ask", Rule::TpBelowPrice, false, |c| {
-        c.order.take_profit = Some(dec!(100));
+        c.order.terms.take_profit = Some(dec!(100));
     }),
     (
         "sell: tp a tick under the bid",
@@ -267,18 +248,18 @@ const ROWS: &[Row] = &[
         true,
         |c| {
             sell(c);
-            c.order.take_profit = Some(dec!(99.89));
+            c.order.terms.take_profit = Some(dec!(99.89));
         },
     ),
     ("sell: tp at the bid", Rule::TpAbovePrice, false, |c| {
         sell(c);
-        c.order.take_profit = Some(dec!(99.9));
+        c.order.terms.take_profit = Some(dec!(99.9));
     }),
     ("31 characters", Rule::CommentLength, true, |c| {
-        c.order.comment = Some("é".repeat(31));
+        c.order.terms.comment = Some("é".repeat(31));
     }),
     ("32 characters", Rule::CommentLength, false, |c| {
-        c.order.comment = Some("a".repeat(32));
+        c.order.terms.comment = Some("a".repeat(32));
     }),
     ("64 characters", Rule::ClientOrderIdFormat, true, |c| {
         c.order.client_order_id = Some(format!("a-_.:{}", "9".repeat(59)));
@@ -301,7 +282,7 @@ const ROWS: &[Row] = &[
         true,
         |c| {
             c.order.client_order_id = Some("abc".to_owned());
-            c.facts.prior = Some((c.order.idempotency_fingerprint(&key()), None));
+            c.facts.prior = Some((idempotency_fingerprint(&c.order, &key()), None));
         },
     ),
     (
@@ -315,18 +296,18 @@ const ROWS: &[Row] = &[
     ),
     ("an open ticket", Rule::TicketFound, true, |c| {
         sell(c);
-        c.order.ticket = Some("7".to_owned());
+        c.order.terms.ticket = Some("7".to_owned());
         c.facts.ticket = Some(TicketFact::Open {
             side: Side::Buy,
             quantity: dec!(10),
         });
     }),
     ("no such ticket", Rule::TicketFound, false, |c| {
-        c.order.ticket = Some("7".to_owned());
+        c.order.terms.ticket = Some("7".to_owned());
         c.facts.ticket = Some(TicketFact::Missing);
     }),
     ("another symbol's ticket", Rule::TicketFound, false, |c| {
-        c.order.ticket = Some("7".to_owned());
+        c.order.terms.ticket = Some("7".to_owned());
         c.facts.ticket = Some(TicketFact::OtherSymbol("MSFT".to_owned()));
     }),
     (
@@ -334,7 +315,7 @@ const ROWS: &[Row] = &[
         Rule::TicketCloseOnly,
         true,
         |c| {
-            c.order.ticket = Some("7".to_owned());
+            c.order.terms.ticket = Some("7".to_owned());
             c.facts.ticket = Some(TicketFact::Missing);
         },
     ),
@@ -344,26 +325,26 @@ const ROWS: &[Row] = &[
         false,
         |c| {
             limit(c, dec!(99));
-            c.order.ticket = Some("7".to_owned());
+            c.order.terms.ticket = Some("7".to_owned());
             c.facts.ticket = Some(TicketFact::Missing);
         },
     ),
     ("a buy on a sell ticket", Rule::TicketSide, true, |c| {
-        c.order.ticket = Some("7".to_owned());
+        c.order.terms.ticket = Some("7".to_owned());
         c.facts.ticket = Some(TicketFact::Open {
             side: Side::Sell,
             quantity: dec!(10),
         });
     }),
     ("a buy on a buy ticket", Rule::TicketSide, false, |c| {
-        c.order.ticket = Some("7".to_owned());
+        c.order.terms.ticket = Some("7".to_owned());
         c.facts.ticket = Some(TicketFact::Open {
             side: Side::Buy,
             quantity: dec!(10),
         });
     }),
     ("all of the ticket", Rule::CloseExceedsTicket, true, |c| {
-        c.order.ticket = Some("7".to_owned());
+        c.order.terms.ticket = Some("7".to_owned());
         c.facts.ticket = Some(TicketFact::Open {
             side: Side::Sell,
             quantity: dec!(10),
@@ -374,7 +355,7 @@ const ROWS: &[Row] = &[
         Rule::CloseExceedsTicket,
         false,
         |c| {
-            c.order.ticket = Some("7".to_owned());
+            c.order.terms.ticket = Some("7".to_owned());
             c.facts.ticket = Some(TicketFact::Open {
                 side: Side::Sell,
                 quantity: dec!(9.99),
@@ -382,12 +363,12 @@ const ROWS: &[Row] = &[
         },
     ),
     ("magic on MetaTrader", Rule::MagicSupported, true, |c| {
-        c.order.magic = Some(7);
+        c.order.terms.magic = Some(7);
         c.facts.account_broker = "metatrader".to_owned();
         c.facts.takes_magic = true;
     }),
     ("magic elsewhere", Rule::MagicSupported, false, |c| {
-        c.order.magic = Some(7);
+        c.order.terms.magic = Some(7);
     }),
     ("no lists", Rule::SymbolAllowed, true, |_| {}),
     (
@@ -733,9 +714,9 @@ fn every_checked_rule_has_a_row_each_way() {
 fn the_order_of_the_checks_is_the_documented_one() {
     let mut case = base_case();
     limit(&mut case, dec!(100));
-    case.order.stop_loss = Some(dec!(90));
-    case.order.take_profit = Some(dec!(110));
-    case.order.comment = Some("c".to_owned());
+    case.order.terms.stop_loss = Some(dec!(90));
+    case.order.terms.take_profit = Some(dec!(110));
+    case.order.terms.comment = Some("c".to_owned());
     case.order.client_order_id = Some("id-1".to_owned());
     case.facts.margin = Some(margin(dec!(5000), Some(Decimal::ONE)));
     let eval = check(&case.order, &case.facts, &case.policy);
@@ -790,9 +771,9 @@ fn a_notional_is_sized_down_to_the_lot_step() {
 #[test]
 fn the_valuation_price_is_the_highest_written() {
     let mut case = base_case();
-    case.order.order_type = OrderType::StopLimit;
-    case.order.limit_price = Some(dec!(101));
-    case.order.stop_price = Some(dec!(102));
+    case.order.terms.order_type = OrderType::StopLimit;
+    case.order.terms.limit_price = Some(dec!(101));
+    case.order.terms.stop_price = Some(dec!(102));
     case.order.quantity = Some(dec!(9));
     let eval = check(&case.order, &case.facts, &case.policy);
     assert_eq!(eval.price, Some(dec!(102)));
