@@ -28,7 +28,8 @@ use crate::context::ToolContext;
 use crate::num::Num;
 
 /// The brokers that serve option chains, for `not_supported` and `unknown_account` hints.
-pub const CHAIN_BROKERS: &str = "Alpaca accounts and the sim (SIM-PAPER in the demo)";
+pub const CHAIN_BROKERS: &str =
+    "Alpaca and moomoo/Futu OpenD accounts (US and HK underlyings), and the sim (SIM-PAPER in the demo)";
 /// Strikes kept on each side of the underlying's price by default.
 pub const DEFAULT_STRIKES_AROUND: usize = 10;
 /// The most contracts one answer holds.
@@ -37,7 +38,8 @@ pub const MAX_CONTRACTS: usize = 200;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OptionChainArgs {
-    /// The underlying: a US stock or ETF symbol (AAPL) or EXCHANGE:SYMBOL.
+    /// The underlying: a US stock or ETF symbol (AAPL) or EXCHANGE:SYMBOL (HKEX:00700 at
+    /// moomoo/Futu).
     pub underlying: String,
     /// An account that serves option chains (get_accounts; the demo's is SIM-PAPER).
     pub account: String,
@@ -741,8 +743,8 @@ impl Tool for GetOptionChain {
         "get_option_chain",
         "Option chain",
         crate::toolset::Toolset::MarketData,
-        "One expiry of an underlying's options at an account (Alpaca, the \
-                sim): per contract bid, ask, last, volume, open interest, implied volatility \
+        "One expiry of an underlying's options at an account (Alpaca, \
+                moomoo/Futu for US and HK underlyings, the sim): per contract bid, ask, last, volume, open interest, implied volatility \
                 and greeks, the broker's where it sends them, else tradedesk's \
                 Black-Scholes-Merton from the price (greeks_source says which, with its \
                 inputs). strikes_around strikes each side of the underlying's price; default \
