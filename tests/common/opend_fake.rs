@@ -892,7 +892,9 @@ pub mod build {
                     market: qot_market,
                     code: code.to_owned(),
                 },
-                id: code.bytes().fold(7_i64, |h, b| h * 31 + i64::from(b)),
+                id: code
+                    .bytes()
+                    .fold(7_i64, |h, b| h.wrapping_mul(31).wrapping_add(i64::from(b))),
                 lot_size,
                 sec_type,
                 name: name.to_owned(),
@@ -920,7 +922,15 @@ pub mod build {
         let mut info = static_info(
             owner.market,
             code,
-            &format!("{} {expiry} {strike} {}", owner.code, if right == pb::OPTION_TYPE_CALL { "Call" } else { "Put" }),
+            &format!(
+                "{} {expiry} {strike} {}",
+                owner.code,
+                if right == pb::OPTION_TYPE_CALL {
+                    "Call"
+                } else {
+                    "Put"
+                }
+            ),
             pb::SECURITY_TYPE_DRVT,
             multiplier,
             0,
@@ -932,7 +942,12 @@ pub mod build {
             strike_time: expiry.to_owned(),
             strike_price: strike,
             suspend: false,
-            market: if owner.market == pb::QOT_MARKET_HK { "HK" } else { "US" }.to_owned(),
+            market: if owner.market == pb::QOT_MARKET_HK {
+                "HK"
+            } else {
+                "US"
+            }
+            .to_owned(),
             strike_timestamp: None,
         });
         info

@@ -28,8 +28,7 @@ use crate::context::ToolContext;
 use crate::num::Num;
 
 /// The brokers that serve option chains, for `not_supported` and `unknown_account` hints.
-pub const CHAIN_BROKERS: &str =
-    "Alpaca and moomoo/Futu OpenD accounts (US and HK underlyings), and the sim (SIM-PAPER in the demo)";
+pub const CHAIN_BROKERS: &str = "Alpaca and moomoo/Futu OpenD accounts (US and HK underlyings), and the sim (SIM-PAPER in the demo)";
 /// Strikes kept on each side of the underlying's price by default.
 pub const DEFAULT_STRIKES_AROUND: usize = 10;
 /// The most contracts one answer holds.

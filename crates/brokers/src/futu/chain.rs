@@ -192,7 +192,9 @@ impl OpenDBroker {
         let owner = self.chain_security(&q.underlying);
         let code = owner.code.clone().unwrap_or_default();
         if code.is_empty() {
-            return Err(self.invalid("the underlying is empty: give its code, such as US:AAPL or HKEX:00700".to_owned()));
+            return Err(self.invalid(
+                "the underlying is empty: give its code, such as US:AAPL or HKEX:00700".to_owned(),
+            ));
         }
         if owner.market == Some(proto::qot_market::MY) {
             return Err(self.invalid(format!(
@@ -255,7 +257,9 @@ impl OpenDBroker {
         expiries.sort();
         expiries.dedup();
         let Some(first) = expiries.first().copied() else {
-            return Err(self.invalid(format!("OpenD lists no option expiring from today on {shown}")));
+            return Err(self.invalid(format!(
+                "OpenD lists no option expiring from today on {shown}"
+            )));
         };
         let expiry = match q.expiry {
             Some(want) if !expiries.contains(&want) => {
@@ -323,14 +327,20 @@ impl OpenDBroker {
             .await
             .map_err(|e| self.unknown_underlying(&q.underlying, e))?;
         if let Some(b) = under.into_iter().find_map(|s| s.basic) {
-            let mid = match (positive(decimal(b.bid_price)), positive(decimal(b.ask_price))) {
+            let mid = match (
+                positive(decimal(b.bid_price)),
+                positive(decimal(b.ask_price)),
+            ) {
                 (Some(bid), Some(ask)) if bid <= ask => Some((bid + ask) / Decimal::TWO),
                 _ => None,
             };
             (out.underlying_price, out.underlying_price_source) =
                 match (positive(decimal(b.cur_price)), mid) {
                     (Some(p), _) => (Some(p), Some("OpenD's latest price (curPrice)".to_owned())),
-                    (None, Some(m)) => (Some(m), Some("the middle of OpenD's bid and ask".to_owned())),
+                    (None, Some(m)) => (
+                        Some(m),
+                        Some("the middle of OpenD's bid and ask".to_owned()),
+                    ),
                     _ => (None, None),
                 };
         }
@@ -346,8 +356,24 @@ impl OpenDBroker {
             }
             (None, _) => strikes,
         };
+        let total = {
+            let mut all: Vec<Decimal> = listed.iter().map(|l| l.strike).collect();
+            all.sort();
+            all.dedup();
+            all.len()
+        };
         listed.retain(|l| window.contains(&l.strike));
-        listed.sort_by(|a, b| (a.strike, a.right == Right::Put).cmp(&(b.strike, b.right == Right::Put)));
+        if window.len() < total {
+            out.truncated = true;
+            out.notes.push(format!(
+                "{}: {} of the expiry's {total} strikes read (those around the underlying's price); raise strikes_around for more",
+                self.config.id,
+                window.len()
+            ));
+        }
+        listed.sort_by(|a, b| {
+            (a.strike, a.right == Right::Put).cmp(&(b.strike, b.right == Right::Put))
+        });
         let per = if market == proto::qot_market::HK {
             HK_PER_REQUEST
         } else {
@@ -363,7 +389,12 @@ impl OpenDBroker {
                 .snapshot_request(conn, batch.iter().map(|l| l.security.clone()).collect())
                 .await?;
             for s in list {
-                if let Some(c) = s.basic.as_ref().and_then(|b| b.security.as_ref()).and_then(|s| s.code.clone()) {
+                if let Some(c) = s
+                    .basic
+                    .as_ref()
+                    .and_then(|b| b.security.as_ref())
+                    .and_then(|s| s.code.clone())
+                {
                     snaps.insert(c.to_ascii_uppercase(), s);
                 }
             }
@@ -485,10 +516,7 @@ fn listed_of(info: &proto::SecurityStaticInfo, expiry: NaiveDate) -> Option<List
         security,
         right,
         strike: strike.normalize(),
-        lot: basic
-            .lot_size
-            .filter(|l| *l > 0)
-            .map(Decimal::from),
+        lot: basic.lot_size.filter(|l| *l > 0).map(Decimal::from),
     })
 }
 
