@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::alpaca_fake::{AlpacaFake, CryptoFigures, Failure};
-use common::desk::{KEY, SECRET, alpaca, ctx_of, sim_at, tool, tws};
+use common::desk::{KEY, SECRET, alpaca, ctx_of, opend, sim_at, tool, tws};
 use common::dwx_fake::{EaState, FakeEa, Platform};
 use common::hl_fake::{HlFailure, HlFake, HlMarket, HlState};
 use common::opend_fake::{OpenDFailure, OpenDFake, OpenDState, build};
@@ -29,7 +29,6 @@ use tradedesk_brokers::BookBroker;
 use tradedesk_brokers::Broker;
 use tradedesk_brokers::demo::{DEMO_SOURCE, demo_book};
 use tradedesk_brokers::dwx::{DwxBroker, DwxConfig};
-use tradedesk_brokers::futu::{FutuMarket, OpenDBroker, OpenDConfig};
 use tradedesk_brokers::hyperliquid::{HyperliquidBroker, HyperliquidConfig};
 use tradedesk_tools::ToolContext;
 
@@ -544,20 +543,6 @@ fn opend_state() -> OpenDState {
         );
     }
     s
-}
-
-fn opend(port: u16, timeout: Duration) -> Arc<dyn Broker> {
-    Arc::new(OpenDBroker::new(OpenDConfig {
-        id: "MOOMOO-MY".into(),
-        host: "127.0.0.1".into(),
-        port,
-        acc_id: None,
-        market: FutuMarket::My,
-        simulate: false,
-        history_days: 365,
-        timeout,
-        state_dir: None,
-    }))
 }
 
 fn snapshot_requests(fake: &OpenDFake) -> usize {

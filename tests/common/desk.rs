@@ -11,6 +11,7 @@ use serde_json::Value;
 use tradedesk_brokers::Broker;
 use tradedesk_brokers::alpaca::{AlpacaBroker, AlpacaConfig};
 use tradedesk_brokers::demo::demo_book;
+use tradedesk_brokers::futu::{FutuMarket, OpenDBroker, OpenDConfig};
 use tradedesk_brokers::sim::{Clock, ManualClock, SimBroker, SimConfig};
 use tradedesk_brokers::tws::{TwsBroker, TwsConfig};
 use tradedesk_tools::config::State;
@@ -61,6 +62,21 @@ pub fn tws(port: u16, timeout: Duration) -> Arc<dyn Broker> {
         },
         None,
     ))
+}
+
+/// A live moomoo MY account `MOOMOO-MY` on the OpenD fake's port (no state directory).
+pub fn opend(port: u16, timeout: Duration) -> Arc<dyn Broker> {
+    Arc::new(OpenDBroker::new(OpenDConfig {
+        id: "MOOMOO-MY".into(),
+        host: "127.0.0.1".into(),
+        port,
+        acc_id: None,
+        market: FutuMarket::My,
+        simulate: false,
+        history_days: 365,
+        timeout,
+        state_dir: None,
+    }))
 }
 
 /// The sim `SIM` over the demo book, its state in `dir` and its clock stopped at `millis`

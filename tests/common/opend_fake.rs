@@ -7,7 +7,9 @@
 //! OpenD does: funds in the currency asked for, historical fills for real accounts only
 //! (a simulated one gets OpenD's refusal), historical orders for both, history only before
 //! OpenD's today and today's fills (real accounts) and orders in the today-queries,
-//! K-lines within the asked window, a market's static info by security type, and at most
+//! K-lines within the asked window, a market's static info by security type, an
+//! underlying's option expiries and chain (a window of at most 30 days, at most 10 chain
+//! requests in 30 s; an option's IV and greeks left out on demand), and at most
 //! 10 history queries per proto per account in 30 s. It can be
 //! told to answer with a wrong SHA-1, as an encrypting OpenD, never, or with a retType
 //! error for one proto id.
@@ -103,6 +105,15 @@ pub struct OpenDState {
     pub static_info: Vec<pb::SecurityStaticInfo>,
     /// (market, secType) of each static-info query.
     pub static_queries: Vec<(Option<i32>, Option<i32>)>,
+    /// Option expiries by the underlying's (QotMarket, code): `Qot_GetOptionExpirationDate`
+    /// answers them; an underlying not here is refused ("Unknown stock CODE").
+    pub option_expiries: BTreeMap<(i32, String), Vec<pb::OptionExpirationDate>>,
+    /// Each underlying's chain, one entry per expiry: `Qot_GetOptionChain` answers those
+    /// whose strikeTime is within the asked window (at most 30 days, as OpenD allows), at
+    /// most 10 requests in 30 s. The contracts' prices are their `snapshots`.
+    pub option_chains: BTreeMap<(i32, String), Vec<pb::OptionChain>>,
+    /// (begin, end) of each option-chain request.
+    pub chain_windows: Vec<(String, String)>,
 }
 
 /// OpenD's today for an account of `trd_market`.
@@ -632,8 +643,67 @@ fn answer(
             )
         }
         pb::QOT_GET_STATIC_INFO => static_info(body, &s, state),
+        pb::QOT_GET_OPTION_EXPIRATION_DATE => {
+            let Ok(req) = pb::qot_get_option_expiration_date::Request::decode(body) else {
+                return failed("owner is required");
+            };
+            let owner = req.c2s.owner;
+            match s.option_expiries.get(&(owner.market, owner.code.clone())) {
+                Some(dates) => ok!(
+                    qot_get_option_expiration_date,
+                    pb::GetOptionExpirationDateS2c {
+                        date_list: dates.clone()
+                    }
+                ),
+                None => failed(format!("Unknown stock {}", owner.code)),
+            }
+        }
+        pb::QOT_GET_OPTION_CHAIN => option_chain(body, &s, state, limits),
         _ => failed(format!("unknown proto {proto_id}")),
     }
+}
+
+/// `Qot_GetOptionChain`: the underlying's expiries within [beginTime, endTime], a window
+/// of at most 30 days, at most 10 requests in 30 s.
+fn option_chain(
+    body: &[u8],
+    s: &OpenDState,
+    state: &Mutex<OpenDState>,
+    limits: &Mutex<Limits>,
+) -> Vec<u8> {
+    let Ok(req) = pb::qot_get_option_chain::Request::decode(body) else {
+        return failed("owner, beginTime and endTime are required");
+    };
+    let c2s = req.c2s;
+    lock(state)
+        .chain_windows
+        .push((c2s.begin_time.clone(), c2s.end_time.clone()));
+    let day = |t: &str| chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d").ok();
+    let (Some(begin), Some(end)) = (day(&c2s.begin_time), day(&c2s.end_time)) else {
+        return failed("beginTime and endTime must be yyyy-MM-dd");
+    };
+    if end < begin || (end - begin).num_days() > 30 {
+        return failed("The time span between beginTime and endTime may be at most 30 days");
+    }
+    if over_limit(limits, 0, pb::QOT_GET_OPTION_CHAIN) {
+        lock(state).too_frequent += 1;
+        return failed(TOO_FREQUENT);
+    }
+    let owner = c2s.owner;
+    let Some(chains) = s.option_chains.get(&(owner.market, owner.code.clone())) else {
+        return failed(format!("Unknown stock {}", owner.code));
+    };
+    let within: Vec<pb::OptionChain> = chains
+        .iter()
+        .filter(|c| day(&c.strike_time).is_some_and(|d| d >= begin && d <= end))
+        .cloned()
+        .collect();
+    ok!(
+        qot_get_option_chain,
+        pb::GetOptionChainS2c {
+            option_chain: within
+        }
+    )
 }
 
 /// `Qot_GetStaticInfo`: the securities named (an unknown one refused), else the market's
@@ -822,7 +892,9 @@ pub mod build {
                     market: qot_market,
                     code: code.to_owned(),
                 },
-                id: code.bytes().fold(7_i64, |h, b| h * 31 + i64::from(b)),
+                id: code
+                    .bytes()
+                    .fold(7_i64, |h, b| h.wrapping_mul(31).wrapping_add(i64::from(b))),
                 lot_size,
                 sec_type,
                 name: name.to_owned(),
@@ -832,8 +904,98 @@ pub mod build {
                 exch_type: Some(exch_type),
             },
             warrant_ex_data: None,
+            option_ex_data: None,
             future_ex_data: None,
         }
+    }
+
+    /// An option's static row as `Qot_GetOptionChain` lists it: `code` of `owner`,
+    /// `right` OPTION_TYPE_CALL or _PUT, its contract multiplier as the lot size.
+    pub fn option(
+        owner: &pb::Security,
+        code: &str,
+        right: i32,
+        strike: f64,
+        expiry: &str,
+        multiplier: i32,
+    ) -> pb::SecurityStaticInfo {
+        let mut info = static_info(
+            owner.market,
+            code,
+            &format!(
+                "{} {expiry} {strike} {}",
+                owner.code,
+                if right == pb::OPTION_TYPE_CALL {
+                    "Call"
+                } else {
+                    "Put"
+                }
+            ),
+            pb::SECURITY_TYPE_DRVT,
+            multiplier,
+            0,
+        );
+        info.basic.exch_type = None;
+        info.option_ex_data = Some(pb::OptionStaticExData {
+            r#type: right,
+            owner: owner.clone(),
+            strike_time: expiry.to_owned(),
+            strike_price: strike,
+            suspend: false,
+            market: if owner.market == pb::QOT_MARKET_HK {
+                "HK"
+            } else {
+                "US"
+            }
+            .to_owned(),
+            strike_timestamp: None,
+        });
+        info
+    }
+
+    /// An option's snapshot: its quote, the day's volume, and OpenD's option data (IV a
+    /// percentage; greeks delta, gamma, vega, theta, rho, or none sent).
+    #[allow(clippy::too_many_arguments)]
+    pub fn option_snapshot(
+        owner: &pb::Security,
+        code: &str,
+        right: i32,
+        strike: f64,
+        expiry: &str,
+        quote: (f64, f64, f64),
+        volume: i64,
+        open_interest: i32,
+        iv_percent: Option<f64>,
+        greeks: Option<[f64; 5]>,
+        contract_size: i32,
+    ) -> pb::Snapshot {
+        let (bid, ask, last) = quote;
+        let mut snap = snapshot(owner.market, code, bid, ask);
+        snap.basic.r#type = pb::SECURITY_TYPE_DRVT;
+        snap.basic.cur_price = last;
+        snap.basic.volume = volume;
+        snap.basic.lot_size = contract_size;
+        let g = |i: usize| greeks.map(|g| g[i]);
+        snap.option_ex_data = Some(pb::OptionSnapshotExData {
+            r#type: right,
+            owner: owner.clone(),
+            strike_time: expiry.to_owned(),
+            strike_price: strike,
+            contract_size,
+            open_interest,
+            implied_volatility: iv_percent,
+            premium: Some(1.5),
+            delta: g(0),
+            gamma: g(1),
+            vega: g(2),
+            theta: g(3),
+            rho: g(4),
+            strike_timestamp: None,
+            expiry_date_distance: None,
+            contract_multiplier: None,
+            contract_size_float: Some(f64::from(contract_size)),
+        });
+        snap
     }
 
     /// A daily K-line stamped `date 00:00:00`, as OpenD stamps day lines.

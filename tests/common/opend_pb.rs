@@ -590,6 +590,28 @@ pub struct OptionSnapshotExData {
     pub contract_size: i32,
     #[prost(int32, required, tag = "6")]
     pub open_interest: i32,
+    /// Required in the SDK's file (a percentage: 20 means 20%); `None` sends nothing, as
+    /// an unkind OpenD would.
+    #[prost(double, optional, tag = "7")]
+    pub implied_volatility: Option<f64>,
+    #[prost(double, optional, tag = "8")]
+    pub premium: Option<f64>,
+    #[prost(double, optional, tag = "9")]
+    pub delta: Option<f64>,
+    #[prost(double, optional, tag = "10")]
+    pub gamma: Option<f64>,
+    #[prost(double, optional, tag = "11")]
+    pub vega: Option<f64>,
+    #[prost(double, optional, tag = "12")]
+    pub theta: Option<f64>,
+    #[prost(double, optional, tag = "13")]
+    pub rho: Option<f64>,
+    #[prost(double, optional, tag = "14")]
+    pub strike_timestamp: Option<f64>,
+    #[prost(int32, optional, tag = "17")]
+    pub expiry_date_distance: Option<i32>,
+    #[prost(double, optional, tag = "21")]
+    pub contract_multiplier: Option<f64>,
     #[prost(double, optional, tag = "22")]
     pub contract_size_float: Option<f64>,
 }
@@ -736,11 +758,31 @@ pub struct FutureStaticExData {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
+pub struct OptionStaticExData {
+    #[prost(int32, required, tag = "1")]
+    pub r#type: i32,
+    #[prost(message, required, tag = "2")]
+    pub owner: Security,
+    #[prost(string, required, tag = "3")]
+    pub strike_time: String,
+    #[prost(double, required, tag = "4")]
+    pub strike_price: f64,
+    #[prost(bool, required, tag = "5")]
+    pub suspend: bool,
+    #[prost(string, required, tag = "6")]
+    pub market: String,
+    #[prost(double, optional, tag = "7")]
+    pub strike_timestamp: Option<f64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
 pub struct SecurityStaticInfo {
     #[prost(message, required, tag = "1")]
     pub basic: SecurityStaticBasic,
     #[prost(message, optional, tag = "2")]
     pub warrant_ex_data: Option<WarrantStaticExData>,
+    #[prost(message, optional, tag = "3")]
+    pub option_ex_data: Option<OptionStaticExData>,
     #[prost(message, optional, tag = "4")]
     pub future_ex_data: Option<FutureStaticExData>,
 }
@@ -764,4 +806,100 @@ request_response!(
     qot_get_static_info,
     super::GetStaticInfoC2s,
     super::GetStaticInfoS2c
+);
+
+// ---- Qot_GetOptionExpirationDate.proto (3224), Qot_GetOptionChain.proto (3209) ----
+
+/// `ProtoId.Qot_GetOptionExpirationDate`, `ProtoId.Qot_GetOptionChain`.
+pub const QOT_GET_OPTION_EXPIRATION_DATE: u32 = 3224;
+pub const QOT_GET_OPTION_CHAIN: u32 = 3209;
+/// `Qot_Common.SecurityType_Drvt`, `Qot_Common.OptionType`.
+pub const SECURITY_TYPE_DRVT: i32 = 8;
+pub const OPTION_TYPE_CALL: i32 = 1;
+pub const OPTION_TYPE_PUT: i32 = 2;
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct QotHeader {
+    #[prost(int32, optional, tag = "1")]
+    pub security_firm: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetOptionExpirationDateC2s {
+    #[prost(message, required, tag = "1")]
+    pub owner: Security,
+    #[prost(int32, optional, tag = "2")]
+    pub index_option_type: Option<i32>,
+    #[prost(message, optional, tag = "100")]
+    pub header: Option<QotHeader>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OptionExpirationDate {
+    #[prost(string, optional, tag = "1")]
+    pub strike_time: Option<String>,
+    #[prost(double, optional, tag = "2")]
+    pub strike_timestamp: Option<f64>,
+    #[prost(int32, required, tag = "3")]
+    pub option_expiry_date_distance: i32,
+    #[prost(int32, optional, tag = "4")]
+    pub cycle: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetOptionExpirationDateS2c {
+    #[prost(message, repeated, tag = "1")]
+    pub date_list: Vec<OptionExpirationDate>,
+}
+request_response!(
+    qot_get_option_expiration_date,
+    super::GetOptionExpirationDateC2s,
+    super::GetOptionExpirationDateS2c
+);
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetOptionChainC2s {
+    #[prost(message, required, tag = "1")]
+    pub owner: Security,
+    #[prost(int32, optional, tag = "6")]
+    pub index_option_type: Option<i32>,
+    #[prost(int32, optional, tag = "2")]
+    pub r#type: Option<i32>,
+    #[prost(int32, optional, tag = "3")]
+    pub condition: Option<i32>,
+    #[prost(string, required, tag = "4")]
+    pub begin_time: String,
+    #[prost(string, required, tag = "5")]
+    pub end_time: String,
+    #[prost(message, optional, tag = "100")]
+    pub header: Option<QotHeader>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OptionItem {
+    #[prost(message, optional, tag = "1")]
+    pub call: Option<SecurityStaticInfo>,
+    #[prost(message, optional, tag = "2")]
+    pub put: Option<SecurityStaticInfo>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OptionChain {
+    #[prost(string, required, tag = "1")]
+    pub strike_time: String,
+    #[prost(message, repeated, tag = "2")]
+    pub option: Vec<OptionItem>,
+    #[prost(double, optional, tag = "3")]
+    pub strike_timestamp: Option<f64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetOptionChainS2c {
+    #[prost(message, repeated, tag = "1")]
+    pub option_chain: Vec<OptionChain>,
+}
+request_response!(
+    qot_get_option_chain,
+    super::GetOptionChainC2s,
+    super::GetOptionChainS2c
 );

@@ -28,8 +28,7 @@ use crate::context::ToolContext;
 use crate::num::Num;
 
 /// The brokers that serve option chains, for `not_supported` and `unknown_account` hints.
-pub const CHAIN_BROKERS: &str =
-    "Alpaca and IBKR (TWS / IB Gateway) accounts and the sim (SIM-PAPER in the demo)";
+pub const CHAIN_BROKERS: &str = "Alpaca, IBKR (TWS / IB Gateway) and moomoo/Futu OpenD accounts (US and HK underlyings), and the sim (SIM-PAPER in the demo)";
 /// Strikes kept on each side of the underlying's price by default.
 pub const DEFAULT_STRIKES_AROUND: usize = 10;
 /// The most contracts one answer holds.
@@ -38,7 +37,8 @@ pub const MAX_CONTRACTS: usize = 200;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OptionChainArgs {
-    /// The underlying: a US stock or ETF symbol (AAPL) or EXCHANGE:SYMBOL.
+    /// The underlying: a US stock or ETF symbol (AAPL) or EXCHANGE:SYMBOL (HKEX:00700 at
+    /// moomoo/Futu).
     pub underlying: String,
     /// An account that serves option chains (get_accounts; the demo's is SIM-PAPER).
     pub account: String,
@@ -743,7 +743,7 @@ impl Tool for GetOptionChain {
         "Option chain",
         crate::toolset::Toolset::MarketData,
         "One expiry of an underlying's options at an account (Alpaca, IBKR \
-                TWS, the sim): per contract bid, ask, last, volume, open interest, implied volatility \
+                TWS, moomoo/Futu for US and HK underlyings, the sim): per contract bid, ask, last, volume, open interest, implied volatility \
                 and greeks, the broker's where it sends them, else tradedesk's \
                 Black-Scholes-Merton from the price (greeks_source says which, with its \
                 inputs). strikes_around strikes each side of the underlying's price; default \

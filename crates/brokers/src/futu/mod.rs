@@ -27,6 +27,7 @@
 //! `CACHE_FOR` before it is read again, and the history read and the query budget are
 //! shared through the state directory by every process using it ([`history`]).
 
+mod chain;
 pub mod history;
 pub mod proto;
 mod search;
@@ -474,6 +475,8 @@ pub struct OpenDBroker {
     margin: std::sync::Mutex<Option<crate::AccountMargin>>,
     /// The static lists `search_instruments` reads (see `search`).
     statics: search::StaticCache,
+    /// When this process sent each paced quote request (see `chain`).
+    pace: chain::Pace,
 }
 
 impl std::fmt::Debug for Conn {
@@ -498,6 +501,7 @@ impl OpenDBroker {
             budget_problem: std::sync::Mutex::new(None),
             margin: std::sync::Mutex::new(None),
             statics: search::StaticCache::default(),
+            pace: chain::Pace::default(),
         }
     }
 
@@ -644,11 +648,15 @@ impl OpenDBroker {
             return self.timeout();
         }
         if lower.contains("frequen") || lower.contains("频繁") || lower.contains("too many") {
-            return self.unavailable(
-                format!(
-                    "OpenD refused proto {proto_id} for its request budget (at most {} history queries per 30 s per account): {text}",
+            let budget = match chain::limit_of(proto_id) {
+                Some((n, what)) => format!("at most {n} {what} requests per 30 s"),
+                None => format!(
+                    "at most {} history queries per 30 s per account",
                     history::LIMIT
                 ),
+            };
+            return self.unavailable(
+                format!("OpenD refused proto {proto_id} for its request budget ({budget}): {text}"),
                 "another program on this OpenD login (or tradedesk with another state directory) spent the budget: retry in 30 s",
             );
         }
@@ -2010,6 +2018,15 @@ impl Broker for OpenDBroker {
         symbols: &[String],
     ) -> Result<crate::MarketSnapshots, BrokerError> {
         self.read_snapshots(account, symbols).await
+    }
+
+    /// `Qot_GetOptionExpirationDate`, `Qot_GetOptionChain` and snapshots (`chain.rs`).
+    async fn option_chain(
+        &self,
+        account: &str,
+        query: &crate::option_chain::ChainQuery,
+    ) -> Result<crate::option_chain::OptionChain, BrokerError> {
+        self.read_option_chain(account, query).await
     }
 
     /// The market's static lists (`search`).

@@ -590,13 +590,42 @@ pub struct SnapshotBasicData {
     pub name: Option<String>,
 }
 
-/// An option's extra snapshot data (Qot_GetSecuritySnapshot.OptionSnapshotExData):
-/// only the contract size is read.
+/// An option's extra snapshot data (Qot_GetSecuritySnapshot.OptionSnapshotExData).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct OptionSnapshotExData {
+    /// `Qot_Common.OptionType`: 1 call, 2 put.
+    #[prost(int32, optional, tag = "1")]
+    pub r#type: Option<i32>,
+    #[prost(message, optional, tag = "2")]
+    pub owner: Option<Security>,
+    /// `yyyy-MM-dd`.
+    #[prost(string, optional, tag = "3")]
+    pub strike_time: Option<String>,
+    #[prost(double, optional, tag = "4")]
+    pub strike_price: Option<f64>,
     /// Shares per contract, as an integer.
     #[prost(int32, optional, tag = "5")]
     pub contract_size: Option<i32>,
+    #[prost(int32, optional, tag = "6")]
+    pub open_interest: Option<i32>,
+    /// A percentage: 20 means 20%.
+    #[prost(double, optional, tag = "7")]
+    pub implied_volatility: Option<f64>,
+    /// A percentage.
+    #[prost(double, optional, tag = "8")]
+    pub premium: Option<f64>,
+    #[prost(double, optional, tag = "9")]
+    pub delta: Option<f64>,
+    #[prost(double, optional, tag = "10")]
+    pub gamma: Option<f64>,
+    #[prost(double, optional, tag = "11")]
+    pub vega: Option<f64>,
+    #[prost(double, optional, tag = "12")]
+    pub theta: Option<f64>,
+    #[prost(double, optional, tag = "13")]
+    pub rho: Option<f64>,
+    #[prost(double, optional, tag = "21")]
+    pub contract_multiplier: Option<f64>,
     /// Shares per contract, as a float (newer OpenD; adjusted contracts).
     #[prost(double, optional, tag = "22")]
     pub contract_size_float: Option<f64>,
@@ -743,10 +772,29 @@ pub struct SecurityStaticBasic {
     pub exch_type: Option<i32>,
 }
 
+/// `Qot_Common.OptionStaticExData`: an option's static data.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OptionStaticExData {
+    /// `Qot_Common.OptionType`: 1 call, 2 put.
+    #[prost(int32, optional, tag = "1")]
+    pub r#type: Option<i32>,
+    #[prost(message, optional, tag = "2")]
+    pub owner: Option<Security>,
+    /// The expiry, `yyyy-MM-dd`.
+    #[prost(string, optional, tag = "3")]
+    pub strike_time: Option<String>,
+    #[prost(double, optional, tag = "4")]
+    pub strike_price: Option<f64>,
+    #[prost(bool, optional, tag = "5")]
+    pub suspend: Option<bool>,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct SecurityStaticInfo {
     #[prost(message, optional, tag = "1")]
     pub basic: Option<SecurityStaticBasic>,
+    #[prost(message, optional, tag = "3")]
+    pub option_ex_data: Option<OptionStaticExData>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -759,4 +807,86 @@ wrappers!(
     GetStaticInfoResponse,
     GetStaticInfoC2s,
     GetStaticInfoS2c
+);
+
+// ---- Qot_GetOptionExpirationDate (3224) and Qot_GetOptionChain (3209) ----
+
+/// `Qot_GetOptionExpirationDate`: an underlying's option expiries.
+pub const GET_OPTION_EXPIRATION_DATE: u32 = 3224;
+/// `Qot_GetOptionChain`: the contracts expiring in a window of at most 30 days.
+pub const GET_OPTION_CHAIN: u32 = 3209;
+/// `Qot_Common.OptionType`.
+pub const OPTION_CALL: i32 = 1;
+pub const OPTION_PUT: i32 = 2;
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetOptionExpirationDateC2s {
+    #[prost(message, optional, tag = "1")]
+    pub owner: Option<Security>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OptionExpirationDate {
+    /// `yyyy-MM-dd` (the exchange's date).
+    #[prost(string, optional, tag = "1")]
+    pub strike_time: Option<String>,
+    #[prost(double, optional, tag = "2")]
+    pub strike_timestamp: Option<f64>,
+    /// Days to expiry; negative: expired.
+    #[prost(int32, optional, tag = "3")]
+    pub option_expiry_date_distance: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetOptionExpirationDateS2c {
+    #[prost(message, repeated, tag = "1")]
+    pub date_list: Vec<OptionExpirationDate>,
+}
+wrappers!(
+    GetOptionExpirationDateRequest,
+    GetOptionExpirationDateResponse,
+    GetOptionExpirationDateC2s,
+    GetOptionExpirationDateS2c
+);
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetOptionChainC2s {
+    #[prost(message, optional, tag = "1")]
+    pub owner: Option<Security>,
+    /// `yyyy-MM-dd`: the first expiry of the window.
+    #[prost(string, optional, tag = "4")]
+    pub begin_time: Option<String>,
+    /// `yyyy-MM-dd`: the last expiry of the window (at most 30 days after the first).
+    #[prost(string, optional, tag = "5")]
+    pub end_time: Option<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OptionItem {
+    #[prost(message, optional, tag = "1")]
+    pub call: Option<SecurityStaticInfo>,
+    #[prost(message, optional, tag = "2")]
+    pub put: Option<SecurityStaticInfo>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OptionChainOfExpiry {
+    #[prost(string, optional, tag = "1")]
+    pub strike_time: Option<String>,
+    #[prost(message, repeated, tag = "2")]
+    pub option: Vec<OptionItem>,
+    #[prost(double, optional, tag = "3")]
+    pub strike_timestamp: Option<f64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GetOptionChainS2c {
+    #[prost(message, repeated, tag = "1")]
+    pub option_chain: Vec<OptionChainOfExpiry>,
+}
+wrappers!(
+    GetOptionChainRequest,
+    GetOptionChainResponse,
+    GetOptionChainC2s,
+    GetOptionChainS2c
 );

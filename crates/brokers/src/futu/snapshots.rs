@@ -17,8 +17,8 @@ use crate::BrokerError;
 use crate::market_snapshot::{MarketSnapshot, MarketSnapshots, UnknownSymbol, positive};
 
 /// Securities per request: OpenD's limit, and the limit with HK BMP quote rights.
-const PER_REQUEST: usize = 400;
-const HK_PER_REQUEST: usize = 20;
+pub(super) const PER_REQUEST: usize = 400;
+pub(super) const HK_PER_REQUEST: usize = 20;
 
 impl OpenDBroker {
     pub(super) async fn read_snapshots(
@@ -141,27 +141,37 @@ impl OpenDBroker {
     ) -> Result<Vec<proto::SnapshotBasicData>, BrokerError> {
         self.with_conn(move |me, conn| {
             Box::pin(async move {
-                let resp: proto::GetSecuritySnapshotResponse = me
-                    .call(
-                        conn,
-                        proto::id::GET_SECURITY_SNAPSHOT,
-                        &proto::GetSecuritySnapshotRequest {
-                            c2s: Some(proto::GetSecuritySnapshotC2s {
-                                security_list: securities,
-                            }),
-                        },
-                        |r: &proto::GetSecuritySnapshotResponse| (r.ret_type, r.ret_msg.clone()),
-                    )
-                    .await?;
-                Ok(resp
-                    .s2c
+                Ok(me
+                    .snapshot_request(conn, securities)
+                    .await?
                     .into_iter()
-                    .flat_map(|s| s.snapshot_list)
                     .filter_map(|s| s.basic)
                     .collect())
             })
         })
         .await
+    }
+
+    /// One `Qot_GetSecuritySnapshot` for `securities` on `conn`: their whole snapshots
+    /// (basic data and, for an option, its extra data).
+    pub(super) async fn snapshot_request(
+        &self,
+        conn: &mut super::Conn,
+        securities: Vec<proto::Security>,
+    ) -> Result<Vec<proto::Snapshot>, BrokerError> {
+        let resp: proto::GetSecuritySnapshotResponse = self
+            .call(
+                conn,
+                proto::id::GET_SECURITY_SNAPSHOT,
+                &proto::GetSecuritySnapshotRequest {
+                    c2s: Some(proto::GetSecuritySnapshotC2s {
+                        security_list: securities,
+                    }),
+                },
+                |r: &proto::GetSecuritySnapshotResponse| (r.ret_type, r.ret_msg.clone()),
+            )
+            .await?;
+        Ok(resp.s2c.map(|s| s.snapshot_list).unwrap_or_default())
     }
 }
 
