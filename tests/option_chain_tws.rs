@@ -9,7 +9,8 @@
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::float_arithmetic
+    clippy::float_arithmetic,
+    clippy::cast_possible_truncation
 )]
 
 mod common;

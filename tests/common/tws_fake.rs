@@ -793,7 +793,9 @@ fn serve_request(
             executions(st, connection, &req, out)?;
         }
         ids::REQ_MARKET_DATA => {
-            if !chains::option_market_data(st, payload, out)? {
+            // An option contract's request is the chains module's; any other is a quote.
+            let an_option = chains::option_market_data(st, payload, out)?;
+            if !an_option {
                 let req = pb::MarketDataRequest::decode(payload).unwrap_or_default();
                 market_data(st, &req, out)?;
             }
