@@ -37,7 +37,7 @@ fn statement(n: usize) -> String {
         let r = state >> 33;
         let k = usize::try_from(r % 100).unwrap_or(0);
         let quantity = 1 + i64::try_from(r % 50).unwrap_or(0);
-        let sell = held[k] >= quantity && r % 3 == 0;
+        let sell = held[k] >= quantity && r.is_multiple_of(3);
         held[k] += if sell { -quantity } else { quantity };
         let day = start + chrono::Duration::days(i64::try_from(i * 2000 / n.max(1)).unwrap_or(0));
         let date = day.format("%Y%m%d");

@@ -459,22 +459,22 @@ mod tests {
         type Edit = fn(&mut BookRows);
         let edits: [(&str, Edit); 12] = [
             ("a price that is no decimal", |r| {
-                r.fills[0].price = "9e2".into()
+                r.fills[0].price = "9e2".into();
             }),
             ("a negative quantity", |r| r.fills[0].quantity = "-2".into()),
             ("an unknown account", |r| r.fills[0].account = "B".into()),
             ("an unlisted instrument", |r| {
-                r.marks[0].symbol = "AMD".into()
+                r.marks[0].symbol = "AMD".into();
             }),
             ("a side", |r| r.fills[0].side = "BUY".into()),
             ("a time without offset", |r| {
-                r.fills[0].time = "2024-03-04T10:15:00".into()
+                r.fills[0].time = "2024-03-04T10:15:00".into();
             }),
             ("a fee paid in", |r| r.cash[0].kind = "fee".into()),
             ("an empty as_of", |r| r.as_of = " ".into()),
             ("a lower-case currency", |r| r.base_currency = "usd".into()),
             ("a rate of one currency", |r| {
-                r.fx_rates[0].quote = "EUR".into()
+                r.fx_rates[0].quote = "EUR".into();
             }),
             ("a duplicate fill id", |r| {
                 let again = r.fills[0].clone();
