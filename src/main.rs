@@ -322,7 +322,7 @@ fn import_flex(
             );
         }
     };
-    let text = match serde_json::to_string_pretty(&import.book) {
+    let text = match serde_json::to_string_pretty(&import.rows) {
         Ok(t) => t,
         Err(e) => return fail(e.to_string(), "this is a bug in tradedesk"),
     };

@@ -334,7 +334,7 @@ fn published_statements_import() {
             &tradedesk_brokers::flex::FlexOptions::default(),
         )
         .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let book = tradedesk_brokers::parse_book(name, &imported.book.to_string())
+        let book = tradedesk_brokers::parse_book(name, &imported.to_json().to_string())
             .unwrap_or_else(|e| panic!("{name}: the converted book: {e}"));
         assert!(!book.fills.is_empty(), "{name}: no fills");
     }
@@ -380,7 +380,7 @@ fn published_statements_import() {
         &tradedesk_brokers::flex::FlexOptions::default(),
     )
     .unwrap();
-    let book = tradedesk_brokers::parse_book("two", &imported.book.to_string()).unwrap();
+    let book = tradedesk_brokers::parse_book("two", &imported.to_json().to_string()).unwrap();
     let ledger = tradedesk_core::ledger::replay(&book, |_, _| {}).unwrap();
     for r in &book.reported_positions {
         let implied = ledger
@@ -452,7 +452,7 @@ async fn published_statements_agree_with_ibkrs_own_figures() {
             &tradedesk_brokers::flex::FlexOptions::default(),
         )
         .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let book = tradedesk_brokers::parse_book(name, &imported.book.to_string()).unwrap();
+        let book = tradedesk_brokers::parse_book(name, &imported.to_json().to_string()).unwrap();
         let ctx = tradedesk_tools::ToolContext::new("test").with_broker(
             Arc::new(tradedesk_brokers::BookBroker::new("flex", book)),
             None,
@@ -547,7 +547,7 @@ async fn published_statements_agree_with_ibkrs_own_figures() {
         &tradedesk_brokers::flex::FlexOptions::default(),
     )
     .unwrap();
-    let book = tradedesk_brokers::parse_book(name, &imported.book.to_string()).unwrap();
+    let book = tradedesk_brokers::parse_book(name, &imported.to_json().to_string()).unwrap();
     let ledger = tradedesk_core::ledger::replay(&book, |_, _| {}).unwrap();
     let held: std::collections::BTreeMap<String, rust_decimal::Decimal> = ledger
         .fifo
@@ -602,8 +602,8 @@ fn corporate_action_book(
         );
     }
     let imported = tradedesk_brokers::flex::flex_to_book(&xml, &options).unwrap();
-    let book = tradedesk_brokers::parse_book("ca", &imported.book.to_string())
-        .unwrap_or_else(|e| panic!("{e}: {:#}", imported.book));
+    let book = tradedesk_brokers::parse_book("ca", &imported.to_json().to_string())
+        .unwrap_or_else(|e| panic!("{e}: {:#}", imported.to_json()));
     (imported, book)
 }
 

@@ -26,6 +26,12 @@ use crate::calendar::Market;
 use crate::{AccountHealth, Broker, BrokerError, HealthStatus};
 
 mod fast;
+mod rows;
+
+pub use rows::{
+    AccountRow, BookRows, CashRow, FillRow, FormatLine, FxRow, InstrumentRow, KeyedRow, MarkRow,
+    PositionRow,
+};
 
 pub const FORMAT: &str = "tradedesk-book/1";
 
@@ -140,6 +146,138 @@ pub fn parse_book_validating(source: &str, text: &str) -> Result<Book, BookError
     match book {
         Some(book) if v.issues.is_empty() => Ok(book),
         _ => Err(fail(v.issues)),
+    }
+}
+
+/// Validates a book given as typed rows (an adapter's own, such as the Flex import's)
+/// and assembles it: the same rules as [`parse_book_validating`] on the file the rows
+/// serialize to, and the same issues at the same paths, with no JSON text between.
+///
+/// # Errors
+/// A [`BookError`] with each broken rule and its path.
+pub fn assemble_rows(source: &str, rows: &BookRows) -> Result<Book, BookError> {
+    let mut v = Validator::default();
+    match v.assemble(rows) {
+        Some(book) if v.issues.is_empty() => Ok(book),
+        _ => Err(BookError {
+            source: source.to_owned(),
+            issues: v.issues,
+        }),
+    }
+}
+
+/// One field of an item as the rules see it: absent (or JSON `null`), text, a flag, or
+/// anything else (a number, an array, an object), which no rule accepts where it wants
+/// text or a flag.
+#[derive(Debug, Clone, Copy)]
+enum Field<'a> {
+    Absent,
+    Str(&'a str),
+    Bool(bool),
+    Other,
+}
+
+/// An item's fields by name: an object of a JSON tree, or a typed row.
+trait Fields {
+    fn field(&self, key: &str) -> Field<'_>;
+    /// The keys as written, for the unknown- and repeated-key rules (a typed row has
+    /// only its own fields, each once, and lists none).
+    fn keys(&self) -> impl Iterator<Item = &str>;
+}
+
+/// One item of a section: its fields when it is an object.
+trait Item {
+    type Obj: Fields + ?Sized;
+    fn object(&self) -> Option<&Self::Obj>;
+}
+
+/// A book's top-level fields and its sections, each taken when the validator reaches
+/// it (a JSON tree's section names its own fault there: missing, not an array).
+trait Sections: Fields {
+    type Account: Item;
+    type Instrument: Item;
+    type Fill: Item;
+    type Cash: Item;
+    type Mark: Item;
+    type Fx: Item;
+    type Position: Item;
+    type Opening: Item;
+    type Action: Item;
+    fn accounts(&self, v: &mut Validator) -> &[Self::Account];
+    fn instruments(&self, v: &mut Validator) -> &[Self::Instrument];
+    fn fills(&self, v: &mut Validator) -> &[Self::Fill];
+    fn cash(&self, v: &mut Validator) -> &[Self::Cash];
+    fn marks(&self, v: &mut Validator) -> &[Self::Mark];
+    fn fx_rates(&self, v: &mut Validator) -> &[Self::Fx];
+    fn reported_positions(&self, v: &mut Validator) -> &[Self::Position];
+    fn opening_positions(&self, v: &mut Validator) -> &[Self::Opening];
+    fn corporate_actions(&self, v: &mut Validator) -> &[Self::Action];
+}
+
+impl Fields for Map<'_> {
+    fn field(&self, key: &str) -> Field<'_> {
+        match self.get(key) {
+            None | Some(Value::Null) => Field::Absent,
+            Some(Value::Str(s)) => Field::Str(s),
+            Some(Value::Bool(b)) => Field::Bool(*b),
+            Some(_) => Field::Other,
+        }
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        Map::keys(self)
+    }
+}
+
+impl<'v> Item for Value<'v> {
+    type Obj = Map<'v>;
+    fn object(&self) -> Option<&Map<'v>> {
+        self.as_object()
+    }
+}
+
+/// The top-level object of a book file's JSON tree.
+struct Tree<'a, 'v>(&'a Map<'v>);
+
+impl Fields for Tree<'_, '_> {
+    fn field(&self, key: &str) -> Field<'_> {
+        self.0.field(key)
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        Map::keys(self.0)
+    }
+}
+
+/// Each section of a file: its array, the fault named when it is missing or not one.
+macro_rules! tree_sections {
+    ($($name:ident: $key:literal, $required:literal;)*) => {$(
+        fn $name(&self, v: &mut Validator) -> &[Value<'v>] {
+            v.array(self.0, $key, $required)
+        }
+    )*};
+}
+
+impl<'v> Sections for Tree<'_, 'v> {
+    type Account = Value<'v>;
+    type Instrument = Value<'v>;
+    type Fill = Value<'v>;
+    type Cash = Value<'v>;
+    type Mark = Value<'v>;
+    type Fx = Value<'v>;
+    type Position = Value<'v>;
+    type Opening = Value<'v>;
+    type Action = Value<'v>;
+    tree_sections! {
+        accounts: "accounts", true;
+        instruments: "instruments", true;
+        fills: "fills", true;
+        cash: "cash", false;
+        marks: "marks", false;
+        fx_rates: "fx_rates", false;
+        reported_positions: "reported_positions", false;
+        opening_positions: "opening_positions", false;
+        corporate_actions: "corporate_actions", false;
     }
 }
 
@@ -384,13 +522,13 @@ impl Validator {
     }
 
     /// An object with only the allowed keys.
-    fn object<'a, 'v>(
+    fn object<'a, I: Item>(
         &mut self,
         path: &At,
-        value: &'a Value<'v>,
+        value: &'a I,
         allowed: &[&str],
-    ) -> Option<&'a Map<'v>> {
-        let Some(map) = value.as_object() else {
+    ) -> Option<&'a I::Obj> {
+        let Some(map) = value.object() else {
             self.issue(path, "must be an object");
             return None;
         };
@@ -408,38 +546,38 @@ impl Validator {
         Some(map)
     }
 
-    fn string<'a>(
+    fn string<'a, M: Fields + ?Sized>(
         &mut self,
         path: &At,
-        map: &'a Map<'_>,
+        map: &'a M,
         key: &str,
         required: bool,
     ) -> Option<&'a str> {
-        match map.get(key) {
-            None | Some(Value::Null) => {
+        match map.field(key) {
+            Field::Absent => {
                 if required {
                     self.issue(format!("{path}.{key}"), "is required");
                 }
                 None
             }
-            Some(Value::Str(s)) => match text_rule(s) {
+            Field::Str(s) => match text_rule(s) {
                 Ok(s) => Some(s),
                 Err(rule) => {
                     self.issue(format!("{path}.{key}"), rule);
                     None
                 }
             },
-            Some(_) => {
+            Field::Bool(_) | Field::Other => {
                 self.issue(format!("{path}.{key}"), "must be a string");
                 None
             }
         }
     }
 
-    fn currency(
+    fn currency<M: Fields + ?Sized>(
         &mut self,
         path: &At,
-        map: &Map<'_>,
+        map: &M,
         key: &str,
         required: bool,
     ) -> Option<Currency> {
@@ -463,34 +601,39 @@ impl Validator {
         }
     }
 
-    fn date(&mut self, path: &At, map: &Map<'_>, key: &str) -> Option<NaiveDate> {
+    fn date<M: Fields + ?Sized>(&mut self, path: &At, map: &M, key: &str) -> Option<NaiveDate> {
         let text = self.string(path, map, key, true)?;
         self.field(path, key, date_rule(key, text))
     }
 
-    fn time(&mut self, path: &At, map: &Map<'_>, key: &str) -> Option<DateTime<FixedOffset>> {
+    fn time<M: Fields + ?Sized>(
+        &mut self,
+        path: &At,
+        map: &M,
+        key: &str,
+    ) -> Option<DateTime<FixedOffset>> {
         let text = self.string(path, map, key, true)?;
         self.field(path, key, time_rule(text))
     }
 
     /// A decimal string; `check` states the rule on its value (e.g. "must be > 0").
-    fn decimal(
+    fn decimal<M: Fields + ?Sized>(
         &mut self,
         path: &At,
-        map: &Map<'_>,
+        map: &M,
         key: &str,
         required: bool,
         check: Option<Check>,
     ) -> Option<Decimal> {
-        let text = match map.get(key) {
-            None | Some(Value::Null) => {
+        let text = match map.field(key) {
+            Field::Absent => {
                 if required {
                     self.issue(format!("{path}.{key}"), "is required");
                 }
                 return None;
             }
-            Some(Value::Str(s)) => s.as_ref(),
-            Some(_) => {
+            Field::Str(s) => s,
+            Field::Bool(_) | Field::Other => {
                 self.issue(format!("{path}.{key}"), DECIMAL_RULE);
                 return None;
             }
@@ -535,7 +678,7 @@ impl Validator {
         false
     }
 
-    fn array<'a>(&mut self, map: &'a Map<'a>, key: &str, required: bool) -> &'a [Value<'a>] {
+    fn array<'a, 'v>(&mut self, map: &'a Map<'v>, key: &str, required: bool) -> &'a [Value<'v>] {
         match map.get(key) {
             Some(Value::Array(items)) => items,
             None | Some(Value::Null) if !required => &[],
@@ -561,6 +704,12 @@ impl Validator {
             None => self.issue("format", format!("is required: \"{FORMAT}\"")),
             Some(_) => self.issue("format", format!("must be the string \"{FORMAT}\"")),
         }
+        self.assemble(&Tree(top))
+    }
+
+    /// The book of a source's sections, each taken when its turn comes (so the issues
+    /// read in the order of the file).
+    fn assemble<S: Sections>(&mut self, top: &S) -> Option<Book> {
         let base_currency = self.currency(&At::ROOT, top, "base_currency", true);
         let as_of = self.date(&At::ROOT, top, "as_of");
         // Paths of top-level fields read better without the `$.` prefix.
@@ -571,46 +720,46 @@ impl Validator {
         }
 
         let accounts = {
-            let items = self.array(top, "accounts", true);
+            let items = top.accounts(self);
             self.accounts(items)
         };
         let (instruments, unknown_specs) = {
-            let items = self.array(top, "instruments", true);
+            let items = top.instruments(self);
             self.instruments(items)
         };
         let index = Index::new(&accounts, &instruments);
         let refs = index.refs(&accounts, &instruments);
 
         let fills = {
-            let items = self.array(top, "fills", true);
+            let items = top.fills(self);
             self.fills(items, &refs)
         };
         let cash = {
-            let items = self.array(top, "cash", false);
+            let items = top.cash(self);
             self.cash(items, &refs)
         };
         let marks = {
-            let items = self.array(top, "marks", false);
+            let items = top.marks(self);
             self.marks(items, &refs)
         };
         let fx = {
-            let items = self.array(top, "fx_rates", false);
+            let items = top.fx_rates(self);
             self.fx_rates(items)
         };
         let reported_positions = {
-            let items = self.array(top, "reported_positions", false);
+            let items = top.reported_positions(self);
             self.reported(items, &refs)
         };
         let mut fills = fills;
         let mut notes = Vec::new();
         let opening = {
-            let items = self.array(top, "opening_positions", false);
+            let items = top.opening_positions(self);
             self.opening_positions(items, &refs, &marks)
         };
         notes.extend(opening_note(&opening));
         fills.extend(opening);
         let corporate_actions = {
-            let items = self.array(top, "corporate_actions", false);
+            let items = top.corporate_actions(self);
             self.corporate_actions(items, &refs, &fills)
         };
 
@@ -635,7 +784,7 @@ impl Validator {
         }))
     }
 
-    fn accounts(&mut self, items: &[Value<'_>]) -> Vec<Account> {
+    fn accounts<T: Item>(&mut self, items: &[T]) -> Vec<Account> {
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
@@ -680,7 +829,7 @@ impl Validator {
 
     /// The instruments, and those of them whose contract size is assumed: an option,
     /// future or CFD that states no multiplier.
-    fn instruments(&mut self, items: &[Value<'_>]) -> (Vec<Instrument>, Vec<UnknownSpec>) {
+    fn instruments<T: Item>(&mut self, items: &[T]) -> (Vec<Instrument>, Vec<UnknownSpec>) {
         let mut seen: HashMap<InstrumentKey, usize> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
         let mut unknown = Vec::new();
@@ -792,7 +941,12 @@ impl Validator {
         (out, unknown)
     }
 
-    fn account_ref(&mut self, path: &At, map: &Map<'_>, refs: &Refs<'_>) -> Option<AccountIdx> {
+    fn account_ref<M: Fields + ?Sized>(
+        &mut self,
+        path: &At,
+        map: &M,
+        refs: &Refs<'_>,
+    ) -> Option<AccountIdx> {
         let id = self.string(path, map, "account", true)?;
         let found = refs.accounts.get(id).copied();
         if found.is_none() {
@@ -806,10 +960,10 @@ impl Validator {
         found
     }
 
-    fn instrument_ref(
+    fn instrument_ref<M: Fields + ?Sized>(
         &mut self,
         path: &At,
-        map: &Map<'_>,
+        map: &M,
         refs: &Refs<'_>,
     ) -> Option<InstrumentIdx> {
         let exchange = self.string(path, map, "exchange", true);
@@ -825,7 +979,7 @@ impl Validator {
         found
     }
 
-    fn fills(&mut self, items: &[Value<'_>], refs: &Refs<'_>) -> Vec<Fill> {
+    fn fills<T: Item>(&mut self, items: &[T], refs: &Refs<'_>) -> Vec<Fill> {
         let mut seen: HashMap<&str, usize> = HashMap::with_capacity(items.len());
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
@@ -854,10 +1008,10 @@ impl Validator {
             if let Some(Err(rule)) = id.map(fill_id_rule) {
                 self.issue(format!("{path}.id"), rule);
             }
-            let closes = match map.get("closes") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(_) => {
+            let closes = match map.field("closes") {
+                Field::Absent => false,
+                Field::Bool(b) => b,
+                Field::Str(_) | Field::Other => {
                     self.issue(format!("{path}.closes"), "must be true or false");
                     false
                 }
@@ -880,10 +1034,10 @@ impl Validator {
             let commission = self
                 .decimal(&path, map, "commission", false, Some(NON_NEGATIVE))
                 .unwrap_or(Decimal::ZERO);
-            let commission_known = match map.get("commission_known") {
-                None | Some(Value::Null) => true,
-                Some(Value::Bool(b)) => *b,
-                Some(_) => {
+            let commission_known = match map.field("commission_known") {
+                Field::Absent => true,
+                Field::Bool(b) => b,
+                Field::Str(_) | Field::Other => {
                     self.issue(format!("{path}.commission_known"), "must be true or false");
                     true
                 }
@@ -937,9 +1091,9 @@ impl Validator {
 
     /// Positions held when the history starts, as fills of kind [`FillKind::Opening`]
     /// (sequenced before every fill of the book).
-    fn opening_positions(
+    fn opening_positions<T: Item>(
         &mut self,
-        items: &[Value<'_>],
+        items: &[T],
         refs: &Refs<'_>,
         marks: &[(InstrumentIdx, NaiveDate, Decimal)],
     ) -> Vec<Fill> {
@@ -1054,10 +1208,10 @@ impl Validator {
     }
 
     /// The instrument named by `exchange_key` / `symbol_key` (a corporate action's target).
-    fn target_ref(
+    fn target_ref<M: Fields + ?Sized>(
         &mut self,
         path: &At,
-        map: &Map<'_>,
+        map: &M,
         refs: &Refs<'_>,
         (exchange_key, symbol_key): (&str, &str),
     ) -> Option<InstrumentIdx> {
@@ -1074,9 +1228,9 @@ impl Validator {
         found
     }
 
-    fn corporate_actions(
+    fn corporate_actions<T: Item>(
         &mut self,
-        items: &[Value<'_>],
+        items: &[T],
         refs: &Refs<'_>,
         fills: &[Fill],
     ) -> Vec<CorporateAction> {
@@ -1093,10 +1247,10 @@ impl Validator {
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
             let path = At::item("corporate_actions", i);
-            let kind_name = item
-                .as_object()
-                .and_then(|m| m.get("kind"))
-                .and_then(Value::as_str);
+            let kind_name = item.object().and_then(|m| match m.field("kind") {
+                Field::Str(kind) => Some(kind),
+                _ => None,
+            });
             let extra: &[&str] = match kind_name {
                 Some("split") => &["new_units", "old_units"],
                 Some("stock_merger") => {
@@ -1282,7 +1436,7 @@ impl Validator {
         out
     }
 
-    fn cash(&mut self, items: &[Value<'_>], refs: &Refs<'_>) -> Vec<CashEntry> {
+    fn cash<T: Item>(&mut self, items: &[T], refs: &Refs<'_>) -> Vec<CashEntry> {
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
             let path = At::item("cash", i);
@@ -1320,9 +1474,9 @@ impl Validator {
         out
     }
 
-    fn marks(
+    fn marks<T: Item>(
         &mut self,
-        items: &[Value<'_>],
+        items: &[T],
         refs: &Refs<'_>,
     ) -> Vec<(InstrumentIdx, NaiveDate, Decimal)> {
         let mut seen: HashMap<(InstrumentIdx, NaiveDate), usize> = HashMap::new();
@@ -1347,7 +1501,7 @@ impl Validator {
         out
     }
 
-    fn fx_rates(&mut self, items: &[Value<'_>]) -> Vec<FxQuote> {
+    fn fx_rates<T: Item>(&mut self, items: &[T]) -> Vec<FxQuote> {
         let mut seen: HashMap<(Currency, Currency, NaiveDate), usize> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
@@ -1395,7 +1549,7 @@ impl Validator {
         out
     }
 
-    fn reported(&mut self, items: &[Value<'_>], refs: &Refs<'_>) -> Vec<ReportedPosition> {
+    fn reported<T: Item>(&mut self, items: &[T], refs: &Refs<'_>) -> Vec<ReportedPosition> {
         let mut seen: HashMap<(AccountIdx, InstrumentIdx), usize> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {

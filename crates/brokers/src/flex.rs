@@ -2,8 +2,12 @@
 //! (`tradedesk-book/1`).
 //!
 //! [`flex_to_book`] reads the whole statement (one `<FlexQueryResponse>` holding one
-//! `<FlexStatement>` per account) and returns the book as a JSON document, with notes
-//! on every choice it had to make. It refuses, with a [`FlexError`] that names the
+//! `<FlexStatement>` per account) and returns the book as typed rows
+//! ([`crate::book::BookRows`]), with notes on every choice it had to make.
+//! [`FlexImport::to_book`] hands the rows to the book loader's validator, which checks
+//! them by the rules of a book file and assembles the `Book` (no JSON text between);
+//! [`FlexImport::to_json`] writes the same rows as the `tradedesk-book/1` file that
+//! `tradedesk import-flex` saves. It refuses, with a [`FlexError`] that names the
 //! element, its position, the attribute and a hint, any row it cannot map faithfully;
 //! it never returns a half-imported book.
 //!
@@ -91,19 +95,21 @@
 use std::collections::HashMap;
 use std::fmt;
 
+use crate::book::{
+    AccountRow, BookError, BookRows, CashRow, FillRow, FormatLine, FxRow, InstrumentRow, KeyedRow,
+    MarkRow, PositionRow,
+};
 use chrono::{
     Datelike, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, SecondsFormat, TimeZone, Weekday,
 };
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::{Reader, XmlVersion};
 use rust_decimal::Decimal;
-use serde_json::{Map, Value};
 
 /// The largest statement [`flex_to_book`] accepts: 256 MiB of XML.
 pub const MAX_FLEX_BYTES: usize = 256 * 1024 * 1024;
 
 /// The book format written.
-const FORMAT: &str = "tradedesk-book/1";
 /// The broker name written on every account.
 const BROKER: &str = "ibkr";
 /// At most this many characters of an attribute value appear in a message.
@@ -262,10 +268,11 @@ pub fn parse_cost_fraction(symbol: &str, text: &str) -> Result<Decimal, String> 
 }
 
 /// What [`flex_to_book`] made of a statement.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlexImport {
-    /// The `tradedesk-book/1` document.
-    pub book: Value,
+    /// The book as typed rows: what [`FlexImport::to_book`] validates and assembles, and
+    /// what [`FlexImport::to_json`] writes as the `tradedesk-book/1` file.
+    pub rows: BookRows,
     /// Every choice the import made that a reader of the book should know about
     /// (skipped rows, re-classified cash, inferred currencies, the time zone used).
     pub notes: Vec<String>,
@@ -339,6 +346,26 @@ impl fmt::Display for FlexError {
 }
 
 impl std::error::Error for FlexError {}
+
+impl FlexImport {
+    /// The book: the rows checked by the rules of a book file (docs/methodology/book-format.md)
+    /// and assembled, with no JSON text between; a refusal names the same paths as the
+    /// file [`FlexImport::to_json`] writes would. `source` names the book in a refusal.
+    ///
+    /// # Errors
+    /// A [`BookError`] when a row breaks a rule of the book format.
+    pub fn to_book(&self, source: &str) -> Result<tradedesk_core::Book, BookError> {
+        crate::book::assemble_rows(source, &self.rows)
+    }
+
+    /// The `tradedesk-book/1` document of the same rows (what `tradedesk import-flex`
+    /// writes).
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        // Rows of strings and flags always serialize.
+        serde_json::to_value(&self.rows).unwrap_or_default()
+    }
+}
 
 /// Converts an IBKR Activity Flex statement (the XML a Flex Query returns) into a
 /// `tradedesk-book/1` document. The module documentation states every mapping rule.
@@ -1386,7 +1413,7 @@ struct InstrumentDraft {
 
 #[derive(Debug, Clone)]
 struct FillDraft {
-    json: Map<String, Value>,
+    row: FillRow,
     account: usize,
     key: (String, String),
     trade_id: Option<String>,
@@ -1431,7 +1458,7 @@ struct Builder<'o> {
     /// Rows that carried no `conid`, and none for which a listing exchange was found.
     rows_without_conid: usize,
     rows_without_listing: usize,
-    actions: Vec<Value>,
+    actions: Vec<KeyedRow>,
     action_keys: std::collections::HashSet<String>,
     /// Per (account, instrument): the cost basis IBKR states in the latest Open Positions
     /// (`costBasisMoney`): its report date, the statement's line, and the cost.
@@ -1443,15 +1470,15 @@ struct Builder<'o> {
     fills: Vec<FillDraft>,
     fill_ids: HashMap<String, usize>,
     cancellations: Vec<Cancellation>,
-    cash: Vec<Value>,
+    cash: Vec<CashRow>,
     cash_ids: HashMap<(usize, String), usize>,
-    marks: Vec<Value>,
+    marks: Vec<MarkRow>,
     mark_index: HashMap<(String, String, NaiveDate), Dec>,
-    positions: Vec<Value>,
+    positions: Vec<PositionRow>,
     /// Per account: the date of the statement its positions were taken from (several
     /// statements of one account: the latest one's positions stand).
     positions_as_of: HashMap<usize, Option<NaiveDate>>,
-    fx: Vec<Value>,
+    fx: Vec<FxRow>,
     fx_index: HashMap<(String, String, NaiveDate), Dec>,
     /// `fxRateToBase` of trade, cash and position rows: (account, currency, date, rate).
     base_rates: Vec<(usize, String, NaiveDate, Dec)>,
@@ -1657,7 +1684,7 @@ impl<'o> Builder<'o> {
     /// A row's `fxRateToBase` (`1 currency = fxRateToBase` of the account's currency on
     /// the row's date: `tradeDate`, else `reportDate`, else the date of `dateTime`, else
     /// the statement's `toDate`), kept to be used as that date's rate where the
-    /// Conversion Rates section gives none (see [`Builder::base_rates_json`]). A row
+    /// Conversion Rates section gives none (see [`Builder::rates_from_rows`]). A row
     /// without a readable rate or date is passed over: its own section reads it.
     fn base_rate(&mut self, row: &Row, statement: &Statement) -> Result<(), FlexError> {
         let (Some(currency), Some(Ok(rate))) = (
@@ -1690,7 +1717,7 @@ impl<'o> Builder<'o> {
     /// The `fxRateToBase` rates for the pairs and dates the Conversion Rates section does
     /// not cover (one per account currency, currency and date: the first read), as
     /// `fx_rates` entries; `currencies` are the accounts' settled currencies.
-    fn base_rates_json(&mut self, currencies: &[Option<String>]) -> usize {
+    fn rates_from_rows(&mut self, currencies: &[Option<String>]) -> usize {
         let mut seen: std::collections::HashSet<(String, String, NaiveDate)> =
             std::collections::HashSet::new();
         let mut added = 0;
@@ -1709,12 +1736,12 @@ impl<'o> Builder<'o> {
             {
                 continue;
             }
-            let mut json = Map::new();
-            json.insert("base".into(), currency.into());
-            json.insert("quote".into(), base.clone().into());
-            json.insert("rate".into(), rate.to_string().into());
-            json.insert("date".into(), date.to_string().into());
-            self.fx.push(Value::Object(json));
+            self.fx.push(FxRow {
+                base: currency,
+                quote: base.clone(),
+                rate: rate.to_string(),
+                date: date.to_string(),
+            });
             added += 1;
         }
         added
@@ -2117,13 +2144,13 @@ impl<'o> Builder<'o> {
                     )
                 })?;
             } else {
-                let mut json = Map::new();
-                json.insert("account".into(), self.account_id(account).into());
-                json.insert("kind".into(), "fee".into());
-                json.insert("amount".into(), taxes.to_string().into());
-                json.insert("currency".into(), currency.clone().into());
-                json.insert("time".into(), time.clone().into());
-                self.cash.push(Value::Object(json));
+                self.cash.push(CashRow {
+                    account: self.account_id(account),
+                    kind: "fee".to_owned(),
+                    amount: taxes.to_string(),
+                    currency: currency.clone(),
+                    time: time.clone(),
+                });
                 self.notes.push(format!(
                     "{}: taxes {} {currency} are in another currency than the commission, so they are a fee in cash (realized P&L is gross of them)",
                     row.location(),
@@ -2131,26 +2158,26 @@ impl<'o> Builder<'o> {
                 ));
             }
         }
-        let mut json = Map::new();
-        json.insert("id".into(), id.into());
-        json.insert("account".into(), self.account_id(account).into());
-        json.insert("exchange".into(), key.0.clone().into());
-        json.insert("symbol".into(), key.1.clone().into());
-        json.insert("side".into(), side.into());
-        json.insert("quantity".into(), quantity.abs().to_string().into());
-        json.insert("price".into(), price.to_string().into());
-        json.insert("commission".into(), commission.to_string().into());
-        json.insert("commission_currency".into(), commission_currency.into());
-        json.insert("time".into(), time.into());
         // `C` alone: the execution only closes (a `C;O` flips), so a position older than
         // the statement's period never turns its close into a phantom opposite position.
-        if row
+        let closes = row
             .get("openCloseIndicator")
-            .is_some_and(|o| o.trim().eq_ignore_ascii_case("C"))
-        {
-            json.insert("closes".into(), true.into());
-        }
-        if self.is_repeat(row, id, &json)? {
+            .is_some_and(|o| o.trim().eq_ignore_ascii_case("C"));
+        let fill = FillRow {
+            id: id.to_owned(),
+            account: self.account_id(account),
+            exchange: key.0.clone(),
+            symbol: key.1.clone(),
+            side: side.to_owned(),
+            quantity: quantity.abs().to_string(),
+            price: price.to_string(),
+            commission: Some(commission.to_string()),
+            commission_currency: Some(commission_currency),
+            commission_known: None,
+            time,
+            closes: closes.then_some(true),
+        };
+        if self.is_repeat(row, id, &fill)? {
             return Ok(());
         }
         self.has_timed_rows = true;
@@ -2167,7 +2194,7 @@ impl<'o> Builder<'o> {
         }
         self.fill_ids.insert(id.to_owned(), self.fills.len());
         self.fills.push(FillDraft {
-            json,
+            row: fill,
             account,
             key,
             trade_id: row.get("tradeID").map(str::to_owned),
@@ -2237,20 +2264,12 @@ impl<'o> Builder<'o> {
 
     /// Whether a fill id was seen before: `Ok(true)` (the row is skipped) when the
     /// earlier fill is identical, an error when it differs.
-    fn is_repeat(
-        &mut self,
-        row: &Row,
-        id: &str,
-        json: &Map<String, Value>,
-    ) -> Result<bool, FlexError> {
+    fn is_repeat(&mut self, row: &Row, id: &str, fill: &FillRow) -> Result<bool, FlexError> {
         let Some(earlier) = self.fill_ids.get(id).and_then(|&i| self.fills.get(i)) else {
             return Ok(false);
         };
-        if earlier.json == *json {
-            let account = json
-                .get("account")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
+        if earlier.row == *fill {
+            let account = &fill.account;
             self.skip(format!(
                 "account {}: trade rows repeating an earlier execution id with identical content (overlapping statements)",
                 cut(account)
@@ -2279,13 +2298,13 @@ impl<'o> Builder<'o> {
 
     /// A positive `ibCommission`: recorded as cash (kind `interest`, positive).
     fn rebate(&mut self, row: &Row, account: usize, amount: Dec, currency: &str, time: &str) {
-        let mut json = Map::new();
-        json.insert("account".into(), self.account_id(account).into());
-        json.insert("kind".into(), "interest".into());
-        json.insert("amount".into(), amount.to_string().into());
-        json.insert("currency".into(), currency.into());
-        json.insert("time".into(), time.into());
-        self.cash.push(Value::Object(json));
+        self.cash.push(CashRow {
+            account: self.account_id(account),
+            kind: "interest".to_owned(),
+            amount: amount.to_string(),
+            currency: currency.to_owned(),
+            time: time.to_owned(),
+        });
         self.notes.push(format!(
             "{}: ibCommission {} {currency} is a rebate (positive); the book allows no negative commission or positive fee, so the fill's commission is 0 and the rebate is a cash entry of kind interest",
             row.location(),
@@ -2424,14 +2443,14 @@ impl<'o> Builder<'o> {
             self.skip("option events repeated by an overlapping statement".to_owned());
             return Ok(());
         }
-        let mut action = Map::new();
-        action.insert("id".into(), id.into());
-        action.insert("account".into(), self.account_id(account).into());
-        action.insert("exchange".into(), key.0.into());
-        action.insert("symbol".into(), key.1.into());
-        action.insert("kind".into(), kind.into());
-        action.insert("date".into(), date.to_string().into());
-        action.insert("quantity".into(), quantity.to_string().into());
+        let mut action = KeyedRow::new();
+        action.insert("id", id);
+        action.insert("account", self.account_id(account));
+        action.insert("exchange", key.0);
+        action.insert("symbol", key.1);
+        action.insert("kind", kind);
+        action.insert("date", date.to_string());
+        action.insert("quantity", quantity.to_string());
         if kind != "expiry" {
             let multiplier = row.decimal("multiplier")?.unwrap_or(Dec::ONE);
             let units = quantity.0.checked_mul(multiplier.0);
@@ -2463,7 +2482,7 @@ impl<'o> Builder<'o> {
                     .or_else(|| t.get("transactionID"))
             }) {
                 Some(fill) => {
-                    action.insert("fill".into(), fill.into());
+                    action.insert("fill", fill);
                 }
                 None => self.notes.push(format!(
                     "{}: the {kind} of {quantity} contract(s) names no delivered stock trade in the statement; the premium is left on the option (realized as if at 0)",
@@ -2471,7 +2490,7 @@ impl<'o> Builder<'o> {
                 )),
             }
         }
-        self.actions.push(Value::Object(action));
+        self.actions.push(action);
         Ok(())
     }
 
@@ -2593,10 +2612,10 @@ impl<'o> Builder<'o> {
                 },
                 |id| format!("ca-{id}"),
             );
-        let mut action = Map::new();
-        action.insert("id".into(), id.into());
-        action.insert("account".into(), self.account_id(account).into());
-        action.insert("date".into(), date.to_string().into());
+        let mut action = KeyedRow::new();
+        action.insert("id", id);
+        action.insert("account", self.account_id(account));
+        action.insert("date", date.to_string());
         let left_out = |why: &str| {
             format!(
                 "{}: corporate action {} ({} row(s)) was left out: {why}; the positions it changes will differ from IBKR's (state it in the book's corporate_actions to fix them)",
@@ -2621,13 +2640,13 @@ impl<'o> Builder<'o> {
                 return self.stock_and_cash(action, &merger, rows.len());
             }
             ([(from, old, _)], [(to, new, _)]) if from != to && proceeds.is_zero() => {
-                action.insert("exchange".into(), from.0.clone().into());
-                action.insert("symbol".into(), from.1.clone().into());
-                action.insert("kind".into(), "stock_merger".into());
-                action.insert("target_exchange".into(), to.0.clone().into());
-                action.insert("target_symbol".into(), to.1.clone().into());
-                action.insert("new_units".into(), new.to_string().into());
-                action.insert("old_units".into(), old.to_string().into());
+                action.insert("exchange", from.0.clone());
+                action.insert("symbol", from.1.clone());
+                action.insert("kind", "stock_merger");
+                action.insert("target_exchange", to.0.clone());
+                action.insert("target_symbol", to.1.clone());
+                action.insert("new_units", new.to_string());
+                action.insert("old_units", old.to_string());
             }
             ([(from, old, _)], []) if !proceeds.is_negative() => {
                 let worthless = upper.contains("WORTHLESS")
@@ -2646,21 +2665,21 @@ impl<'o> Builder<'o> {
                     .checked_div(old.0)
                     .map(|d| d.round_dp(MAX_PLACES).normalize())
                     .unwrap_or_default();
-                action.insert("exchange".into(), from.0.clone().into());
-                action.insert("symbol".into(), from.1.clone().into());
-                action.insert("kind".into(), "cash_merger".into());
-                action.insert("cash_per_unit".into(), per_unit.to_string().into());
-                action.insert("quantity".into(), old.to_string().into());
+                action.insert("exchange", from.0.clone());
+                action.insert("symbol", from.1.clone());
+                action.insert("kind", "cash_merger");
+                action.insert("cash_per_unit", per_unit.to_string());
+                action.insert("quantity", old.to_string());
             }
             ([], [(to, _, _)]) if split_ratio(&upper).is_some() => {
                 let Some((new, old)) = split_ratio(&upper) else {
                     return Ok(());
                 };
-                action.insert("exchange".into(), to.0.clone().into());
-                action.insert("symbol".into(), to.1.clone().into());
-                action.insert("kind".into(), "split".into());
-                action.insert("new_units".into(), new.to_string().into());
-                action.insert("old_units".into(), old.to_string().into());
+                action.insert("exchange", to.0.clone());
+                action.insert("symbol", to.1.clone());
+                action.insert("kind", "split");
+                action.insert("new_units", new.to_string());
+                action.insert("old_units", old.to_string());
             }
             ([], [(to, quantity, row)]) if is_delivery(code.as_deref(), &upper) => {
                 let delivery = Delivery {
@@ -2680,7 +2699,7 @@ impl<'o> Builder<'o> {
                 return Ok(());
             }
         }
-        self.actions.push(Value::Object(action));
+        self.actions.push(action);
         Ok(())
     }
 
@@ -2692,7 +2711,7 @@ impl<'o> Builder<'o> {
     /// ([`Builder::stated_cost_fraction`]), else the action is left out with a note.
     fn delivery(
         &mut self,
-        mut action: Map<String, Value>,
+        mut action: KeyedRow,
         d: &Delivery<'_>,
         account: usize,
         date: NaiveDate,
@@ -2733,12 +2752,12 @@ impl<'o> Builder<'o> {
             let Some(total) = m.checked_add(n) else {
                 return Ok(());
             };
-            action.insert("exchange".into(), d.to.0.clone().into());
-            action.insert("symbol".into(), d.to.1.clone().into());
-            action.insert("kind".into(), "split".into());
-            action.insert("new_units".into(), total.normalize().to_string().into());
-            action.insert("old_units".into(), m.normalize().to_string().into());
-            self.actions.push(Value::Object(action));
+            action.insert("exchange", d.to.0.clone());
+            action.insert("symbol", d.to.1.clone());
+            action.insert("kind", "split");
+            action.insert("new_units", total.normalize().to_string());
+            action.insert("old_units", m.normalize().to_string());
+            self.actions.push(action);
             return Ok(());
         }
         let Some((parent_symbol, isin)) = head else {
@@ -2798,18 +2817,15 @@ impl<'o> Builder<'o> {
             self.skip("corporate actions without a cost fraction".to_owned());
             return Ok(());
         };
-        action.insert("exchange".into(), parent.0.clone().into());
-        action.insert("symbol".into(), parent.1.clone().into());
-        action.insert("kind".into(), "spin_off".into());
-        action.insert("target_exchange".into(), d.to.0.clone().into());
-        action.insert("target_symbol".into(), d.to.1.clone().into());
-        action.insert("new_units".into(), n.normalize().to_string().into());
-        action.insert("old_units".into(), m.normalize().to_string().into());
-        action.insert(
-            "cost_fraction".into(),
-            fraction.normalize().to_string().into(),
-        );
-        self.actions.push(Value::Object(action));
+        action.insert("exchange", parent.0.clone());
+        action.insert("symbol", parent.1.clone());
+        action.insert("kind", "spin_off");
+        action.insert("target_exchange", d.to.0.clone());
+        action.insert("target_symbol", d.to.1.clone());
+        action.insert("new_units", n.normalize().to_string());
+        action.insert("old_units", m.normalize().to_string());
+        action.insert("cost_fraction", fraction.normalize().to_string());
+        self.actions.push(action);
         Ok(())
     }
 
@@ -2882,15 +2898,11 @@ impl<'o> Builder<'o> {
     /// cash is left out with a note.
     fn stock_and_cash(
         &mut self,
-        mut action: Map<String, Value>,
+        mut action: KeyedRow,
         m: &StockAndCash<'_>,
         rows: usize,
     ) -> Result<(), FlexError> {
-        let id = action
-            .get("id")
-            .and_then(Value::as_str)
-            .unwrap_or("ca")
-            .to_owned();
+        let id = action.get("id").unwrap_or("ca").to_owned();
         let value = m
             .in_row
             .decimal("value")?
@@ -2907,21 +2919,21 @@ impl<'o> Builder<'o> {
             .checked_div(m.old.0)
             .map(|d| d.round_dp(MAX_PLACES).normalize())
             .unwrap_or_default();
-        let stock = |action: &mut Map<String, Value>| {
-            action.insert("exchange".into(), m.from.0.clone().into());
-            action.insert("symbol".into(), m.from.1.clone().into());
-            action.insert("kind".into(), "stock_merger".into());
-            action.insert("target_exchange".into(), m.to.0.clone().into());
-            action.insert("target_symbol".into(), m.to.1.clone().into());
-            action.insert("new_units".into(), m.new.to_string().into());
-            action.insert("old_units".into(), m.old.to_string().into());
+        let stock = |action: &mut KeyedRow| {
+            action.insert("exchange", m.from.0.clone());
+            action.insert("symbol", m.from.1.clone());
+            action.insert("kind", "stock_merger");
+            action.insert("target_exchange", m.to.0.clone());
+            action.insert("target_symbol", m.to.1.clone());
+            action.insert("new_units", m.new.to_string());
+            action.insert("old_units", m.old.to_string());
         };
         let ibkr = stated.map_or_else(String::new, |r| {
             format!("; IBKR's row states fifoPnlRealized {r}")
         });
         let Some(value) = value else {
             stock(&mut action);
-            self.actions.push(Value::Object(action));
+            self.actions.push(action);
             self.notes.push(format!(
                 "{}: stock-and-cash merger {} ({rows} row(s)): the {} units of {} became {} of {}, cost carried whole; the {currency} {} in cash was left out (IBKR's row for {} states no value to share the cost between the cash and the new units), so cash and realized P&L differ from IBKR's{ibkr}",
                 m.out_row.location(),
@@ -2966,27 +2978,27 @@ impl<'o> Builder<'o> {
         }
         let base = |suffix: &str| {
             let mut a = action.clone();
-            a.insert("id".into(), format!("{id}{suffix}").into());
+            a.insert("id", format!("{id}{suffix}"));
             a
         };
         let mut split = base("-cash-part");
-        split.insert("exchange".into(), m.from.0.clone().into());
-        split.insert("symbol".into(), m.from.1.clone().into());
-        split.insert("kind".into(), "spin_off".into());
-        split.insert("target_exchange".into(), part.0.clone().into());
-        split.insert("target_symbol".into(), part.1.clone().into());
-        split.insert("new_units".into(), "1".into());
-        split.insert("old_units".into(), "1".into());
-        split.insert("cost_fraction".into(), fraction.to_string().into());
+        split.insert("exchange", m.from.0.clone());
+        split.insert("symbol", m.from.1.clone());
+        split.insert("kind", "spin_off");
+        split.insert("target_exchange", part.0.clone());
+        split.insert("target_symbol", part.1.clone());
+        split.insert("new_units", "1");
+        split.insert("old_units", "1");
+        split.insert("cost_fraction", fraction.to_string());
         let mut paid = base("-cash");
-        paid.insert("exchange".into(), part.0.clone().into());
-        paid.insert("symbol".into(), part.1.clone().into());
-        paid.insert("kind".into(), "cash_merger".into());
-        paid.insert("cash_per_unit".into(), per_unit.to_string().into());
+        paid.insert("exchange", part.0.clone());
+        paid.insert("symbol", part.1.clone());
+        paid.insert("kind", "cash_merger");
+        paid.insert("cash_per_unit", per_unit.to_string());
         stock(&mut action);
-        self.actions.push(Value::Object(split));
-        self.actions.push(Value::Object(paid));
-        self.actions.push(Value::Object(action));
+        self.actions.push(split);
+        self.actions.push(paid);
+        self.actions.push(action);
         self.notes.push(format!(
             "{}: stock-and-cash merger {}: the {} units of {} became {} of {} and {currency} {} in cash; the cash was realized against {fraction} of the holding's cost (cash / (cash + the value {} IBKR's row gives the new units)), the rest of the cost carried to {}{ibkr} (docs/methodology/corporate-actions.md)",
             m.out_row.location(),
@@ -3142,13 +3154,13 @@ impl<'o> Builder<'o> {
         };
         self.has_timed_rows = true;
         Self::later(&mut self.latest_activity, date);
-        let mut json = Map::new();
-        json.insert("account".into(), self.account_id(account).into());
-        json.insert("kind".into(), kind.into());
-        json.insert("amount".into(), amount.to_string().into());
-        json.insert("currency".into(), currency.into());
-        json.insert("time".into(), time.into());
-        self.cash.push(Value::Object(json));
+        self.cash.push(CashRow {
+            account: self.account_id(account),
+            kind: kind.to_owned(),
+            amount: amount.to_string(),
+            currency: currency.to_owned(),
+            time,
+        });
         Ok(())
     }
 
@@ -3238,8 +3250,8 @@ impl<'o> Builder<'o> {
                     ));
                 }
                 Some(_) => {
-                    let id = Value::from(self.account_id(account));
-                    self.positions.retain(|p| p.get("account") != Some(&id));
+                    let id = self.account_id(account);
+                    self.positions.retain(|p| p.account != id);
                     self.positions_as_of.insert(account, statement_date);
                 }
                 None => {
@@ -3251,12 +3263,12 @@ impl<'o> Builder<'o> {
             if stale.contains(&account) {
                 continue;
             }
-            let mut json = Map::new();
-            json.insert("account".into(), self.account_id(account).into());
-            json.insert("exchange".into(), exchange.into());
-            json.insert("symbol".into(), symbol.into());
-            json.insert("quantity".into(), quantity.to_string().into());
-            self.positions.push(Value::Object(json));
+            self.positions.push(PositionRow {
+                account: self.account_id(account),
+                exchange,
+                symbol,
+                quantity: quantity.to_string(),
+            });
         }
         Ok(())
     }
@@ -3283,12 +3295,12 @@ impl<'o> Builder<'o> {
             return;
         }
         self.mark_index.insert(slot, price);
-        let mut json = Map::new();
-        json.insert("exchange".into(), key.0.clone().into());
-        json.insert("symbol".into(), key.1.clone().into());
-        json.insert("price".into(), price.to_string().into());
-        json.insert("date".into(), date.to_string().into());
-        self.marks.push(Value::Object(json));
+        self.marks.push(MarkRow {
+            exchange: key.0.clone(),
+            symbol: key.1.clone(),
+            price: price.to_string(),
+            date: date.to_string(),
+        });
     }
 
     /// One `<ConversionRate>`: `1 fromCurrency = rate toCurrency` on `reportDate`
@@ -3341,20 +3353,20 @@ impl<'o> Builder<'o> {
             return Ok(());
         }
         self.fx_index.insert(slot, rate);
-        let mut json = Map::new();
-        json.insert("base".into(), base.into());
-        json.insert("quote".into(), quote.into());
-        json.insert("rate".into(), rate.to_string().into());
-        json.insert("date".into(), date.to_string().into());
-        self.fx.push(Value::Object(json));
+        self.fx.push(FxRow {
+            base: base.to_owned(),
+            quote: quote.to_owned(),
+            rate: rate.to_string(),
+            date: date.to_string(),
+        });
         Ok(())
     }
 
     /// An account of the book. Its currency is `<AccountInformation currency>`, else
     /// the most common currency of its trades (the first seen on a tie), else an error.
-    fn account_json(&mut self, index: usize) -> Result<Value, FlexError> {
+    fn account_row(&mut self, index: usize) -> Result<Option<AccountRow>, FlexError> {
         let Some(draft) = self.accounts.get(index) else {
-            return Ok(Value::Null);
+            return Ok(None);
         };
         let currency = if let Some(c) = &draft.currency {
             c.clone()
@@ -3409,30 +3421,23 @@ impl<'o> Builder<'o> {
             ));
             currency.clone()
         };
-        let mut json = Map::new();
-        json.insert(
-            "id".into(),
-            format!("{}{}", self.options.account_prefix, draft.raw).into(),
-        );
-        json.insert("broker".into(), BROKER.into());
-        json.insert("currency".into(), currency.into());
-        if let Some(name) = &draft.name {
-            json.insert("name".into(), name.clone().into());
-        }
-        Ok(Value::Object(json))
+        Ok(Some(AccountRow {
+            id: format!("{}{}", self.options.account_prefix, draft.raw),
+            broker: BROKER.to_owned(),
+            currency,
+            name: draft.name.clone(),
+        }))
     }
 
     /// Settles each account's currency, `as_of` and `base_currency`, and writes the book.
     fn finish(mut self, doc: &Document) -> Result<FlexImport, FlexError> {
         let mut accounts = Vec::with_capacity(self.accounts.len());
         for i in 0..self.accounts.len() {
-            accounts.push(self.account_json(i)?);
+            accounts.extend(self.account_row(i)?);
         }
-        let currencies: Vec<Option<String>> = accounts
-            .iter()
-            .map(|a| a.get("currency").and_then(Value::as_str).map(str::to_owned))
-            .collect();
-        let from_rows = self.base_rates_json(&currencies);
+        let currencies: Vec<Option<String>> =
+            accounts.iter().map(|a| Some(a.currency.clone())).collect();
+        let from_rows = self.rates_from_rows(&currencies);
         if from_rows > 0 {
             self.notes.push(format!(
                 "{from_rows} rate(s) were taken from the rows' fxRateToBase (IBKR's rate into the account's currency on the row's date), for the dates and currencies the Conversion Rates section does not cover"
@@ -3440,8 +3445,7 @@ impl<'o> Builder<'o> {
         }
         let base_currency = accounts
             .first()
-            .and_then(|a| a.get("currency"))
-            .cloned()
+            .map(|a| a.currency.clone())
             .ok_or_else(|| {
                 let location = doc
                     .statements
@@ -3511,30 +3515,29 @@ impl<'o> Builder<'o> {
         for (reason, count) in std::mem::take(&mut self.skips) {
             self.notes.push(format!("skipped {count}: {reason}"));
         }
-        let fills: Vec<Value> = self
+        let fills: Vec<FillRow> = self
             .fills
             .into_iter()
             .filter(|f| !f.cancelled)
-            .map(|f| Value::Object(f.json))
+            .map(|f| f.row)
             .collect();
-        let instruments: Vec<Value> = self.instruments.into_iter().map(instrument_json).collect();
+        let instruments: Vec<InstrumentRow> =
+            self.instruments.into_iter().map(instrument_row).collect();
         let fill_count = fills.len();
-        let mut book = Map::new();
-        book.insert("format".into(), FORMAT.into());
-        book.insert("base_currency".into(), base_currency);
-        book.insert("as_of".into(), as_of.to_string().into());
-        book.insert("accounts".into(), Value::Array(accounts));
-        book.insert("instruments".into(), Value::Array(instruments));
-        book.insert("fills".into(), Value::Array(fills));
-        book.insert("cash".into(), Value::Array(self.cash));
-        book.insert("marks".into(), Value::Array(self.marks));
-        book.insert("fx_rates".into(), Value::Array(self.fx));
-        book.insert("reported_positions".into(), Value::Array(self.positions));
-        if !self.actions.is_empty() {
-            book.insert("corporate_actions".into(), Value::Array(self.actions));
-        }
         Ok(FlexImport {
-            book: Value::Object(book),
+            rows: BookRows {
+                format: FormatLine,
+                base_currency,
+                as_of: as_of.to_string(),
+                accounts,
+                instruments,
+                fills,
+                cash: self.cash,
+                marks: self.marks,
+                fx_rates: self.fx,
+                reported_positions: self.positions,
+                corporate_actions: self.actions,
+            },
             notes: self.notes,
             fills: fill_count,
             skipped: self.skipped,
@@ -3542,24 +3545,22 @@ impl<'o> Builder<'o> {
     }
 }
 
-fn instrument_json(instrument: InstrumentDraft) -> Value {
-    let mut json = Map::new();
-    json.insert("symbol".into(), instrument.symbol.into());
-    json.insert("exchange".into(), instrument.exchange.into());
-    json.insert("currency".into(), instrument.currency.into());
-    json.insert("asset_class".into(), instrument.asset_class.into());
+fn instrument_row(instrument: InstrumentDraft) -> InstrumentRow {
     // A derivative's stated 1 is written, so the book can tell it from an absent one.
     let derivative = matches!(instrument.asset_class, "option" | "future" | "cfd");
-    if !instrument.multiplier.same_value(Dec::ONE) || (derivative && instrument.multiplier_stated) {
-        json.insert(
-            "multiplier".into(),
-            instrument.multiplier.to_string().into(),
-        );
+    let multiplier = (!instrument.multiplier.same_value(Dec::ONE)
+        || (derivative && instrument.multiplier_stated))
+        .then(|| instrument.multiplier.to_string());
+    InstrumentRow {
+        symbol: instrument.symbol,
+        exchange: instrument.exchange,
+        currency: instrument.currency,
+        asset_class: instrument.asset_class.to_owned(),
+        multiplier,
+        name: instrument.name,
+        sector: None,
+        country: None,
     }
-    if let Some(name) = instrument.name {
-        json.insert("name".into(), name.into());
-    }
-    Value::Object(json)
 }
 
 /// `time` (RFC 3339) re-written in the UTC offset nearest its own whose calendar date is
@@ -3582,6 +3583,7 @@ mod tests {
     #![allow(clippy::too_many_lines)]
 
     use super::*;
+    use serde_json::Value;
 
     /// Two accounts, every section, every row kind the import handles.
     const TWO_ACCOUNTS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
@@ -3651,13 +3653,66 @@ mod tests {
 </FlexQueryResponse>
 "#;
 
-    fn import(xml: &str) -> FlexImport {
-        flex_to_book(xml, &FlexOptions::default()).unwrap_or_else(|e| panic!("import failed: {e}"))
+    /// An import with its book as the JSON document the rows write, for the tables to
+    /// read field by field.
+    struct Imported {
+        book: Value,
+        notes: Vec<String>,
+        fills: usize,
+        skipped: usize,
+    }
+
+    fn json(import: FlexImport) -> Imported {
+        // The typed assembly and the file's loader agree on every import of these tests.
+        let text = import.to_json().to_string();
+        match (
+            import.to_book("flex"),
+            crate::book::parse_book("flex", &text),
+        ) {
+            (Ok(typed), Ok(loaded)) => assert_eq!(
+                fingerprint(&typed),
+                fingerprint(&loaded),
+                "the rows and their file give different books"
+            ),
+            (typed, loaded) => assert_eq!(typed.err(), loaded.err()),
+        }
+        Imported {
+            book: import.to_json(),
+            notes: import.notes,
+            fills: import.fills,
+            skipped: import.skipped,
+        }
+    }
+
+    /// Everything a book holds, as text that two equal books write alike.
+    fn fingerprint(book: &tradedesk_core::Book) -> String {
+        format!(
+            "{}\n{:?}",
+            crate::book::write_book(book),
+            (
+                &book.accounts,
+                &book.instruments,
+                &book.fills,
+                &book.cash,
+                &book.reported_positions,
+                &book.corporate_actions,
+                &book.action_fills,
+                &book.notes,
+                &book.unknown_specs,
+            )
+        )
+    }
+
+    fn import(xml: &str) -> Imported {
+        json(
+            flex_to_book(xml, &FlexOptions::default())
+                .unwrap_or_else(|e| panic!("import failed: {e}")),
+        )
     }
 
     fn refuse(xml: &str) -> FlexError {
         match flex_to_book(xml, &FlexOptions::default()) {
-            Ok(i) => panic!("expected an error, got a book: {}", i.book),
+            Ok(i) => panic!("expected an error, got a book: {}", i.to_json()),
             Err(e) => e,
         }
     }
@@ -4328,7 +4383,7 @@ mod tests {
             time_zone: FlexTimeZone::parse("-05:00").unwrap(),
             ..FlexOptions::default()
         };
-        let fixed = flex_to_book(&xml, &options).unwrap();
+        let fixed = json(flex_to_book(&xml, &options).unwrap());
         assert_eq!(
             s(by(&fixed.book, "fills", "id", "E3"), "time"),
             "2025-07-10T09:30:00-05:00"
@@ -4545,7 +4600,7 @@ mod tests {
                 drop_cancelled_originals: drop,
                 ..FlexOptions::default()
             };
-            let import = flex_to_book(&xml, &options).unwrap();
+            let import = json(flex_to_book(&xml, &options).unwrap());
             assert_eq!((import.fills, import.skipped), (fills, skipped), "{row}");
             assert!(
                 import.notes.iter().any(|n| n.contains(note)),
@@ -5111,7 +5166,7 @@ mod tests {
             account_prefix: String::new(),
             ..FlexOptions::default()
         };
-        let import = flex_to_book(&trade(GOOD_TRADE), &options).unwrap();
+        let import = json(flex_to_book(&trade(GOOD_TRADE), &options).unwrap());
         assert_eq!(s(&section(&import.book, "accounts")[0], "id"), "U1");
         assert_eq!(s(&section(&import.book, "fills")[0], "account"), "U1");
     }

@@ -283,8 +283,7 @@ impl IbkrFlexBroker {
                 "re-export the statement with the Trades section",
             )
         })?;
-        let text = import.book.to_string();
-        let mut book = crate::parse_book(&self.id, &text).map_err(|e| {
+        let mut book = import.to_book(&self.id).map_err(|e| {
             unavailable(
                 &self.id,
                 format!("the Flex statement converts to an invalid book: {e}"),
