@@ -17,14 +17,15 @@ use std::time::Duration;
 
 use chrono::{Datelike, NaiveDate, Utc, Weekday};
 use common::alpaca_fake::{AlpacaFake, Failure, FakeOption};
-use common::desk::{KEY, SECRET, alpaca, ctx_of, sim_at, tool};
+use common::desk::{
+    KEY, SECRET, alpaca, chain_contract as contract, chain_strikes, ctx_of, num_of as f, sim_at,
+    tool,
+};
 use serde_json::{Value, json};
 use tradedesk_tools::config::State;
 
 /// 2026-11-30 15:00:00 UTC, in milliseconds (a Monday).
 const T: i64 = 1_796_050_800_000;
-
-use common::desk::{chain_contract as contract, num_of as f};
 
 // -- the sim --------------------------------------------------------------------------
 
@@ -58,12 +59,7 @@ async fn the_sims_chain_is_simulated_deterministic_and_solved_by_tradedesk() {
     .await;
     let spot = f(&r["underlying_price"]);
     assert!((spot - (f(&q["bid"]) + f(&q["ask"])) / 2.0).abs() < 1e-9);
-    let strikes: Vec<f64> = r["contracts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| f(&c["strike"]))
-        .collect();
+    let strikes = chain_strikes(&r);
     assert_eq!(strikes.iter().filter(|k| **k <= spot).count(), 6);
     for c in r["contracts"].as_array().unwrap() {
         assert_eq!(c["greeks_source"], "tradedesk_bsm", "{c:#}");

@@ -18,10 +18,12 @@ mod common;
 use std::time::{Duration, Instant};
 
 use chrono::{NaiveDate, Utc};
-use common::desk::{ctx_of, opend, tool};
+use common::desk::{
+    chain_contract as contract, chain_strikes, ctx_of, notes_of as notes, num_of as f, opend, tool,
+};
 use common::opend_fake::{OpenDFailure, OpenDFake, OpenDState, TOO_FREQUENT, build};
 use common::opend_pb as pb;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// The two expiries listed ahead (a week and two weeks from today) and one past.
 fn expiries() -> (NaiveDate, NaiveDate, NaiveDate) {
@@ -180,29 +182,6 @@ fn state() -> OpenDState {
     s
 }
 
-fn contract<'a>(r: &'a Value, symbol: &str) -> &'a Value {
-    r["contracts"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{r:#}"))
-        .iter()
-        .find(|c| c["symbol"] == symbol)
-        .unwrap_or_else(|| panic!("no {symbol}: {r:#}"))
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
-fn notes(r: &Value) -> String {
-    r["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_str().unwrap())
-        .collect::<Vec<_>>()
-        .join(" | ")
-}
-
 fn asked(fake: &OpenDFake, proto_id: u32) -> usize {
     fake.snapshot()
         .requests
@@ -248,12 +227,7 @@ async fn opends_chain_carries_its_greeks_open_interest_and_multiplier() {
         notes(&r).contains("4 of the expiry's 6 strikes read"),
         "{r:#}"
     );
-    let strikes: Vec<f64> = r["contracts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| f(&c["strike"]))
-        .collect();
+    let strikes = chain_strikes(&r);
     assert_eq!(
         strikes,
         [180.0, 180.0, 185.0, 185.0, 190.0, 190.0, 195.0, 195.0]

@@ -18,7 +18,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use chrono::{NaiveDate, Utc};
-use common::desk::{ctx_of, tool, tws};
+use common::desk::{
+    chain_contract as contract, chain_strikes, ctx_of, notes_of as notes, num_of as f, tool, tws,
+};
 use common::tws_fake::{
     FakeTws, TwsComputation, TwsContract, TwsOption, TwsOptionParams, TwsQuote, TwsState,
 };
@@ -160,18 +162,6 @@ fn state() -> TwsState {
     s
 }
 
-use common::desk::{chain_contract as contract, num_of as f};
-
-fn notes(r: &Value) -> String {
-    r["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_str().unwrap().to_owned())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ibkrs_chain_carries_its_expiries_strikes_multiplier_quotes_and_model_greeks() {
     let (_, near, far) = expiries();
@@ -203,12 +193,7 @@ async fn ibkrs_chain_carries_its_expiries_strikes_multiplier_quotes_and_model_gr
         (Some(4), Some(4), Some(8)),
         "{r:#}"
     );
-    let strikes: Vec<f64> = r["contracts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| f(&c["strike"]))
-        .collect();
+    let strikes = chain_strikes(&r);
     assert_eq!(
         strikes,
         [195.0, 195.0, 200.0, 200.0, 205.0, 205.0, 210.0, 210.0]
@@ -296,12 +281,7 @@ async fn ibkrs_chain_carries_its_expiries_strikes_multiplier_quotes_and_model_gr
     .await;
     assert_eq!(r["status"], "ok", "{r:#}");
     assert_eq!(r["expiry"], far.to_string());
-    let strikes: Vec<f64> = r["contracts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| f(&c["strike"]))
-        .collect();
+    let strikes = chain_strikes(&r);
     assert_eq!(strikes, [200.0, 200.0, 202.5, 202.5]);
     let wrong = near + chrono::Days::new(1);
     let e = tool(
@@ -340,12 +320,7 @@ async fn contracts_past_the_cap_are_left_out_with_a_note() {
         "{n}"
     );
     assert_eq!(fake.snapshot().option_market_data.len(), 60);
-    let strikes: Vec<f64> = r["contracts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| f(&c["strike"]))
-        .collect();
+    let strikes = chain_strikes(&r);
     // 30 strikes around 200: 162.5 and 165 ... the farthest are gone.
     assert!(
         !strikes.contains(&160.0) && !strikes.contains(&257.5),

@@ -107,3 +107,24 @@ pub fn chain_contract<'a>(r: &'a Value, symbol: &str) -> &'a Value {
 pub fn num_of(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
+
+/// A `get_option_chain` answer's strikes, contract by contract, in its order.
+pub fn chain_strikes(r: &Value) -> Vec<f64> {
+    r["contracts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r:#}"))
+        .iter()
+        .map(|c| num_of(&c["strike"]))
+        .collect()
+}
+
+/// An answer's notes, one a line.
+pub fn notes_of(r: &Value) -> String {
+    r["notes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r:#}"))
+        .iter()
+        .map(|n| n.as_str().unwrap_or_else(|| panic!("{n}")))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
