@@ -1220,6 +1220,7 @@ fn contract_pb(c: &TwsContract) -> pb::Contract {
         primary_exch: non_empty(&c.primary_exchange),
         currency: non_empty(&c.currency),
         local_symbol: non_empty(&c.local_symbol),
+        ..pb::Contract::default()
     }
 }
 
@@ -1259,15 +1260,22 @@ fn wall_clock(epoch: i64, offset: i32) -> (String, String) {
 
 mod pb {
     message! {
+        /// The proto `Contract`, with the fields any of the fake's messages carries.
         pub(super) struct Contract {
             pub(super) con_id: Option<i32> = optional(int32, 1),
             pub(super) symbol: Option<String> = optional(string, 2),
             pub(super) sec_type: Option<String> = optional(string, 3),
+            pub(super) last_trade_date_or_contract_month: Option<String> = optional(string, 4),
+            pub(super) strike: Option<f64> = optional(double, 5),
+            pub(super) right: Option<String> = optional(string, 6),
             pub(super) multiplier: Option<f64> = optional(double, 7),
             pub(super) exchange: Option<String> = optional(string, 8),
             pub(super) primary_exch: Option<String> = optional(string, 9),
             pub(super) currency: Option<String> = optional(string, 10),
             pub(super) local_symbol: Option<String> = optional(string, 11),
+            pub(super) trading_class: Option<String> = optional(string, 12),
+            pub(super) description: Option<String> = optional(string, 15),
+            pub(super) last_trade_date: Option<String> = optional(string, 21),
         }
     }
 
@@ -1584,6 +1592,7 @@ pub struct TwsSymbolSample {
 mod symbols {
     use prost::Message as _;
 
+    use super::pb::Contract;
     use super::{Out, TwsState, non_empty};
 
     /// `MatchingSymbolsRequest` (client -> server).
@@ -1595,18 +1604,6 @@ mod symbols {
         struct MatchingSymbolsRequest {
             req_id: Option<i32> = optional(int32, 1),
             pattern: Option<String> = optional(string, 2),
-        }
-    }
-
-    message! {
-        /// The proto `Contract`'s fields a description carries.
-        struct Contract {
-            con_id: Option<i32> = optional(int32, 1),
-            symbol: Option<String> = optional(string, 2),
-            sec_type: Option<String> = optional(string, 3),
-            primary_exch: Option<String> = optional(string, 9),
-            currency: Option<String> = optional(string, 10),
-            description: Option<String> = optional(string, 15),
         }
     }
 
@@ -1661,6 +1658,7 @@ mod symbols {
                     primary_exch: non_empty(&s.primary_exchange),
                     currency: non_empty(&s.currency),
                     description: non_empty(&s.description),
+                    ..Contract::default()
                 }),
                 derivative_sec_types: s.derivative_sec_types.clone(),
             })
@@ -1904,7 +1902,7 @@ pub struct TwsOption {
 mod chains {
     use prost::Message as _;
 
-    use super::pb::{MarketDataType, ReqIdOnly, TickPrice, TickSize};
+    use super::pb::{Contract, MarketDataType, ReqIdOnly, TickPrice, TickSize};
     use super::{Out, TwsState, error_message, ids, non_empty};
 
     pub(super) const REQ_CONTRACT_DATA: i32 = 209;
@@ -1914,25 +1912,6 @@ mod chains {
     const SEC_DEF_OPT_PARAMETER: i32 = 275;
     const SEC_DEF_OPT_PARAMETER_END: i32 = 276;
     const TICK_OPTION_COMPUTATION: i32 = 221;
-
-    message! {
-        /// The proto `Contract` with the option fields.
-        struct Contract {
-            con_id: Option<i32> = optional(int32, 1),
-            symbol: Option<String> = optional(string, 2),
-            sec_type: Option<String> = optional(string, 3),
-            last_trade_date_or_contract_month: Option<String> = optional(string, 4),
-            strike: Option<f64> = optional(double, 5),
-            right: Option<String> = optional(string, 6),
-            multiplier: Option<f64> = optional(double, 7),
-            exchange: Option<String> = optional(string, 8),
-            primary_exch: Option<String> = optional(string, 9),
-            currency: Option<String> = optional(string, 10),
-            local_symbol: Option<String> = optional(string, 11),
-            trading_class: Option<String> = optional(string, 12),
-            last_trade_date: Option<String> = optional(string, 21),
-        }
-    }
 
     message! {
         struct ContractDataRequest {
@@ -2019,11 +1998,11 @@ mod chains {
             right: non_empty(&o.right),
             multiplier: o.multiplier,
             exchange: Some("SMART".to_owned()),
-            primary_exch: None,
             currency: non_empty(&o.currency),
             local_symbol: non_empty(&o.local_symbol),
             trading_class: non_empty(&o.trading_class),
             last_trade_date: non_empty(&o.expiry),
+            ..Contract::default()
         }
     }
 

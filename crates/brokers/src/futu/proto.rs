@@ -104,7 +104,27 @@ macro_rules! wrappers {
                 s2c: Option<$s2c> = optional(message, 4),
             }
         }
+
+        impl Ask for $req {
+            type Reply = $resp;
+        }
+
+        impl Reply for $resp {
+            fn ret(&self) -> (Option<i32>, Option<&str>) {
+                (self.ret_type, self.ret_msg.as_deref())
+            }
+        }
     };
+}
+
+/// A request OpenD answers with `Reply`.
+pub trait Ask: prost::Message {
+    type Reply: Reply;
+}
+
+/// A reply: its `retType` and `retMsg`.
+pub trait Reply: prost::Message + Default {
+    fn ret(&self) -> (Option<i32>, Option<&str>);
 }
 
 message! {
