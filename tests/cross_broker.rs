@@ -144,12 +144,7 @@ fn moomoo() -> OpenDState {
         f
     };
     let mut s = OpenDState {
-        accounts: vec![build::account(
-            pb::TRD_ENV_REAL,
-            281_234,
-            pb::TRD_MARKET_MY,
-            "1001",
-        )],
+        accounts: vec![build::my_account()],
         ..OpenDState::default()
     };
     s.funds.insert(

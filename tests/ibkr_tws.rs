@@ -11,10 +11,12 @@
 )]
 
 mod common;
+#[path = "common/stdio.rs"]
+mod stdio;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -757,19 +759,16 @@ async fn stdout_stays_pure_json_rpc_when_a_library_prints() {
             "name": "get_server_health", "arguments": {}}}),
     ];
     let out = tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tradedesk"))
-            .arg("--config")
-            .arg(&config)
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .arg("serve")
-            .env("TRADEDESK_FAILPOINT", "stray_print")
-            .env("TRADEDESK_LOG", "debug")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = stdio::spawn_piped(
+            Command::new(env!("CARGO_BIN_EXE_tradedesk"))
+                .arg("--config")
+                .arg(&config)
+                .arg("--state-dir")
+                .arg(dir.path().join("state"))
+                .arg("serve")
+                .env("TRADEDESK_FAILPOINT", "stray_print")
+                .env("TRADEDESK_LOG", "debug"),
+        );
         let mut stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let mut replies = Vec::new();

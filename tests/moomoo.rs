@@ -15,12 +15,13 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::desk::{ctx_of, opend_config as config, tool};
 use common::opend_fake::{OpenDFailure, OpenDFake, OpenDState, build};
 use common::opend_pb as pb;
 use serde_json::{Value, json};
 use tradedesk_brokers::Broker;
 use tradedesk_brokers::futu::{FutuMarket, OpenDBroker, OpenDConfig};
-use tradedesk_tools::{ToolContext, call};
+use tradedesk_tools::ToolContext;
 
 pub const MY_ACC: u64 = 281_234;
 const US_ACC: u64 = 281_235;
@@ -49,7 +50,7 @@ fn position(code: &str, qty: f64, price: f64) -> pb::Position {
 pub fn bursa() -> OpenDState {
     let mut s = OpenDState {
         accounts: vec![
-            build::account(pb::TRD_ENV_REAL, MY_ACC, pb::TRD_MARKET_MY, "1001"),
+            build::my_account(),
             build::account(pb::TRD_ENV_REAL, US_ACC, pb::TRD_MARKET_US, "1002"),
         ],
         ..OpenDState::default()
@@ -97,28 +98,8 @@ pub fn bursa() -> OpenDState {
     s
 }
 
-pub fn config(port: u16, timeout: Duration) -> OpenDConfig {
-    OpenDConfig {
-        id: "MOOMOO-MY".into(),
-        host: "127.0.0.1".into(),
-        port,
-        acc_id: None,
-        market: FutuMarket::My,
-        simulate: false,
-        history_days: 365,
-        timeout,
-        state_dir: None,
-    }
-}
-
 fn desk(config: OpenDConfig) -> ToolContext {
-    let mut ctx = ToolContext::new("test").with_broker(Arc::new(OpenDBroker::new(config)), None);
-    ctx.broker_timeout = Duration::from_secs(10);
-    ctx
-}
-
-async fn tool(ctx: &ToolContext, name: &str, args: Value) -> Value {
-    call(ctx, name, args).await.unwrap().structured
+    ctx_of(Arc::new(OpenDBroker::new(config)), Duration::from_secs(10))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,10 +18,11 @@ use std::time::Duration;
 use chrono::{Datelike, NaiveDate, Utc, Weekday};
 use common::alpaca_fake::{AlpacaFake, Failure, FakeOption};
 use common::desk::{
-    KEY, SECRET, alpaca, chain_contract as contract, chain_strikes, ctx_of, num_of as f, sim_at,
-    tool,
+    KEY, SECRET, alpaca, ask_chain, chain_contract as contract, chain_strikes, ctx_of, num_of as f,
+    sim_at, tool,
 };
 use serde_json::{Value, json};
+use tradedesk_tools::ToolContext;
 use tradedesk_tools::config::State;
 
 /// 2026-11-30 15:00:00 UTC, in milliseconds (a Monday).
@@ -34,7 +35,7 @@ async fn the_sims_chain_is_simulated_deterministic_and_solved_by_tradedesk() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = ctx_of(sim_at(&dir, T), Duration::from_secs(10));
     let args = json!({"underlying": "AAPL", "account": "SIM", "strikes_around": 3});
-    let r = tool(&ctx, "get_option_chain", args.clone()).await;
+    let r = ask_chain(&ctx, args.clone()).await;
     assert_eq!(r["status"], "ok", "{r:#}");
     assert_eq!(r["simulated"], true);
     assert_eq!(r["underlying"], "NASDAQ:AAPL");
@@ -92,22 +93,18 @@ async fn the_sims_chain_is_simulated_deterministic_and_solved_by_tradedesk() {
         assert!((f(&p["theta"]) - f(&c["theta"])).abs() < 1e-9);
     }
     // The same moment answers the same chain.
-    let again = tool(&ctx, "get_option_chain", args).await;
+    let again = ask_chain(&ctx, args).await;
     assert_eq!(again["contracts"], r["contracts"]);
     // Another expiry, and one the sim does not list.
-    let later = tool(
-        &ctx,
-        "get_option_chain",
-        json!({"underlying": "AAPL", "account": "SIM", "expiry": "2026-12-11", "strikes_around": 1}),
+    let later = ask_chain(&ctx, json!({"underlying": "AAPL", "account": "SIM", "expiry": "2026-12-11", "strikes_around": 1}),
     )
     .await;
     assert_eq!(
         (later["expiry"].as_str(), later["count"].as_u64()),
         (Some("2026-12-11"), Some(4))
     );
-    let e = tool(
+    let e = ask_chain(
         &ctx,
-        "get_option_chain",
         json!({"underlying": "AAPL", "account": "SIM", "expiry": "2026-12-05"}),
     )
     .await;
@@ -119,12 +116,7 @@ async fn the_sims_chain_is_simulated_deterministic_and_solved_by_tradedesk() {
             .contains("2026-12-11"),
         "{e:#}"
     );
-    let fx = tool(
-        &ctx,
-        "get_option_chain",
-        json!({"underlying": "EURUSD", "account": "SIM"}),
-    )
-    .await;
+    let fx = ask_chain(&ctx, json!({"underlying": "EURUSD", "account": "SIM"})).await;
     assert!(
         fx["error"]["message"]
             .as_str()
@@ -133,9 +125,8 @@ async fn the_sims_chain_is_simulated_deterministic_and_solved_by_tradedesk() {
         "{fx:#}"
     );
     // A rate given is used instead of the venue's.
-    let r5 = tool(
+    let r5 = ask_chain(
         &ctx,
-        "get_option_chain",
         json!({"underlying": "AAPL", "account": "SIM", "strikes_around": 1, "rate": 0.05}),
     )
     .await;
@@ -155,7 +146,7 @@ async fn a_holiday_friday_expires_on_the_trading_day_before() {
         if let Some(e) = expiry {
             args["expiry"] = json!(e);
         }
-        tool(&ctx, "get_option_chain", args)
+        ask_chain(&ctx, args)
     };
     let r = chain(None).await;
     let expiries: Vec<&str> = r["expiries"]
@@ -231,9 +222,8 @@ async fn a_holiday_friday_expires_on_the_trading_day_before() {
 async fn option_strategy_takes_legs_from_the_sims_chain() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = ctx_of(sim_at(&dir, T), Duration::from_secs(10));
-    let chain = tool(
+    let chain = ask_chain(
         &ctx,
-        "get_option_chain",
         json!({"underlying": "AAPL", "account": "SIM", "strikes_around": 2}),
     )
     .await;
@@ -323,6 +313,14 @@ fn occ(expiry: NaiveDate, right: char, strike: u32) -> String {
 /// AAPL at 280 (its last trade), five strikes on two expiries: the near one with
 /// quotes, Alpaca's greeks and open interest, except the 285 put (a quote, no greeks)
 /// and the 290 put (nothing at all).
+/// A context over the fake's paper `ALPACA`: 5 s for the venue, 15 s for the call.
+fn desk(fake: &AlpacaFake) -> ToolContext {
+    ctx_of(
+        alpaca(&fake.url, Duration::from_secs(5)),
+        Duration::from_secs(15),
+    )
+}
+
 fn seeded(fake: &AlpacaFake) -> (NaiveDate, NaiveDate) {
     fake.set_price("AAPL", "280.00", "280.10");
     let (near, far) = fridays();
@@ -366,13 +364,9 @@ fn seeded(fake: &AlpacaFake) -> (NaiveDate, NaiveDate) {
 async fn alpacas_chain_carries_its_greeks_open_interest_and_multiplier() {
     let fake = AlpacaFake::start(KEY, SECRET).await;
     let (near, far) = seeded(&fake);
-    let ctx = ctx_of(
-        alpaca(&fake.url, Duration::from_secs(5)),
-        Duration::from_secs(15),
-    );
-    let r = tool(
+    let ctx = desk(&fake);
+    let r = ask_chain(
         &ctx,
-        "get_option_chain",
         json!({"underlying": "AAPL", "account": "ALPACA", "strikes_around": 1}),
     )
     .await;
@@ -457,9 +451,8 @@ async fn alpacas_chain_carries_its_greeks_open_interest_and_multiplier() {
     assert!(r["notes"].to_string().contains("give rate"), "{r:#}");
 
     // With a rate, tradedesk solves the 285 put from its mid.
-    let r = tool(
+    let r = ask_chain(
         &ctx,
-        "get_option_chain",
         json!({"underlying": "AAPL", "account": "ALPACA", "strikes_around": 1, "rate": 0.04}),
     )
     .await;
@@ -495,10 +488,7 @@ async fn alpacas_chain_carries_its_greeks_open_interest_and_multiplier() {
     );
 
     // The far expiry, every strike: the 290 put is listed without a quote.
-    let r = tool(
-        &ctx,
-        "get_option_chain",
-        json!({"underlying": "AAPL", "account": "ALPACA", "expiry": far.to_string(), "strikes_around": 50}),
+    let r = ask_chain(&ctx, json!({"underlying": "AAPL", "account": "ALPACA", "expiry": far.to_string(), "strikes_around": 50}),
     )
     .await;
     assert_eq!(
@@ -510,9 +500,8 @@ async fn alpacas_chain_carries_its_greeks_open_interest_and_multiplier() {
     assert!(bare["bid"].is_null() && bare["greeks_source"].is_null());
     assert_eq!(f(&bare["multiplier"]), 100.0);
     // An expiry Alpaca does not list is refused, naming those it does.
-    let e = tool(
+    let e = ask_chain(
         &ctx,
-        "get_option_chain",
         json!({"underlying": "AAPL", "account": "ALPACA", "expiry": "2031-01-17"}),
     )
     .await;
@@ -531,13 +520,9 @@ async fn alpacas_pages_are_followed_and_a_refused_contract_list_is_noted() {
     let fake = AlpacaFake::start(KEY, SECRET).await;
     let (near, _) = seeded(&fake);
     fake.cap_chain_pages(3);
-    let ctx = ctx_of(
-        alpaca(&fake.url, Duration::from_secs(5)),
-        Duration::from_secs(15),
-    );
-    let r = tool(
+    let ctx = desk(&fake);
+    let r = ask_chain(
         &ctx,
-        "get_option_chain",
         json!({"underlying": "AAPL", "account": "ALPACA", "strikes_around": 5}),
     )
     .await;
@@ -550,9 +535,8 @@ async fn alpacas_pages_are_followed_and_a_refused_contract_list_is_noted() {
     );
 
     fake.refuse_contracts();
-    let r = tool(
+    let r = ask_chain(
         &ctx,
-        "get_option_chain",
         json!({"underlying": "AAPL", "account": "ALPACA", "strikes_around": 5}),
     )
     .await;
@@ -580,10 +564,7 @@ async fn alpacas_pages_are_followed_and_a_refused_contract_list_is_noted() {
 async fn alpaca_strategy_legs_use_its_iv_and_a_late_venue_times_out() {
     let fake = AlpacaFake::start(KEY, SECRET).await;
     let (near, _) = seeded(&fake);
-    let ctx = ctx_of(
-        alpaca(&fake.url, Duration::from_secs(5)),
-        Duration::from_secs(15),
-    );
+    let ctx = desk(&fake);
     let s = tool(
         &ctx,
         "option_strategy",
@@ -617,12 +598,7 @@ async fn alpaca_strategy_legs_use_its_iv_and_a_late_venue_times_out() {
         Duration::from_millis(700),
     );
     fake.fail_next(Failure::Hang);
-    let e = tool(
-        &ctx,
-        "get_option_chain",
-        json!({"underlying": "AAPL", "account": "ALPACA"}),
-    )
-    .await;
+    let e = ask_chain(&ctx, json!({"underlying": "AAPL", "account": "ALPACA"})).await;
     assert_eq!(e["error"]["code"], "broker_timeout", "{e:#}");
 }
 
@@ -631,23 +607,13 @@ async fn other_brokers_answer_not_supported_naming_those_that_serve_chains() {
     let dir = tempfile::tempdir().unwrap();
     let state = State::open(dir.path()).unwrap();
     let ctx = tradedesk_tools::config::docs_context("test", &state).unwrap();
-    let e = tool(
-        &ctx,
-        "get_option_chain",
-        json!({"underlying": "AAPL", "account": "IBKR-DEMO"}),
-    )
-    .await;
+    let e = ask_chain(&ctx, json!({"underlying": "AAPL", "account": "IBKR-DEMO"})).await;
     assert_eq!(e["error"]["code"], "not_supported", "{e:#}");
     let hint = e["error"]["hint"].as_str().unwrap();
     assert!(
         hint.contains("Alpaca") && hint.contains("SIM-PAPER"),
         "{hint}"
     );
-    let e = tool(
-        &ctx,
-        "get_option_chain",
-        json!({"underlying": "AAPL", "account": "NOPE"}),
-    )
-    .await;
+    let e = ask_chain(&ctx, json!({"underlying": "AAPL", "account": "NOPE"})).await;
     assert_eq!(e["error"]["code"], "unknown_account", "{e:#}");
 }

@@ -19,11 +19,13 @@ use std::time::{Duration, Instant};
 
 use chrono::{NaiveDate, Utc};
 use common::desk::{
-    chain_contract as contract, chain_strikes, ctx_of, notes_of as notes, num_of as f, opend, tool,
+    ask_chain, chain_contract as contract, chain_strikes, ctx_of, notes_of as notes, num_of as f,
+    opend,
 };
 use common::opend_fake::{OpenDFailure, OpenDFake, OpenDState, TOO_FREQUENT, build};
 use common::opend_pb as pb;
 use serde_json::json;
+use tradedesk_tools::ToolContext;
 
 /// The two expiries listed ahead (a week and two weeks from today) and one past.
 fn expiries() -> (NaiveDate, NaiveDate, NaiveDate) {
@@ -137,12 +139,7 @@ const STRIKES: [f64; 6] = [175.0, 180.0, 185.0, 190.0, 195.0, 200.0];
 fn state() -> OpenDState {
     let (near, far, past) = expiries();
     let mut s = OpenDState {
-        accounts: vec![build::account(
-            pb::TRD_ENV_REAL,
-            281_234,
-            pb::TRD_MARKET_MY,
-            "1001",
-        )],
+        accounts: vec![build::my_account()],
         snapshot_hk_limit: Some(20),
         ..OpenDState::default()
     };
@@ -182,6 +179,14 @@ fn state() -> OpenDState {
     s
 }
 
+/// A context over the fake's `MOOMOO-MY`: 5 s for OpenD, 10 s for the call.
+fn desk(fake: &OpenDFake) -> ToolContext {
+    ctx_of(
+        opend(fake.port, Duration::from_secs(5)),
+        Duration::from_secs(10),
+    )
+}
+
 fn asked(fake: &OpenDFake, proto_id: u32) -> usize {
     fake.snapshot()
         .requests
@@ -194,13 +199,9 @@ fn asked(fake: &OpenDFake, proto_id: u32) -> usize {
 async fn opends_chain_carries_its_greeks_open_interest_and_multiplier() {
     let (near, far, _) = expiries();
     let fake = OpenDFake::start(state()).await;
-    let ctx = ctx_of(
-        opend(fake.port, Duration::from_secs(5)),
-        Duration::from_secs(10),
-    );
-    let r = tool(
+    let ctx = desk(&fake);
+    let r = ask_chain(
         &ctx,
-        "get_option_chain",
         json!({"underlying": "AAPL", "account": "MOOMOO-MY", "strikes_around": 2}),
     )
     .await;
@@ -283,9 +284,8 @@ async fn opends_chain_carries_its_greeks_open_interest_and_multiplier() {
     assert_eq!(asked(&fake, pb::proto_id::QOT_GET_SECURITY_SNAPSHOT), 2);
 
     // With a rate, tradedesk solves the bare put from its mid and says with what.
-    let r = tool(
+    let r = ask_chain(
         &ctx,
-        "get_option_chain",
         json!({"underlying": "US:AAPL", "account": "MOOMOO-MY", "strikes_around": 2, "rate": 0.04}),
     )
     .await;
@@ -311,23 +311,16 @@ async fn opends_chain_carries_its_greeks_open_interest_and_multiplier() {
 async fn an_expiry_is_picked_from_opends_list_and_hk_codes_go_twenty_a_request() {
     let (near, far, _) = expiries();
     let fake = OpenDFake::start(state()).await;
-    let ctx = ctx_of(
-        opend(fake.port, Duration::from_secs(5)),
-        Duration::from_secs(10),
-    );
-    let r = tool(
-        &ctx,
-        "get_option_chain",
-        json!({"underlying": "AAPL", "account": "MOOMOO-MY", "expiry": ymd(far), "strikes_around": 1}),
+    let ctx = desk(&fake);
+    let r = ask_chain(&ctx, json!({"underlying": "AAPL", "account": "MOOMOO-MY", "expiry": ymd(far), "strikes_around": 1}),
     )
     .await;
     assert_eq!(r["status"], "ok", "{r:#}");
     assert_eq!(r["expiry"], ymd(far));
     assert_eq!(r["count"], 4);
     // An expiry OpenD does not list is named with those it does.
-    let e = tool(
+    let e = ask_chain(
         &ctx,
-        "get_option_chain",
         json!({"underlying": "AAPL", "account": "MOOMOO-MY", "expiry": "2031-01-17"}),
     )
     .await;
@@ -340,9 +333,8 @@ async fn an_expiry_is_picked_from_opends_list_and_hk_codes_go_twenty_a_request()
 
     // Tencent: 24 contracts in the window, at most 20 HK codes a request.
     let before = asked(&fake, pb::proto_id::QOT_GET_SECURITY_SNAPSHOT);
-    let r = tool(
+    let r = ask_chain(
         &ctx,
-        "get_option_chain",
         json!({"underlying": "HKEX:00700", "account": "MOOMOO-MY", "strikes_around": 6}),
     )
     .await;
@@ -366,15 +358,11 @@ async fn an_expiry_is_picked_from_opends_list_and_hk_codes_go_twenty_a_request()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bursa_and_unknown_underlyings_are_named_and_refusals_are_clear() {
     let fake = OpenDFake::start(state()).await;
-    let ctx = ctx_of(
-        opend(fake.port, Duration::from_secs(5)),
-        Duration::from_secs(10),
-    );
+    let ctx = desk(&fake);
     // Bursa: no options; nothing is asked of OpenD.
     for underlying in ["BURSA:1155", "1155"] {
-        let e = tool(
+        let e = ask_chain(
             &ctx,
-            "get_option_chain",
             json!({"underlying": underlying, "account": "MOOMOO-MY"}),
         )
         .await;
@@ -387,12 +375,7 @@ async fn bursa_and_unknown_underlyings_are_named_and_refusals_are_clear() {
     }
     assert_eq!(asked(&fake, pb::QOT_GET_OPTION_EXPIRATION_DATE), 0);
     // An underlying OpenD does not know.
-    let e = tool(
-        &ctx,
-        "get_option_chain",
-        json!({"underlying": "ZZZZ", "account": "MOOMOO-MY"}),
-    )
-    .await;
+    let e = ask_chain(&ctx, json!({"underlying": "ZZZZ", "account": "MOOMOO-MY"})).await;
     assert_eq!(e["error"]["code"], "unknown_symbol", "{e:#}");
     assert!(
         e["error"]["message"].as_str().unwrap().contains("ZZZZ"),
@@ -411,12 +394,7 @@ async fn bursa_and_unknown_underlyings_are_named_and_refusals_are_clear() {
         pb::QOT_GET_OPTION_CHAIN,
         "Owner has no option chain".into(),
     ));
-    let e = tool(
-        &ctx,
-        "get_option_chain",
-        json!({"underlying": "AAPL", "account": "MOOMOO-MY"}),
-    )
-    .await;
+    let e = ask_chain(&ctx, json!({"underlying": "AAPL", "account": "MOOMOO-MY"})).await;
     assert_eq!(e["error"]["code"], "invalid_argument", "{e:#}");
     let m = e["error"]["message"].as_str().unwrap();
     assert!(
@@ -428,12 +406,7 @@ async fn bursa_and_unknown_underlyings_are_named_and_refusals_are_clear() {
         pb::QOT_GET_OPTION_CHAIN,
         TOO_FREQUENT.into(),
     ));
-    let e = tool(
-        &ctx,
-        "get_option_chain",
-        json!({"underlying": "AAPL", "account": "MOOMOO-MY"}),
-    )
-    .await;
+    let e = ask_chain(&ctx, json!({"underlying": "AAPL", "account": "MOOMOO-MY"})).await;
     assert_eq!(e["error"]["code"], "broker_unavailable", "{e:#}");
     let m = e["error"]["message"].as_str().unwrap();
     assert!(m.contains("10 option-chain requests per 30 s"), "{m}");
@@ -446,12 +419,7 @@ async fn bursa_and_unknown_underlyings_are_named_and_refusals_are_clear() {
     );
     fake.fail(OpenDFailure::Silent);
     let started = Instant::now();
-    let e = tool(
-        &slow,
-        "get_option_chain",
-        json!({"underlying": "AAPL", "account": "MOOMOO-MY"}),
-    )
-    .await;
+    let e = ask_chain(&slow, json!({"underlying": "AAPL", "account": "MOOMOO-MY"})).await;
     assert_eq!(e["error"]["code"], "broker_timeout", "{e:#}");
     assert!(started.elapsed() < Duration::from_secs(8));
 }
@@ -459,17 +427,14 @@ async fn bursa_and_unknown_underlyings_are_named_and_refusals_are_clear() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tradedesk_keeps_within_opends_request_limits() {
     let fake = OpenDFake::start(state()).await;
-    let ctx = ctx_of(
-        opend(fake.port, Duration::from_secs(5)),
-        Duration::from_secs(10),
-    );
+    let ctx = desk(&fake);
     let args = json!({"underlying": "AAPL", "account": "MOOMOO-MY", "strikes_around": 1});
     for i in 0..10 {
-        let r = tool(&ctx, "get_option_chain", args.clone()).await;
+        let r = ask_chain(&ctx, args.clone()).await;
         assert_eq!(r["status"], "ok", "call {i}: {r:#}");
     }
     // The eleventh would pass OpenD's 10 per 30 s: refused here, not sent.
-    let e = tool(&ctx, "get_option_chain", args).await;
+    let e = ask_chain(&ctx, args).await;
     assert_eq!(e["error"]["code"], "broker_unavailable", "{e:#}");
     let m = e["error"]["message"].as_str().unwrap();
     assert!(m.contains("per 30 s") && m.contains("did not send"), "{m}");

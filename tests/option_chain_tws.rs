@@ -19,12 +19,14 @@ use std::time::{Duration, Instant};
 
 use chrono::{NaiveDate, Utc};
 use common::desk::{
-    chain_contract as contract, chain_strikes, ctx_of, notes_of as notes, num_of as f, tool, tws,
+    ask_chain, chain_contract as contract, chain_strikes, ctx_of, notes_of as notes, num_of as f,
+    tws,
 };
 use common::tws_fake::{
     FakeTws, TwsComputation, TwsContract, TwsOption, TwsOptionParams, TwsQuote, TwsState,
 };
 use serde_json::{Value, json};
+use tradedesk_tools::ToolContext;
 
 const AAPL: i32 = 265_598;
 
@@ -91,6 +93,12 @@ fn option(d: NaiveDate, right: char, strike: f64, con_id: i32) -> TwsOption {
 
 /// AAPL at 200 with options on SMART, CBOE and a SMART adjusted class: the near expiry
 /// has strikes 185 to 215 by 5, the far one 40 strikes from 160 by 2.5.
+/// A context over the fake's `ibkr`, 5 s for the gateway and for the call.
+fn desk(fake: &FakeTws) -> ToolContext {
+    let timeout = Duration::from_secs(5);
+    ctx_of(tws(fake.port(), timeout), timeout)
+}
+
 fn state() -> TwsState {
     let (past, near, far) = expiries();
     let mut s = TwsState::default();
@@ -166,11 +174,9 @@ fn state() -> TwsState {
 async fn ibkrs_chain_carries_its_expiries_strikes_multiplier_quotes_and_model_greeks() {
     let (_, near, far) = expiries();
     let fake = FakeTws::start(state()).await.unwrap();
-    let timeout = Duration::from_secs(5);
-    let ctx = ctx_of(tws(fake.port(), timeout), timeout);
-    let r = tool(
+    let ctx = desk(&fake);
+    let r = ask_chain(
         &ctx,
-        "get_option_chain",
         json!({"underlying": "AAPL", "account": "ibkr", "strikes_around": 2}),
     )
     .await;
@@ -273,10 +279,7 @@ async fn ibkrs_chain_carries_its_expiries_strikes_multiplier_quotes_and_model_gr
     }
 
     // Another expiry by name; one IBKR does not list is refused naming those it does.
-    let r = tool(
-        &ctx,
-        "get_option_chain",
-        json!({"underlying": "AAPL", "account": "ibkr", "expiry": far.to_string(), "strikes_around": 1}),
+    let r = ask_chain(&ctx, json!({"underlying": "AAPL", "account": "ibkr", "expiry": far.to_string(), "strikes_around": 1}),
     )
     .await;
     assert_eq!(r["status"], "ok", "{r:#}");
@@ -284,9 +287,8 @@ async fn ibkrs_chain_carries_its_expiries_strikes_multiplier_quotes_and_model_gr
     let strikes = chain_strikes(&r);
     assert_eq!(strikes, [200.0, 200.0, 202.5, 202.5]);
     let wrong = near + chrono::Days::new(1);
-    let e = tool(
+    let e = ask_chain(
         &ctx,
-        "get_option_chain",
         json!({"underlying": "AAPL", "account": "ibkr", "expiry": wrong.to_string()}),
     )
     .await;
@@ -304,10 +306,7 @@ async fn contracts_past_the_cap_are_left_out_with_a_note() {
     let fake = FakeTws::start(state()).await.unwrap();
     let timeout = Duration::from_secs(8);
     let ctx = ctx_of(tws(fake.port(), timeout), timeout);
-    let r = tool(
-        &ctx,
-        "get_option_chain",
-        json!({"underlying": "AAPL", "account": "ibkr", "expiry": far.to_string(), "strikes_around": 50}),
+    let r = ask_chain(&ctx, json!({"underlying": "AAPL", "account": "ibkr", "expiry": far.to_string(), "strikes_around": 50}),
     )
     .await;
     assert_eq!(r["status"], "ok", "{r:#}");
@@ -354,9 +353,8 @@ async fn silence_no_subscription_delayed_data_and_a_missing_end_are_noted_not_fa
     let timeout = Duration::from_secs(3);
     let ctx = ctx_of(tws(fake.port(), timeout), timeout);
     let started = Instant::now();
-    let r = tool(
+    let r = ask_chain(
         &ctx,
-        "get_option_chain",
         json!({"underlying": "AAPL", "account": "ibkr", "strikes_around": 2}),
     )
     .await;
@@ -405,10 +403,9 @@ async fn prices_without_a_computation_get_tradedesks_greeks_only_with_a_rate() {
         o.computation = None;
     }
     let fake = FakeTws::start(s).await.unwrap();
-    let timeout = Duration::from_secs(5);
-    let ctx = ctx_of(tws(fake.port(), timeout), timeout);
+    let ctx = desk(&fake);
     let args = json!({"underlying": "AAPL", "account": "ibkr", "strikes_around": 1});
-    let r = tool(&ctx, "get_option_chain", args.clone()).await;
+    let r = ask_chain(&ctx, args.clone()).await;
     assert_eq!(r["status"], "ok", "{r:#}");
     let c = contract(&r, &occ(near, 'C', 200.0));
     assert_eq!(
@@ -423,7 +420,7 @@ async fn prices_without_a_computation_get_tradedesks_greeks_only_with_a_rate() {
 
     let mut with_rate = args;
     with_rate["rate"] = json!(0.04);
-    let r = tool(&ctx, "get_option_chain", with_rate).await;
+    let r = ask_chain(&ctx, with_rate).await;
     let c = contract(&r, &occ(near, 'C', 200.0));
     assert_eq!(c["greeks_source"], "tradedesk_bsm", "{c:#}");
     let inputs = &c["bsm_inputs"];
@@ -439,25 +436,14 @@ async fn prices_without_a_computation_get_tradedesks_greeks_only_with_a_rate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_underlying_or_one_without_options_is_named() {
     let fake = FakeTws::start(state()).await.unwrap();
-    let timeout = Duration::from_secs(5);
-    let ctx = ctx_of(tws(fake.port(), timeout), timeout);
-    let e = tool(
-        &ctx,
-        "get_option_chain",
-        json!({"underlying": "NOPE", "account": "ibkr"}),
-    )
-    .await;
+    let ctx = desk(&fake);
+    let e = ask_chain(&ctx, json!({"underlying": "NOPE", "account": "ibkr"})).await;
     assert_eq!(e["error"]["code"], "unknown_symbol", "{e:#}");
     assert!(
         e["error"]["message"].as_str().unwrap().contains("NOPE"),
         "{e:#}"
     );
-    let e = tool(
-        &ctx,
-        "get_option_chain",
-        json!({"underlying": "NOOPT", "account": "ibkr"}),
-    )
-    .await;
+    let e = ask_chain(&ctx, json!({"underlying": "NOOPT", "account": "ibkr"})).await;
     assert_eq!(e["error"]["code"], "invalid_argument", "{e:#}");
     assert!(
         e["error"]["message"]

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
 use common::alpaca_fake::{AlpacaFake, Failure, Listing};
-use common::desk::{KEY, SECRET, alpaca};
+use common::desk::{KEY, SECRET, alpaca, opend};
 use common::dwx_fake::{EaOrder, EaState, FakeEa};
 use common::hl_fake::{HlFake, HlMarket, HlState};
 use common::opend_fake::{OpenDFailure, OpenDFake, OpenDState, build};
@@ -30,7 +30,6 @@ use common::tws_fake::{FakeTws, TwsState, TwsSymbolSample};
 use serde_json::{Value, json};
 use tradedesk_brokers::demo::{DEMO_SOURCE, demo_book};
 use tradedesk_brokers::dwx::{DwxBroker, DwxConfig, Platform, SymbolSpec};
-use tradedesk_brokers::futu::{FutuMarket, OpenDBroker, OpenDConfig};
 use tradedesk_brokers::hyperliquid::{HyperliquidBroker, HyperliquidConfig};
 use tradedesk_brokers::ibkr::{FlexSource, IbkrFlexBroker};
 use tradedesk_brokers::sim::{Clock, ManualClock, SimBroker, SimConfig};
@@ -603,12 +602,7 @@ async fn hyperliquid_searches_a_recorded_meta_answer() {
 
 fn opend_state() -> OpenDState {
     let mut s = OpenDState {
-        accounts: vec![build::account(
-            pb::TRD_ENV_REAL,
-            281_234,
-            pb::TRD_MARKET_MY,
-            "1001",
-        )],
+        accounts: vec![build::my_account()],
         ..OpenDState::default()
     };
     let my = |code: &str, name: &str, t: i32| {
@@ -635,20 +629,6 @@ fn opend_state() -> OpenDState {
         ),
     ];
     s
-}
-
-fn opend(port: u16, timeout: Duration) -> Arc<dyn Broker> {
-    Arc::new(OpenDBroker::new(OpenDConfig {
-        id: "MOOMOO-MY".into(),
-        host: "127.0.0.1".into(),
-        port,
-        acc_id: None,
-        market: FutuMarket::My,
-        simulate: false,
-        history_days: 365,
-        timeout,
-        state_dir: None,
-    }))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

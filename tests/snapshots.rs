@@ -496,16 +496,9 @@ async fn alpaca_reads_crypto_pairs_in_one_request_beside_stocks_and_options() {
 
 // -- Moomoo / Futu OpenD ----------------------------------------------------------------
 
-const MY_ACC: u64 = 281_234;
-
 fn opend_state() -> OpenDState {
     let mut s = OpenDState {
-        accounts: vec![build::account(
-            pb::TRD_ENV_REAL,
-            MY_ACC,
-            pb::TRD_MARKET_MY,
-            "1001",
-        )],
+        accounts: vec![build::my_account()],
         ..OpenDState::default()
     };
     let mut maybank = build::snapshot(pb::QOT_MARKET_MY, "1155", 10.28, 10.30);

@@ -26,6 +26,11 @@ pub async fn tool(ctx: &ToolContext, name: &str, args: Value) -> Value {
     call(ctx, name, args).await.unwrap().structured
 }
 
+/// `get_option_chain`'s structured answer to these arguments.
+pub async fn ask_chain(ctx: &ToolContext, args: Value) -> Value {
+    tool(ctx, "get_option_chain", args).await
+}
+
 /// A context serving one broker, its calls cut off at `timeout`.
 pub fn ctx_of(broker: Arc<dyn Broker>, timeout: Duration) -> ToolContext {
     let mut ctx = ToolContext::new("test").with_broker(broker, None);
@@ -66,7 +71,12 @@ pub fn tws(port: u16, timeout: Duration) -> Arc<dyn Broker> {
 
 /// A live moomoo MY account `MOOMOO-MY` on the OpenD fake's port (no state directory).
 pub fn opend(port: u16, timeout: Duration) -> Arc<dyn Broker> {
-    Arc::new(OpenDBroker::new(OpenDConfig {
+    Arc::new(OpenDBroker::new(opend_config(port, timeout)))
+}
+
+/// The configuration `opend` serves, for tests that change a field of it.
+pub fn opend_config(port: u16, timeout: Duration) -> OpenDConfig {
+    OpenDConfig {
         id: "MOOMOO-MY".into(),
         host: "127.0.0.1".into(),
         port,
@@ -76,7 +86,7 @@ pub fn opend(port: u16, timeout: Duration) -> Arc<dyn Broker> {
         history_days: 365,
         timeout,
         state_dir: None,
-    }))
+    }
 }
 
 /// The sim `SIM` over the demo book, its state in `dir` and its clock stopped at `millis`

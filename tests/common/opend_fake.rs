@@ -746,6 +746,11 @@ fn static_info(body: &[u8], s: &OpenDState, state: &Mutex<OpenDState>) -> Vec<u8
 pub mod build {
     use super::pb;
 
+    /// The live Bursa account (card 1001) most OpenD tests serve as `MOOMOO-MY`.
+    pub fn my_account() -> pb::TrdAcc {
+        account(pb::TRD_ENV_REAL, 281_234, pb::TRD_MARKET_MY, "1001")
+    }
+
     pub fn account(trd_env: i32, acc_id: u64, market: i32, card: &str) -> pb::TrdAcc {
         pb::TrdAcc {
             trd_env,

@@ -59,22 +59,19 @@ pub const KL_TYPE_DAY: i32 = 2;
 macro_rules! request_response {
     ($module:ident, $c2s:ty, $s2c:ty) => {
         pub mod $module {
-            #[derive(Clone, PartialEq, prost::Message)]
-            pub struct Request {
-                #[prost(message, required, tag = "1")]
-                pub c2s: $c2s,
+            message! {
+                pub struct Request {
+                    pub c2s: $c2s = required(message, 1),
+                }
             }
 
-            #[derive(Clone, PartialEq, prost::Message)]
-            pub struct Response {
-                #[prost(int32, required, tag = "1", default = "-400")]
-                pub ret_type: i32,
-                #[prost(string, optional, tag = "2")]
-                pub ret_msg: Option<String>,
-                #[prost(int32, optional, tag = "3")]
-                pub err_code: Option<i32>,
-                #[prost(message, optional, tag = "4")]
-                pub s2c: Option<$s2c>,
+            message! {
+                pub struct Response {
+                    pub ret_type: i32 = required(int32, 1, default = "-400"),
+                    pub ret_msg: Option<String> = optional(string, 2),
+                    pub err_code: Option<i32> = optional(int32, 3),
+                    pub s2c: Option<$s2c> = optional(message, 4),
+                }
             }
         }
     };
@@ -82,345 +79,243 @@ macro_rules! request_response {
 
 // ---- InitConnect.proto ----
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct InitConnectC2s {
-    #[prost(int32, required, tag = "1")]
-    pub client_ver: i32,
-    #[prost(string, required, tag = "2")]
-    pub client_id: String,
-    #[prost(bool, optional, tag = "3")]
-    pub recv_notify: Option<bool>,
-    #[prost(int32, optional, tag = "4")]
-    pub packet_enc_algo: Option<i32>,
-    #[prost(int32, optional, tag = "5")]
-    pub push_proto_fmt: Option<i32>,
-    #[prost(string, optional, tag = "6")]
-    pub programming_language: Option<String>,
+message! {
+    pub struct InitConnectC2s {
+        pub client_ver: i32 = required(int32, 1),
+        pub client_id: String = required(string, 2),
+        pub recv_notify: Option<bool> = optional(bool, 3),
+        pub packet_enc_algo: Option<i32> = optional(int32, 4),
+        pub push_proto_fmt: Option<i32> = optional(int32, 5),
+        pub programming_language: Option<String> = optional(string, 6),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct InitConnectS2c {
-    #[prost(int32, required, tag = "1")]
-    pub server_ver: i32,
-    #[prost(uint64, required, tag = "2")]
-    pub login_user_id: u64,
-    #[prost(uint64, required, tag = "3")]
-    pub conn_id: u64,
-    #[prost(string, required, tag = "4")]
-    pub conn_aes_key: String,
-    #[prost(int32, required, tag = "5")]
-    pub keep_alive_interval: i32,
-    #[prost(string, optional, tag = "6")]
-    pub aes_cb_civ: Option<String>,
-    #[prost(int32, optional, tag = "7")]
-    pub user_attribution: Option<i32>,
+message! {
+    pub struct InitConnectS2c {
+        pub server_ver: i32 = required(int32, 1),
+        pub login_user_id: u64 = required(uint64, 2),
+        pub conn_id: u64 = required(uint64, 3),
+        pub conn_aes_key: String = required(string, 4),
+        pub keep_alive_interval: i32 = required(int32, 5),
+        pub aes_cb_civ: Option<String> = optional(string, 6),
+        pub user_attribution: Option<i32> = optional(int32, 7),
+    }
 }
 request_response!(init_connect, super::InitConnectC2s, super::InitConnectS2c);
 
 // ---- KeepAlive.proto ----
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct KeepAliveTime {
-    #[prost(int64, required, tag = "1")]
-    pub time: i64,
+message! {
+    pub struct KeepAliveTime {
+        pub time: i64 = required(int64, 1),
+    }
 }
 request_response!(keep_alive, super::KeepAliveTime, super::KeepAliveTime);
 
 // ---- Trd_Common.proto ----
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct TrdHeader {
-    #[prost(int32, required, tag = "1")]
-    pub trd_env: i32,
-    #[prost(uint64, required, tag = "2")]
-    pub acc_id: u64,
-    #[prost(int32, required, tag = "3")]
-    pub trd_market: i32,
+message! {
+    pub struct TrdHeader {
+        pub trd_env: i32 = required(int32, 1),
+        pub acc_id: u64 = required(uint64, 2),
+        pub trd_market: i32 = required(int32, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct TrdAcc {
-    #[prost(int32, required, tag = "1")]
-    pub trd_env: i32,
-    #[prost(uint64, required, tag = "2")]
-    pub acc_id: u64,
-    #[prost(int32, repeated, packed = "false", tag = "3")]
-    pub trd_market_auth_list: Vec<i32>,
-    #[prost(int32, optional, tag = "4")]
-    pub acc_type: Option<i32>,
-    #[prost(string, optional, tag = "5")]
-    pub card_num: Option<String>,
-    #[prost(int32, optional, tag = "6")]
-    pub security_firm: Option<i32>,
-    #[prost(int32, optional, tag = "7")]
-    pub sim_acc_type: Option<i32>,
-    #[prost(string, optional, tag = "8")]
-    pub uni_card_num: Option<String>,
-    #[prost(int32, optional, tag = "9")]
-    pub acc_status: Option<i32>,
+message! {
+    pub struct TrdAcc {
+        pub trd_env: i32 = required(int32, 1),
+        pub acc_id: u64 = required(uint64, 2),
+        pub trd_market_auth_list: Vec<i32> = repeated(int32, 3, packed = "false"),
+        pub acc_type: Option<i32> = optional(int32, 4),
+        pub card_num: Option<String> = optional(string, 5),
+        pub security_firm: Option<i32> = optional(int32, 6),
+        pub sim_acc_type: Option<i32> = optional(int32, 7),
+        pub uni_card_num: Option<String> = optional(string, 8),
+        pub acc_status: Option<i32> = optional(int32, 9),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct AccCashInfo {
-    #[prost(int32, optional, tag = "1")]
-    pub currency: Option<i32>,
-    #[prost(double, optional, tag = "2")]
-    pub cash: Option<f64>,
-    #[prost(double, optional, tag = "3")]
-    pub available_balance: Option<f64>,
-    #[prost(double, optional, tag = "4")]
-    pub net_cash_power: Option<f64>,
+message! {
+    pub struct AccCashInfo {
+        pub currency: Option<i32> = optional(int32, 1),
+        pub cash: Option<f64> = optional(double, 2),
+        pub available_balance: Option<f64> = optional(double, 3),
+        pub net_cash_power: Option<f64> = optional(double, 4),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct AccMarketInfo {
-    #[prost(int32, optional, tag = "1")]
-    pub trd_market: Option<i32>,
-    #[prost(double, optional, tag = "2")]
-    pub assets: Option<f64>,
+message! {
+    pub struct AccMarketInfo {
+        pub trd_market: Option<i32> = optional(int32, 1),
+        pub assets: Option<f64> = optional(double, 2),
+    }
 }
 
-/// `Trd_Common.Funds`: the figures are in the currency the funds were asked in (a
-/// universal account's `Trd_GetFunds.C2S.currency`).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Funds {
-    #[prost(double, required, tag = "1")]
-    pub power: f64,
-    #[prost(double, required, tag = "2")]
-    pub total_assets: f64,
-    #[prost(double, required, tag = "3")]
-    pub cash: f64,
-    #[prost(double, required, tag = "4")]
-    pub market_val: f64,
-    #[prost(double, required, tag = "5")]
-    pub frozen_cash: f64,
-    #[prost(double, required, tag = "6")]
-    pub debt_cash: f64,
-    #[prost(double, required, tag = "7")]
-    pub avl_withdrawal_cash: f64,
-    #[prost(int32, optional, tag = "8")]
-    pub currency: Option<i32>,
-    /// Maintenance margin (Trd_Common.proto `maintenanceMargin`, optional).
-    #[prost(double, optional, tag = "14")]
-    pub maintenance_margin: Option<f64>,
-    #[prost(message, repeated, tag = "15")]
-    pub cash_info_list: Vec<AccCashInfo>,
-    #[prost(double, optional, tag = "17")]
-    pub net_cash_power: Option<f64>,
-    #[prost(double, optional, tag = "30")]
-    pub securities_assets: Option<f64>,
-    #[prost(message, repeated, tag = "33")]
-    pub market_info_list: Vec<AccMarketInfo>,
+message! {
+    /// `Trd_Common.Funds`: the figures are in the currency the funds were asked in (a
+    /// universal account's `Trd_GetFunds.C2S.currency`).
+    pub struct Funds {
+        pub power: f64 = required(double, 1),
+        pub total_assets: f64 = required(double, 2),
+        pub cash: f64 = required(double, 3),
+        pub market_val: f64 = required(double, 4),
+        pub frozen_cash: f64 = required(double, 5),
+        pub debt_cash: f64 = required(double, 6),
+        pub avl_withdrawal_cash: f64 = required(double, 7),
+        pub currency: Option<i32> = optional(int32, 8),
+        /// Maintenance margin (Trd_Common.proto `maintenanceMargin`, optional).
+        pub maintenance_margin: Option<f64> = optional(double, 14),
+        pub cash_info_list: Vec<AccCashInfo> = repeated(message, 15),
+        pub net_cash_power: Option<f64> = optional(double, 17),
+        pub securities_assets: Option<f64> = optional(double, 30),
+        pub market_info_list: Vec<AccMarketInfo> = repeated(message, 33),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Position {
-    #[prost(uint64, required, tag = "1")]
-    pub position_id: u64,
-    #[prost(int32, required, tag = "2")]
-    pub position_side: i32,
-    #[prost(string, required, tag = "3")]
-    pub code: String,
-    #[prost(string, required, tag = "4")]
-    pub name: String,
-    #[prost(double, required, tag = "5")]
-    pub qty: f64,
-    #[prost(double, required, tag = "6")]
-    pub can_sell_qty: f64,
-    #[prost(double, required, tag = "7")]
-    pub price: f64,
-    #[prost(double, optional, tag = "8")]
-    pub cost_price: Option<f64>,
-    #[prost(double, required, tag = "9")]
-    pub val: f64,
-    #[prost(double, required, tag = "10")]
-    pub pl_val: f64,
-    #[prost(double, optional, tag = "11")]
-    pub pl_ratio: Option<f64>,
-    #[prost(int32, optional, tag = "12")]
-    pub sec_market: Option<i32>,
-    #[prost(int32, optional, tag = "30")]
-    pub currency: Option<i32>,
-    #[prost(int32, optional, tag = "31")]
-    pub trd_market: Option<i32>,
-    #[prost(double, optional, tag = "32")]
-    pub diluted_cost_price: Option<f64>,
-    #[prost(double, optional, tag = "33")]
-    pub average_cost_price: Option<f64>,
+message! {
+    pub struct Position {
+        pub position_id: u64 = required(uint64, 1),
+        pub position_side: i32 = required(int32, 2),
+        pub code: String = required(string, 3),
+        pub name: String = required(string, 4),
+        pub qty: f64 = required(double, 5),
+        pub can_sell_qty: f64 = required(double, 6),
+        pub price: f64 = required(double, 7),
+        pub cost_price: Option<f64> = optional(double, 8),
+        pub val: f64 = required(double, 9),
+        pub pl_val: f64 = required(double, 10),
+        pub pl_ratio: Option<f64> = optional(double, 11),
+        pub sec_market: Option<i32> = optional(int32, 12),
+        pub currency: Option<i32> = optional(int32, 30),
+        pub trd_market: Option<i32> = optional(int32, 31),
+        pub diluted_cost_price: Option<f64> = optional(double, 32),
+        pub average_cost_price: Option<f64> = optional(double, 33),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Order {
-    #[prost(int32, required, tag = "1")]
-    pub trd_side: i32,
-    #[prost(int32, required, tag = "2")]
-    pub order_type: i32,
-    #[prost(int32, required, tag = "3")]
-    pub order_status: i32,
-    #[prost(uint64, required, tag = "4")]
-    pub order_id: u64,
-    #[prost(string, required, tag = "5")]
-    pub order_id_ex: String,
-    #[prost(string, required, tag = "6")]
-    pub code: String,
-    #[prost(string, required, tag = "7")]
-    pub name: String,
-    #[prost(double, required, tag = "8")]
-    pub qty: f64,
-    #[prost(double, optional, tag = "9")]
-    pub price: Option<f64>,
-    #[prost(string, required, tag = "10")]
-    pub create_time: String,
-    #[prost(string, required, tag = "11")]
-    pub update_time: String,
-    #[prost(double, optional, tag = "12")]
-    pub fill_qty: Option<f64>,
-    #[prost(double, optional, tag = "13")]
-    pub fill_avg_price: Option<f64>,
-    #[prost(string, optional, tag = "14")]
-    pub last_err_msg: Option<String>,
-    #[prost(int32, optional, tag = "15")]
-    pub sec_market: Option<i32>,
-    #[prost(double, optional, tag = "16")]
-    pub create_timestamp: Option<f64>,
-    #[prost(double, optional, tag = "17")]
-    pub update_timestamp: Option<f64>,
-    #[prost(int32, optional, tag = "25")]
-    pub currency: Option<i32>,
-    #[prost(int32, optional, tag = "26")]
-    pub trd_market: Option<i32>,
+message! {
+    pub struct Order {
+        pub trd_side: i32 = required(int32, 1),
+        pub order_type: i32 = required(int32, 2),
+        pub order_status: i32 = required(int32, 3),
+        pub order_id: u64 = required(uint64, 4),
+        pub order_id_ex: String = required(string, 5),
+        pub code: String = required(string, 6),
+        pub name: String = required(string, 7),
+        pub qty: f64 = required(double, 8),
+        pub price: Option<f64> = optional(double, 9),
+        pub create_time: String = required(string, 10),
+        pub update_time: String = required(string, 11),
+        pub fill_qty: Option<f64> = optional(double, 12),
+        pub fill_avg_price: Option<f64> = optional(double, 13),
+        pub last_err_msg: Option<String> = optional(string, 14),
+        pub sec_market: Option<i32> = optional(int32, 15),
+        pub create_timestamp: Option<f64> = optional(double, 16),
+        pub update_timestamp: Option<f64> = optional(double, 17),
+        pub currency: Option<i32> = optional(int32, 25),
+        pub trd_market: Option<i32> = optional(int32, 26),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OrderFeeItem {
-    #[prost(string, optional, tag = "1")]
-    pub title: Option<String>,
-    #[prost(double, optional, tag = "2")]
-    pub value: Option<f64>,
+message! {
+    pub struct OrderFeeItem {
+        pub title: Option<String> = optional(string, 1),
+        pub value: Option<f64> = optional(double, 2),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OrderFee {
-    #[prost(string, required, tag = "1")]
-    pub order_id_ex: String,
-    #[prost(double, optional, tag = "2")]
-    pub fee_amount: Option<f64>,
-    #[prost(message, repeated, tag = "3")]
-    pub fee_list: Vec<OrderFeeItem>,
+message! {
+    pub struct OrderFee {
+        pub order_id_ex: String = required(string, 1),
+        pub fee_amount: Option<f64> = optional(double, 2),
+        pub fee_list: Vec<OrderFeeItem> = repeated(message, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OrderFill {
-    #[prost(int32, required, tag = "1")]
-    pub trd_side: i32,
-    #[prost(uint64, required, tag = "2")]
-    pub fill_id: u64,
-    #[prost(string, required, tag = "3")]
-    pub fill_id_ex: String,
-    #[prost(uint64, optional, tag = "4")]
-    pub order_id: Option<u64>,
-    #[prost(string, optional, tag = "5")]
-    pub order_id_ex: Option<String>,
-    #[prost(string, required, tag = "6")]
-    pub code: String,
-    #[prost(string, required, tag = "7")]
-    pub name: String,
-    #[prost(double, required, tag = "8")]
-    pub qty: f64,
-    #[prost(double, required, tag = "9")]
-    pub price: f64,
-    #[prost(string, required, tag = "10")]
-    pub create_time: String,
-    #[prost(int32, optional, tag = "11")]
-    pub counter_broker_id: Option<i32>,
-    #[prost(string, optional, tag = "12")]
-    pub counter_broker_name: Option<String>,
-    #[prost(int32, optional, tag = "13")]
-    pub sec_market: Option<i32>,
-    #[prost(double, optional, tag = "14")]
-    pub create_timestamp: Option<f64>,
-    #[prost(double, optional, tag = "15")]
-    pub update_timestamp: Option<f64>,
-    #[prost(int32, optional, tag = "16")]
-    pub status: Option<i32>,
-    #[prost(int32, optional, tag = "17")]
-    pub trd_market: Option<i32>,
+message! {
+    pub struct OrderFill {
+        pub trd_side: i32 = required(int32, 1),
+        pub fill_id: u64 = required(uint64, 2),
+        pub fill_id_ex: String = required(string, 3),
+        pub order_id: Option<u64> = optional(uint64, 4),
+        pub order_id_ex: Option<String> = optional(string, 5),
+        pub code: String = required(string, 6),
+        pub name: String = required(string, 7),
+        pub qty: f64 = required(double, 8),
+        pub price: f64 = required(double, 9),
+        pub create_time: String = required(string, 10),
+        pub counter_broker_id: Option<i32> = optional(int32, 11),
+        pub counter_broker_name: Option<String> = optional(string, 12),
+        pub sec_market: Option<i32> = optional(int32, 13),
+        pub create_timestamp: Option<f64> = optional(double, 14),
+        pub update_timestamp: Option<f64> = optional(double, 15),
+        pub status: Option<i32> = optional(int32, 16),
+        pub trd_market: Option<i32> = optional(int32, 17),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct TrdFilterConditions {
-    #[prost(string, repeated, tag = "1")]
-    pub code_list: Vec<String>,
-    #[prost(uint64, repeated, packed = "false", tag = "2")]
-    pub id_list: Vec<u64>,
-    #[prost(string, optional, tag = "3")]
-    pub begin_time: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    pub end_time: Option<String>,
-    #[prost(string, repeated, tag = "5")]
-    pub order_id_ex_list: Vec<String>,
-    #[prost(int32, optional, tag = "6")]
-    pub filter_market: Option<i32>,
+message! {
+    pub struct TrdFilterConditions {
+        pub code_list: Vec<String> = repeated(string, 1),
+        pub id_list: Vec<u64> = repeated(uint64, 2, packed = "false"),
+        pub begin_time: Option<String> = optional(string, 3),
+        pub end_time: Option<String> = optional(string, 4),
+        pub order_id_ex_list: Vec<String> = repeated(string, 5),
+        pub filter_market: Option<i32> = optional(int32, 6),
+    }
 }
 
 // ---- Trd_GetAccList.proto ----
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetAccListC2s {
-    #[prost(uint64, required, tag = "1")]
-    pub user_id: u64,
-    #[prost(int32, optional, tag = "2")]
-    pub trd_category: Option<i32>,
-    #[prost(bool, optional, tag = "3")]
-    pub need_general_sec_account: Option<bool>,
+message! {
+    pub struct GetAccListC2s {
+        pub user_id: u64 = required(uint64, 1),
+        pub trd_category: Option<i32> = optional(int32, 2),
+        pub need_general_sec_account: Option<bool> = optional(bool, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetAccListS2c {
-    #[prost(message, repeated, tag = "1")]
-    pub acc_list: Vec<TrdAcc>,
+message! {
+    pub struct GetAccListS2c {
+        pub acc_list: Vec<TrdAcc> = repeated(message, 1),
+    }
 }
 request_response!(trd_get_acc_list, super::GetAccListC2s, super::GetAccListS2c);
 
 // ---- Trd_GetFunds.proto ----
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetFundsC2s {
-    #[prost(message, required, tag = "1")]
-    pub header: TrdHeader,
-    #[prost(bool, optional, tag = "2")]
-    pub refresh_cache: Option<bool>,
-    #[prost(int32, optional, tag = "3")]
-    pub currency: Option<i32>,
+message! {
+    pub struct GetFundsC2s {
+        pub header: TrdHeader = required(message, 1),
+        pub refresh_cache: Option<bool> = optional(bool, 2),
+        pub currency: Option<i32> = optional(int32, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetFundsS2c {
-    #[prost(message, required, tag = "1")]
-    pub header: TrdHeader,
-    #[prost(message, optional, tag = "2")]
-    pub funds: Option<Funds>,
+message! {
+    pub struct GetFundsS2c {
+        pub header: TrdHeader = required(message, 1),
+        pub funds: Option<Funds> = optional(message, 2),
+    }
 }
 request_response!(trd_get_funds, super::GetFundsC2s, super::GetFundsS2c);
 
 // ---- Trd_GetPositionList.proto ----
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetPositionListC2s {
-    #[prost(message, required, tag = "1")]
-    pub header: TrdHeader,
-    #[prost(message, optional, tag = "2")]
-    pub filter_conditions: Option<TrdFilterConditions>,
-    #[prost(bool, optional, tag = "5")]
-    pub refresh_cache: Option<bool>,
+message! {
+    pub struct GetPositionListC2s {
+        pub header: TrdHeader = required(message, 1),
+        pub filter_conditions: Option<TrdFilterConditions> = optional(message, 2),
+        pub refresh_cache: Option<bool> = optional(bool, 5),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetPositionListS2c {
-    #[prost(message, required, tag = "1")]
-    pub header: TrdHeader,
-    #[prost(message, repeated, tag = "2")]
-    pub position_list: Vec<Position>,
+message! {
+    pub struct GetPositionListS2c {
+        pub header: TrdHeader = required(message, 1),
+        pub position_list: Vec<Position> = repeated(message, 2),
+    }
 }
 request_response!(
     trd_get_position_list,
@@ -430,23 +325,20 @@ request_response!(
 
 // ---- Trd_GetHistoryOrderFillList.proto / Trd_GetHistoryOrderList.proto ----
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct HistoryC2s {
-    #[prost(message, required, tag = "1")]
-    pub header: TrdHeader,
-    #[prost(message, required, tag = "2")]
-    pub filter_conditions: TrdFilterConditions,
-    /// Trd_GetHistoryOrderList only.
-    #[prost(int32, repeated, packed = "false", tag = "3")]
-    pub filter_status_list: Vec<i32>,
+message! {
+    pub struct HistoryC2s {
+        pub header: TrdHeader = required(message, 1),
+        pub filter_conditions: TrdFilterConditions = required(message, 2),
+        /// Trd_GetHistoryOrderList only.
+        pub filter_status_list: Vec<i32> = repeated(int32, 3, packed = "false"),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct HistoryFillS2c {
-    #[prost(message, required, tag = "1")]
-    pub header: TrdHeader,
-    #[prost(message, repeated, tag = "2")]
-    pub order_fill_list: Vec<OrderFill>,
+message! {
+    pub struct HistoryFillS2c {
+        pub header: TrdHeader = required(message, 1),
+        pub order_fill_list: Vec<OrderFill> = repeated(message, 2),
+    }
 }
 request_response!(
     trd_get_history_order_fill_list,
@@ -454,12 +346,11 @@ request_response!(
     super::HistoryFillS2c
 );
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct HistoryOrderS2c {
-    #[prost(message, required, tag = "1")]
-    pub header: TrdHeader,
-    #[prost(message, repeated, tag = "2")]
-    pub order_list: Vec<Order>,
+message! {
+    pub struct HistoryOrderS2c {
+        pub header: TrdHeader = required(message, 1),
+        pub order_list: Vec<Order> = repeated(message, 2),
+    }
 }
 request_response!(
     trd_get_history_order_list,
@@ -469,14 +360,12 @@ request_response!(
 
 // ---- Trd_GetOrderFillList.proto / Trd_GetOrderList.proto (today's) ----
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct TodayFillC2s {
-    #[prost(message, required, tag = "1")]
-    pub header: TrdHeader,
-    #[prost(message, optional, tag = "2")]
-    pub filter_conditions: Option<TrdFilterConditions>,
-    #[prost(bool, optional, tag = "3")]
-    pub refresh_cache: Option<bool>,
+message! {
+    pub struct TodayFillC2s {
+        pub header: TrdHeader = required(message, 1),
+        pub filter_conditions: Option<TrdFilterConditions> = optional(message, 2),
+        pub refresh_cache: Option<bool> = optional(bool, 3),
+    }
 }
 request_response!(
     trd_get_order_fill_list,
@@ -484,16 +373,13 @@ request_response!(
     super::HistoryFillS2c
 );
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct TodayOrderC2s {
-    #[prost(message, required, tag = "1")]
-    pub header: TrdHeader,
-    #[prost(message, optional, tag = "2")]
-    pub filter_conditions: Option<TrdFilterConditions>,
-    #[prost(int32, repeated, packed = "false", tag = "3")]
-    pub filter_status_list: Vec<i32>,
-    #[prost(bool, optional, tag = "4")]
-    pub refresh_cache: Option<bool>,
+message! {
+    pub struct TodayOrderC2s {
+        pub header: TrdHeader = required(message, 1),
+        pub filter_conditions: Option<TrdFilterConditions> = optional(message, 2),
+        pub filter_status_list: Vec<i32> = repeated(int32, 3, packed = "false"),
+        pub refresh_cache: Option<bool> = optional(bool, 4),
+    }
 }
 request_response!(
     trd_get_order_list,
@@ -503,20 +389,18 @@ request_response!(
 
 // ---- Trd_GetOrderFee.proto ----
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOrderFeeC2s {
-    #[prost(message, required, tag = "1")]
-    pub header: TrdHeader,
-    #[prost(string, repeated, tag = "2")]
-    pub order_id_ex_list: Vec<String>,
+message! {
+    pub struct GetOrderFeeC2s {
+        pub header: TrdHeader = required(message, 1),
+        pub order_id_ex_list: Vec<String> = repeated(string, 2),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOrderFeeS2c {
-    #[prost(message, required, tag = "1")]
-    pub header: TrdHeader,
-    #[prost(message, repeated, tag = "2")]
-    pub order_fee_list: Vec<OrderFee>,
+message! {
+    pub struct GetOrderFeeS2c {
+        pub header: TrdHeader = required(message, 1),
+        pub order_fee_list: Vec<OrderFee> = repeated(message, 2),
+    }
 }
 request_response!(
     trd_get_order_fee,
@@ -534,106 +418,71 @@ pub struct Security {
     pub code: String,
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct SnapshotBasicData {
-    #[prost(message, required, tag = "1")]
-    pub security: Security,
-    #[prost(string, optional, tag = "41")]
-    pub name: Option<String>,
-    #[prost(int32, required, tag = "2")]
-    pub r#type: i32,
-    #[prost(bool, required, tag = "3")]
-    pub is_suspend: bool,
-    #[prost(string, required, tag = "4")]
-    pub list_time: String,
-    #[prost(int32, required, tag = "5")]
-    pub lot_size: i32,
-    #[prost(double, required, tag = "6")]
-    pub price_spread: f64,
-    #[prost(string, required, tag = "7")]
-    pub update_time: String,
-    #[prost(double, required, tag = "8")]
-    pub high_price: f64,
-    #[prost(double, required, tag = "9")]
-    pub open_price: f64,
-    #[prost(double, required, tag = "10")]
-    pub low_price: f64,
-    #[prost(double, required, tag = "11")]
-    pub last_close_price: f64,
-    #[prost(double, required, tag = "12")]
-    pub cur_price: f64,
-    #[prost(int64, required, tag = "13")]
-    pub volume: i64,
-    #[prost(double, required, tag = "14")]
-    pub turnover: f64,
-    #[prost(double, required, tag = "15")]
-    pub turnover_rate: f64,
-    #[prost(double, optional, tag = "17")]
-    pub update_timestamp: Option<f64>,
-    #[prost(double, optional, tag = "18")]
-    pub ask_price: Option<f64>,
-    #[prost(double, optional, tag = "19")]
-    pub bid_price: Option<f64>,
+message! {
+    pub struct SnapshotBasicData {
+        pub security: Security = required(message, 1),
+        pub name: Option<String> = optional(string, 41),
+        pub r#type: i32 = required(int32, 2),
+        pub is_suspend: bool = required(bool, 3),
+        pub list_time: String = required(string, 4),
+        pub lot_size: i32 = required(int32, 5),
+        pub price_spread: f64 = required(double, 6),
+        pub update_time: String = required(string, 7),
+        pub high_price: f64 = required(double, 8),
+        pub open_price: f64 = required(double, 9),
+        pub low_price: f64 = required(double, 10),
+        pub last_close_price: f64 = required(double, 11),
+        pub cur_price: f64 = required(double, 12),
+        pub volume: i64 = required(int64, 13),
+        pub turnover: f64 = required(double, 14),
+        pub turnover_rate: f64 = required(double, 15),
+        pub update_timestamp: Option<f64> = optional(double, 17),
+        pub ask_price: Option<f64> = optional(double, 18),
+        pub bid_price: Option<f64> = optional(double, 19),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OptionSnapshotExData {
-    #[prost(int32, required, tag = "1")]
-    pub r#type: i32,
-    #[prost(message, required, tag = "2")]
-    pub owner: Security,
-    #[prost(string, required, tag = "3")]
-    pub strike_time: String,
-    #[prost(double, required, tag = "4")]
-    pub strike_price: f64,
-    #[prost(int32, required, tag = "5")]
-    pub contract_size: i32,
-    #[prost(int32, required, tag = "6")]
-    pub open_interest: i32,
-    /// Required in the SDK's file (a percentage: 20 means 20%); `None` sends nothing, as
-    /// an unkind OpenD would.
-    #[prost(double, optional, tag = "7")]
-    pub implied_volatility: Option<f64>,
-    #[prost(double, optional, tag = "8")]
-    pub premium: Option<f64>,
-    #[prost(double, optional, tag = "9")]
-    pub delta: Option<f64>,
-    #[prost(double, optional, tag = "10")]
-    pub gamma: Option<f64>,
-    #[prost(double, optional, tag = "11")]
-    pub vega: Option<f64>,
-    #[prost(double, optional, tag = "12")]
-    pub theta: Option<f64>,
-    #[prost(double, optional, tag = "13")]
-    pub rho: Option<f64>,
-    #[prost(double, optional, tag = "14")]
-    pub strike_timestamp: Option<f64>,
-    #[prost(int32, optional, tag = "17")]
-    pub expiry_date_distance: Option<i32>,
-    #[prost(double, optional, tag = "21")]
-    pub contract_multiplier: Option<f64>,
-    #[prost(double, optional, tag = "22")]
-    pub contract_size_float: Option<f64>,
+message! {
+    pub struct OptionSnapshotExData {
+        pub r#type: i32 = required(int32, 1),
+        pub owner: Security = required(message, 2),
+        pub strike_time: String = required(string, 3),
+        pub strike_price: f64 = required(double, 4),
+        pub contract_size: i32 = required(int32, 5),
+        pub open_interest: i32 = required(int32, 6),
+        /// Required in the SDK's file (a percentage: 20 means 20%); `None` sends nothing, as
+        /// an unkind OpenD would.
+        pub implied_volatility: Option<f64> = optional(double, 7),
+        pub premium: Option<f64> = optional(double, 8),
+        pub delta: Option<f64> = optional(double, 9),
+        pub gamma: Option<f64> = optional(double, 10),
+        pub vega: Option<f64> = optional(double, 11),
+        pub theta: Option<f64> = optional(double, 12),
+        pub rho: Option<f64> = optional(double, 13),
+        pub strike_timestamp: Option<f64> = optional(double, 14),
+        pub expiry_date_distance: Option<i32> = optional(int32, 17),
+        pub contract_multiplier: Option<f64> = optional(double, 21),
+        pub contract_size_float: Option<f64> = optional(double, 22),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Snapshot {
-    #[prost(message, required, tag = "1")]
-    pub basic: SnapshotBasicData,
-    #[prost(message, optional, tag = "4")]
-    pub option_ex_data: Option<OptionSnapshotExData>,
+message! {
+    pub struct Snapshot {
+        pub basic: SnapshotBasicData = required(message, 1),
+        pub option_ex_data: Option<OptionSnapshotExData> = optional(message, 4),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetSecuritySnapshotC2s {
-    #[prost(message, repeated, tag = "1")]
-    pub security_list: Vec<Security>,
+message! {
+    pub struct GetSecuritySnapshotC2s {
+        pub security_list: Vec<Security> = repeated(message, 1),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetSecuritySnapshotS2c {
-    #[prost(message, repeated, tag = "1")]
-    pub snapshot_list: Vec<Snapshot>,
+message! {
+    pub struct GetSecuritySnapshotS2c {
+        pub snapshot_list: Vec<Snapshot> = repeated(message, 1),
+    }
 }
 request_response!(
     qot_get_security_snapshot,
@@ -641,60 +490,41 @@ request_response!(
     super::GetSecuritySnapshotS2c
 );
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct KLine {
-    #[prost(string, required, tag = "1")]
-    pub time: String,
-    #[prost(bool, required, tag = "2")]
-    pub is_blank: bool,
-    #[prost(double, optional, tag = "3")]
-    pub high_price: Option<f64>,
-    #[prost(double, optional, tag = "4")]
-    pub open_price: Option<f64>,
-    #[prost(double, optional, tag = "5")]
-    pub low_price: Option<f64>,
-    #[prost(double, optional, tag = "6")]
-    pub close_price: Option<f64>,
-    #[prost(double, optional, tag = "7")]
-    pub last_close_price: Option<f64>,
-    #[prost(int64, optional, tag = "8")]
-    pub volume: Option<i64>,
-    #[prost(double, optional, tag = "9")]
-    pub turnover: Option<f64>,
-    #[prost(double, optional, tag = "13")]
-    pub timestamp: Option<f64>,
+message! {
+    pub struct KLine {
+        pub time: String = required(string, 1),
+        pub is_blank: bool = required(bool, 2),
+        pub high_price: Option<f64> = optional(double, 3),
+        pub open_price: Option<f64> = optional(double, 4),
+        pub low_price: Option<f64> = optional(double, 5),
+        pub close_price: Option<f64> = optional(double, 6),
+        pub last_close_price: Option<f64> = optional(double, 7),
+        pub volume: Option<i64> = optional(int64, 8),
+        pub turnover: Option<f64> = optional(double, 9),
+        pub timestamp: Option<f64> = optional(double, 13),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RequestHistoryKlC2s {
-    #[prost(int32, required, tag = "1")]
-    pub rehab_type: i32,
-    #[prost(int32, required, tag = "2")]
-    pub kl_type: i32,
-    #[prost(message, required, tag = "3")]
-    pub security: Security,
-    #[prost(string, required, tag = "4")]
-    pub begin_time: String,
-    #[prost(string, required, tag = "5")]
-    pub end_time: String,
-    #[prost(int32, optional, tag = "6")]
-    pub max_ack_kl_num: Option<i32>,
-    #[prost(int64, optional, tag = "7")]
-    pub need_kl_fields_flag: Option<i64>,
-    #[prost(bytes = "vec", optional, tag = "8")]
-    pub next_req_key: Option<Vec<u8>>,
+message! {
+    pub struct RequestHistoryKlC2s {
+        pub rehab_type: i32 = required(int32, 1),
+        pub kl_type: i32 = required(int32, 2),
+        pub security: Security = required(message, 3),
+        pub begin_time: String = required(string, 4),
+        pub end_time: String = required(string, 5),
+        pub max_ack_kl_num: Option<i32> = optional(int32, 6),
+        pub need_kl_fields_flag: Option<i64> = optional(int64, 7),
+        pub next_req_key: Option<Vec<u8>> = optional(bytes, 8),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RequestHistoryKlS2c {
-    #[prost(message, required, tag = "1")]
-    pub security: Security,
-    #[prost(string, optional, tag = "4")]
-    pub name: Option<String>,
-    #[prost(message, repeated, tag = "2")]
-    pub kl_list: Vec<KLine>,
-    #[prost(bytes = "vec", optional, tag = "3")]
-    pub next_req_key: Option<Vec<u8>>,
+message! {
+    pub struct RequestHistoryKlS2c {
+        pub security: Security = required(message, 1),
+        pub name: Option<String> = optional(string, 4),
+        pub kl_list: Vec<KLine> = repeated(message, 2),
+        pub next_req_key: Option<Vec<u8>> = optional(bytes, 3),
+    }
 }
 request_response!(
     qot_request_history_kl,
@@ -717,90 +547,68 @@ pub const EXCH_TYPE_HK_MAIN_BOARD: i32 = 1;
 pub const EXCH_TYPE_US_NASDAQ: i32 = 5;
 pub const EXCH_TYPE_MY_MYX: i32 = 20;
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct SecurityStaticBasic {
-    #[prost(message, required, tag = "1")]
-    pub security: Security,
-    #[prost(int64, required, tag = "2")]
-    pub id: i64,
-    #[prost(int32, required, tag = "3")]
-    pub lot_size: i32,
-    #[prost(int32, required, tag = "4")]
-    pub sec_type: i32,
-    #[prost(string, required, tag = "5")]
-    pub name: String,
-    #[prost(string, required, tag = "6")]
-    pub list_time: String,
-    #[prost(bool, optional, tag = "7")]
-    pub delisting: Option<bool>,
-    #[prost(double, optional, tag = "8")]
-    pub list_timestamp: Option<f64>,
-    #[prost(int32, optional, tag = "9")]
-    pub exch_type: Option<i32>,
+message! {
+    pub struct SecurityStaticBasic {
+        pub security: Security = required(message, 1),
+        pub id: i64 = required(int64, 2),
+        pub lot_size: i32 = required(int32, 3),
+        pub sec_type: i32 = required(int32, 4),
+        pub name: String = required(string, 5),
+        pub list_time: String = required(string, 6),
+        pub delisting: Option<bool> = optional(bool, 7),
+        pub list_timestamp: Option<f64> = optional(double, 8),
+        pub exch_type: Option<i32> = optional(int32, 9),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct WarrantStaticExData {
-    #[prost(int32, required, tag = "1")]
-    pub r#type: i32,
-    #[prost(message, required, tag = "2")]
-    pub owner: Security,
+message! {
+    pub struct WarrantStaticExData {
+        pub r#type: i32 = required(int32, 1),
+        pub owner: Security = required(message, 2),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct FutureStaticExData {
-    #[prost(string, required, tag = "1")]
-    pub last_trade_time: String,
-    #[prost(double, optional, tag = "2")]
-    pub last_trade_timestamp: Option<f64>,
-    #[prost(bool, required, tag = "3")]
-    pub is_main_contract: bool,
+message! {
+    pub struct FutureStaticExData {
+        pub last_trade_time: String = required(string, 1),
+        pub last_trade_timestamp: Option<f64> = optional(double, 2),
+        pub is_main_contract: bool = required(bool, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OptionStaticExData {
-    #[prost(int32, required, tag = "1")]
-    pub r#type: i32,
-    #[prost(message, required, tag = "2")]
-    pub owner: Security,
-    #[prost(string, required, tag = "3")]
-    pub strike_time: String,
-    #[prost(double, required, tag = "4")]
-    pub strike_price: f64,
-    #[prost(bool, required, tag = "5")]
-    pub suspend: bool,
-    #[prost(string, required, tag = "6")]
-    pub market: String,
-    #[prost(double, optional, tag = "7")]
-    pub strike_timestamp: Option<f64>,
+message! {
+    pub struct OptionStaticExData {
+        pub r#type: i32 = required(int32, 1),
+        pub owner: Security = required(message, 2),
+        pub strike_time: String = required(string, 3),
+        pub strike_price: f64 = required(double, 4),
+        pub suspend: bool = required(bool, 5),
+        pub market: String = required(string, 6),
+        pub strike_timestamp: Option<f64> = optional(double, 7),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct SecurityStaticInfo {
-    #[prost(message, required, tag = "1")]
-    pub basic: SecurityStaticBasic,
-    #[prost(message, optional, tag = "2")]
-    pub warrant_ex_data: Option<WarrantStaticExData>,
-    #[prost(message, optional, tag = "3")]
-    pub option_ex_data: Option<OptionStaticExData>,
-    #[prost(message, optional, tag = "4")]
-    pub future_ex_data: Option<FutureStaticExData>,
+message! {
+    pub struct SecurityStaticInfo {
+        pub basic: SecurityStaticBasic = required(message, 1),
+        pub warrant_ex_data: Option<WarrantStaticExData> = optional(message, 2),
+        pub option_ex_data: Option<OptionStaticExData> = optional(message, 3),
+        pub future_ex_data: Option<FutureStaticExData> = optional(message, 4),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetStaticInfoC2s {
-    #[prost(int32, optional, tag = "1")]
-    pub market: Option<i32>,
-    #[prost(int32, optional, tag = "2")]
-    pub sec_type: Option<i32>,
-    #[prost(message, repeated, tag = "3")]
-    pub security_list: Vec<Security>,
+message! {
+    pub struct GetStaticInfoC2s {
+        pub market: Option<i32> = optional(int32, 1),
+        pub sec_type: Option<i32> = optional(int32, 2),
+        pub security_list: Vec<Security> = repeated(message, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetStaticInfoS2c {
-    #[prost(message, repeated, tag = "1")]
-    pub static_info_list: Vec<SecurityStaticInfo>,
+message! {
+    pub struct GetStaticInfoS2c {
+        pub static_info_list: Vec<SecurityStaticInfo> = repeated(message, 1),
+    }
 }
 request_response!(
     qot_get_static_info,
@@ -818,38 +626,33 @@ pub const SECURITY_TYPE_DRVT: i32 = 8;
 pub const OPTION_TYPE_CALL: i32 = 1;
 pub const OPTION_TYPE_PUT: i32 = 2;
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct QotHeader {
-    #[prost(int32, optional, tag = "1")]
-    pub security_firm: Option<i32>,
+message! {
+    pub struct QotHeader {
+        pub security_firm: Option<i32> = optional(int32, 1),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOptionExpirationDateC2s {
-    #[prost(message, required, tag = "1")]
-    pub owner: Security,
-    #[prost(int32, optional, tag = "2")]
-    pub index_option_type: Option<i32>,
-    #[prost(message, optional, tag = "100")]
-    pub header: Option<QotHeader>,
+message! {
+    pub struct GetOptionExpirationDateC2s {
+        pub owner: Security = required(message, 1),
+        pub index_option_type: Option<i32> = optional(int32, 2),
+        pub header: Option<QotHeader> = optional(message, 100),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OptionExpirationDate {
-    #[prost(string, optional, tag = "1")]
-    pub strike_time: Option<String>,
-    #[prost(double, optional, tag = "2")]
-    pub strike_timestamp: Option<f64>,
-    #[prost(int32, required, tag = "3")]
-    pub option_expiry_date_distance: i32,
-    #[prost(int32, optional, tag = "4")]
-    pub cycle: Option<i32>,
+message! {
+    pub struct OptionExpirationDate {
+        pub strike_time: Option<String> = optional(string, 1),
+        pub strike_timestamp: Option<f64> = optional(double, 2),
+        pub option_expiry_date_distance: i32 = required(int32, 3),
+        pub cycle: Option<i32> = optional(int32, 4),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOptionExpirationDateS2c {
-    #[prost(message, repeated, tag = "1")]
-    pub date_list: Vec<OptionExpirationDate>,
+message! {
+    pub struct GetOptionExpirationDateS2c {
+        pub date_list: Vec<OptionExpirationDate> = repeated(message, 1),
+    }
 }
 request_response!(
     qot_get_option_expiration_date,
@@ -857,46 +660,37 @@ request_response!(
     super::GetOptionExpirationDateS2c
 );
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOptionChainC2s {
-    #[prost(message, required, tag = "1")]
-    pub owner: Security,
-    #[prost(int32, optional, tag = "6")]
-    pub index_option_type: Option<i32>,
-    #[prost(int32, optional, tag = "2")]
-    pub r#type: Option<i32>,
-    #[prost(int32, optional, tag = "3")]
-    pub condition: Option<i32>,
-    #[prost(string, required, tag = "4")]
-    pub begin_time: String,
-    #[prost(string, required, tag = "5")]
-    pub end_time: String,
-    #[prost(message, optional, tag = "100")]
-    pub header: Option<QotHeader>,
+message! {
+    pub struct GetOptionChainC2s {
+        pub owner: Security = required(message, 1),
+        pub index_option_type: Option<i32> = optional(int32, 6),
+        pub r#type: Option<i32> = optional(int32, 2),
+        pub condition: Option<i32> = optional(int32, 3),
+        pub begin_time: String = required(string, 4),
+        pub end_time: String = required(string, 5),
+        pub header: Option<QotHeader> = optional(message, 100),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OptionItem {
-    #[prost(message, optional, tag = "1")]
-    pub call: Option<SecurityStaticInfo>,
-    #[prost(message, optional, tag = "2")]
-    pub put: Option<SecurityStaticInfo>,
+message! {
+    pub struct OptionItem {
+        pub call: Option<SecurityStaticInfo> = optional(message, 1),
+        pub put: Option<SecurityStaticInfo> = optional(message, 2),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OptionChain {
-    #[prost(string, required, tag = "1")]
-    pub strike_time: String,
-    #[prost(message, repeated, tag = "2")]
-    pub option: Vec<OptionItem>,
-    #[prost(double, optional, tag = "3")]
-    pub strike_timestamp: Option<f64>,
+message! {
+    pub struct OptionChain {
+        pub strike_time: String = required(string, 1),
+        pub option: Vec<OptionItem> = repeated(message, 2),
+        pub strike_timestamp: Option<f64> = optional(double, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOptionChainS2c {
-    #[prost(message, repeated, tag = "1")]
-    pub option_chain: Vec<OptionChain>,
+message! {
+    pub struct GetOptionChainS2c {
+        pub option_chain: Vec<OptionChain> = repeated(message, 1),
+    }
 }
 request_response!(
     qot_get_option_chain,

@@ -5,10 +5,20 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+/// `command` started with its stdin, stdout and stderr piped to the test.
+pub fn spawn_piped(command: &mut Command) -> Child {
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
 
 pub fn session(lines: &[String]) -> (Vec<Value>, String) {
     session_with(&[], lines)
@@ -17,14 +27,11 @@ pub fn session(lines: &[String]) -> (Vec<Value>, String) {
 /// A session with global options (`--config PATH`) before `serve`.
 pub fn session_with(global: &[&str], lines: &[String]) -> (Vec<Value>, String) {
     let state = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tradedesk"))
-        .args(global)
-        .args(["serve", "--state-dir", state.path().to_str().unwrap()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(
+        Command::new(env!("CARGO_BIN_EXE_tradedesk"))
+            .args(global)
+            .args(["serve", "--state-dir", state.path().to_str().unwrap()]),
+    );
     let mut stdin = child.stdin.take().unwrap();
     let stdout = child.stdout.take().unwrap();
     let expected = lines

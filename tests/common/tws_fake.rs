@@ -1220,6 +1220,7 @@ fn contract_pb(c: &TwsContract) -> pb::Contract {
         primary_exch: non_empty(&c.primary_exchange),
         currency: non_empty(&c.currency),
         local_symbol: non_empty(&c.local_symbol),
+        ..pb::Contract::default()
     }
 }
 
@@ -1258,403 +1259,315 @@ fn wall_clock(epoch: i64, offset: i32) -> (String, String) {
 // ------------------------------------------------------------------------------------------
 
 mod pb {
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct Contract {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) con_id: Option<i32>,
-        #[prost(string, optional, tag = "2")]
-        pub(super) symbol: Option<String>,
-        #[prost(string, optional, tag = "3")]
-        pub(super) sec_type: Option<String>,
-        #[prost(double, optional, tag = "7")]
-        pub(super) multiplier: Option<f64>,
-        #[prost(string, optional, tag = "8")]
-        pub(super) exchange: Option<String>,
-        #[prost(string, optional, tag = "9")]
-        pub(super) primary_exch: Option<String>,
-        #[prost(string, optional, tag = "10")]
-        pub(super) currency: Option<String>,
-        #[prost(string, optional, tag = "11")]
-        pub(super) local_symbol: Option<String>,
+    message! {
+        /// The proto `Contract`, with the fields any of the fake's messages carries.
+        pub(super) struct Contract {
+            pub(super) con_id: Option<i32> = optional(int32, 1),
+            pub(super) symbol: Option<String> = optional(string, 2),
+            pub(super) sec_type: Option<String> = optional(string, 3),
+            pub(super) last_trade_date_or_contract_month: Option<String> = optional(string, 4),
+            pub(super) strike: Option<f64> = optional(double, 5),
+            pub(super) right: Option<String> = optional(string, 6),
+            pub(super) multiplier: Option<f64> = optional(double, 7),
+            pub(super) exchange: Option<String> = optional(string, 8),
+            pub(super) primary_exch: Option<String> = optional(string, 9),
+            pub(super) currency: Option<String> = optional(string, 10),
+            pub(super) local_symbol: Option<String> = optional(string, 11),
+            pub(super) trading_class: Option<String> = optional(string, 12),
+            pub(super) description: Option<String> = optional(string, 15),
+            pub(super) last_trade_date: Option<String> = optional(string, 21),
+        }
     }
 
     // ---- client → server ----
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct StartApiRequest {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) client_id: Option<i32>,
-        #[prost(string, optional, tag = "2")]
-        pub(super) optional_capabilities: Option<String>,
+    message! {
+        pub(super) struct StartApiRequest {
+            pub(super) client_id: Option<i32> = optional(int32, 1),
+            pub(super) optional_capabilities: Option<String> = optional(string, 2),
+        }
     }
 
-    /// Any message whose field 1 is the request id (ConfigRequest, cancels, *End frames).
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct ReqIdOnly {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) req_id: Option<i32>,
+    message! {
+        /// Any message whose field 1 is the request id (ConfigRequest, cancels, *End frames).
+        pub(super) struct ReqIdOnly {
+            pub(super) req_id: Option<i32> = optional(int32, 1),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct AccountDataRequest {
-        #[prost(bool, optional, tag = "1")]
-        pub(super) subscribe: Option<bool>,
-        #[prost(string, optional, tag = "2")]
-        pub(super) acct_code: Option<String>,
+    message! {
+        pub(super) struct AccountDataRequest {
+            pub(super) subscribe: Option<bool> = optional(bool, 1),
+            pub(super) acct_code: Option<String> = optional(string, 2),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct AccountSummaryRequest {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) req_id: Option<i32>,
-        #[prost(string, optional, tag = "2")]
-        pub(super) group: Option<String>,
-        #[prost(string, optional, tag = "3")]
-        pub(super) tags: Option<String>,
+    message! {
+        pub(super) struct AccountSummaryRequest {
+            pub(super) req_id: Option<i32> = optional(int32, 1),
+            pub(super) group: Option<String> = optional(string, 2),
+            pub(super) tags: Option<String> = optional(string, 3),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct ExecutionFilter {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) client_id: Option<i32>,
-        #[prost(string, optional, tag = "2")]
-        pub(super) acct_code: Option<String>,
-        #[prost(string, optional, tag = "3")]
-        pub(super) time: Option<String>,
-        #[prost(string, optional, tag = "4")]
-        pub(super) symbol: Option<String>,
-        #[prost(string, optional, tag = "5")]
-        pub(super) sec_type: Option<String>,
-        #[prost(string, optional, tag = "6")]
-        pub(super) exchange: Option<String>,
-        #[prost(string, optional, tag = "7")]
-        pub(super) side: Option<String>,
-        #[prost(int32, optional, tag = "8")]
-        pub(super) last_n_days: Option<i32>,
-        #[prost(int32, repeated, tag = "9")]
-        pub(super) specific_dates: Vec<i32>,
+    message! {
+        pub(super) struct ExecutionFilter {
+            pub(super) client_id: Option<i32> = optional(int32, 1),
+            pub(super) acct_code: Option<String> = optional(string, 2),
+            pub(super) time: Option<String> = optional(string, 3),
+            pub(super) symbol: Option<String> = optional(string, 4),
+            pub(super) sec_type: Option<String> = optional(string, 5),
+            pub(super) exchange: Option<String> = optional(string, 6),
+            pub(super) side: Option<String> = optional(string, 7),
+            pub(super) last_n_days: Option<i32> = optional(int32, 8),
+            pub(super) specific_dates: Vec<i32> = repeated(int32, 9),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct ExecutionRequest {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) req_id: Option<i32>,
-        #[prost(message, optional, tag = "2")]
-        pub(super) execution_filter: Option<ExecutionFilter>,
+    message! {
+        pub(super) struct ExecutionRequest {
+            pub(super) req_id: Option<i32> = optional(int32, 1),
+            pub(super) execution_filter: Option<ExecutionFilter> = optional(message, 2),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct MarketDataRequest {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) req_id: Option<i32>,
-        #[prost(message, optional, tag = "2")]
-        pub(super) contract: Option<Contract>,
-        #[prost(string, optional, tag = "3")]
-        pub(super) generic_tick_list: Option<String>,
-        #[prost(bool, optional, tag = "4")]
-        pub(super) snapshot: Option<bool>,
-        #[prost(bool, optional, tag = "5")]
-        pub(super) regulatory_snapshot: Option<bool>,
+    message! {
+        pub(super) struct MarketDataRequest {
+            pub(super) req_id: Option<i32> = optional(int32, 1),
+            pub(super) contract: Option<Contract> = optional(message, 2),
+            pub(super) generic_tick_list: Option<String> = optional(string, 3),
+            pub(super) snapshot: Option<bool> = optional(bool, 4),
+            pub(super) regulatory_snapshot: Option<bool> = optional(bool, 5),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct HistoricalDataRequest {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) req_id: Option<i32>,
-        #[prost(message, optional, tag = "2")]
-        pub(super) contract: Option<Contract>,
-        #[prost(string, optional, tag = "3")]
-        pub(super) end_date_time: Option<String>,
-        #[prost(string, optional, tag = "4")]
-        pub(super) bar_size_setting: Option<String>,
-        #[prost(string, optional, tag = "5")]
-        pub(super) duration: Option<String>,
-        #[prost(bool, optional, tag = "6")]
-        pub(super) use_rth: Option<bool>,
-        #[prost(string, optional, tag = "7")]
-        pub(super) what_to_show: Option<String>,
-        #[prost(int32, optional, tag = "8")]
-        pub(super) format_date: Option<i32>,
-        #[prost(bool, optional, tag = "9")]
-        pub(super) keep_up_to_date: Option<bool>,
+    message! {
+        pub(super) struct HistoricalDataRequest {
+            pub(super) req_id: Option<i32> = optional(int32, 1),
+            pub(super) contract: Option<Contract> = optional(message, 2),
+            pub(super) end_date_time: Option<String> = optional(string, 3),
+            pub(super) bar_size_setting: Option<String> = optional(string, 4),
+            pub(super) duration: Option<String> = optional(string, 5),
+            pub(super) use_rth: Option<bool> = optional(bool, 6),
+            pub(super) what_to_show: Option<String> = optional(string, 7),
+            pub(super) format_date: Option<i32> = optional(int32, 8),
+            pub(super) keep_up_to_date: Option<bool> = optional(bool, 9),
+        }
     }
 
     // ---- server → client ----
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct ErrorMessage {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) id: Option<i32>,
-        #[prost(int64, optional, tag = "2")]
-        pub(super) error_time: Option<i64>,
-        #[prost(int32, optional, tag = "3")]
-        pub(super) error_code: Option<i32>,
-        #[prost(string, optional, tag = "4")]
-        pub(super) error_msg: Option<String>,
-        #[prost(string, optional, tag = "5")]
-        pub(super) advanced_order_reject_json: Option<String>,
+    message! {
+        pub(super) struct ErrorMessage {
+            pub(super) id: Option<i32> = optional(int32, 1),
+            pub(super) error_time: Option<i64> = optional(int64, 2),
+            pub(super) error_code: Option<i32> = optional(int32, 3),
+            pub(super) error_msg: Option<String> = optional(string, 4),
+            pub(super) advanced_order_reject_json: Option<String> = optional(string, 5),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct NextValidId {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) order_id: Option<i32>,
+    message! {
+        pub(super) struct NextValidId {
+            pub(super) order_id: Option<i32> = optional(int32, 1),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct ManagedAccounts {
-        #[prost(string, optional, tag = "1")]
-        pub(super) accounts_list: Option<String>,
+    message! {
+        pub(super) struct ManagedAccounts {
+            pub(super) accounts_list: Option<String> = optional(string, 1),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct CurrentTime {
-        #[prost(int64, optional, tag = "1")]
-        pub(super) current_time: Option<i64>,
+    message! {
+        pub(super) struct CurrentTime {
+            pub(super) current_time: Option<i64> = optional(int64, 1),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct CurrentTimeInMillis {
-        #[prost(int64, optional, tag = "1")]
-        pub(super) current_time_in_millis: Option<i64>,
+    message! {
+        pub(super) struct CurrentTimeInMillis {
+            pub(super) current_time_in_millis: Option<i64> = optional(int64, 1),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct ApiSettingsConfig {
-        #[prost(bool, optional, tag = "1")]
-        pub(super) read_only_api: Option<bool>,
+    message! {
+        pub(super) struct ApiSettingsConfig {
+            pub(super) read_only_api: Option<bool> = optional(bool, 1),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct ApiConfig {
-        #[prost(message, optional, tag = "2")]
-        pub(super) settings: Option<ApiSettingsConfig>,
+    message! {
+        pub(super) struct ApiConfig {
+            pub(super) settings: Option<ApiSettingsConfig> = optional(message, 2),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct ConfigResponse {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) req_id: Option<i32>,
-        #[prost(message, optional, tag = "4")]
-        pub(super) api: Option<ApiConfig>,
+    message! {
+        pub(super) struct ConfigResponse {
+            pub(super) req_id: Option<i32> = optional(int32, 1),
+            pub(super) api: Option<ApiConfig> = optional(message, 4),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct AccountValue {
-        #[prost(string, optional, tag = "1")]
-        pub(super) key: Option<String>,
-        #[prost(string, optional, tag = "2")]
-        pub(super) value: Option<String>,
-        #[prost(string, optional, tag = "3")]
-        pub(super) currency: Option<String>,
-        #[prost(string, optional, tag = "4")]
-        pub(super) account_name: Option<String>,
+    message! {
+        pub(super) struct AccountValue {
+            pub(super) key: Option<String> = optional(string, 1),
+            pub(super) value: Option<String> = optional(string, 2),
+            pub(super) currency: Option<String> = optional(string, 3),
+            pub(super) account_name: Option<String> = optional(string, 4),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct PortfolioValue {
-        #[prost(message, optional, tag = "1")]
-        pub(super) contract: Option<Contract>,
-        #[prost(string, optional, tag = "2")]
-        pub(super) position: Option<String>,
-        #[prost(double, optional, tag = "3")]
-        pub(super) market_price: Option<f64>,
-        #[prost(double, optional, tag = "4")]
-        pub(super) market_value: Option<f64>,
-        #[prost(double, optional, tag = "5")]
-        pub(super) average_cost: Option<f64>,
-        #[prost(double, optional, tag = "6")]
-        pub(super) unrealized_pnl: Option<f64>,
-        #[prost(double, optional, tag = "7")]
-        pub(super) realized_pnl: Option<f64>,
-        #[prost(string, optional, tag = "8")]
-        pub(super) account_name: Option<String>,
+    message! {
+        pub(super) struct PortfolioValue {
+            pub(super) contract: Option<Contract> = optional(message, 1),
+            pub(super) position: Option<String> = optional(string, 2),
+            pub(super) market_price: Option<f64> = optional(double, 3),
+            pub(super) market_value: Option<f64> = optional(double, 4),
+            pub(super) average_cost: Option<f64> = optional(double, 5),
+            pub(super) unrealized_pnl: Option<f64> = optional(double, 6),
+            pub(super) realized_pnl: Option<f64> = optional(double, 7),
+            pub(super) account_name: Option<String> = optional(string, 8),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct AccountUpdateTime {
-        #[prost(string, optional, tag = "1")]
-        pub(super) time_stamp: Option<String>,
+    message! {
+        pub(super) struct AccountUpdateTime {
+            pub(super) time_stamp: Option<String> = optional(string, 1),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct AccountDataEnd {
-        #[prost(string, optional, tag = "1")]
-        pub(super) account_name: Option<String>,
+    message! {
+        pub(super) struct AccountDataEnd {
+            pub(super) account_name: Option<String> = optional(string, 1),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct AccountSummary {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) req_id: Option<i32>,
-        #[prost(string, optional, tag = "2")]
-        pub(super) account: Option<String>,
-        #[prost(string, optional, tag = "3")]
-        pub(super) tag: Option<String>,
-        #[prost(string, optional, tag = "4")]
-        pub(super) value: Option<String>,
-        #[prost(string, optional, tag = "5")]
-        pub(super) currency: Option<String>,
+    message! {
+        pub(super) struct AccountSummary {
+            pub(super) req_id: Option<i32> = optional(int32, 1),
+            pub(super) account: Option<String> = optional(string, 2),
+            pub(super) tag: Option<String> = optional(string, 3),
+            pub(super) value: Option<String> = optional(string, 4),
+            pub(super) currency: Option<String> = optional(string, 5),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct Position {
-        #[prost(string, optional, tag = "1")]
-        pub(super) account: Option<String>,
-        #[prost(message, optional, tag = "2")]
-        pub(super) contract: Option<Contract>,
-        #[prost(string, optional, tag = "3")]
-        pub(super) position: Option<String>,
-        #[prost(double, optional, tag = "4")]
-        pub(super) avg_cost: Option<f64>,
+    message! {
+        pub(super) struct Position {
+            pub(super) account: Option<String> = optional(string, 1),
+            pub(super) contract: Option<Contract> = optional(message, 2),
+            pub(super) position: Option<String> = optional(string, 3),
+            pub(super) avg_cost: Option<f64> = optional(double, 4),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct Execution {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) order_id: Option<i32>,
-        #[prost(string, optional, tag = "2")]
-        pub(super) exec_id: Option<String>,
-        #[prost(string, optional, tag = "3")]
-        pub(super) time: Option<String>,
-        #[prost(string, optional, tag = "4")]
-        pub(super) acct_number: Option<String>,
-        #[prost(string, optional, tag = "5")]
-        pub(super) exchange: Option<String>,
-        #[prost(string, optional, tag = "6")]
-        pub(super) side: Option<String>,
-        #[prost(string, optional, tag = "7")]
-        pub(super) shares: Option<String>,
-        #[prost(double, optional, tag = "8")]
-        pub(super) price: Option<f64>,
-        #[prost(int64, optional, tag = "9")]
-        pub(super) perm_id: Option<i64>,
-        #[prost(int32, optional, tag = "10")]
-        pub(super) client_id: Option<i32>,
-        #[prost(bool, optional, tag = "11")]
-        pub(super) is_liquidation: Option<bool>,
-        #[prost(string, optional, tag = "12")]
-        pub(super) cum_qty: Option<String>,
-        #[prost(double, optional, tag = "13")]
-        pub(super) avg_price: Option<f64>,
+    message! {
+        pub(super) struct Execution {
+            pub(super) order_id: Option<i32> = optional(int32, 1),
+            pub(super) exec_id: Option<String> = optional(string, 2),
+            pub(super) time: Option<String> = optional(string, 3),
+            pub(super) acct_number: Option<String> = optional(string, 4),
+            pub(super) exchange: Option<String> = optional(string, 5),
+            pub(super) side: Option<String> = optional(string, 6),
+            pub(super) shares: Option<String> = optional(string, 7),
+            pub(super) price: Option<f64> = optional(double, 8),
+            pub(super) perm_id: Option<i64> = optional(int64, 9),
+            pub(super) client_id: Option<i32> = optional(int32, 10),
+            pub(super) is_liquidation: Option<bool> = optional(bool, 11),
+            pub(super) cum_qty: Option<String> = optional(string, 12),
+            pub(super) avg_price: Option<f64> = optional(double, 13),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct ExecutionDetails {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) req_id: Option<i32>,
-        #[prost(message, optional, tag = "2")]
-        pub(super) contract: Option<Contract>,
-        #[prost(message, optional, tag = "3")]
-        pub(super) execution: Option<Execution>,
+    message! {
+        pub(super) struct ExecutionDetails {
+            pub(super) req_id: Option<i32> = optional(int32, 1),
+            pub(super) contract: Option<Contract> = optional(message, 2),
+            pub(super) execution: Option<Execution> = optional(message, 3),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct CommissionAndFeesReport {
-        #[prost(string, optional, tag = "1")]
-        pub(super) exec_id: Option<String>,
-        #[prost(double, optional, tag = "2")]
-        pub(super) commission_and_fees: Option<f64>,
-        #[prost(string, optional, tag = "3")]
-        pub(super) currency: Option<String>,
-        #[prost(double, optional, tag = "4")]
-        pub(super) realized_pnl: Option<f64>,
-        #[prost(double, optional, tag = "5")]
-        pub(super) bond_yield: Option<f64>,
-        #[prost(string, optional, tag = "6")]
-        pub(super) yield_redemption_date: Option<String>,
+    message! {
+        pub(super) struct CommissionAndFeesReport {
+            pub(super) exec_id: Option<String> = optional(string, 1),
+            pub(super) commission_and_fees: Option<f64> = optional(double, 2),
+            pub(super) currency: Option<String> = optional(string, 3),
+            pub(super) realized_pnl: Option<f64> = optional(double, 4),
+            pub(super) bond_yield: Option<f64> = optional(double, 5),
+            pub(super) yield_redemption_date: Option<String> = optional(string, 6),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct TickPrice {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) req_id: Option<i32>,
-        #[prost(int32, optional, tag = "2")]
-        pub(super) tick_type: Option<i32>,
-        #[prost(double, optional, tag = "3")]
-        pub(super) price: Option<f64>,
-        #[prost(string, optional, tag = "4")]
-        pub(super) size: Option<String>,
-        #[prost(int32, optional, tag = "5")]
-        pub(super) attr_mask: Option<i32>,
+    message! {
+        pub(super) struct TickPrice {
+            pub(super) req_id: Option<i32> = optional(int32, 1),
+            pub(super) tick_type: Option<i32> = optional(int32, 2),
+            pub(super) price: Option<f64> = optional(double, 3),
+            pub(super) size: Option<String> = optional(string, 4),
+            pub(super) attr_mask: Option<i32> = optional(int32, 5),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct TickSize {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) req_id: Option<i32>,
-        #[prost(int32, optional, tag = "2")]
-        pub(super) tick_type: Option<i32>,
-        #[prost(string, optional, tag = "3")]
-        pub(super) size: Option<String>,
+    message! {
+        pub(super) struct TickSize {
+            pub(super) req_id: Option<i32> = optional(int32, 1),
+            pub(super) tick_type: Option<i32> = optional(int32, 2),
+            pub(super) size: Option<String> = optional(string, 3),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct TickString {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) req_id: Option<i32>,
-        #[prost(int32, optional, tag = "2")]
-        pub(super) tick_type: Option<i32>,
-        #[prost(string, optional, tag = "3")]
-        pub(super) value: Option<String>,
+    message! {
+        pub(super) struct TickString {
+            pub(super) req_id: Option<i32> = optional(int32, 1),
+            pub(super) tick_type: Option<i32> = optional(int32, 2),
+            pub(super) value: Option<String> = optional(string, 3),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct TickReqParams {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) req_id: Option<i32>,
-        #[prost(string, optional, tag = "2")]
-        pub(super) min_tick: Option<String>,
-        #[prost(string, optional, tag = "3")]
-        pub(super) bbo_exchange: Option<String>,
-        #[prost(int32, optional, tag = "4")]
-        pub(super) snapshot_permissions: Option<i32>,
+    message! {
+        pub(super) struct TickReqParams {
+            pub(super) req_id: Option<i32> = optional(int32, 1),
+            pub(super) min_tick: Option<String> = optional(string, 2),
+            pub(super) bbo_exchange: Option<String> = optional(string, 3),
+            pub(super) snapshot_permissions: Option<i32> = optional(int32, 4),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct MarketDataType {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) req_id: Option<i32>,
-        #[prost(int32, optional, tag = "2")]
-        pub(super) market_data_type: Option<i32>,
+    message! {
+        pub(super) struct MarketDataType {
+            pub(super) req_id: Option<i32> = optional(int32, 1),
+            pub(super) market_data_type: Option<i32> = optional(int32, 2),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct HistoricalDataBar {
-        #[prost(string, optional, tag = "1")]
-        pub(super) date: Option<String>,
-        #[prost(double, optional, tag = "2")]
-        pub(super) open: Option<f64>,
-        #[prost(double, optional, tag = "3")]
-        pub(super) high: Option<f64>,
-        #[prost(double, optional, tag = "4")]
-        pub(super) low: Option<f64>,
-        #[prost(double, optional, tag = "5")]
-        pub(super) close: Option<f64>,
-        #[prost(string, optional, tag = "6")]
-        pub(super) volume: Option<String>,
-        #[prost(string, optional, tag = "7")]
-        pub(super) wap: Option<String>,
-        #[prost(int32, optional, tag = "8")]
-        pub(super) bar_count: Option<i32>,
+    message! {
+        pub(super) struct HistoricalDataBar {
+            pub(super) date: Option<String> = optional(string, 1),
+            pub(super) open: Option<f64> = optional(double, 2),
+            pub(super) high: Option<f64> = optional(double, 3),
+            pub(super) low: Option<f64> = optional(double, 4),
+            pub(super) close: Option<f64> = optional(double, 5),
+            pub(super) volume: Option<String> = optional(string, 6),
+            pub(super) wap: Option<String> = optional(string, 7),
+            pub(super) bar_count: Option<i32> = optional(int32, 8),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct HistoricalData {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) req_id: Option<i32>,
-        #[prost(message, repeated, tag = "2")]
-        pub(super) historical_data_bars: Vec<HistoricalDataBar>,
+    message! {
+        pub(super) struct HistoricalData {
+            pub(super) req_id: Option<i32> = optional(int32, 1),
+            pub(super) historical_data_bars: Vec<HistoricalDataBar> = repeated(message, 2),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub(super) struct HistoricalDataEnd {
-        #[prost(int32, optional, tag = "1")]
-        pub(super) req_id: Option<i32>,
-        #[prost(string, optional, tag = "2")]
-        pub(super) start_date_str: Option<String>,
-        #[prost(string, optional, tag = "3")]
-        pub(super) end_date_str: Option<String>,
+    message! {
+        pub(super) struct HistoricalDataEnd {
+            pub(super) req_id: Option<i32> = optional(int32, 1),
+            pub(super) start_date_str: Option<String> = optional(string, 2),
+            pub(super) end_date_str: Option<String> = optional(string, 3),
+        }
     }
 }
 
@@ -1679,6 +1592,7 @@ pub struct TwsSymbolSample {
 mod symbols {
     use prost::Message as _;
 
+    use super::pb::Contract;
     use super::{Out, TwsState, non_empty};
 
     /// `MatchingSymbolsRequest` (client -> server).
@@ -1686,45 +1600,25 @@ mod symbols {
     /// `SymbolSamples` (server -> client).
     pub(super) const SYMBOL_SAMPLES: i32 = 279;
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct MatchingSymbolsRequest {
-        #[prost(int32, optional, tag = "1")]
-        req_id: Option<i32>,
-        #[prost(string, optional, tag = "2")]
-        pattern: Option<String>,
+    message! {
+        struct MatchingSymbolsRequest {
+            req_id: Option<i32> = optional(int32, 1),
+            pattern: Option<String> = optional(string, 2),
+        }
     }
 
-    /// The proto `Contract`'s fields a description carries.
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct Contract {
-        #[prost(int32, optional, tag = "1")]
-        con_id: Option<i32>,
-        #[prost(string, optional, tag = "2")]
-        symbol: Option<String>,
-        #[prost(string, optional, tag = "3")]
-        sec_type: Option<String>,
-        #[prost(string, optional, tag = "9")]
-        primary_exch: Option<String>,
-        #[prost(string, optional, tag = "10")]
-        currency: Option<String>,
-        #[prost(string, optional, tag = "15")]
-        description: Option<String>,
+    message! {
+        struct ContractDescription {
+            contract: Option<Contract> = optional(message, 1),
+            derivative_sec_types: Vec<String> = repeated(string, 2),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct ContractDescription {
-        #[prost(message, optional, tag = "1")]
-        contract: Option<Contract>,
-        #[prost(string, repeated, tag = "2")]
-        derivative_sec_types: Vec<String>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct SymbolSamples {
-        #[prost(int32, optional, tag = "1")]
-        req_id: Option<i32>,
-        #[prost(message, repeated, tag = "2")]
-        contract_descriptions: Vec<ContractDescription>,
+    message! {
+        struct SymbolSamples {
+            req_id: Option<i32> = optional(int32, 1),
+            contract_descriptions: Vec<ContractDescription> = repeated(message, 2),
+        }
     }
 
     /// IBKR's rule, as its docs put it: the pattern is the start of a ticker, or a word
@@ -1764,6 +1658,7 @@ mod symbols {
                     primary_exch: non_empty(&s.primary_exchange),
                     currency: non_empty(&s.currency),
                     description: non_empty(&s.description),
+                    ..Contract::default()
                 }),
                 derivative_sec_types: s.derivative_sec_types.clone(),
             })
@@ -1810,56 +1705,45 @@ mod news {
     pub(super) const HISTORICAL_NEWS: i32 = 286;
     pub(super) const HISTORICAL_NEWS_END: i32 = 287;
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct NewsProvider {
-        #[prost(string, optional, tag = "1")]
-        provider_code: Option<String>,
-        #[prost(string, optional, tag = "2")]
-        provider_name: Option<String>,
+    message! {
+        struct NewsProvider {
+            provider_code: Option<String> = optional(string, 1),
+            provider_name: Option<String> = optional(string, 2),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct NewsProviders {
-        #[prost(message, repeated, tag = "1")]
-        news_providers: Vec<NewsProvider>,
+    message! {
+        struct NewsProviders {
+            news_providers: Vec<NewsProvider> = repeated(message, 1),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct HistoricalNewsRequest {
-        #[prost(int32, optional, tag = "1")]
-        req_id: Option<i32>,
-        #[prost(int32, optional, tag = "2")]
-        con_id: Option<i32>,
-        #[prost(string, optional, tag = "3")]
-        provider_codes: Option<String>,
-        #[prost(string, optional, tag = "4")]
-        start_date_time: Option<String>,
-        #[prost(string, optional, tag = "5")]
-        end_date_time: Option<String>,
-        #[prost(int32, optional, tag = "6")]
-        total_results: Option<i32>,
+    message! {
+        struct HistoricalNewsRequest {
+            req_id: Option<i32> = optional(int32, 1),
+            con_id: Option<i32> = optional(int32, 2),
+            provider_codes: Option<String> = optional(string, 3),
+            start_date_time: Option<String> = optional(string, 4),
+            end_date_time: Option<String> = optional(string, 5),
+            total_results: Option<i32> = optional(int32, 6),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct HistoricalNews {
-        #[prost(int32, optional, tag = "1")]
-        req_id: Option<i32>,
-        #[prost(string, optional, tag = "2")]
-        time: Option<String>,
-        #[prost(string, optional, tag = "3")]
-        provider_code: Option<String>,
-        #[prost(string, optional, tag = "4")]
-        article_id: Option<String>,
-        #[prost(string, optional, tag = "5")]
-        headline: Option<String>,
+    message! {
+        struct HistoricalNews {
+            req_id: Option<i32> = optional(int32, 1),
+            time: Option<String> = optional(string, 2),
+            provider_code: Option<String> = optional(string, 3),
+            article_id: Option<String> = optional(string, 4),
+            headline: Option<String> = optional(string, 5),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct HistoricalNewsEnd {
-        #[prost(int32, optional, tag = "1")]
-        req_id: Option<i32>,
-        #[prost(bool, optional, tag = "2")]
-        has_more: Option<bool>,
+    message! {
+        struct HistoricalNewsEnd {
+            req_id: Option<i32> = optional(int32, 1),
+            has_more: Option<bool> = optional(bool, 2),
+        }
     }
 
     pub(super) fn providers(st: &TwsState, out: &mut Out) -> std::io::Result<()> {
@@ -2018,7 +1902,7 @@ pub struct TwsOption {
 mod chains {
     use prost::Message as _;
 
-    use super::pb::{MarketDataType, ReqIdOnly, TickPrice, TickSize};
+    use super::pb::{Contract, MarketDataType, ReqIdOnly, TickPrice, TickSize};
     use super::{Out, TwsState, error_message, ids, non_empty};
 
     pub(super) const REQ_CONTRACT_DATA: i32 = 209;
@@ -2029,142 +1913,79 @@ mod chains {
     const SEC_DEF_OPT_PARAMETER_END: i32 = 276;
     const TICK_OPTION_COMPUTATION: i32 = 221;
 
-    /// The proto `Contract` with the option fields.
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct Contract {
-        #[prost(int32, optional, tag = "1")]
-        con_id: Option<i32>,
-        #[prost(string, optional, tag = "2")]
-        symbol: Option<String>,
-        #[prost(string, optional, tag = "3")]
-        sec_type: Option<String>,
-        #[prost(string, optional, tag = "4")]
-        last_trade_date_or_contract_month: Option<String>,
-        #[prost(double, optional, tag = "5")]
-        strike: Option<f64>,
-        #[prost(string, optional, tag = "6")]
-        right: Option<String>,
-        #[prost(double, optional, tag = "7")]
-        multiplier: Option<f64>,
-        #[prost(string, optional, tag = "8")]
-        exchange: Option<String>,
-        #[prost(string, optional, tag = "9")]
-        primary_exch: Option<String>,
-        #[prost(string, optional, tag = "10")]
-        currency: Option<String>,
-        #[prost(string, optional, tag = "11")]
-        local_symbol: Option<String>,
-        #[prost(string, optional, tag = "12")]
-        trading_class: Option<String>,
-        #[prost(string, optional, tag = "21")]
-        last_trade_date: Option<String>,
+    message! {
+        struct ContractDataRequest {
+            req_id: Option<i32> = optional(int32, 1),
+            contract: Option<Contract> = optional(message, 2),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct ContractDataRequest {
-        #[prost(int32, optional, tag = "1")]
-        req_id: Option<i32>,
-        #[prost(message, optional, tag = "2")]
-        contract: Option<Contract>,
+    message! {
+        /// The proto `ContractDetails` fields the fake sends.
+        struct ContractDetails {
+            market_name: Option<String> = optional(string, 1),
+            min_tick: Option<String> = optional(string, 2),
+            under_con_id: Option<i32> = optional(int32, 6),
+            long_name: Option<String> = optional(string, 7),
+            time_zone_id: Option<String> = optional(string, 12),
+            under_symbol: Option<String> = optional(string, 19),
+            under_sec_type: Option<String> = optional(string, 20),
+        }
     }
 
-    /// The proto `ContractDetails` fields the fake sends.
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct ContractDetails {
-        #[prost(string, optional, tag = "1")]
-        market_name: Option<String>,
-        #[prost(string, optional, tag = "2")]
-        min_tick: Option<String>,
-        #[prost(int32, optional, tag = "6")]
-        under_con_id: Option<i32>,
-        #[prost(string, optional, tag = "7")]
-        long_name: Option<String>,
-        #[prost(string, optional, tag = "12")]
-        time_zone_id: Option<String>,
-        #[prost(string, optional, tag = "19")]
-        under_symbol: Option<String>,
-        #[prost(string, optional, tag = "20")]
-        under_sec_type: Option<String>,
+    message! {
+        struct ContractData {
+            req_id: Option<i32> = optional(int32, 1),
+            contract: Option<Contract> = optional(message, 2),
+            contract_details: Option<ContractDetails> = optional(message, 3),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct ContractData {
-        #[prost(int32, optional, tag = "1")]
-        req_id: Option<i32>,
-        #[prost(message, optional, tag = "2")]
-        contract: Option<Contract>,
-        #[prost(message, optional, tag = "3")]
-        contract_details: Option<ContractDetails>,
+    message! {
+        struct SecDefOptParamsRequest {
+            req_id: Option<i32> = optional(int32, 1),
+            underlying_symbol: Option<String> = optional(string, 2),
+            fut_fop_exchange: Option<String> = optional(string, 3),
+            underlying_sec_type: Option<String> = optional(string, 4),
+            underlying_con_id: Option<i32> = optional(int32, 5),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct SecDefOptParamsRequest {
-        #[prost(int32, optional, tag = "1")]
-        req_id: Option<i32>,
-        #[prost(string, optional, tag = "2")]
-        underlying_symbol: Option<String>,
-        #[prost(string, optional, tag = "3")]
-        fut_fop_exchange: Option<String>,
-        #[prost(string, optional, tag = "4")]
-        underlying_sec_type: Option<String>,
-        #[prost(int32, optional, tag = "5")]
-        underlying_con_id: Option<i32>,
+    message! {
+        struct SecDefOptParameter {
+            req_id: Option<i32> = optional(int32, 1),
+            exchange: Option<String> = optional(string, 2),
+            underlying_con_id: Option<i32> = optional(int32, 3),
+            trading_class: Option<String> = optional(string, 4),
+            multiplier: Option<String> = optional(string, 5),
+            expirations: Vec<String> = repeated(string, 6),
+            strikes: Vec<f64> = repeated(double, 7),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct SecDefOptParameter {
-        #[prost(int32, optional, tag = "1")]
-        req_id: Option<i32>,
-        #[prost(string, optional, tag = "2")]
-        exchange: Option<String>,
-        #[prost(int32, optional, tag = "3")]
-        underlying_con_id: Option<i32>,
-        #[prost(string, optional, tag = "4")]
-        trading_class: Option<String>,
-        #[prost(string, optional, tag = "5")]
-        multiplier: Option<String>,
-        #[prost(string, repeated, tag = "6")]
-        expirations: Vec<String>,
-        #[prost(double, repeated, tag = "7")]
-        strikes: Vec<f64>,
+    message! {
+        struct MarketDataRequest {
+            req_id: Option<i32> = optional(int32, 1),
+            contract: Option<Contract> = optional(message, 2),
+            generic_tick_list: Option<String> = optional(string, 3),
+            snapshot: Option<bool> = optional(bool, 4),
+        }
     }
 
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct MarketDataRequest {
-        #[prost(int32, optional, tag = "1")]
-        req_id: Option<i32>,
-        #[prost(message, optional, tag = "2")]
-        contract: Option<Contract>,
-        #[prost(string, optional, tag = "3")]
-        generic_tick_list: Option<String>,
-        #[prost(bool, optional, tag = "4")]
-        snapshot: Option<bool>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct TickOptionComputation {
-        #[prost(int32, optional, tag = "1")]
-        req_id: Option<i32>,
-        #[prost(int32, optional, tag = "2")]
-        tick_type: Option<i32>,
-        #[prost(int32, optional, tag = "3")]
-        tick_attrib: Option<i32>,
-        #[prost(double, optional, tag = "4")]
-        implied_vol: Option<f64>,
-        #[prost(double, optional, tag = "5")]
-        delta: Option<f64>,
-        #[prost(double, optional, tag = "6")]
-        opt_price: Option<f64>,
-        #[prost(double, optional, tag = "7")]
-        pv_dividend: Option<f64>,
-        #[prost(double, optional, tag = "8")]
-        gamma: Option<f64>,
-        #[prost(double, optional, tag = "9")]
-        vega: Option<f64>,
-        #[prost(double, optional, tag = "10")]
-        theta: Option<f64>,
-        #[prost(double, optional, tag = "11")]
-        und_price: Option<f64>,
+    message! {
+        struct TickOptionComputation {
+            req_id: Option<i32> = optional(int32, 1),
+            tick_type: Option<i32> = optional(int32, 2),
+            tick_attrib: Option<i32> = optional(int32, 3),
+            implied_vol: Option<f64> = optional(double, 4),
+            delta: Option<f64> = optional(double, 5),
+            opt_price: Option<f64> = optional(double, 6),
+            pv_dividend: Option<f64> = optional(double, 7),
+            gamma: Option<f64> = optional(double, 8),
+            vega: Option<f64> = optional(double, 9),
+            theta: Option<f64> = optional(double, 10),
+            und_price: Option<f64> = optional(double, 11),
+        }
     }
 
     fn option_contract(o: &super::TwsOption) -> Contract {
@@ -2177,11 +1998,11 @@ mod chains {
             right: non_empty(&o.right),
             multiplier: o.multiplier,
             exchange: Some("SMART".to_owned()),
-            primary_exch: None,
             currency: non_empty(&o.currency),
             local_symbol: non_empty(&o.local_symbol),
             trading_class: non_empty(&o.trading_class),
             last_trade_date: non_empty(&o.expiry),
+            ..Contract::default()
         }
     }
 

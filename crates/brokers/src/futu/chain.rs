@@ -242,7 +242,6 @@ impl OpenDBroker {
                         owner: Some(owner.clone()),
                     }),
                 },
-                |r: &proto::GetOptionExpirationDateResponse| (r.ret_type, r.ret_msg.clone()),
             )
             .await
             .map_err(|e| self.unknown_underlying(&q.underlying, e))?;
@@ -289,7 +288,6 @@ impl OpenDBroker {
                         end_time: Some(day),
                     }),
                 },
-                |r: &proto::GetOptionChainResponse| (r.ret_type, r.ret_msg.clone()),
             )
             .await?;
         let mut listed: Vec<Listed> = Vec::new();

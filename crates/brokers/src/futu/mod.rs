@@ -613,24 +613,22 @@ impl OpenDBroker {
     }
 
     /// One request and its reply, checked: retType 0, or the error OpenD gave.
-    async fn call<Resp: Message + Default>(
+    async fn call<Req: proto::Ask>(
         &self,
         conn: &mut Conn,
         proto_id: u32,
-        request: &impl Message,
-        ret: impl Fn(&Resp) -> (Option<i32>, Option<String>),
-    ) -> Result<Resp, BrokerError> {
+        request: &Req,
+    ) -> Result<Req::Reply, BrokerError> {
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         let body = request.encode_to_vec();
         let reply = Self::exchange_frames(conn, proto_id, serial, &body)
             .await
             .map_err(|e| self.wire_error(&e, proto_id))?;
-        let resp = Resp::decode(reply.as_slice())
+        let resp = <Req::Reply as Message>::decode(reply.as_slice())
             .map_err(|e| self.wire_error(&Wire::Decode(e.to_string()), proto_id))?;
-        let (ret_type, msg) = ret(&resp);
-        match ret_type {
-            Some(proto::RET_SUCCEED) => Ok(resp),
-            other => Err(self.refused(proto_id, other, msg.as_deref())),
+        match proto::Reply::ret(&resp) {
+            (Some(proto::RET_SUCCEED), _) => Ok(resp),
+            (other, msg) => Err(self.refused(proto_id, other, msg)),
         }
     }
 
@@ -716,14 +714,8 @@ impl OpenDBroker {
                 programming_language: Some("Rust".to_owned()),
             }),
         };
-        let resp: proto::InitConnectResponse = self
-            .call(
-                &mut conn,
-                proto::id::INIT_CONNECT,
-                &init,
-                |r: &proto::InitConnectResponse| (r.ret_type, r.ret_msg.clone()),
-            )
-            .await?;
+        let resp: proto::InitConnectResponse =
+            self.call(&mut conn, proto::id::INIT_CONNECT, &init).await?;
         if let Some(s2c) = resp.s2c {
             conn.server_ver = s2c.server_ver.unwrap_or(0);
             if let Some(k) = s2c.keep_alive_interval.filter(|k| *k > 0) {
@@ -755,14 +747,8 @@ impl OpenDBroker {
                         time: Some(Utc::now().timestamp()),
                     }),
                 };
-                let alive: Result<proto::KeepAliveResponse, _> = self
-                    .call(
-                        conn,
-                        proto::id::KEEP_ALIVE,
-                        &ping,
-                        |r: &proto::KeepAliveResponse| (r.ret_type, r.ret_msg.clone()),
-                    )
-                    .await;
+                let alive: Result<proto::KeepAliveResponse, _> =
+                    self.call(conn, proto::id::KEEP_ALIVE, &ping).await;
                 if alive.is_err() {
                     *slot = None;
                 }
@@ -813,14 +799,8 @@ impl OpenDBroker {
                 need_general_sec_account: Some(true),
             }),
         };
-        let resp: proto::GetAccListResponse = self
-            .call(
-                conn,
-                proto::id::GET_ACC_LIST,
-                &req,
-                |r: &proto::GetAccListResponse| (r.ret_type, r.ret_msg.clone()),
-            )
-            .await?;
+        let resp: proto::GetAccListResponse =
+            self.call(conn, proto::id::GET_ACC_LIST, &req).await?;
         let env = if self.config.simulate {
             proto::trd_env::SIMULATE
         } else {
@@ -975,7 +955,6 @@ impl OpenDBroker {
                         currency: Some(currency),
                     }),
                 },
-                |r: &proto::GetFundsResponse| (r.ret_type, r.ret_msg.clone()),
             )
             .await?;
         Ok(funds.s2c.and_then(|s| s.funds))
@@ -1001,7 +980,6 @@ impl OpenDBroker {
                                     refresh_cache: Some(false),
                                 }),
                             },
-                            |r: &proto::GetPositionListResponse| (r.ret_type, r.ret_msg.clone()),
                         )
                         .await?;
                     let positions = positions.s2c.map(|s| s.position_list).unwrap_or_default();
@@ -1163,7 +1141,6 @@ impl OpenDBroker {
                                 filter_status_list: Vec::new(),
                             }),
                         },
-                        |r: &proto::GetHistoryOrderListResponse| (r.ret_type, r.ret_msg.clone()),
                     )
                     .await?;
                 out.orders
@@ -1179,9 +1156,6 @@ impl OpenDBroker {
                                 header: Some(header.clone()),
                                 filter_conditions: filter,
                             }),
-                        },
-                        |r: &proto::GetHistoryOrderFillListResponse| {
-                            (r.ret_type, r.ret_msg.clone())
                         },
                     )
                     .await?;
@@ -1227,7 +1201,6 @@ impl OpenDBroker {
                                 order_id_ex_list: batch.to_vec(),
                             }),
                         },
-                        |r: &proto::GetOrderFeeResponse| (r.ret_type, r.ret_msg.clone()),
                     )
                     .await;
                 match answer {
@@ -1276,7 +1249,6 @@ impl OpenDBroker {
                             refresh_cache: Some(false),
                         }),
                     },
-                    |r: &proto::GetOrderListResponse| (r.ret_type, r.ret_msg.clone()),
                 )
                 .await?;
             for order in resp.s2c.map(|s| s.order_list).unwrap_or_default() {
@@ -1299,7 +1271,6 @@ impl OpenDBroker {
                             refresh_cache: Some(false),
                         }),
                     },
-                    |r: &proto::GetOrderFillListResponse| (r.ret_type, r.ret_msg.clone()),
                 )
                 .await?;
             let same =
@@ -1666,7 +1637,6 @@ impl OpenDBroker {
                                 security_list: vec![wanted.clone()],
                             }),
                         },
-                        |r: &proto::GetSecuritySnapshotResponse| (r.ret_type, r.ret_msg.clone()),
                     )
                     .await;
                 let resp = resp.map_err(|e| me.unknown_symbol(&symbol, e))?;
@@ -1952,9 +1922,6 @@ impl Broker for OpenDBroker {
                                         need_kl_fields_flag: None,
                                         next_req_key: key.clone(),
                                     }),
-                                },
-                                |r: &proto::RequestHistoryKlResponse| {
-                                    (r.ret_type, r.ret_msg.clone())
                                 },
                             )
                             .await;

@@ -72,65 +72,85 @@ pub mod trd_env {
 /// `RetType`: 0 is success.
 pub const RET_SUCCEED: i32 = 0;
 
-/// A request and its reply wrapper for one C2S / S2C pair: `Request { c2s = 1 }` and
-/// `Response { retType = 1, retMsg = 2, errCode = 3, s2c = 4 }`.
-macro_rules! wrappers {
-    ($req:ident, $resp:ident, $c2s:ty, $s2c:ty) => {
+/// An OpenD message, one line a field: `name: RustType = label(proto type, field number)`
+/// (prost's options after the number); every field public.
+macro_rules! message {
+    ($(#[$meta:meta])* pub struct $name:ident {
+        $($(#[$doc:meta])* $field:ident: $ty:ty = $label:ident($kind:ident, $tag:tt $(, $opt:ident = $value:tt)*)),* $(,)?
+    }) => {
+        $(#[$meta])*
         #[derive(Clone, PartialEq, prost::Message)]
-        pub struct $req {
-            #[prost(message, optional, tag = "1")]
-            pub c2s: Option<$c2s>,
-        }
-
-        #[derive(Clone, PartialEq, prost::Message)]
-        pub struct $resp {
-            #[prost(int32, optional, tag = "1")]
-            pub ret_type: Option<i32>,
-            #[prost(string, optional, tag = "2")]
-            pub ret_msg: Option<String>,
-            #[prost(int32, optional, tag = "3")]
-            pub err_code: Option<i32>,
-            #[prost(message, optional, tag = "4")]
-            pub s2c: Option<$s2c>,
+        pub struct $name {
+            $($(#[$doc])* #[prost($kind, $label, tag = $tag $(, $opt = $value)*)] pub $field: $ty,)*
         }
     };
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct InitConnectC2s {
-    #[prost(int32, optional, tag = "1")]
-    pub client_ver: Option<i32>,
-    #[prost(string, optional, tag = "2")]
-    pub client_id: Option<String>,
-    #[prost(bool, optional, tag = "3")]
-    pub recv_notify: Option<bool>,
-    /// -1: no encryption (must be said: absent means OpenD's default, FTAES_ECB, when it
-    /// has an RSA key).
-    #[prost(int32, optional, tag = "4")]
-    pub packet_enc_algo: Option<i32>,
-    #[prost(int32, optional, tag = "5")]
-    pub push_proto_fmt: Option<i32>,
-    #[prost(string, optional, tag = "6")]
-    pub programming_language: Option<String>,
+/// A request and its reply wrapper for one C2S / S2C pair: `Request { c2s = 1 }` and
+/// `Response { retType = 1, retMsg = 2, errCode = 3, s2c = 4 }`.
+macro_rules! wrappers {
+    ($req:ident, $resp:ident, $c2s:ty, $s2c:ty) => {
+        message! {
+            pub struct $req {
+                c2s: Option<$c2s> = optional(message, 1),
+            }
+        }
+
+        message! {
+            pub struct $resp {
+                ret_type: Option<i32> = optional(int32, 1),
+                ret_msg: Option<String> = optional(string, 2),
+                err_code: Option<i32> = optional(int32, 3),
+                s2c: Option<$s2c> = optional(message, 4),
+            }
+        }
+
+        impl Ask for $req {
+            type Reply = $resp;
+        }
+
+        impl Reply for $resp {
+            fn ret(&self) -> (Option<i32>, Option<&str>) {
+                (self.ret_type, self.ret_msg.as_deref())
+            }
+        }
+    };
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct InitConnectS2c {
-    #[prost(int32, optional, tag = "1")]
-    pub server_ver: Option<i32>,
-    #[prost(uint64, optional, tag = "2")]
-    pub login_user_id: Option<u64>,
-    #[prost(uint64, optional, tag = "3")]
-    pub conn_id: Option<u64>,
-    #[prost(string, optional, tag = "4")]
-    pub conn_aes_key: Option<String>,
-    /// Seconds.
-    #[prost(int32, optional, tag = "5")]
-    pub keep_alive_interval: Option<i32>,
-    #[prost(string, optional, tag = "6")]
-    pub aes_cbc_iv: Option<String>,
-    #[prost(int32, optional, tag = "7")]
-    pub user_attribution: Option<i32>,
+/// A request OpenD answers with `Reply`.
+pub trait Ask: prost::Message {
+    type Reply: Reply;
+}
+
+/// A reply: its `retType` and `retMsg`.
+pub trait Reply: prost::Message + Default {
+    fn ret(&self) -> (Option<i32>, Option<&str>);
+}
+
+message! {
+    pub struct InitConnectC2s {
+        client_ver: Option<i32> = optional(int32, 1),
+        client_id: Option<String> = optional(string, 2),
+        recv_notify: Option<bool> = optional(bool, 3),
+        /// -1: no encryption (must be said: absent means OpenD's default, FTAES_ECB, when it
+        /// has an RSA key).
+        packet_enc_algo: Option<i32> = optional(int32, 4),
+        push_proto_fmt: Option<i32> = optional(int32, 5),
+        programming_language: Option<String> = optional(string, 6),
+    }
+}
+
+message! {
+    pub struct InitConnectS2c {
+        server_ver: Option<i32> = optional(int32, 1),
+        login_user_id: Option<u64> = optional(uint64, 2),
+        conn_id: Option<u64> = optional(uint64, 3),
+        conn_aes_key: Option<String> = optional(string, 4),
+        /// Seconds.
+        keep_alive_interval: Option<i32> = optional(int32, 5),
+        aes_cbc_iv: Option<String> = optional(string, 6),
+        user_attribution: Option<i32> = optional(int32, 7),
+    }
 }
 wrappers!(
     InitConnectRequest,
@@ -139,16 +159,16 @@ wrappers!(
     InitConnectS2c
 );
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct KeepAliveC2s {
-    #[prost(int64, optional, tag = "1")]
-    pub time: Option<i64>,
+message! {
+    pub struct KeepAliveC2s {
+        time: Option<i64> = optional(int64, 1),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct KeepAliveS2c {
-    #[prost(int64, optional, tag = "1")]
-    pub time: Option<i64>,
+message! {
+    pub struct KeepAliveS2c {
+        time: Option<i64> = optional(int64, 1),
+    }
 }
 wrappers!(
     KeepAliveRequest,
@@ -157,48 +177,38 @@ wrappers!(
     KeepAliveS2c
 );
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct TrdHeader {
-    #[prost(int32, optional, tag = "1")]
-    pub trd_env: Option<i32>,
-    #[prost(uint64, optional, tag = "2")]
-    pub acc_id: Option<u64>,
-    #[prost(int32, optional, tag = "3")]
-    pub trd_market: Option<i32>,
+message! {
+    pub struct TrdHeader {
+        trd_env: Option<i32> = optional(int32, 1),
+        acc_id: Option<u64> = optional(uint64, 2),
+        trd_market: Option<i32> = optional(int32, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct TrdAcc {
-    #[prost(int32, optional, tag = "1")]
-    pub trd_env: Option<i32>,
-    #[prost(uint64, optional, tag = "2")]
-    pub acc_id: Option<u64>,
-    #[prost(int32, repeated, packed = "false", tag = "3")]
-    pub trd_market_auth_list: Vec<i32>,
-    #[prost(int32, optional, tag = "4")]
-    pub acc_type: Option<i32>,
-    #[prost(string, optional, tag = "5")]
-    pub card_num: Option<String>,
-    #[prost(int32, optional, tag = "6")]
-    pub security_firm: Option<i32>,
-    #[prost(int32, optional, tag = "9")]
-    pub acc_status: Option<i32>,
+message! {
+    pub struct TrdAcc {
+        trd_env: Option<i32> = optional(int32, 1),
+        acc_id: Option<u64> = optional(uint64, 2),
+        trd_market_auth_list: Vec<i32> = repeated(int32, 3, packed = "false"),
+        acc_type: Option<i32> = optional(int32, 4),
+        card_num: Option<String> = optional(string, 5),
+        security_firm: Option<i32> = optional(int32, 6),
+        acc_status: Option<i32> = optional(int32, 9),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetAccListC2s {
-    #[prost(uint64, optional, tag = "1")]
-    pub user_id: Option<u64>,
-    #[prost(int32, optional, tag = "2")]
-    pub trd_category: Option<i32>,
-    #[prost(bool, optional, tag = "3")]
-    pub need_general_sec_account: Option<bool>,
+message! {
+    pub struct GetAccListC2s {
+        user_id: Option<u64> = optional(uint64, 1),
+        trd_category: Option<i32> = optional(int32, 2),
+        need_general_sec_account: Option<bool> = optional(bool, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetAccListS2c {
-    #[prost(message, repeated, tag = "1")]
-    pub acc_list: Vec<TrdAcc>,
+message! {
+    pub struct GetAccListS2c {
+        acc_list: Vec<TrdAcc> = repeated(message, 1),
+    }
 }
 wrappers!(
     GetAccListRequest,
@@ -207,124 +217,89 @@ wrappers!(
     GetAccListS2c
 );
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct AccCashInfo {
-    #[prost(int32, optional, tag = "1")]
-    pub currency: Option<i32>,
-    #[prost(double, optional, tag = "2")]
-    pub cash: Option<f64>,
-    #[prost(double, optional, tag = "3")]
-    pub available_balance: Option<f64>,
-    #[prost(double, optional, tag = "4")]
-    pub net_cash_power: Option<f64>,
+message! {
+    pub struct AccCashInfo {
+        currency: Option<i32> = optional(int32, 1),
+        cash: Option<f64> = optional(double, 2),
+        available_balance: Option<f64> = optional(double, 3),
+        net_cash_power: Option<f64> = optional(double, 4),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Funds {
-    #[prost(double, optional, tag = "1")]
-    pub power: Option<f64>,
-    #[prost(double, optional, tag = "2")]
-    pub total_assets: Option<f64>,
-    #[prost(double, optional, tag = "3")]
-    pub cash: Option<f64>,
-    #[prost(double, optional, tag = "4")]
-    pub market_val: Option<f64>,
-    #[prost(double, optional, tag = "5")]
-    pub frozen_cash: Option<f64>,
-    #[prost(double, optional, tag = "6")]
-    pub debt_cash: Option<f64>,
-    #[prost(double, optional, tag = "7")]
-    pub avl_withdrawal_cash: Option<f64>,
-    #[prost(int32, optional, tag = "8")]
-    pub currency: Option<i32>,
-    #[prost(double, optional, tag = "14")]
-    pub maintenance_margin: Option<f64>,
-    #[prost(message, repeated, tag = "15")]
-    pub cash_info_list: Vec<AccCashInfo>,
+message! {
+    pub struct Funds {
+        power: Option<f64> = optional(double, 1),
+        total_assets: Option<f64> = optional(double, 2),
+        cash: Option<f64> = optional(double, 3),
+        market_val: Option<f64> = optional(double, 4),
+        frozen_cash: Option<f64> = optional(double, 5),
+        debt_cash: Option<f64> = optional(double, 6),
+        avl_withdrawal_cash: Option<f64> = optional(double, 7),
+        currency: Option<i32> = optional(int32, 8),
+        maintenance_margin: Option<f64> = optional(double, 14),
+        cash_info_list: Vec<AccCashInfo> = repeated(message, 15),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetFundsC2s {
-    #[prost(message, optional, tag = "1")]
-    pub header: Option<TrdHeader>,
-    #[prost(bool, optional, tag = "2")]
-    pub refresh_cache: Option<bool>,
-    #[prost(int32, optional, tag = "3")]
-    pub currency: Option<i32>,
+message! {
+    pub struct GetFundsC2s {
+        header: Option<TrdHeader> = optional(message, 1),
+        refresh_cache: Option<bool> = optional(bool, 2),
+        currency: Option<i32> = optional(int32, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetFundsS2c {
-    #[prost(message, optional, tag = "1")]
-    pub header: Option<TrdHeader>,
-    #[prost(message, optional, tag = "2")]
-    pub funds: Option<Funds>,
+message! {
+    pub struct GetFundsS2c {
+        header: Option<TrdHeader> = optional(message, 1),
+        funds: Option<Funds> = optional(message, 2),
+    }
 }
 wrappers!(GetFundsRequest, GetFundsResponse, GetFundsC2s, GetFundsS2c);
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct TrdFilterConditions {
-    #[prost(string, repeated, tag = "1")]
-    pub code_list: Vec<String>,
-    #[prost(uint64, repeated, packed = "false", tag = "2")]
-    pub id_list: Vec<u64>,
-    #[prost(string, optional, tag = "3")]
-    pub begin_time: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    pub end_time: Option<String>,
-    #[prost(string, repeated, tag = "5")]
-    pub order_id_ex_list: Vec<String>,
-    #[prost(int32, optional, tag = "6")]
-    pub filter_market: Option<i32>,
+message! {
+    pub struct TrdFilterConditions {
+        code_list: Vec<String> = repeated(string, 1),
+        id_list: Vec<u64> = repeated(uint64, 2, packed = "false"),
+        begin_time: Option<String> = optional(string, 3),
+        end_time: Option<String> = optional(string, 4),
+        order_id_ex_list: Vec<String> = repeated(string, 5),
+        filter_market: Option<i32> = optional(int32, 6),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Position {
-    #[prost(uint64, optional, tag = "1")]
-    pub position_id: Option<u64>,
-    /// 0 long, 1 short.
-    #[prost(int32, optional, tag = "2")]
-    pub position_side: Option<i32>,
-    #[prost(string, optional, tag = "3")]
-    pub code: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    pub name: Option<String>,
-    #[prost(double, optional, tag = "5")]
-    pub qty: Option<f64>,
-    #[prost(double, optional, tag = "6")]
-    pub can_sell_qty: Option<f64>,
-    #[prost(double, optional, tag = "7")]
-    pub price: Option<f64>,
-    #[prost(double, optional, tag = "9")]
-    pub val: Option<f64>,
-    #[prost(double, optional, tag = "10")]
-    pub pl_val: Option<f64>,
-    #[prost(int32, optional, tag = "12")]
-    pub sec_market: Option<i32>,
-    #[prost(int32, optional, tag = "30")]
-    pub currency: Option<i32>,
-    #[prost(int32, optional, tag = "31")]
-    pub trd_market: Option<i32>,
-    #[prost(double, optional, tag = "33")]
-    pub average_cost_price: Option<f64>,
+message! {
+    pub struct Position {
+        position_id: Option<u64> = optional(uint64, 1),
+        /// 0 long, 1 short.
+        position_side: Option<i32> = optional(int32, 2),
+        code: Option<String> = optional(string, 3),
+        name: Option<String> = optional(string, 4),
+        qty: Option<f64> = optional(double, 5),
+        can_sell_qty: Option<f64> = optional(double, 6),
+        price: Option<f64> = optional(double, 7),
+        val: Option<f64> = optional(double, 9),
+        pl_val: Option<f64> = optional(double, 10),
+        sec_market: Option<i32> = optional(int32, 12),
+        currency: Option<i32> = optional(int32, 30),
+        trd_market: Option<i32> = optional(int32, 31),
+        average_cost_price: Option<f64> = optional(double, 33),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetPositionListC2s {
-    #[prost(message, optional, tag = "1")]
-    pub header: Option<TrdHeader>,
-    #[prost(message, optional, tag = "2")]
-    pub filter_conditions: Option<TrdFilterConditions>,
-    #[prost(bool, optional, tag = "5")]
-    pub refresh_cache: Option<bool>,
+message! {
+    pub struct GetPositionListC2s {
+        header: Option<TrdHeader> = optional(message, 1),
+        filter_conditions: Option<TrdFilterConditions> = optional(message, 2),
+        refresh_cache: Option<bool> = optional(bool, 5),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetPositionListS2c {
-    #[prost(message, optional, tag = "1")]
-    pub header: Option<TrdHeader>,
-    #[prost(message, repeated, tag = "2")]
-    pub position_list: Vec<Position>,
+message! {
+    pub struct GetPositionListS2c {
+        header: Option<TrdHeader> = optional(message, 1),
+        position_list: Vec<Position> = repeated(message, 2),
+    }
 }
 wrappers!(
     GetPositionListRequest,
@@ -333,55 +308,40 @@ wrappers!(
     GetPositionListS2c
 );
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OrderFill {
-    /// 1 buy, 2 sell, 3 sell short, 4 buy back.
-    #[prost(int32, optional, tag = "1")]
-    pub trd_side: Option<i32>,
-    #[prost(uint64, optional, tag = "2")]
-    pub fill_id: Option<u64>,
-    #[prost(string, optional, tag = "3")]
-    pub fill_id_ex: Option<String>,
-    #[prost(uint64, optional, tag = "4")]
-    pub order_id: Option<u64>,
-    #[prost(string, optional, tag = "5")]
-    pub order_id_ex: Option<String>,
-    #[prost(string, optional, tag = "6")]
-    pub code: Option<String>,
-    #[prost(string, optional, tag = "7")]
-    pub name: Option<String>,
-    #[prost(double, optional, tag = "8")]
-    pub qty: Option<f64>,
-    #[prost(double, optional, tag = "9")]
-    pub price: Option<f64>,
-    /// `YYYY-MM-DD HH:MM:SS[.mmm]`, in the exchange's time zone.
-    #[prost(string, optional, tag = "10")]
-    pub create_time: Option<String>,
-    #[prost(int32, optional, tag = "13")]
-    pub sec_market: Option<i32>,
-    #[prost(double, optional, tag = "14")]
-    pub create_timestamp: Option<f64>,
-    /// 0 ok, 1 cancelled, 2 changed.
-    #[prost(int32, optional, tag = "16")]
-    pub status: Option<i32>,
-    #[prost(int32, optional, tag = "17")]
-    pub trd_market: Option<i32>,
+message! {
+    pub struct OrderFill {
+        /// 1 buy, 2 sell, 3 sell short, 4 buy back.
+        trd_side: Option<i32> = optional(int32, 1),
+        fill_id: Option<u64> = optional(uint64, 2),
+        fill_id_ex: Option<String> = optional(string, 3),
+        order_id: Option<u64> = optional(uint64, 4),
+        order_id_ex: Option<String> = optional(string, 5),
+        code: Option<String> = optional(string, 6),
+        name: Option<String> = optional(string, 7),
+        qty: Option<f64> = optional(double, 8),
+        price: Option<f64> = optional(double, 9),
+        /// `YYYY-MM-DD HH:MM:SS[.mmm]`, in the exchange's time zone.
+        create_time: Option<String> = optional(string, 10),
+        sec_market: Option<i32> = optional(int32, 13),
+        create_timestamp: Option<f64> = optional(double, 14),
+        /// 0 ok, 1 cancelled, 2 changed.
+        status: Option<i32> = optional(int32, 16),
+        trd_market: Option<i32> = optional(int32, 17),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetHistoryOrderFillListC2s {
-    #[prost(message, optional, tag = "1")]
-    pub header: Option<TrdHeader>,
-    #[prost(message, optional, tag = "2")]
-    pub filter_conditions: Option<TrdFilterConditions>,
+message! {
+    pub struct GetHistoryOrderFillListC2s {
+        header: Option<TrdHeader> = optional(message, 1),
+        filter_conditions: Option<TrdFilterConditions> = optional(message, 2),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetHistoryOrderFillListS2c {
-    #[prost(message, optional, tag = "1")]
-    pub header: Option<TrdHeader>,
-    #[prost(message, repeated, tag = "2")]
-    pub order_fill_list: Vec<OrderFill>,
+message! {
+    pub struct GetHistoryOrderFillListS2c {
+        header: Option<TrdHeader> = optional(message, 1),
+        order_fill_list: Vec<OrderFill> = repeated(message, 2),
+    }
 }
 wrappers!(
     GetHistoryOrderFillListRequest,
@@ -390,55 +350,40 @@ wrappers!(
     GetHistoryOrderFillListS2c
 );
 
-/// Trd_Common.Order: only what a filled order's book entry needs.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Order {
-    /// 1 buy, 2 sell, 3 sell short, 4 buy back.
-    #[prost(int32, optional, tag = "1")]
-    pub trd_side: Option<i32>,
-    #[prost(int32, optional, tag = "3")]
-    pub order_status: Option<i32>,
-    #[prost(uint64, optional, tag = "4")]
-    pub order_id: Option<u64>,
-    #[prost(string, optional, tag = "5")]
-    pub order_id_ex: Option<String>,
-    #[prost(string, optional, tag = "6")]
-    pub code: Option<String>,
-    #[prost(string, optional, tag = "7")]
-    pub name: Option<String>,
-    #[prost(double, optional, tag = "8")]
-    pub qty: Option<f64>,
-    #[prost(string, optional, tag = "10")]
-    pub create_time: Option<String>,
-    /// The order's last change: for a filled order, when its last fill came.
-    #[prost(string, optional, tag = "11")]
-    pub update_time: Option<String>,
-    #[prost(double, optional, tag = "12")]
-    pub fill_qty: Option<f64>,
-    #[prost(double, optional, tag = "13")]
-    pub fill_avg_price: Option<f64>,
-    #[prost(int32, optional, tag = "15")]
-    pub sec_market: Option<i32>,
-    #[prost(int32, optional, tag = "26")]
-    pub trd_market: Option<i32>,
+message! {
+    /// Trd_Common.Order: only what a filled order's book entry needs.
+    pub struct Order {
+        /// 1 buy, 2 sell, 3 sell short, 4 buy back.
+        trd_side: Option<i32> = optional(int32, 1),
+        order_status: Option<i32> = optional(int32, 3),
+        order_id: Option<u64> = optional(uint64, 4),
+        order_id_ex: Option<String> = optional(string, 5),
+        code: Option<String> = optional(string, 6),
+        name: Option<String> = optional(string, 7),
+        qty: Option<f64> = optional(double, 8),
+        create_time: Option<String> = optional(string, 10),
+        /// The order's last change: for a filled order, when its last fill came.
+        update_time: Option<String> = optional(string, 11),
+        fill_qty: Option<f64> = optional(double, 12),
+        fill_avg_price: Option<f64> = optional(double, 13),
+        sec_market: Option<i32> = optional(int32, 15),
+        trd_market: Option<i32> = optional(int32, 26),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetHistoryOrderListC2s {
-    #[prost(message, optional, tag = "1")]
-    pub header: Option<TrdHeader>,
-    #[prost(message, optional, tag = "2")]
-    pub filter_conditions: Option<TrdFilterConditions>,
-    #[prost(int32, repeated, packed = "false", tag = "3")]
-    pub filter_status_list: Vec<i32>,
+message! {
+    pub struct GetHistoryOrderListC2s {
+        header: Option<TrdHeader> = optional(message, 1),
+        filter_conditions: Option<TrdFilterConditions> = optional(message, 2),
+        filter_status_list: Vec<i32> = repeated(int32, 3, packed = "false"),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetHistoryOrderListS2c {
-    #[prost(message, optional, tag = "1")]
-    pub header: Option<TrdHeader>,
-    #[prost(message, repeated, tag = "2")]
-    pub order_list: Vec<Order>,
+message! {
+    pub struct GetHistoryOrderListS2c {
+        header: Option<TrdHeader> = optional(message, 1),
+        order_list: Vec<Order> = repeated(message, 2),
+    }
 }
 wrappers!(
     GetHistoryOrderListRequest,
@@ -447,24 +392,21 @@ wrappers!(
     GetHistoryOrderListS2c
 );
 
-/// Trd_GetOrderFillList (2211): today's fills; the filter is optional.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOrderFillListC2s {
-    #[prost(message, optional, tag = "1")]
-    pub header: Option<TrdHeader>,
-    #[prost(message, optional, tag = "2")]
-    pub filter_conditions: Option<TrdFilterConditions>,
-    /// false: OpenD's own copy (kept current by the server's pushes).
-    #[prost(bool, optional, tag = "3")]
-    pub refresh_cache: Option<bool>,
+message! {
+    /// Trd_GetOrderFillList (2211): today's fills; the filter is optional.
+    pub struct GetOrderFillListC2s {
+        header: Option<TrdHeader> = optional(message, 1),
+        filter_conditions: Option<TrdFilterConditions> = optional(message, 2),
+        /// false: OpenD's own copy (kept current by the server's pushes).
+        refresh_cache: Option<bool> = optional(bool, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOrderFillListS2c {
-    #[prost(message, optional, tag = "1")]
-    pub header: Option<TrdHeader>,
-    #[prost(message, repeated, tag = "2")]
-    pub order_fill_list: Vec<OrderFill>,
+message! {
+    pub struct GetOrderFillListS2c {
+        header: Option<TrdHeader> = optional(message, 1),
+        order_fill_list: Vec<OrderFill> = repeated(message, 2),
+    }
 }
 wrappers!(
     GetOrderFillListRequest,
@@ -473,25 +415,21 @@ wrappers!(
     GetOrderFillListS2c
 );
 
-/// Trd_GetOrderList (2201): today's orders; the filter is optional.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOrderListC2s {
-    #[prost(message, optional, tag = "1")]
-    pub header: Option<TrdHeader>,
-    #[prost(message, optional, tag = "2")]
-    pub filter_conditions: Option<TrdFilterConditions>,
-    #[prost(int32, repeated, packed = "false", tag = "3")]
-    pub filter_status_list: Vec<i32>,
-    #[prost(bool, optional, tag = "4")]
-    pub refresh_cache: Option<bool>,
+message! {
+    /// Trd_GetOrderList (2201): today's orders; the filter is optional.
+    pub struct GetOrderListC2s {
+        header: Option<TrdHeader> = optional(message, 1),
+        filter_conditions: Option<TrdFilterConditions> = optional(message, 2),
+        filter_status_list: Vec<i32> = repeated(int32, 3, packed = "false"),
+        refresh_cache: Option<bool> = optional(bool, 4),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOrderListS2c {
-    #[prost(message, optional, tag = "1")]
-    pub header: Option<TrdHeader>,
-    #[prost(message, repeated, tag = "2")]
-    pub order_list: Vec<Order>,
+message! {
+    pub struct GetOrderListS2c {
+        header: Option<TrdHeader> = optional(message, 1),
+        order_list: Vec<Order> = repeated(message, 2),
+    }
 }
 wrappers!(
     GetOrderListRequest,
@@ -500,38 +438,33 @@ wrappers!(
     GetOrderListS2c
 );
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OrderFeeItem {
-    #[prost(string, optional, tag = "1")]
-    pub title: Option<String>,
-    #[prost(double, optional, tag = "2")]
-    pub value: Option<f64>,
+message! {
+    pub struct OrderFeeItem {
+        title: Option<String> = optional(string, 1),
+        value: Option<f64> = optional(double, 2),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OrderFee {
-    #[prost(string, optional, tag = "1")]
-    pub order_id_ex: Option<String>,
-    #[prost(double, optional, tag = "2")]
-    pub fee_amount: Option<f64>,
-    #[prost(message, repeated, tag = "3")]
-    pub fee_list: Vec<OrderFeeItem>,
+message! {
+    pub struct OrderFee {
+        order_id_ex: Option<String> = optional(string, 1),
+        fee_amount: Option<f64> = optional(double, 2),
+        fee_list: Vec<OrderFeeItem> = repeated(message, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOrderFeeC2s {
-    #[prost(message, optional, tag = "1")]
-    pub header: Option<TrdHeader>,
-    #[prost(string, repeated, tag = "2")]
-    pub order_id_ex_list: Vec<String>,
+message! {
+    pub struct GetOrderFeeC2s {
+        header: Option<TrdHeader> = optional(message, 1),
+        order_id_ex_list: Vec<String> = repeated(string, 2),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOrderFeeS2c {
-    #[prost(message, optional, tag = "1")]
-    pub header: Option<TrdHeader>,
-    #[prost(message, repeated, tag = "2")]
-    pub order_fee_list: Vec<OrderFee>,
+message! {
+    pub struct GetOrderFeeS2c {
+        header: Option<TrdHeader> = optional(message, 1),
+        order_fee_list: Vec<OrderFee> = repeated(message, 2),
+    }
 }
 wrappers!(
     GetOrderFeeRequest,
@@ -540,115 +473,81 @@ wrappers!(
     GetOrderFeeS2c
 );
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Security {
-    #[prost(int32, optional, tag = "1")]
-    pub market: Option<i32>,
-    #[prost(string, optional, tag = "2")]
-    pub code: Option<String>,
+message! {
+    pub struct Security {
+        market: Option<i32> = optional(int32, 1),
+        code: Option<String> = optional(string, 2),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct SnapshotBasicData {
-    #[prost(message, optional, tag = "1")]
-    pub security: Option<Security>,
-    #[prost(int32, optional, tag = "2")]
-    pub r#type: Option<i32>,
-    #[prost(bool, optional, tag = "3")]
-    pub is_suspend: Option<bool>,
-    #[prost(string, optional, tag = "4")]
-    pub list_time: Option<String>,
-    #[prost(int32, optional, tag = "5")]
-    pub lot_size: Option<i32>,
-    #[prost(double, optional, tag = "6")]
-    pub price_spread: Option<f64>,
-    #[prost(string, optional, tag = "7")]
-    pub update_time: Option<String>,
-    #[prost(double, optional, tag = "8")]
-    pub high_price: Option<f64>,
-    #[prost(double, optional, tag = "9")]
-    pub open_price: Option<f64>,
-    #[prost(double, optional, tag = "10")]
-    pub low_price: Option<f64>,
-    #[prost(double, optional, tag = "11")]
-    pub last_close_price: Option<f64>,
-    #[prost(double, optional, tag = "12")]
-    pub cur_price: Option<f64>,
-    #[prost(int64, optional, tag = "13")]
-    pub volume: Option<i64>,
-    #[prost(double, optional, tag = "14")]
-    pub turnover: Option<f64>,
-    #[prost(double, optional, tag = "15")]
-    pub turnover_rate: Option<f64>,
-    #[prost(double, optional, tag = "17")]
-    pub update_timestamp: Option<f64>,
-    #[prost(double, optional, tag = "18")]
-    pub ask_price: Option<f64>,
-    #[prost(double, optional, tag = "19")]
-    pub bid_price: Option<f64>,
-    #[prost(string, optional, tag = "41")]
-    pub name: Option<String>,
+message! {
+    pub struct SnapshotBasicData {
+        security: Option<Security> = optional(message, 1),
+        r#type: Option<i32> = optional(int32, 2),
+        is_suspend: Option<bool> = optional(bool, 3),
+        list_time: Option<String> = optional(string, 4),
+        lot_size: Option<i32> = optional(int32, 5),
+        price_spread: Option<f64> = optional(double, 6),
+        update_time: Option<String> = optional(string, 7),
+        high_price: Option<f64> = optional(double, 8),
+        open_price: Option<f64> = optional(double, 9),
+        low_price: Option<f64> = optional(double, 10),
+        last_close_price: Option<f64> = optional(double, 11),
+        cur_price: Option<f64> = optional(double, 12),
+        volume: Option<i64> = optional(int64, 13),
+        turnover: Option<f64> = optional(double, 14),
+        turnover_rate: Option<f64> = optional(double, 15),
+        update_timestamp: Option<f64> = optional(double, 17),
+        ask_price: Option<f64> = optional(double, 18),
+        bid_price: Option<f64> = optional(double, 19),
+        name: Option<String> = optional(string, 41),
+    }
 }
 
-/// An option's extra snapshot data (Qot_GetSecuritySnapshot.OptionSnapshotExData).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OptionSnapshotExData {
-    /// `Qot_Common.OptionType`: 1 call, 2 put.
-    #[prost(int32, optional, tag = "1")]
-    pub r#type: Option<i32>,
-    #[prost(message, optional, tag = "2")]
-    pub owner: Option<Security>,
-    /// `yyyy-MM-dd`.
-    #[prost(string, optional, tag = "3")]
-    pub strike_time: Option<String>,
-    #[prost(double, optional, tag = "4")]
-    pub strike_price: Option<f64>,
-    /// Shares per contract, as an integer.
-    #[prost(int32, optional, tag = "5")]
-    pub contract_size: Option<i32>,
-    #[prost(int32, optional, tag = "6")]
-    pub open_interest: Option<i32>,
-    /// A percentage: 20 means 20%.
-    #[prost(double, optional, tag = "7")]
-    pub implied_volatility: Option<f64>,
-    /// A percentage.
-    #[prost(double, optional, tag = "8")]
-    pub premium: Option<f64>,
-    #[prost(double, optional, tag = "9")]
-    pub delta: Option<f64>,
-    #[prost(double, optional, tag = "10")]
-    pub gamma: Option<f64>,
-    #[prost(double, optional, tag = "11")]
-    pub vega: Option<f64>,
-    #[prost(double, optional, tag = "12")]
-    pub theta: Option<f64>,
-    #[prost(double, optional, tag = "13")]
-    pub rho: Option<f64>,
-    #[prost(double, optional, tag = "21")]
-    pub contract_multiplier: Option<f64>,
-    /// Shares per contract, as a float (newer OpenD; adjusted contracts).
-    #[prost(double, optional, tag = "22")]
-    pub contract_size_float: Option<f64>,
+message! {
+    /// An option's extra snapshot data (Qot_GetSecuritySnapshot.OptionSnapshotExData).
+    pub struct OptionSnapshotExData {
+        /// `Qot_Common.OptionType`: 1 call, 2 put.
+        r#type: Option<i32> = optional(int32, 1),
+        owner: Option<Security> = optional(message, 2),
+        /// `yyyy-MM-dd`.
+        strike_time: Option<String> = optional(string, 3),
+        strike_price: Option<f64> = optional(double, 4),
+        /// Shares per contract, as an integer.
+        contract_size: Option<i32> = optional(int32, 5),
+        open_interest: Option<i32> = optional(int32, 6),
+        /// A percentage: 20 means 20%.
+        implied_volatility: Option<f64> = optional(double, 7),
+        /// A percentage.
+        premium: Option<f64> = optional(double, 8),
+        delta: Option<f64> = optional(double, 9),
+        gamma: Option<f64> = optional(double, 10),
+        vega: Option<f64> = optional(double, 11),
+        theta: Option<f64> = optional(double, 12),
+        rho: Option<f64> = optional(double, 13),
+        contract_multiplier: Option<f64> = optional(double, 21),
+        /// Shares per contract, as a float (newer OpenD; adjusted contracts).
+        contract_size_float: Option<f64> = optional(double, 22),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Snapshot {
-    #[prost(message, optional, tag = "1")]
-    pub basic: Option<SnapshotBasicData>,
-    #[prost(message, optional, tag = "4")]
-    pub option_ex_data: Option<OptionSnapshotExData>,
+message! {
+    pub struct Snapshot {
+        basic: Option<SnapshotBasicData> = optional(message, 1),
+        option_ex_data: Option<OptionSnapshotExData> = optional(message, 4),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetSecuritySnapshotC2s {
-    #[prost(message, repeated, tag = "1")]
-    pub security_list: Vec<Security>,
+message! {
+    pub struct GetSecuritySnapshotC2s {
+        security_list: Vec<Security> = repeated(message, 1),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetSecuritySnapshotS2c {
-    #[prost(message, repeated, tag = "1")]
-    pub snapshot_list: Vec<Snapshot>,
+message! {
+    pub struct GetSecuritySnapshotS2c {
+        snapshot_list: Vec<Snapshot> = repeated(message, 1),
+    }
 }
 wrappers!(
     GetSecuritySnapshotRequest,
@@ -657,63 +556,44 @@ wrappers!(
     GetSecuritySnapshotS2c
 );
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct KLine {
-    /// `YYYY-MM-DD HH:MM:SS`, exchange time.
-    #[prost(string, optional, tag = "1")]
-    pub time: Option<String>,
-    #[prost(bool, optional, tag = "2")]
-    pub is_blank: Option<bool>,
-    #[prost(double, optional, tag = "3")]
-    pub high_price: Option<f64>,
-    #[prost(double, optional, tag = "4")]
-    pub open_price: Option<f64>,
-    #[prost(double, optional, tag = "5")]
-    pub low_price: Option<f64>,
-    #[prost(double, optional, tag = "6")]
-    pub close_price: Option<f64>,
-    #[prost(double, optional, tag = "7")]
-    pub last_close_price: Option<f64>,
-    #[prost(int64, optional, tag = "8")]
-    pub volume: Option<i64>,
-    #[prost(double, optional, tag = "9")]
-    pub turnover: Option<f64>,
-    #[prost(double, optional, tag = "13")]
-    pub timestamp: Option<f64>,
+message! {
+    pub struct KLine {
+        /// `YYYY-MM-DD HH:MM:SS`, exchange time.
+        time: Option<String> = optional(string, 1),
+        is_blank: Option<bool> = optional(bool, 2),
+        high_price: Option<f64> = optional(double, 3),
+        open_price: Option<f64> = optional(double, 4),
+        low_price: Option<f64> = optional(double, 5),
+        close_price: Option<f64> = optional(double, 6),
+        last_close_price: Option<f64> = optional(double, 7),
+        volume: Option<i64> = optional(int64, 8),
+        turnover: Option<f64> = optional(double, 9),
+        timestamp: Option<f64> = optional(double, 13),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RequestHistoryKlC2s {
-    /// 0 none, 1 forward, 2 backward.
-    #[prost(int32, optional, tag = "1")]
-    pub rehab_type: Option<i32>,
-    /// 1 1-min, 2 day, 6 5-min, 7 15-min, 9 60-min.
-    #[prost(int32, optional, tag = "2")]
-    pub kl_type: Option<i32>,
-    #[prost(message, optional, tag = "3")]
-    pub security: Option<Security>,
-    #[prost(string, optional, tag = "4")]
-    pub begin_time: Option<String>,
-    #[prost(string, optional, tag = "5")]
-    pub end_time: Option<String>,
-    #[prost(int32, optional, tag = "6")]
-    pub max_ack_kl_num: Option<i32>,
-    #[prost(int64, optional, tag = "7")]
-    pub need_kl_fields_flag: Option<i64>,
-    #[prost(bytes = "vec", optional, tag = "8")]
-    pub next_req_key: Option<Vec<u8>>,
+message! {
+    pub struct RequestHistoryKlC2s {
+        /// 0 none, 1 forward, 2 backward.
+        rehab_type: Option<i32> = optional(int32, 1),
+        /// 1 1-min, 2 day, 6 5-min, 7 15-min, 9 60-min.
+        kl_type: Option<i32> = optional(int32, 2),
+        security: Option<Security> = optional(message, 3),
+        begin_time: Option<String> = optional(string, 4),
+        end_time: Option<String> = optional(string, 5),
+        max_ack_kl_num: Option<i32> = optional(int32, 6),
+        need_kl_fields_flag: Option<i64> = optional(int64, 7),
+        next_req_key: Option<Vec<u8>> = optional(bytes, 8),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RequestHistoryKlS2c {
-    #[prost(message, optional, tag = "1")]
-    pub security: Option<Security>,
-    #[prost(message, repeated, tag = "2")]
-    pub kl_list: Vec<KLine>,
-    #[prost(bytes = "vec", optional, tag = "3")]
-    pub next_req_key: Option<Vec<u8>>,
-    #[prost(string, optional, tag = "4")]
-    pub name: Option<String>,
+message! {
+    pub struct RequestHistoryKlS2c {
+        security: Option<Security> = optional(message, 1),
+        kl_list: Vec<KLine> = repeated(message, 2),
+        next_req_key: Option<Vec<u8>> = optional(bytes, 3),
+        name: Option<String> = optional(string, 4),
+    }
 }
 wrappers!(
     RequestHistoryKlRequest,
@@ -738,69 +618,55 @@ pub mod security_type {
     pub const FUTURE: i32 = 10;
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetStaticInfoC2s {
-    /// `QotMarket`; ignored by OpenD when `security_list` is given.
-    #[prost(int32, optional, tag = "1")]
-    pub market: Option<i32>,
-    /// `SecurityType`.
-    #[prost(int32, optional, tag = "2")]
-    pub sec_type: Option<i32>,
-    #[prost(message, repeated, tag = "3")]
-    pub security_list: Vec<Security>,
+message! {
+    pub struct GetStaticInfoC2s {
+        /// `QotMarket`; ignored by OpenD when `security_list` is given.
+        market: Option<i32> = optional(int32, 1),
+        /// `SecurityType`.
+        sec_type: Option<i32> = optional(int32, 2),
+        security_list: Vec<Security> = repeated(message, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct SecurityStaticBasic {
-    #[prost(message, optional, tag = "1")]
-    pub security: Option<Security>,
-    #[prost(int64, optional, tag = "2")]
-    pub id: Option<i64>,
-    /// Shares per board lot; for options and futures, the contract multiplier.
-    #[prost(int32, optional, tag = "3")]
-    pub lot_size: Option<i32>,
-    #[prost(int32, optional, tag = "4")]
-    pub sec_type: Option<i32>,
-    #[prost(string, optional, tag = "5")]
-    pub name: Option<String>,
-    #[prost(string, optional, tag = "6")]
-    pub list_time: Option<String>,
-    #[prost(bool, optional, tag = "7")]
-    pub delisting: Option<bool>,
-    /// `ExchType`.
-    #[prost(int32, optional, tag = "9")]
-    pub exch_type: Option<i32>,
+message! {
+    pub struct SecurityStaticBasic {
+        security: Option<Security> = optional(message, 1),
+        id: Option<i64> = optional(int64, 2),
+        /// Shares per board lot; for options and futures, the contract multiplier.
+        lot_size: Option<i32> = optional(int32, 3),
+        sec_type: Option<i32> = optional(int32, 4),
+        name: Option<String> = optional(string, 5),
+        list_time: Option<String> = optional(string, 6),
+        delisting: Option<bool> = optional(bool, 7),
+        /// `ExchType`.
+        exch_type: Option<i32> = optional(int32, 9),
+    }
 }
 
-/// `Qot_Common.OptionStaticExData`: an option's static data.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OptionStaticExData {
-    /// `Qot_Common.OptionType`: 1 call, 2 put.
-    #[prost(int32, optional, tag = "1")]
-    pub r#type: Option<i32>,
-    #[prost(message, optional, tag = "2")]
-    pub owner: Option<Security>,
-    /// The expiry, `yyyy-MM-dd`.
-    #[prost(string, optional, tag = "3")]
-    pub strike_time: Option<String>,
-    #[prost(double, optional, tag = "4")]
-    pub strike_price: Option<f64>,
-    #[prost(bool, optional, tag = "5")]
-    pub suspend: Option<bool>,
+message! {
+    /// `Qot_Common.OptionStaticExData`: an option's static data.
+    pub struct OptionStaticExData {
+        /// `Qot_Common.OptionType`: 1 call, 2 put.
+        r#type: Option<i32> = optional(int32, 1),
+        owner: Option<Security> = optional(message, 2),
+        /// The expiry, `yyyy-MM-dd`.
+        strike_time: Option<String> = optional(string, 3),
+        strike_price: Option<f64> = optional(double, 4),
+        suspend: Option<bool> = optional(bool, 5),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct SecurityStaticInfo {
-    #[prost(message, optional, tag = "1")]
-    pub basic: Option<SecurityStaticBasic>,
-    #[prost(message, optional, tag = "3")]
-    pub option_ex_data: Option<OptionStaticExData>,
+message! {
+    pub struct SecurityStaticInfo {
+        basic: Option<SecurityStaticBasic> = optional(message, 1),
+        option_ex_data: Option<OptionStaticExData> = optional(message, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetStaticInfoS2c {
-    #[prost(message, repeated, tag = "1")]
-    pub static_info_list: Vec<SecurityStaticInfo>,
+message! {
+    pub struct GetStaticInfoS2c {
+        static_info_list: Vec<SecurityStaticInfo> = repeated(message, 1),
+    }
 }
 wrappers!(
     GetStaticInfoRequest,
@@ -819,28 +685,26 @@ pub const GET_OPTION_CHAIN: u32 = 3209;
 pub const OPTION_CALL: i32 = 1;
 pub const OPTION_PUT: i32 = 2;
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOptionExpirationDateC2s {
-    #[prost(message, optional, tag = "1")]
-    pub owner: Option<Security>,
+message! {
+    pub struct GetOptionExpirationDateC2s {
+        owner: Option<Security> = optional(message, 1),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OptionExpirationDate {
-    /// `yyyy-MM-dd` (the exchange's date).
-    #[prost(string, optional, tag = "1")]
-    pub strike_time: Option<String>,
-    #[prost(double, optional, tag = "2")]
-    pub strike_timestamp: Option<f64>,
-    /// Days to expiry; negative: expired.
-    #[prost(int32, optional, tag = "3")]
-    pub option_expiry_date_distance: Option<i32>,
+message! {
+    pub struct OptionExpirationDate {
+        /// `yyyy-MM-dd` (the exchange's date).
+        strike_time: Option<String> = optional(string, 1),
+        strike_timestamp: Option<f64> = optional(double, 2),
+        /// Days to expiry; negative: expired.
+        option_expiry_date_distance: Option<i32> = optional(int32, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOptionExpirationDateS2c {
-    #[prost(message, repeated, tag = "1")]
-    pub date_list: Vec<OptionExpirationDate>,
+message! {
+    pub struct GetOptionExpirationDateS2c {
+        date_list: Vec<OptionExpirationDate> = repeated(message, 1),
+    }
 }
 wrappers!(
     GetOptionExpirationDateRequest,
@@ -849,40 +713,35 @@ wrappers!(
     GetOptionExpirationDateS2c
 );
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOptionChainC2s {
-    #[prost(message, optional, tag = "1")]
-    pub owner: Option<Security>,
-    /// `yyyy-MM-dd`: the first expiry of the window.
-    #[prost(string, optional, tag = "4")]
-    pub begin_time: Option<String>,
-    /// `yyyy-MM-dd`: the last expiry of the window (at most 30 days after the first).
-    #[prost(string, optional, tag = "5")]
-    pub end_time: Option<String>,
+message! {
+    pub struct GetOptionChainC2s {
+        owner: Option<Security> = optional(message, 1),
+        /// `yyyy-MM-dd`: the first expiry of the window.
+        begin_time: Option<String> = optional(string, 4),
+        /// `yyyy-MM-dd`: the last expiry of the window (at most 30 days after the first).
+        end_time: Option<String> = optional(string, 5),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OptionItem {
-    #[prost(message, optional, tag = "1")]
-    pub call: Option<SecurityStaticInfo>,
-    #[prost(message, optional, tag = "2")]
-    pub put: Option<SecurityStaticInfo>,
+message! {
+    pub struct OptionItem {
+        call: Option<SecurityStaticInfo> = optional(message, 1),
+        put: Option<SecurityStaticInfo> = optional(message, 2),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct OptionChainOfExpiry {
-    #[prost(string, optional, tag = "1")]
-    pub strike_time: Option<String>,
-    #[prost(message, repeated, tag = "2")]
-    pub option: Vec<OptionItem>,
-    #[prost(double, optional, tag = "3")]
-    pub strike_timestamp: Option<f64>,
+message! {
+    pub struct OptionChainOfExpiry {
+        strike_time: Option<String> = optional(string, 1),
+        option: Vec<OptionItem> = repeated(message, 2),
+        strike_timestamp: Option<f64> = optional(double, 3),
+    }
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct GetOptionChainS2c {
-    #[prost(message, repeated, tag = "1")]
-    pub option_chain: Vec<OptionChainOfExpiry>,
+message! {
+    pub struct GetOptionChainS2c {
+        option_chain: Vec<OptionChainOfExpiry> = repeated(message, 1),
+    }
 }
 wrappers!(
     GetOptionChainRequest,

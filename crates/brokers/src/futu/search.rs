@@ -124,7 +124,6 @@ impl OpenDBroker {
                                 security_list: Vec::new(),
                             }),
                         },
-                        |r: &proto::GetStaticInfoResponse| (r.ret_type, r.ret_msg.clone()),
                     )
                     .await
                 })

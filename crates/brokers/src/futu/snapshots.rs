@@ -168,7 +168,6 @@ impl OpenDBroker {
                         security_list: securities,
                     }),
                 },
-                |r: &proto::GetSecuritySnapshotResponse| (r.ret_type, r.ret_msg.clone()),
             )
             .await?;
         Ok(resp.s2c.map(|s| s.snapshot_list).unwrap_or_default())
