@@ -92,6 +92,15 @@ fn flex(c: &mut Criterion) {
     let options = FlexOptions::default();
     for n in [20_000usize, 200_000] {
         let xml = statement(n);
+        // Both paths timed below must build the whole book, not time a refusal.
+        let whole = |book: Result<tradedesk_core::Book, _>| book.is_ok_and(|b| b.fills.len() == n);
+        assert!(
+            flex_to_book(&xml, &options).is_ok_and(|import| {
+                whole(import.to_book("bench"))
+                    && whole(parse_book("bench", &import.to_json().to_string()))
+            }),
+            "the statement of {n} executions does not import whole"
+        );
         group.throughput(Throughput::Elements(n as u64));
         group.bench_with_input(BenchmarkId::new("import_to_book", n), &xml, |b, xml| {
             b.iter(|| {

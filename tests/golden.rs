@@ -11,18 +11,28 @@
 
 use std::path::PathBuf;
 
+#[path = "common/cli.rs"]
+mod cli;
+use cli::tradedesk;
+
 use serde_json::{Value, json};
 use tradedesk_tools::config::demo_context;
 use tradedesk_tools::{call, tools};
 
 fn golden(name: &str, actual: &Value) -> Option<String> {
+    let text = format!("{}\n", serde_json::to_string_pretty(actual).unwrap());
+    golden_text(&format!("{name}.json"), &text)
+}
+
+/// `text` against the file `tests/golden/{file}`, byte for byte: `None` when they are
+/// the same (or when UPDATE_GOLDEN=1 writes it), else what differs.
+fn golden_text(file: &str, text: &str) -> Option<String> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden")
-        .join(format!("{name}.json"));
-    let text = format!("{}\n", serde_json::to_string_pretty(actual).unwrap());
+        .join(file);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &text).unwrap();
+        std::fs::write(&path, text).unwrap();
         return None;
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
@@ -33,10 +43,58 @@ fn golden(name: &str, actual: &Value) -> Option<String> {
     });
     (expected != text).then(|| {
         format!(
-            "{name}: result differs from {} (UPDATE_GOLDEN=1 to accept)",
+            "{file}: result differs from {} (UPDATE_GOLDEN=1 to accept)",
             path.display()
         )
     })
+}
+
+/// `tradedesk import flex` on each of our own Flex statements writes the same book file,
+/// byte for byte, as the one pinned here (the file the import wrote before its rows
+/// were typed, checked against that binary when the goldens were made).
+#[test]
+fn import_flex_writes_the_golden_book_of_each_fixture_statement() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/flex");
+    let runs: [(&str, &[&str]); 4] = [
+        ("ibkr-flex-two-accounts", &[]),
+        ("ibkr-flex-iso-dates", &[]),
+        ("ibkr-flex-corporate-actions", &[]),
+        (
+            "ibkr-flex-corporate-actions",
+            &["--cost-fraction", "GENV=0.3"],
+        ),
+    ];
+    let mut diffs = Vec::new();
+    for (stem, extra) in runs {
+        let out = dir.path().join(format!("{stem}.json"));
+        let (xml, out_s) = (
+            fixtures.join(format!("{stem}.xml")),
+            out.display().to_string(),
+        );
+        let mut argv = vec![
+            "import",
+            "flex",
+            xml.to_str().unwrap(),
+            "--out",
+            &out_s,
+            "--force",
+        ];
+        argv.extend(extra);
+        let run = tradedesk(&argv);
+        assert!(
+            run.status.success(),
+            "{stem} {extra:?}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let name = if extra.is_empty() {
+            format!("import_flex_{stem}.json")
+        } else {
+            format!("import_flex_{stem}_cost_fraction.json")
+        };
+        diffs.extend(golden_text(&name, &std::fs::read_to_string(&out).unwrap()));
+    }
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
 
 #[test]

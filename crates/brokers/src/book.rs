@@ -150,12 +150,36 @@ pub fn parse_book_validating(source: &str, text: &str) -> Result<Book, BookError
 }
 
 /// Validates a book given as typed rows (an adapter's own, such as the Flex import's)
-/// and assembles it: the same rules as [`parse_book_validating`] on the file the rows
-/// serialize to, and the same issues at the same paths, with no JSON text between.
+/// and assembles it: the same rules as [`parse_book`] on the file the rows serialize
+/// to, with no JSON text between. As for a file, a typed first pass builds the book
+/// straight from the rows, checking every rule as it goes; only when it meets a broken
+/// rule does the path-naming validator run ([`assemble_rows_validating`]), so the
+/// refusal names the same issues at the same paths, in the same order.
 ///
 /// # Errors
 /// A [`BookError`] with each broken rule and its path.
 pub fn assemble_rows(source: &str, rows: &BookRows) -> Result<Book, BookError> {
+    match fast::rows_book(rows) {
+        Some(book) => Ok(book),
+        None => assemble_rows_validating(source, rows),
+    }
+}
+
+/// The typed first pass over rows alone: the book when every rule holds, `None` at the
+/// first fault. What [`assemble_rows`] tries first; public so tests can hold it against
+/// [`assemble_rows_validating`].
+#[must_use]
+pub fn assemble_rows_fast(rows: &BookRows) -> Option<Book> {
+    fast::rows_book(rows)
+}
+
+/// The path-naming validator over typed rows alone: each broken rule reported with its
+/// path (`fills[12].price: must be >= 0`). The reference the typed pass of
+/// [`assemble_rows`] is held to.
+///
+/// # Errors
+/// A [`BookError`] with each broken rule and its path.
+pub fn assemble_rows_validating(source: &str, rows: &BookRows) -> Result<Book, BookError> {
     let mut v = Validator::default();
     match v.assemble(rows) {
         Some(book) if v.issues.is_empty() => Ok(book),
@@ -164,6 +188,27 @@ pub fn assemble_rows(source: &str, rows: &BookRows) -> Result<Book, BookError> {
             issues: v.issues,
         }),
     }
+}
+
+/// Everything a book holds, as text that two equal books write alike (for tests that
+/// hold two ways of building a book against each other).
+#[cfg(test)]
+pub(crate) fn fingerprint(book: &Book) -> String {
+    format!(
+        "{}\n{:?}",
+        write_book(book),
+        (
+            &book.accounts,
+            &book.instruments,
+            &book.fills,
+            &book.cash,
+            &book.reported_positions,
+            &book.corporate_actions,
+            &book.action_fills,
+            &book.notes,
+            &book.unknown_specs,
+        )
+    )
 }
 
 /// One field of an item as the rules see it: absent (or JSON `null`), text, a flag, or

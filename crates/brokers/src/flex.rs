@@ -3583,6 +3583,7 @@ mod tests {
     #![allow(clippy::too_many_lines)]
 
     use super::*;
+    use crate::book::fingerprint;
     use serde_json::Value;
 
     /// Two accounts, every section, every row kind the import handles.
@@ -3676,31 +3677,20 @@ mod tests {
             ),
             (typed, loaded) => assert_eq!(typed.err(), loaded.err()),
         }
+        // The typed first pass and the path-naming validator over the rows agree too.
+        assert_eq!(
+            crate::book::assemble_rows_fast(&import.rows).map(|b| fingerprint(&b)),
+            crate::book::assemble_rows_validating("flex", &import.rows)
+                .ok()
+                .map(|b| fingerprint(&b)),
+            "the fast pass and the validator give different books"
+        );
         Imported {
             book: import.to_json(),
             notes: import.notes,
             fills: import.fills,
             skipped: import.skipped,
         }
-    }
-
-    /// Everything a book holds, as text that two equal books write alike.
-    fn fingerprint(book: &tradedesk_core::Book) -> String {
-        format!(
-            "{}\n{:?}",
-            crate::book::write_book(book),
-            (
-                &book.accounts,
-                &book.instruments,
-                &book.fills,
-                &book.cash,
-                &book.reported_positions,
-                &book.corporate_actions,
-                &book.action_fills,
-                &book.notes,
-                &book.unknown_specs,
-            )
-        )
     }
 
     fn import(xml: &str) -> Imported {

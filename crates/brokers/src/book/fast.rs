@@ -11,6 +11,11 @@
 //! or at a form it leaves to the validator (a key given twice, an escaped symbol), it
 //! gives up and `super::parse_book` runs the path-naming validator, which is the
 //! reference. A book this pass accepts is one the validator accepts, and the same book.
+//!
+//! `rows_book` is the same pass over typed rows (`super::BookRows`, the Flex import's):
+//! each fill through the same `Fills::fill`, the other sections through the same
+//! functions as a file's (`finish`), the rows' strings borrowed; at a fault
+//! `super::assemble_rows` runs the path-naming validator over the rows.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -29,8 +34,9 @@ use tradedesk_core::{
     InstrumentIdx,
 };
 
+use super::rows::{self, BookRows, KeyedRow};
 use super::{
-    FORMAT, NON_NEGATIVE, POSITIVE, Refs, Validator, cash_kind_rule, cash_sign_rule,
+    FORMAT, Item, NON_NEGATIVE, POSITIVE, Refs, Validator, cash_kind_rule, cash_sign_rule,
     commission_known_rule, currency_rule, date_rule, decimal_rule, fill_id_rule, opening_note,
     side_rule, text_rule, time_rule,
 };
@@ -65,37 +71,129 @@ pub(super) fn book(text: &str) -> Option<Book> {
     .ok()?;
     let accounts_items = items(accounts?)?;
     let instrument_items = items(instruments?)?;
-    let cash_rows = section::<Obj<CashRow<'_>>>(cash_rows)?;
-    let mark_rows = section::<Obj<MarkRow<'_>>>(mark_rows)?;
-    let fx_rows = section::<Obj<FxRow<'_>>>(fx_rows)?;
     let reported_items = section::<Value<'_>>(reported_positions)?;
     let opening_items = section::<Value<'_>>(opening_positions)?;
     let action_items = section::<Value<'_>>(corporate_actions)?;
+    finish(Parts {
+        base_currency,
+        as_of,
+        accounts: &accounts_items,
+        instruments: &instrument_items,
+        fills,
+        cash: unwrap_objects(section::<Obj<CashRow<'_>>>(cash_rows)?),
+        marks: unwrap_objects(section::<Obj<MarkRow<'_>>>(mark_rows)?),
+        fx_rates: unwrap_objects(section::<Obj<FxRow<'_>>>(fx_rows)?),
+        reported_positions: &reported_items,
+        opening_positions: &opening_items,
+        corporate_actions: &action_items,
+    })
+}
+
+/// The book of typed rows (an adapter's, such as the Flex import's) when every rule
+/// holds; `None` at the first fault, where `super::assemble_rows` runs the path-naming
+/// validator. The same rule functions as for a file, each fill through
+/// [`Fills::fill`]; the rows' strings are borrowed, not copied.
+pub(super) fn rows_book(rows: &BookRows) -> Option<Book> {
+    let base_currency = currency_rule(text_rule(&rows.base_currency).ok()?).ok()?;
+    let as_of = date_rule("as_of", text_rule(&rows.as_of).ok()?).ok()?;
+    let mut fills = Fills::with_capacity(rows.fills.len());
+    for row in &rows.fills {
+        let fill = fills.fill(&FillRow::typed(row))?;
+        fills.fills.push(fill);
+    }
+    // `Fills::resolve` walks each part's hashes sorted.
+    fills.id_hashes.sort_unstable();
+    let opening: &[KeyedRow] = &[];
+    finish(Parts {
+        base_currency,
+        as_of,
+        accounts: &rows.accounts,
+        instruments: &rows.instruments,
+        fills: vec![fills],
+        cash: rows
+            .cash
+            .iter()
+            .map(|r| CashRow {
+                account: &r.account,
+                kind: &r.kind,
+                amount: &r.amount,
+                currency: &r.currency,
+                time: &r.time,
+            })
+            .collect(),
+        marks: rows
+            .marks
+            .iter()
+            .map(|r| MarkRow {
+                exchange: &r.exchange,
+                symbol: &r.symbol,
+                price: &r.price,
+                date: &r.date,
+            })
+            .collect(),
+        fx_rates: rows
+            .fx_rates
+            .iter()
+            .map(|r| FxRow {
+                base: &r.base,
+                quote: &r.quote,
+                rate: &r.rate,
+                date: &r.date,
+            })
+            .collect(),
+        reported_positions: &rows.reported_positions,
+        opening_positions: opening,
+        corporate_actions: &rows.corporate_actions,
+    })
+}
+
+/// A book's sections as the typed pass has read them, from a file or from typed rows:
+/// the head checked, the fills checked and made (not yet resolved), the small sections
+/// that refer to the rest still as items for the validator.
+struct Parts<'p, 'a, A, I, P, O, C> {
+    base_currency: Currency,
+    as_of: NaiveDate,
+    accounts: &'p [A],
+    instruments: &'p [I],
+    fills: Vec<Fills<'a>>,
+    cash: Vec<CashRow<'a>>,
+    marks: Vec<MarkRow<'a>>,
+    fx_rates: Vec<FxRow<'a>>,
+    reported_positions: &'p [P],
+    opening_positions: &'p [O],
+    corporate_actions: &'p [C],
+}
+
+/// The book of the parts when every rule holds across sections (each reference
+/// resolved, each id once); `None` at the first fault.
+fn finish<A: Item, I: Item, P: Item, O: Item, C: Item>(
+    parts: Parts<'_, '_, A, I, P, O, C>,
+) -> Option<Book> {
     let mut v = Validator::default();
-    let accounts = v.accounts(&accounts_items);
-    let (instruments, unknown_specs) = v.instruments(&instrument_items);
+    let accounts = v.accounts(parts.accounts);
+    let (instruments, unknown_specs) = v.instruments(parts.instruments);
     if !v.issues.is_empty() {
         return None;
     }
     let index = super::Index::new(&accounts, &instruments);
     let refs = index.refs(&accounts, &instruments);
-    let mut fills = Fills::resolve(fills, &refs)?;
-    let cash = cash(cash_rows, &refs)?;
-    let marks = marks(mark_rows, &refs)?;
-    let fx_rates = fx_rates(fx_rows)?;
-    let reported_positions = v.reported(&reported_items, &refs);
-    let opening = v.opening_positions(&opening_items, &refs, &marks);
+    let mut fills = Fills::resolve(parts.fills, &refs)?;
+    let cash = cash(parts.cash, &refs)?;
+    let marks = marks(parts.marks, &refs)?;
+    let fx_rates = fx_rates(parts.fx_rates)?;
+    let reported_positions = v.reported(parts.reported_positions, &refs);
+    let opening = v.opening_positions(parts.opening_positions, &refs, &marks);
     let notes: Vec<String> = opening_note(&opening).into_iter().collect();
     fills.extend(opening);
-    let corporate_actions = v.corporate_actions(&action_items, &refs, &fills);
+    let corporate_actions = v.corporate_actions(parts.corporate_actions, &refs, &fills);
     if !v.issues.is_empty() {
         return None;
     }
     drop(refs);
     drop(index);
     Some(Book::assemble(BookParts {
-        base_currency,
-        as_of,
+        base_currency: parts.base_currency,
+        as_of: parts.as_of,
         accounts,
         instruments,
         fills,
@@ -109,6 +207,11 @@ pub(super) fn book(text: &str) -> Option<Book> {
         tickets: Vec::new(),
         margin_modes: Vec::new(),
     }))
+}
+
+/// Rows read only from JSON objects, as rows.
+fn unwrap_objects<T>(rows: Vec<Obj<T>>) -> Vec<T> {
+    rows.into_iter().map(|Obj(row)| row).collect()
 }
 
 /// A required section the validator reads as it stands: an array of JSON values.
@@ -162,6 +265,29 @@ struct FillRow<'a> {
     commission_known: Option<bool>,
     time: &'a str,
     closes: Option<bool>,
+}
+
+impl<'a> FillRow<'a> {
+    /// A typed row's fields as the scan reads them (no packed keys: each name is
+    /// interned by its text).
+    fn typed(row: &'a rows::FillRow) -> Self {
+        Self {
+            id: Cow::Borrowed(&row.id),
+            account_key: None,
+            instrument_key: None,
+            account: &row.account,
+            exchange: &row.exchange,
+            symbol: &row.symbol,
+            side: &row.side,
+            quantity: &row.quantity,
+            price: &row.price,
+            commission: row.commission.as_deref(),
+            commission_currency: row.commission_currency.as_deref(),
+            commission_known: row.commission_known,
+            time: &row.time,
+            closes: row.closes,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -461,9 +587,9 @@ fn fast_time(
         .single()
 }
 
-fn cash(rows: Vec<Obj<CashRow<'_>>>, refs: &Refs<'_>) -> Option<Vec<CashEntry>> {
+fn cash(rows: Vec<CashRow<'_>>, refs: &Refs<'_>) -> Option<Vec<CashEntry>> {
     rows.into_iter()
-        .map(|Obj(row)| {
+        .map(|row| {
             let account = *refs.accounts.get(text_rule(row.account).ok()?)?;
             let kind = cash_kind_rule(text_rule(row.kind).ok()?).ok()?;
             let amount = decimal_rule(row.amount, None).ok()?;
@@ -482,12 +608,12 @@ fn cash(rows: Vec<Obj<CashRow<'_>>>, refs: &Refs<'_>) -> Option<Vec<CashEntry>> 
 }
 
 fn marks(
-    rows: Vec<Obj<MarkRow<'_>>>,
+    rows: Vec<MarkRow<'_>>,
     refs: &Refs<'_>,
 ) -> Option<Vec<(InstrumentIdx, NaiveDate, Decimal)>> {
     let mut seen: HashSet<(InstrumentIdx, NaiveDate), Quick> = HashSet::default();
     rows.into_iter()
-        .map(|Obj(row)| {
+        .map(|row| {
             let key = (text_rule(row.exchange).ok()?, text_rule(row.symbol).ok()?);
             let instrument = *refs.instruments.get(&key)?;
             let price = decimal_rule(row.price, Some(NON_NEGATIVE)).ok()?;
@@ -498,10 +624,10 @@ fn marks(
         .collect()
 }
 
-fn fx_rates(rows: Vec<Obj<FxRow<'_>>>) -> Option<Vec<FxQuote>> {
+fn fx_rates(rows: Vec<FxRow<'_>>) -> Option<Vec<FxQuote>> {
     let mut seen: HashSet<(Currency, Currency, NaiveDate), Quick> = HashSet::default();
     rows.into_iter()
-        .map(|Obj(row)| {
+        .map(|row| {
             let base = currency_rule(text_rule(row.base).ok()?).ok()?;
             let quote = currency_rule(text_rule(row.quote).ok()?).ok()?;
             let rate = decimal_rule(row.rate, Some(POSITIVE)).ok()?;

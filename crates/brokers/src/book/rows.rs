@@ -331,7 +331,10 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use super::*;
-    use crate::book::{BookError, assemble_rows, parse_book_validating};
+    use crate::book::{
+        BookError, assemble_rows, assemble_rows_fast, assemble_rows_validating, fingerprint,
+        parse_book_validating,
+    };
 
     fn rows() -> BookRows {
         let mut split = KeyedRow::new();
@@ -454,10 +457,11 @@ mod tests {
         assert_eq!(typed, loaded);
     }
 
-    #[test]
-    fn broken_rows_are_refused_as_their_file_is() {
-        type Edit = fn(&mut BookRows);
-        let edits: [(&str, Edit); 12] = [
+    type Edit = fn(&mut BookRows);
+
+    /// The broken-row kinds: each edit breaks one rule of good rows.
+    fn broken() -> [(&'static str, Edit); 12] {
+        [
             ("a price that is no decimal", |r| {
                 r.fills[0].price = "9e2".into();
             }),
@@ -483,13 +487,83 @@ mod tests {
             ("an action of no kind", |r| {
                 r.corporate_actions[0].insert("kind", "merger");
             }),
-        ];
-        for (what, edit) in edits {
+        ]
+    }
+
+    #[test]
+    fn broken_rows_are_refused_as_their_file_is() {
+        for (what, edit) in broken() {
             let mut broken = rows();
             edit(&mut broken);
             let (typed, loaded) = both(&broken);
             assert!(typed.is_err(), "{what}: accepted");
             assert_eq!(typed, loaded, "{what}");
+        }
+    }
+
+    /// Good rows in the forms the fast pass reads on its own paths: the fill's
+    /// commission currency taken from its instrument, a closing fill, an unknown
+    /// commission, a time in UTC and one with a fraction, several fills of two
+    /// instruments, no corporate actions.
+    fn good() -> [(&'static str, Edit); 7] {
+        [
+            ("the rows as they are", |_| {}),
+            ("no commission currency", |r| {
+                r.fills[0].commission_currency = None;
+            }),
+            ("a closing fill", |r| r.fills[0].closes = Some(true)),
+            ("an unknown commission", |r| {
+                r.fills[0].commission = None;
+                r.fills[0].commission_known = Some(false);
+            }),
+            ("times in UTC and with a fraction", |r| {
+                r.fills[0].time = "2024-03-04T15:15:00Z".into();
+                r.cash[0].time = "2024-01-02T00:00:00.250+01:00".into();
+            }),
+            ("several fills of two instruments", |r| {
+                let mut amd = r.instruments[0].clone();
+                amd.symbol = "AMD".into();
+                r.instruments.push(amd);
+                for (i, symbol) in ["AMD", "NVDA", "AMD"].into_iter().enumerate() {
+                    let mut fill = r.fills[0].clone();
+                    fill.id = format!("E{}", i + 2);
+                    fill.symbol = symbol.into();
+                    fill.time = format!("2024-03-0{}T10:15:00-05:00", i + 5);
+                    r.fills.push(fill);
+                }
+            }),
+            ("no corporate actions", |r| r.corporate_actions.clear()),
+        ]
+    }
+
+    #[test]
+    fn the_fast_pass_builds_the_book_the_validator_builds() {
+        for (what, edit) in good() {
+            let mut good = rows();
+            edit(&mut good);
+            let fast = assemble_rows_fast(&good)
+                .unwrap_or_else(|| panic!("{what}: the fast pass refuses good rows"));
+            let validated = assemble_rows_validating("book.json", &good)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(fingerprint(&fast), fingerprint(&validated), "{what}");
+            let (typed, loaded) = both(&good);
+            assert_eq!(typed, loaded, "{what}");
+        }
+    }
+
+    #[test]
+    fn the_fast_pass_leaves_each_broken_row_to_the_validator_and_its_error() {
+        for (what, edit) in broken() {
+            let mut broken = rows();
+            edit(&mut broken);
+            assert!(assemble_rows_fast(&broken).is_none(), "{what}: accepted");
+            let validated = assemble_rows_validating("book.json", &broken).map(|b| fingerprint(&b));
+            assert!(validated.is_err(), "{what}: the validator accepts it");
+            assert_eq!(
+                assemble_rows("book.json", &broken).map(|b| fingerprint(&b)),
+                validated,
+                "{what}"
+            );
         }
     }
 }
