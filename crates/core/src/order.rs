@@ -198,9 +198,9 @@ impl OrderTerms {
 /// decimal normalized, the symbol as typed upper-cased, the ticket trimmed). The guard's
 /// rules decide on it (docs/methodology/trading.md), and everything else an order becomes
 /// is derived from it once: the request its broker receives (only from the order the
-/// rules passed, `CheckedOrder::request` in `crates/tools`), the text its idempotency key and confirmation token are bound to
-/// ([`Order::bound_text`]) and the question that asks the user to confirm it
-/// ([`Order::confirmation_text`]). The view the tools answer with is derived from it in
+/// rules passed, `CheckedOrder::request` in `crates/tools`), the text its idempotency
+/// key and confirmation token are bound to ([`Order::bound_text`]) and the question that
+/// asks the user to confirm it ([`Order::confirmation_text`]). The view the tools answer with is derived from it in
 /// `crates/tools` (`NormalizedView`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Order {
