@@ -14,7 +14,7 @@ use serde_json::json;
 use tradedesk_brokers::demo::{DEMO_SOURCE, demo_book};
 use tradedesk_brokers::sim::{Clock, ManualClock, SimBroker, SimConfig};
 use tradedesk_brokers::{BookBroker, Broker};
-use tradedesk_core::{InstrumentKey, Mode, Order, OrderRequest, OrderType, Side, TimeInForce};
+use tradedesk_core::{InstrumentKey, Mode, OrderRequest, OrderTerms, OrderType, Side, TimeInForce};
 use tradedesk_store::Store;
 use tradedesk_tools::config::{State, TradingConfig, trading_for};
 use tradedesk_tools::{ToolContext, call};
@@ -40,16 +40,19 @@ fn request(i: usize, order_type: OrderType, limit: Option<Decimal>) -> OrderRequ
     } else {
         Side::Sell
     };
-    let mut order = Order::market("SIM", "NASDAQ:AAPL", side, Decimal::ONE, Mode::Paper);
-    order.terms.order_type = order_type;
-    order.terms.limit_price = limit;
-    order.terms.time_in_force = TimeInForce::Gtc;
-    order.request(
-        &InstrumentKey::new("NASDAQ", "AAPL"),
-        Decimal::ONE,
-        format!("bench-{i}"),
-        false,
-    )
+    // Straight to the sim, past the guard (which has its own benchmark).
+    OrderRequest {
+        terms: OrderTerms {
+            order_type,
+            limit_price: limit,
+            time_in_force: TimeInForce::Gtc,
+            ..OrderTerms::market("SIM", side, Mode::Paper)
+        },
+        key: InstrumentKey::new("NASDAQ", "AAPL"),
+        quantity: Decimal::ONE,
+        client_order_id: format!("bench-{i}"),
+        reduce_only: false,
+    }
 }
 
 /// `n` market orders, alternating buy and sell (so the position stays small), on a

@@ -479,19 +479,17 @@ async fn an_order_the_ea_has_not_taken_is_withdrawn_on_lookup_and_never_runs() {
     broker.quote("MT", "EURUSD").await.unwrap();
     ea.set_mode(EaMode::Frozen);
     let quantity = rust_decimal::Decimal::new(1, 2);
-    let order = tradedesk_core::Order::market(
-        "MT",
-        "EURUSD",
-        tradedesk_core::Side::Buy,
+    let order = tradedesk_core::OrderRequest {
+        terms: tradedesk_core::OrderTerms::market(
+            "MT",
+            tradedesk_core::Side::Buy,
+            tradedesk_core::Mode::Paper,
+        ),
+        key: tradedesk_core::InstrumentKey::new("FX", "EURUSD"),
         quantity,
-        tradedesk_core::Mode::Paper,
-    )
-    .request(
-        &tradedesk_core::InstrumentKey::new("FX", "EURUSD"),
-        quantity,
-        "hang-1".into(),
-        false,
-    );
+        client_order_id: "hang-1".into(),
+        reduce_only: false,
+    };
     match broker.place(&order).await {
         Err(tradedesk_brokers::BrokerError::Uncertain { .. }) => {}
         other => panic!("{other:?}"),

@@ -197,10 +197,10 @@ impl OrderTerms {
 /// An order as the trading tools take it, parsed once from a tool's arguments (every
 /// decimal normalized, the symbol as typed upper-cased, the ticket trimmed). The guard's
 /// rules decide on it (docs/methodology/trading.md), and everything else an order becomes
-/// is derived from it here, once: the request its broker receives ([`Order::request`]),
-/// the text its idempotency key and confirmation token are bound to
-/// ([`Order::bound_text`]) and the question that asks the user to confirm it
-/// ([`Order::confirmation_text`]). The view the tools answer with is derived from it in
+/// is derived from it once: the request its broker receives (only from the order the
+/// rules passed, `CheckedOrder::request` in `crates/tools`), the text its idempotency
+/// key and confirmation token are bound to ([`Order::bound_text`]) and the question that
+/// asks the user to confirm it ([`Order::confirmation_text`]). The view the tools answer with is derived from it in
 /// `crates/tools` (`NormalizedView`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Order {
@@ -256,26 +256,6 @@ impl Order {
             quantity: n(self.quantity),
             notional: n(self.notional),
             ..self
-        }
-    }
-
-    /// The request its broker receives: the order's terms on the resolved instrument
-    /// `key`, for the `quantity` it trades (a notional's rounded down to the lot step),
-    /// under the client order id it is reserved as; `reduce_only` when the guard found
-    /// it only takes risk off.
-    pub fn request(
-        &self,
-        key: &InstrumentKey,
-        quantity: Decimal,
-        client_order_id: String,
-        reduce_only: bool,
-    ) -> OrderRequest {
-        OrderRequest {
-            terms: self.terms.clone(),
-            key: key.clone(),
-            quantity,
-            client_order_id,
-            reduce_only,
         }
     }
 
@@ -351,8 +331,9 @@ impl Order {
     }
 }
 
-/// An order as a broker receives it (built by [`Order::request`]): the order's terms on
-/// the resolved instrument, for the quantity it trades, under its client order id.
+/// An order as a broker receives it (the trading tools build it only from an order every
+/// guard passed: `CheckedOrder::request` in `crates/tools`): the order's terms on the
+/// resolved instrument, for the quantity it trades, under its client order id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderRequest {
     pub terms: OrderTerms,
@@ -387,6 +368,36 @@ pub struct OrderRecord {
     pub reason: Option<String>,
     pub created: DateTime<Utc>,
     pub updated: DateTime<Utc>,
+}
+
+impl OrderRecord {
+    /// The record of `request` as its broker has just taken it, as order `order_id` at
+    /// `now`: working, nothing filled, the request's terms unchanged.
+    pub fn accepted(request: &OrderRequest, order_id: String, now: DateTime<Utc>) -> Self {
+        let t = &request.terms;
+        Self {
+            order_id,
+            client_order_id: request.client_order_id.clone(),
+            account: t.account.clone(),
+            key: request.key.clone(),
+            side: t.side,
+            order_type: t.order_type,
+            quantity: request.quantity,
+            filled_quantity: Decimal::ZERO,
+            average_price: None,
+            limit_price: t.limit_price,
+            stop_price: t.stop_price,
+            time_in_force: t.time_in_force,
+            stop_loss: t.stop_loss,
+            take_profit: t.take_profit,
+            status: OrderStatus::Accepted,
+            mode: t.mode,
+            comment: t.comment.clone(),
+            reason: None,
+            created: now,
+            updated: now,
+        }
+    }
 }
 
 /// One bar of prices. Analytics: `f64` (docs/methodology/research.md).
@@ -486,16 +497,42 @@ mod tests {
     }
 
     #[test]
-    fn the_request_carries_the_orders_terms_unchanged() {
+    fn an_accepted_record_carries_the_requests_terms_unchanged() {
         let mut o = limit_buy();
-        o.terms.ticket = Some("7".to_owned());
-        o.terms.magic = Some(42);
-        let r = o.request(&key(), dec!(3), "td-1".to_owned(), true);
-        assert_eq!(r.terms, o.terms);
+        o.terms.time_in_force = TimeInForce::Gtc;
+        let request = OrderRequest {
+            terms: o.terms.clone(),
+            key: key(),
+            quantity: dec!(3),
+            client_order_id: "td-1".to_owned(),
+            reduce_only: false,
+        };
+        let now = DateTime::from_timestamp(1_764_514_800, 0).unwrap();
+        let r = OrderRecord::accepted(&request, "SIM-1".to_owned(), now);
+        let t = &o.terms;
         assert_eq!(
-            (r.key, r.quantity, r.client_order_id.as_str(), r.reduce_only),
-            (key(), dec!(3), "td-1", true)
+            (
+                r.order_id.as_str(),
+                r.client_order_id.as_str(),
+                r.account.as_str()
+            ),
+            ("SIM-1", "td-1", "SIM-PAPER")
         );
+        assert_eq!((r.key, r.side, r.order_type), (key(), t.side, t.order_type));
+        assert_eq!(
+            (r.quantity, r.filled_quantity, r.average_price),
+            (dec!(3), Decimal::ZERO, None)
+        );
+        assert_eq!(
+            (r.limit_price, r.stop_price, r.stop_loss, r.take_profit),
+            (t.limit_price, t.stop_price, t.stop_loss, t.take_profit)
+        );
+        assert_eq!(
+            (r.time_in_force, r.status, r.mode),
+            (TimeInForce::Gtc, OrderStatus::Accepted, Mode::Paper)
+        );
+        assert_eq!((r.comment, r.reason), (t.comment.clone(), None));
+        assert_eq!((r.created, r.updated), (now, now));
     }
 
     #[test]

@@ -18,8 +18,8 @@ use rust_decimal::Decimal;
 use tradedesk_core::ledger::replay;
 use tradedesk_core::{
     Account, AssetClass, Bar, Book, BookParts, CashEntry, CashKind, Currency, Fill, FxQuote,
-    Interval, Mode, OrderRecord, OrderRequest, OrderStatus, OrderType, Quote, Side, TimeInForce,
-    TradableInstrument,
+    Interval, Mode, OrderRecord, OrderRequest, OrderStatus, OrderTerms, OrderType, Quote, Side,
+    TimeInForce, TradableInstrument,
 };
 use tradedesk_store::rusqlite::{OptionalExtension, Transaction, params};
 use tradedesk_store::{Store, StoreError, sql};
@@ -892,32 +892,31 @@ impl SimBroker {
             };
             if let Some(which) = hit {
                 let seq = self.next_seq(tx)?;
-                let mut order = SimOrder {
-                    record: OrderRecord {
-                        order_id: format!("{}-{seq}", self.config.account),
-                        // '#' never appears in a caller's id, so these cannot collide.
-                        client_order_id: format!("#{which}-{seq}"),
-                        account: self.config.account.clone(),
-                        key: key.clone(),
-                        side: if long { Side::Sell } else { Side::Buy },
-                        order_type: OrderType::Market,
-                        quantity: held.abs(),
-                        filled_quantity: Decimal::ZERO,
-                        average_price: None,
-                        limit_price: None,
-                        stop_price: None,
+                // The sim's own close of the whole position, at the market.
+                let close = OrderRequest {
+                    terms: OrderTerms {
                         time_in_force: TimeInForce::Gtc,
-                        stop_loss: None,
-                        take_profit: None,
-                        status: OrderStatus::Accepted,
-                        mode: Mode::Paper,
                         comment: Some(which.to_owned()),
-                        reason: None,
-                        created: t,
-                        updated: t,
+                        ..OrderTerms::market(
+                            self.config.account.clone(),
+                            if long { Side::Sell } else { Side::Buy },
+                            Mode::Paper,
+                        )
                     },
-                    triggered: false,
+                    key: key.clone(),
+                    quantity: held.abs(),
+                    // '#' never appears in a caller's id, so these cannot collide.
+                    client_order_id: format!("#{which}-{seq}"),
                     reduce_only: true,
+                };
+                let mut order = SimOrder {
+                    record: OrderRecord::accepted(
+                        &close,
+                        format!("{}-{seq}", self.config.account),
+                        t,
+                    ),
+                    triggered: false,
+                    reduce_only: close.reduce_only,
                 };
                 self.insert_order(tx, &order)?;
                 self.execute(tx, &mut order, inst, exit, t)?;
@@ -1357,27 +1356,15 @@ impl Broker for SimBroker {
                 }
                 let seq = self.next_seq(tx)?;
                 let mut order = SimOrder {
+                    // On the sim's own spelling of the instrument; the sim trades paper.
                     record: OrderRecord {
-                        order_id: format!("{}-{seq}", self.config.account),
-                        client_order_id: request.client_order_id.clone(),
-                        account: request.terms.account.clone(),
                         key: inst.spec.key.clone(),
-                        side: request.terms.side,
-                        order_type: request.terms.order_type,
-                        quantity: request.quantity,
-                        filled_quantity: Decimal::ZERO,
-                        average_price: None,
-                        limit_price: request.terms.limit_price,
-                        stop_price: request.terms.stop_price,
-                        time_in_force: request.terms.time_in_force,
-                        stop_loss: request.terms.stop_loss,
-                        take_profit: request.terms.take_profit,
-                        status: OrderStatus::Accepted,
                         mode: Mode::Paper,
-                        comment: request.terms.comment.clone(),
-                        reason: None,
-                        created: now,
-                        updated: now,
+                        ..OrderRecord::accepted(
+                            request,
+                            format!("{}-{seq}", self.config.account),
+                            now,
+                        )
                     },
                     triggered: false,
                     reduce_only: request.reduce_only,
@@ -1638,14 +1625,16 @@ mod tests {
 
     fn request(id: &str, symbol: &str, side: Side, quantity: Decimal) -> OrderRequest {
         let (exchange, bare) = symbol.split_once(':').unwrap();
-        let mut order = tradedesk_core::Order::market("SIM", symbol, side, quantity, Mode::Paper);
-        order.terms.time_in_force = TimeInForce::Gtc;
-        order.request(
-            &tradedesk_core::InstrumentKey::new(exchange, bare),
+        OrderRequest {
+            terms: tradedesk_core::OrderTerms {
+                time_in_force: TimeInForce::Gtc,
+                ..tradedesk_core::OrderTerms::market("SIM", side, Mode::Paper)
+            },
+            key: tradedesk_core::InstrumentKey::new(exchange, bare),
             quantity,
-            id.into(),
-            false,
-        )
+            client_order_id: id.into(),
+            reduce_only: false,
+        }
     }
 
     /// Moves the clock an hour at a time until the order leaves `accepted`.

@@ -995,15 +995,15 @@ async fn submit(
         );
         return Err(e);
     }
-    let (Some(quantity), Some(notional_base), Some(value)) = (
-        plan.eval.quantity,
-        plan.eval.notional_base,
-        plan.eval.value_exact,
-    ) else {
+    // Every rule passed: only a sized and valued order becomes a checked one, the one
+    // kind a request is made of.
+    let Some(checked) = plan.eval.checked.as_ref() else {
         let e = Rule::PriceAvailable.error("the order could not be valued");
         refuse(trading, &account, "", &e);
         return Err(e);
     };
+    let (quantity, notional_base, value) =
+        (checked.quantity(), checked.notional_base(), checked.value());
 
     // Confirmation: a preview's token, or the human's answer, which stands for a token
     // (issued now, single use, redeemed with the order).
@@ -1109,10 +1109,9 @@ async fn submit(
             &plan.broker,
             &account,
             &plan.facts,
-            plan.eval.weight.as_ref(),
+            checked.weight(),
         )?;
-        rules::reservation(&plan.eval, &plan.facts, &again, &trading.settings)
-            .map_err(Error::from)?;
+        rules::reservation(checked, &plan.facts, &again, &trading.settings).map_err(Error::from)?;
         if let Some(token) = &token
             && let Err(refusal) = tokens::redeem(
                 tx,
@@ -1138,7 +1137,7 @@ async fn submit(
                     "quantity": quantity.to_string(),
                     "notional_base": value.to_string(),
                     "base_currency": plan.facts.base.code(),
-                    "reduces_only": plan.eval.reduces,
+                    "reduces_only": checked.reduces(),
                     "confirmed_by": confirmed_by,
                 })
                 .to_string(),
@@ -1193,9 +1192,7 @@ async fn submit(
         }
     }
 
-    let request = plan
-        .order
-        .request(&key, quantity, client_order_id.clone(), plan.eval.reduces);
+    let request = checked.request(client_order_id.clone());
     let outcome = tokio::time::timeout(ctx.broker_timeout, plan.broker.place(&request)).await;
     trading.pause_at(Failpoint::AfterBroker).await;
     let now_text = rfc3339(trading.now());

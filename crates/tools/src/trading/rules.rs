@@ -7,7 +7,8 @@
 use rust_decimal::Decimal;
 use tradedesk_core::error::quote as quoted;
 use tradedesk_core::{
-    Currency, Error, ErrorCode, InstrumentKey, Order, OrderType, Quote, Side, TradableInstrument,
+    Currency, Error, ErrorCode, InstrumentKey, Order, OrderRequest, OrderType, Quote, Side,
+    TradableInstrument,
 };
 
 use super::TradingSettings;
@@ -932,15 +933,74 @@ pub(super) struct Evaluation {
     pub(super) notional: Option<Decimal>,
     /// In the base currency, rounded.
     pub(super) notional_base: Option<Decimal>,
-    /// The base-currency value before rounding: what the limits compare.
-    pub(super) value_exact: Option<Decimal>,
-    /// Only takes risk off: exempt from the kill switch, lists and limits.
-    pub(super) reduces: bool,
     pub(super) checks: Vec<Check>,
     pub(super) notes: Vec<String>,
-    /// The position-weight limit, decided again inside the reservation (absent for an
-    /// order that only reduces, or one that could not be valued).
-    pub(super) weight: Option<Weight>,
+    /// The order, when every rule passed and it could be sized and valued: the only way
+    /// to the request its broker receives.
+    pub(super) checked: Option<CheckedOrder>,
+}
+
+/// An order every rule of [`check`] passed, sized and valued: only [`check`] makes one
+/// (its fields are private to this module), and only it makes the request a broker
+/// receives ([`CheckedOrder::request`]), so no request is ever built from an order the
+/// rules did not pass. The reservation's transaction decides its rules again on it
+/// ([`reservation`]).
+#[derive(Debug, Clone)]
+pub(super) struct CheckedOrder {
+    order: Order,
+    key: InstrumentKey,
+    quantity: Decimal,
+    /// In the instrument's currency.
+    notional: Decimal,
+    /// The base-currency value before rounding: what the limits compare.
+    value: Decimal,
+    /// The base-currency value, rounded.
+    notional_base: Decimal,
+    /// Only takes risk off: exempt from the kill switch, lists and limits.
+    reduces: bool,
+    /// The position-weight limit's inputs (absent for an order that only reduces).
+    weight: Option<Weight>,
+}
+
+impl CheckedOrder {
+    /// What it trades (a notional's rounded down to the lot step).
+    pub(super) fn quantity(&self) -> Decimal {
+        self.quantity
+    }
+
+    /// Its base-currency value, unrounded.
+    pub(super) fn value(&self) -> Decimal {
+        self.value
+    }
+
+    /// Its base-currency value, rounded.
+    pub(super) fn notional_base(&self) -> Decimal {
+        self.notional_base
+    }
+
+    /// Whether it only takes risk off (the broker is told to clamp it).
+    pub(super) fn reduces(&self) -> bool {
+        self.reduces
+    }
+
+    /// The position-weight limit's inputs, decided again inside the reservation
+    /// (absent for an order that only reduces).
+    pub(super) fn weight(&self) -> Option<&Weight> {
+        self.weight.as_ref()
+    }
+
+    /// The request its broker receives: the order's terms on the resolved instrument,
+    /// for the quantity it trades, under the client order id it is reserved as;
+    /// `reduce_only` when it only takes risk off.
+    pub(super) fn request(&self, client_order_id: String) -> OrderRequest {
+        OrderRequest {
+            terms: self.order.terms.clone(),
+            key: self.key.clone(),
+            quantity: self.quantity,
+            client_order_id,
+            reduce_only: self.reduces,
+        }
+    }
 }
 
 impl Evaluation {
@@ -1070,16 +1130,28 @@ pub(super) fn check(order: &Order, facts: &Facts, policy: &Policy) -> Evaluation
     }
     checks.push(max_orders_per_day(exempt, facts.day.count, policy));
     checks.extend(free_margin(exempt, facts.margin.as_ref(), notional, inst));
+    let passed = checks.iter().all(|c| c.passed);
+    let checked = match (passed, s.quantity, notional, value_exact, notional_base) {
+        (true, Some(quantity), Some(n), Some(value), Some(rounded)) => Some(CheckedOrder {
+            order: order.clone(),
+            key: key.clone(),
+            quantity,
+            notional: n,
+            value,
+            notional_base: rounded,
+            reduces: exempt,
+            weight,
+        }),
+        _ => None,
+    };
     Evaluation {
         quantity: s.quantity,
         price: s.price,
         notional,
         notional_base,
-        value_exact,
-        reduces: exempt,
         checks,
         notes,
-        weight,
+        checked,
     }
 }
 
@@ -1092,25 +1164,20 @@ pub(super) fn check(order: &Order, facts: &Facts, policy: &Policy) -> Evaluation
 /// # Errors
 /// The first of them that refuses the order.
 pub(super) fn reservation(
-    eval: &Evaluation,
+    order: &CheckedOrder,
     facts: &Facts,
     again: &Reread,
     policy: &Policy,
 ) -> Result<(), RuleFailure> {
-    let exempt = eval.reduces;
-    let Some(exact) = eval.value_exact else {
-        return Err(RuleFailure {
-            rule: Rule::PriceAvailable,
-            detail: "the order could not be valued".to_owned(),
-        });
-    };
+    let exempt = order.reduces;
+    let exact = order.value;
     let base = facts.base;
     let mut checks = vec![
         kill_switch(exempt, again.kill_switch, policy),
         max_daily_notional(exempt, again.day, exact, base, policy),
         max_orders_per_day(exempt, again.day.count, policy),
     ];
-    if let (Some(w), Some(e)) = (&eval.weight, &facts.exposure) {
+    if let (Some(w), Some(e)) = (&order.weight, &facts.exposure) {
         checks.push(max_position_weight(
             w,
             &again.unseen,
@@ -1122,7 +1189,7 @@ pub(super) fn reservation(
     checks.extend(free_margin(
         exempt,
         again.margin.as_ref(),
-        eval.notional,
+        Some(order.notional),
         &facts.inst,
     ));
     match checks.iter().find_map(Check::failure) {

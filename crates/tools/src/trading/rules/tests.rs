@@ -661,8 +661,9 @@ fn the_base_order_passes_every_rule() {
     let eval = check(&case.order, &case.facts, &case.policy);
     assert!(eval.allowed(), "{:#?}", eval.checks);
     assert_eq!(eval.notional_base, Some(dec!(1000)));
-    assert!(!eval.reduces);
-    assert!(eval.weight.is_some());
+    let checked = eval.checked.as_ref().unwrap();
+    assert!(!checked.reduces());
+    assert!(checked.weight().is_some());
 }
 
 #[test]
@@ -679,6 +680,53 @@ fn every_rule_at_its_boundary() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A checked order, the only kind a request is made of, is had exactly when every rule
+/// passed: never from a row where its rule fails.
+#[test]
+fn a_checked_order_only_when_every_rule_passed() {
+    let mut wrong = Vec::new();
+    for (what, rule, passes, change) in ROWS {
+        let mut case = base_case();
+        change(&mut case);
+        let eval = check(&case.order, &case.facts, &case.policy);
+        let checked = eval.checked.is_some();
+        if checked != eval.allowed() || (checked && !*passes) {
+            wrong.push(format!(
+                "{}: {what}: checked {checked}, allowed {}",
+                rule.name(),
+                eval.allowed()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_request_is_the_checked_orders_terms_unchanged() {
+    let mut case = base_case();
+    limit(&mut case, dec!(100));
+    case.order.terms.take_profit = Some(dec!(110));
+    case.order.terms.comment = Some("why".to_owned());
+    let eval = check(&case.order, &case.facts, &case.policy);
+    let checked = eval.checked.as_ref().unwrap();
+    assert_eq!(
+        (checked.quantity(), checked.value(), checked.notional_base()),
+        (dec!(10), dec!(1000), dec!(1000))
+    );
+    let r = checked.request("td-1".to_owned());
+    assert_eq!(r.terms, case.order.terms);
+    assert_eq!(
+        (r.key, r.quantity, r.client_order_id.as_str(), r.reduce_only),
+        (key(), dec!(10), "td-1", false)
+    );
+    // An order that only reduces is sent as one.
+    let mut case = base_case();
+    reducing(&mut case);
+    let eval = check(&case.order, &case.facts, &case.policy);
+    let r = eval.checked.as_ref().unwrap().request("td-2".to_owned());
+    assert!(r.reduce_only);
 }
 
 /// The rules `check` runs: each has a row that passes and one that fails. The others
@@ -880,11 +928,12 @@ fn the_reservation_decides_its_rules_again() {
     case.facts.margin = Some(margin(dec!(5000), Some(Decimal::ONE)));
     let eval = check(&case.order, &case.facts, &case.policy);
     assert!(eval.allowed());
+    let checked = eval.checked.as_ref().unwrap();
     let mut wrong = Vec::new();
     for (what, want, change) in RESERVE_ROWS {
         let mut again = reread(&case);
         change(&mut again);
-        let got = reservation(&eval, &case.facts, &again, &case.policy)
+        let got = reservation(checked, &case.facts, &again, &case.policy)
             .err()
             .map(|f| f.rule);
         if got != *want {
@@ -914,7 +963,9 @@ fn a_reducing_order_passes_the_reservation_whatever_changed() {
     reducing(&mut case);
     case.facts.margin = Some(margin(dec!(5000), Some(Decimal::ONE)));
     let eval = check(&case.order, &case.facts, &case.policy);
-    assert!(eval.reduces && eval.allowed());
+    assert!(eval.allowed());
+    let checked = eval.checked.as_ref().unwrap();
+    assert!(checked.reduces());
     let again = Reread {
         kill_switch: true,
         day: Day {
@@ -925,7 +976,7 @@ fn a_reducing_order_passes_the_reservation_whatever_changed() {
         margin: Some(margin(Decimal::ZERO, None)),
     };
     assert_eq!(
-        reservation(&eval, &case.facts, &again, &case.policy),
+        reservation(checked, &case.facts, &again, &case.policy),
         Ok(())
     );
 }
