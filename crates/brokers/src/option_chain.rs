@@ -105,6 +105,26 @@ pub fn strikes_near(strikes: &[Decimal], price: Decimal, around: usize) -> Vec<D
     all[lo..hi].to_vec()
 }
 
+/// The strikes a chain reads, sorted and each once: those within `around` strikes of
+/// `price` on each side ([`strikes_near`]); the `2 * around` lowest when the price is not
+/// known; all of them when no `around` is asked for.
+pub fn strike_window(
+    strikes: &[Decimal],
+    price: Option<Decimal>,
+    around: Option<usize>,
+) -> Vec<Decimal> {
+    if let (Some(p), Some(n)) = (price, around) {
+        return strikes_near(strikes, p, n);
+    }
+    let mut all: Vec<Decimal> = strikes.to_vec();
+    all.sort();
+    all.dedup();
+    if let Some(n) = around {
+        all.truncate(n * 2);
+    }
+    all
+}
+
 /// Up to twelve dates, for a message naming the expiries a broker lists.
 pub fn listed_dates(dates: &[NaiveDate]) -> String {
     let mut shown: Vec<String> = dates.iter().take(12).map(ToString::to_string).collect();
@@ -129,6 +149,28 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use rust_decimal_macros::dec;
+
+    #[test]
+    fn the_strike_window_is_sorted_once_each_near_the_price_or_the_lowest() {
+        // Calls and puts list each strike twice, not in order.
+        let s = [
+            dec!(110),
+            dec!(90),
+            dec!(100),
+            dec!(90),
+            dec!(105),
+            dec!(95),
+            dec!(110),
+        ];
+        let all = vec![dec!(90), dec!(95), dec!(100), dec!(105), dec!(110)];
+        assert_eq!(strike_window(&s, None, None), all);
+        assert_eq!(strike_window(&s, Some(dec!(101)), None), all);
+        assert_eq!(strike_window(&s, None, Some(1)), vec![dec!(90), dec!(95)]);
+        assert_eq!(
+            strike_window(&s, Some(dec!(101)), Some(1)),
+            vec![dec!(100), dec!(105)]
+        );
+    }
 
     #[test]
     fn strikes_near_keeps_n_on_each_side() {

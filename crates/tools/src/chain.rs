@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use tradedesk_brokers::BrokerError;
 use tradedesk_brokers::occ::Right;
 use tradedesk_brokers::option_chain::{
-    ChainContract, ChainQuery, MAX_STRIKES_AROUND, OptionChain, strikes_near,
+    ChainContract, ChainQuery, MAX_STRIKES_AROUND, OptionChain, strike_window,
 };
 use tradedesk_core::error::quote as quoted;
 use tradedesk_core::{Error, ErrorCode, Result};
@@ -435,27 +435,22 @@ pub async fn get_option_chain(ctx: &ToolContext, a: OptionChainArgs) -> Result<O
     let mut notes = chain.notes.clone();
     // The strikes near the underlying's price (all when the price is not known).
     let listed: Vec<Decimal> = chain.contracts.iter().map(|c| c.strike).collect();
-    let mut distinct = listed.clone();
-    distinct.sort();
-    distinct.dedup();
-    let keep = match chain.underlying_price {
-        Some(p) => strikes_near(&listed, p, checked.strikes_around),
-        None => {
-            notes.push(format!(
-                "the underlying's price is not known: the {} lowest strikes are shown, and greeks the broker does not send are left out",
-                checked.strikes_around * 2
-            ));
-            distinct
-                .iter()
-                .take(checked.strikes_around * 2)
-                .copied()
-                .collect()
-        }
-    };
+    let distinct = strike_window(&listed, None, None);
+    let keep = strike_window(
+        &listed,
+        chain.underlying_price,
+        Some(checked.strikes_around),
+    );
+    if chain.underlying_price.is_none() {
+        notes.push(format!(
+            "the underlying's price is not known: the {} lowest strikes are shown, and greeks the broker does not send are left out",
+            checked.strikes_around * 2
+        ));
+    }
     let mut contracts: Vec<&ChainContract> = chain
         .contracts
         .iter()
-        .filter(|c| keep.contains(&c.strike))
+        .filter(|c| keep.binary_search(&c.strike).is_ok())
         .collect();
     let mut more = chain.truncated || keep.len() < distinct.len();
     if keep.len() < distinct.len() {

@@ -23,7 +23,7 @@ use crate::BrokerError;
 use crate::market_snapshot::positive;
 use crate::occ::{self, Right};
 use crate::option_chain::{
-    BrokerGreeks, ChainContract, ChainQuery, OptionChain, strikes_near, us_close,
+    BrokerGreeks, ChainContract, ChainQuery, OptionChain, listed_dates, strike_window, us_close,
 };
 
 /// Snapshot requests one chain may send (with the underlying's): 4800 US contracts, or
@@ -343,24 +343,9 @@ impl OpenDBroker {
                 };
         }
         let strikes: Vec<Decimal> = listed.iter().map(|l| l.strike).collect();
-        let window: Vec<Decimal> = match (q.strikes_around, out.underlying_price) {
-            (Some(n), Some(p)) => strikes_near(&strikes, p, n),
-            (Some(n), None) => {
-                let mut all = strikes.clone();
-                all.sort();
-                all.dedup();
-                all.truncate(n * 2);
-                all
-            }
-            (None, _) => strikes,
-        };
-        let total = {
-            let mut all: Vec<Decimal> = listed.iter().map(|l| l.strike).collect();
-            all.sort();
-            all.dedup();
-            all.len()
-        };
-        listed.retain(|l| window.contains(&l.strike));
+        let total = strike_window(&strikes, None, None).len();
+        let window = strike_window(&strikes, out.underlying_price, q.strikes_around);
+        listed.retain(|l| window.binary_search(&l.strike).is_ok());
         if window.len() < total {
             out.truncated = true;
             out.notes.push(format!(
@@ -409,6 +394,7 @@ impl OpenDBroker {
         }
 
         let (mut from_snapshot, mut from_chain, mut without) = (0usize, 0usize, 0usize);
+        let expires = close_of(market, expiry);
         for l in &listed {
             let code = l.security.code.clone().unwrap_or_default();
             let snap = snaps.get(&code.to_ascii_uppercase());
@@ -420,7 +406,7 @@ impl OpenDBroker {
                 "chain" => from_chain += 1,
                 _ => without += 1,
             }
-            let Some(expires_at) = close_of(market, expiry) else {
+            let Some(expires_at) = expires else {
                 continue;
             };
             let symbol = if market == proto::qot_market::HK {
@@ -516,14 +502,6 @@ fn listed_of(info: &proto::SecurityStaticInfo, expiry: NaiveDate) -> Option<List
         strike: strike.normalize(),
         lot: basic.lot_size.filter(|l| *l > 0).map(Decimal::from),
     })
-}
-
-fn listed_dates(dates: &[NaiveDate]) -> String {
-    let mut shown: Vec<String> = dates.iter().take(12).map(ToString::to_string).collect();
-    if dates.len() > 12 {
-        shown.push(format!("and {} more", dates.len() - 12));
-    }
-    shown.join(", ")
 }
 
 #[cfg(test)]

@@ -76,8 +76,10 @@ macro_rules! table_row {
             pub(super) fn insert(&self, conn: &Connection) -> rusqlite::Result<usize> {
                 let params: &[(&str, &dyn ToSql)] =
                     &[$((concat!(":", column!($field $(, $column)?)), &self.$field)),*];
-                conn.prepare_cached(&insert_sql($table, Self::COLUMNS))?
-                    .execute(params)
+                // Written once per row type, not per insert.
+                static SQL: std::sync::LazyLock<String> =
+                    std::sync::LazyLock::new(|| insert_sql($table, $name::COLUMNS));
+                conn.prepare_cached(&SQL)?.execute(params)
             }
         }
     };

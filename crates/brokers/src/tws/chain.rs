@@ -45,7 +45,7 @@ use crate::BrokerError;
 use crate::market_snapshot::positive;
 use crate::occ::{self, Right};
 use crate::option_chain::{
-    BrokerGreeks, ChainContract, ChainQuery, OptionChain, listed_dates, strikes_near, us_close,
+    BrokerGreeks, ChainContract, ChainQuery, OptionChain, listed_dates, strike_window, us_close,
 };
 
 /// The most option contracts one call asks market data for: each holds one of the
@@ -71,8 +71,6 @@ struct Ticks {
     notices: Vec<(i32, String)>,
     /// The request failed (the error TWS sent, or the send itself).
     failed: Option<ibapi::Error>,
-    /// Every figure read asks for came.
-    complete: bool,
     /// No tick at all by the read's end.
     silent: bool,
 }
@@ -149,7 +147,6 @@ where
             Ok(Some(Ok(SubscriptionItem::Data(t)))) => {
                 out.ticks.push(t);
                 if complete(&out.ticks, right) {
-                    out.complete = true;
                     break;
                 }
             }
@@ -483,16 +480,11 @@ impl TwsBroker {
 
         // 5. The window, capped, and its market data.
         let strikes: Vec<Decimal> = listed.iter().map(|l| l.strike).collect();
-        let keep: Vec<Decimal> = match (out.underlying_price, query.strikes_around) {
-            (Some(p), Some(n)) => strikes_near(&strikes, p, n),
-            (None, Some(n)) => {
-                let mut all = strikes.clone();
-                all.dedup();
-                all.into_iter().take(n * 2).collect()
-            }
-            (_, None) => strikes.clone(),
-        };
-        let mut window: Vec<&Listed> = listed.iter().filter(|l| keep.contains(&l.strike)).collect();
+        let keep = strike_window(&strikes, out.underlying_price, query.strikes_around);
+        let mut window: Vec<&Listed> = listed
+            .iter()
+            .filter(|l| keep.binary_search(&l.strike).is_ok())
+            .collect();
         if window.len() > MAX_CONTRACTS {
             let centre = out.underlying_price.unwrap_or(Decimal::ZERO);
             let mut near = window.clone();

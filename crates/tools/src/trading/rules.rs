@@ -1130,8 +1130,22 @@ pub(super) fn check(order: &Order, facts: &Facts, policy: &Policy) -> Evaluation
     }
     checks.push(max_orders_per_day(exempt, facts.day.count, policy));
     checks.extend(free_margin(exempt, facts.margin.as_ref(), notional, inst));
-    let passed = checks.iter().all(|c| c.passed);
-    let checked = match (passed, s.quantity, notional, value_exact, notional_base) {
+    let mut eval = Evaluation {
+        quantity: s.quantity,
+        price: s.price,
+        notional,
+        notional_base,
+        checks,
+        notes,
+        checked: None,
+    };
+    eval.checked = match (
+        eval.allowed(),
+        s.quantity,
+        notional,
+        value_exact,
+        notional_base,
+    ) {
         (true, Some(quantity), Some(n), Some(value), Some(rounded)) => Some(CheckedOrder {
             order: order.clone(),
             key: key.clone(),
@@ -1144,15 +1158,7 @@ pub(super) fn check(order: &Order, facts: &Facts, policy: &Policy) -> Evaluation
         }),
         _ => None,
     };
-    Evaluation {
-        quantity: s.quantity,
-        price: s.price,
-        notional,
-        notional_base,
-        checks,
-        notes,
-        checked,
-    }
+    eval
 }
 
 /// The rules decided again inside the reservation's transaction, with the same
