@@ -157,6 +157,16 @@ fn legacy_and_stateless_clients_share_the_endpoint() {
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(names.len(), 29, "{names:?}");
+    // 2025-03-26 has no output schemas: none is listed (docs/tools.md, "Toolsets").
+    let tools = list.json()["result"]["tools"].clone();
+    assert!(
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.get("outputSchema").is_none()),
+        "an output schema listed to a 2025-03-26 client"
+    );
     for write in [
         "preview_order",
         "place_order",
@@ -205,6 +215,24 @@ fn legacy_and_stateless_clients_share_the_endpoint() {
     );
     assert_eq!(discover.status, 200, "{}", discover.body);
     assert!(discover.body.contains("tradedesk"));
+    let listed = post(
+        &s.addr,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/list"),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {"_meta": meta()}}),
+    );
+    let tools = listed.json()["result"]["tools"].clone();
+    assert_eq!(tools.as_array().map(Vec::len), Some(29), "{}", listed.body);
+    assert!(
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["outputSchema"]["type"] == "object"),
+        "a 2026-07-28 client lacks an output schema"
+    );
 
     // Malformed calls are JSON-RPC errors; bad arguments are tool results.
     let not_object = post(

@@ -118,8 +118,8 @@ fn names(tools: &[Value]) -> Vec<&str> {
 }
 
 /// The budgets: docs/benchmarks.md's table between the budget markers, keyed by
-/// (tools listed, trading, protocol).
-fn budgets() -> Vec<((String, String, String), usize)> {
+/// (tools listed, trading, protocol, output schemas).
+fn budgets() -> Vec<((String, String, String, String), usize)> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks.md");
     let text = std::fs::read_to_string(path).unwrap();
     let begin = text
@@ -133,30 +133,69 @@ fn budgets() -> Vec<((String, String, String), usize)> {
             let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
             let clean = |c: &str| c.trim_matches('`').to_owned();
             let budget = cells.last().unwrap().replace(',', "").parse().unwrap();
-            ((clean(cells[0]), clean(cells[1]), clean(cells[2])), budget)
+            (
+                (
+                    clean(cells[0]),
+                    clean(cells[1]),
+                    clean(cells[2]),
+                    clean(cells[3]),
+                ),
+                budget,
+            )
         })
         .collect()
 }
 
+/// One measured list: (tools listed, trading, protocol, output schemas, bytes, tools).
+type Measured = (
+    String,
+    &'static str,
+    &'static str,
+    &'static str,
+    usize,
+    Vec<Value>,
+);
+
 #[test]
 fn the_tool_list_of_every_toolset_stays_within_its_budget() {
     let budgets = budgets();
-    let mut measured: Vec<(String, &str, &str, usize, Vec<Value>)> = Vec::new();
+    let mut measured: Vec<Measured> = Vec::new();
     for set in TOOLSETS {
         let (bytes, tools) = tool_list(&["--tools", set], None, "2025-11-25");
-        measured.push((set.to_owned(), "off", "2025-11-25", bytes, tools));
+        measured.push((set.to_owned(), "off", "2025-11-25", "yes", bytes, tools));
     }
     let (bytes, tools) = tool_list(&["--tools", "trading"], Some(TRADING_ON), "2025-11-25");
-    measured.push(("trading".to_owned(), "on", "2025-11-25", bytes, tools));
+    measured.push((
+        "trading".to_owned(),
+        "on",
+        "2025-11-25",
+        "yes",
+        bytes,
+        tools,
+    ));
     for protocol in ["2025-11-25", "2026-07-28"] {
         let (bytes, tools) = tool_list(&[], None, protocol);
-        measured.push(("all".to_owned(), "off", protocol, bytes, tools));
+        measured.push(("all".to_owned(), "off", protocol, "yes", bytes, tools));
         let (bytes, tools) = tool_list(&[], Some(TRADING_ON), protocol);
-        measured.push(("all".to_owned(), "on", protocol, bytes, tools));
+        measured.push(("all".to_owned(), "on", protocol, "yes", bytes, tools));
+    }
+    // Without output schemas: the owner's switch, and every client of 2025-03-26.
+    for (args, protocol) in [
+        (&["--no-output-schemas"][..], "2025-11-25"),
+        (&[][..], "2025-03-26"),
+    ] {
+        let (bytes, tools) = tool_list(args, None, protocol);
+        measured.push(("all".to_owned(), "off", protocol, "no", bytes, tools));
+        let (bytes, tools) = tool_list(args, Some(TRADING_ON), protocol);
+        measured.push(("all".to_owned(), "on", protocol, "no", bytes, tools));
     }
 
     // Every tool once, from the whole list with trading on.
-    let all_on = &measured.last().unwrap().4;
+    let all_on = &measured
+        .iter()
+        .rfind(|m| m.0 == "all" && m.1 == "on" && m.3 == "yes")
+        .unwrap()
+        .5;
     println!(
         "{:<24} {:>6} {:>6} {:>7}",
         "tool", "bytes", "input", "output"
@@ -171,7 +210,17 @@ fn the_tool_list_of_every_toolset_stays_within_its_budget() {
         );
     }
     let mut over = Vec::new();
-    for (set, trading, protocol, bytes, tools) in &measured {
+    for (set, trading, protocol, schemas, bytes, tools) in &measured {
+        let listed = tools
+            .iter()
+            .filter(|t| t.get("outputSchema").is_some())
+            .count();
+        assert_eq!(
+            listed,
+            if *schemas == "yes" { tools.len() } else { 0 },
+            "{set} {trading} {protocol}: output schemas on {listed} of {} tools",
+            tools.len()
+        );
         // What Claude Code and opencode show the model: name, description, input schema.
         let model: usize = tools
             .iter()
@@ -182,19 +231,24 @@ fn the_tool_list_of_every_toolset_stays_within_its_budget() {
             })
             .sum();
         println!(
-            "{set:<10} trading {trading:<3} {protocol}: {:>2} tools, {bytes:>6} bytes (~{} tokens); name + description + input schema {model} bytes",
+            "{set:<10} trading {trading:<3} {protocol} output schemas {schemas:<3}: {:>2} tools, {bytes:>6} bytes (~{} tokens); name + description + input schema {model} bytes",
             tools.len(),
             bytes / 4
         );
-        let key = (set.clone(), (*trading).to_owned(), (*protocol).to_owned());
+        let key = (
+            set.clone(),
+            (*trading).to_owned(),
+            (*protocol).to_owned(),
+            (*schemas).to_owned(),
+        );
         let Some(budget) = budgets.iter().find(|(k, _)| *k == key).map(|(_, b)| *b) else {
             panic!(
-                "docs/benchmarks.md has no budget row for `{set}` | `{trading}` | `{protocol}`: add one a little above today's {bytes} bytes"
+                "docs/benchmarks.md has no budget row for `{set}` | `{trading}` | `{protocol}` | `{schemas}`: add one a little above today's {bytes} bytes"
             );
         };
         if *bytes > budget {
             over.push(format!(
-                "tools/list for `{set}`, trading {trading}, {protocol}, is {bytes} bytes, over its budget of {budget} in docs/benchmarks.md: tighten the descriptions or schemas that grew (`cargo test --test tool_list -- --nocapture` prints each tool's size), or raise the budget there deliberately, with the new measurement"
+                "tools/list for `{set}`, trading {trading}, {protocol}, output schemas {schemas}, is {bytes} bytes, over its budget of {budget} in docs/benchmarks.md: tighten the descriptions or schemas that grew (`cargo test --test tool_list -- --nocapture` prints each tool's size), or raise the budget there deliberately, with the new measurement"
             ));
         }
     }
@@ -285,6 +339,89 @@ fn a_toolset_lists_its_tools_and_health_and_refuses_the_others_by_name() {
     }
     assert_eq!(v[4]["result"]["structuredContent"]["status"], "ok");
     assert_eq!(v[5]["result"]["structuredContent"]["status"], "ok");
+}
+
+/// `tools/list`'s answer and a `get_accounts` call, in one stdio session.
+fn list_and_call(args: &[&str], config: Option<&str>, protocol: &str) -> (Vec<Value>, Value) {
+    let mut lines = initialize(protocol).to_vec();
+    lines.extend([
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_accounts", "arguments": {}}}),
+    ]);
+    let answers = session(args, config, &lines, &[2, 3]);
+    let list: Value = serde_json::from_str(&answers[0]).unwrap();
+    let call: Value = serde_json::from_str(&answers[1]).unwrap();
+    (
+        list["result"]["tools"].as_array().unwrap().clone(),
+        call["result"].clone(),
+    )
+}
+
+#[test]
+fn output_schemas_are_listed_without_descriptions_or_left_out_and_results_keep_every_figure() {
+    let (tools, _) = list_and_call(&[], None, "2025-11-25");
+    assert_eq!(tools.len(), 29);
+    for t in &tools {
+        let schema = &t["outputSchema"];
+        assert_eq!(schema["type"], "object", "{}", t["name"]);
+        assert_eq!(
+            schema["properties"]["status"]["enum"],
+            json!(["ok", "error"])
+        );
+        // A described field would read `"description":"..."`; a field *named*
+        // description would be an object there.
+        assert!(
+            !schema.to_string().contains("\"description\":\""),
+            "{}: {schema}",
+            t["name"]
+        );
+    }
+    let ours = tools.iter().find(|t| t["name"] == "get_accounts").unwrap();
+    let props = ours["outputSchema"]["properties"]["accounts"]["items"]["properties"]
+        .as_object()
+        .unwrap();
+    for field in [
+        "cash",
+        "total_value_converted",
+        "broker_equity",
+        "margin_mode",
+    ] {
+        assert!(props.contains_key(field), "get_accounts lost {field}");
+    }
+
+    let config = format!("{TRADING_ON}[tools]\noutput_schemas = false\n");
+    let config = config.as_str();
+    for (args, config, protocol) in [
+        (&["--no-output-schemas"][..], None, "2025-11-25"),
+        (&[][..], Some(config), "2025-11-25"),
+        (&[][..], None, "2025-03-26"),
+        (&[][..], None, "2024-11-05"),
+    ] {
+        let (bare, call) = list_and_call(args, config, protocol);
+        let case = format!("{args:?} {config:?} {protocol}");
+        let want = if config.is_some() { 34 } else { 29 };
+        assert_eq!(bare.len(), want, "{case}");
+        assert!(
+            bare.iter().all(|t| t.get("outputSchema").is_none()),
+            "{case}: an output schema is listed"
+        );
+        // The same tools otherwise, input schemas and all.
+        for (b, t) in bare
+            .iter()
+            .filter(|b| tools.iter().any(|t| t["name"] == b["name"]))
+            .zip(&tools)
+        {
+            let mut t = t.clone();
+            t.as_object_mut().unwrap().remove("outputSchema");
+            assert_eq!(*b, t, "{case}");
+        }
+        // The result still carries every figure, as structured content and as text.
+        let structured = &call["structuredContent"];
+        assert_eq!(structured["status"], "ok", "{case}: {call}");
+        let text: Value =
+            serde_json::from_str(call["content"][1]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text, *structured, "{case}");
+    }
 }
 
 #[test]

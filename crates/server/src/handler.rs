@@ -10,12 +10,13 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation,
     ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::Value;
+use tradedesk_tools::schema::without_descriptions;
 use tradedesk_tools::trading::orders::{Confirmation, Confirmer};
 use tradedesk_tools::{
     CallError, ToolContext, ToolSpec, Toolset, call_with_progress, listed, tools,
@@ -29,8 +30,10 @@ use crate::telemetry::{CallRecord, Telemetry};
 pub struct TradedeskServer {
     ctx: Arc<ToolContext>,
     telemetry: Option<Arc<Telemetry>>,
-    /// The registry's specs as MCP tools, converted once.
+    /// The registry's specs as MCP tools, converted once: with their output schemas,
+    /// and without them (docs/tools.md, "Toolsets").
     listed: Arc<Vec<Tool>>,
+    listed_bare: Arc<Vec<Tool>>,
     instructions: Arc<String>,
 }
 
@@ -42,7 +45,8 @@ impl TradedeskServer {
     ) -> Self {
         Self {
             telemetry,
-            listed: Arc::new(listed(&ctx).map(Self::tool).collect()),
+            listed: Arc::new(listed(&ctx).map(|t| Self::tool(t, true)).collect()),
+            listed_bare: Arc::new(listed(&ctx).map(|t| Self::tool(t, false)).collect()),
             instructions: Arc::new(instructions(
                 base_currency,
                 ctx.trading_enabled() && ctx.toolsets.contains(Toolset::Trading),
@@ -52,7 +56,9 @@ impl TradedeskServer {
         }
     }
 
-    fn tool(spec: &ToolSpec) -> Tool {
+    /// A tool as `tools/list` gives it: its output schema without descriptions
+    /// (docs/tools.md has them), or none.
+    fn tool(spec: &ToolSpec, output_schema: bool) -> Tool {
         let object = |v: &Value| v.as_object().cloned().unwrap_or_default();
         let a = spec.annotations();
         let annotations = ToolAnnotations::new()
@@ -60,10 +66,29 @@ impl TradedeskServer {
             .destructive(a.destructive)
             .idempotent(a.idempotent)
             .open_world(a.open_world);
-        Tool::new(spec.name, spec.description, object(&spec.input_schema))
+        let tool = Tool::new(spec.name, spec.description, object(&spec.input_schema))
             .with_title(spec.title)
-            .with_raw_output_schema(Arc::new(object(&spec.output_schema)))
-            .with_annotations(annotations)
+            .with_annotations(annotations);
+        if output_schema {
+            tool.with_raw_output_schema(Arc::new(object(&without_descriptions(
+                &spec.output_schema,
+            ))))
+        } else {
+            tool
+        }
+    }
+
+    /// The list for this request: output schemas only where the protocol has them
+    /// (2025-06-18 on) and the owner did not turn them off.
+    fn listed_for(&self, ctx: &RequestContext<RoleServer>) -> &Arc<Vec<Tool>> {
+        let before_schemas = ctx
+            .protocol_version()
+            .is_some_and(|v| v < ProtocolVersion::V_2025_06_18);
+        if self.ctx.output_schemas && !before_schemas {
+            &self.listed
+        } else {
+            &self.listed_bare
+        }
     }
 }
 
@@ -125,10 +150,10 @@ impl ServerHandler for TradedeskServer {
     async fn list_tools(
         &self,
         _params: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(
-            self.listed.as_ref().clone(),
+            self.listed_for(&ctx).as_ref().clone(),
         ))
     }
 

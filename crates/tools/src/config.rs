@@ -49,6 +49,8 @@ pub struct Config {
 pub struct ToolsConfig {
     /// Toolset names; absent: all of them.
     pub enabled: Option<Vec<String>>,
+    /// `false`: `tools/list` leaves out the output schemas (absent: they are listed).
+    pub output_schemas: Option<bool>,
 }
 
 impl Config {
@@ -61,6 +63,15 @@ impl Config {
             None => Ok(Toolsets::ALL),
             Some(names) => Toolsets::from_names(names.iter().map(String::as_str), "tools.enabled"),
         }
+    }
+
+    /// Whether `tools/list` gives the output schemas (`[tools] output_schemas`, default
+    /// true).
+    pub fn output_schemas(&self) -> bool {
+        self.tools
+            .as_ref()
+            .and_then(|t| t.output_schemas)
+            .unwrap_or(true)
     }
 }
 

@@ -196,6 +196,10 @@ pub struct ToolContext {
     pub runs: Arc<crate::research::RunRegistry>,
     /// The toolsets listed and served (`[tools] enabled`, `--tools`); default all.
     pub toolsets: Toolsets,
+    /// Whether `tools/list` gives each tool its output schema (`[tools] output_schemas`,
+    /// `--no-output-schemas`); default yes. Clients of protocols before 2025-06-18 never
+    /// get them (docs/tools.md, "Toolsets").
+    pub output_schemas: bool,
     /// Bar files already parsed, kept while unchanged (crate::bar_table).
     pub bar_cache: crate::bar_table::BarCache,
 }
@@ -228,6 +232,7 @@ impl ToolContext {
             configured_data_dirs: Vec::new(),
             runs: Arc::default(),
             toolsets: Toolsets::ALL,
+            output_schemas: true,
             bar_cache: crate::bar_table::BarCache::default(),
         }
     }
@@ -254,6 +259,13 @@ impl ToolContext {
     #[must_use]
     pub fn with_toolsets(mut self, toolsets: Toolsets) -> Self {
         self.toolsets = toolsets;
+        self
+    }
+
+    /// Lists the tools with or without their output schemas.
+    #[must_use]
+    pub fn with_output_schemas(mut self, listed: bool) -> Self {
+        self.output_schemas = listed;
         self
     }
 

@@ -70,6 +70,40 @@ pub(crate) fn output_schema<T: JsonSchema>() -> Value {
     schema
 }
 
+/// An output schema as `tools/list` serves it (docs/benchmarks.md, "The tool list"): the
+/// same properties, types, enums, bounds and required lists, without the descriptions.
+/// A client checks `structuredContent` against it (Claude Code and opencode do not show
+/// it to the model), and docs/tools.md gives every result field's description.
+pub fn without_descriptions(schema: &Value) -> Value {
+    let mut out = schema.clone();
+    strip_descriptions(&mut out);
+    out
+}
+
+/// Drops the `description` keyword of a schema and of every schema inside it; a
+/// property *named* `description` stays.
+fn strip_descriptions(schema: &mut Value) {
+    let Some(map) = schema.as_object_mut() else {
+        return;
+    };
+    map.remove("description");
+    for (key, value) in map.iter_mut() {
+        match (key.as_str(), value) {
+            ("properties" | "patternProperties" | "$defs", Value::Object(named)) => {
+                named.values_mut().for_each(strip_descriptions);
+            }
+            ("items" | "prefixItems" | "anyOf" | "oneOf" | "allOf", Value::Array(list)) => {
+                list.iter_mut().for_each(strip_descriptions);
+            }
+            (
+                "items" | "additionalProperties" | "not" | "if" | "then" | "else" | "contains",
+                inner @ Value::Object(_),
+            ) => strip_descriptions(inner),
+            _ => {}
+        }
+    }
+}
+
 /// A schema as clients receive it (docs/benchmarks.md, "The tool list"): schemars'
 /// output with every property, type, enum, required list and bound kept, and nothing
 /// else. Integer-width formats go (not JSON Schema formats: validators such as ajv warn
@@ -374,6 +408,51 @@ mod tests {
                 map.values().for_each(|v| refs(v, found));
             }
             Value::Array(items) => items.iter().for_each(|v| refs(v, found)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_listed_output_schema_keeps_every_fact_but_the_descriptions() {
+        for spec in tools() {
+            let listed = without_descriptions(&spec.output_schema);
+            assert_eq!(
+                inventory(&spec.output_schema),
+                inventory(&listed),
+                "{}: a field, type, enum, bound or required list changed",
+                spec.name
+            );
+            let mut left = Vec::new();
+            described(&listed, &mut left, "");
+            assert!(left.is_empty(), "{}: descriptions at {left:?}", spec.name);
+        }
+        // A field named `description` is a field, not an annotation.
+        let schema = json!({"type": "object", "description": "d", "properties": {
+            "description": {"type": "string", "description": "the headline"},
+            "rows": {"type": "array", "items": {"anyOf": [{"type": "null", "description": "x"}]}}}});
+        assert_eq!(
+            without_descriptions(&schema),
+            json!({"type": "object", "properties": {"description": {"type": "string"},
+                "rows": {"type": "array", "items": {"anyOf": [{"type": "null"}]}}}})
+        );
+    }
+
+    /// Where a schema still has a `description` keyword (not a property so named).
+    fn described(schema: &Value, found: &mut Vec<String>, at: &str) {
+        match schema {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    if key == "description" && value.is_string() && !at.ends_with("/properties") {
+                        found.push(at.to_owned());
+                    }
+                    described(value, found, &format!("{at}/{key}"));
+                }
+            }
+            Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    described(v, found, &format!("{at}/{i}"));
+                }
+            }
             _ => {}
         }
     }
