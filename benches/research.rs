@@ -93,11 +93,43 @@ fn child_call(csv: &str, columns: &str) {
     );
 }
 
+/// `child-engine`: the engine's first run in this new process, on bars already in
+/// memory (as the peers are given them), so its own working memory is touched for the
+/// first time, as a new process's tool call touches it; prints `ENGINE seconds trades`.
+fn child_engine() {
+    let bars = walk(BARS);
+    let cols = BarColumns::of(&bars);
+    let time: Vec<&str> = bars.iter().map(|b| b.time.as_str()).collect();
+    let entry = expr::parse_condition("cross_above(sma(close, 10), sma(close, 30))")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let exit = expr::parse_condition("cross_below(sma(close, 10), sma(close, 30))")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let progress = AtomicU64::new(0);
+    let started = Instant::now();
+    let r = run_columns(
+        black_box(&time),
+        black_box(&cols),
+        &entry,
+        Some(&exit),
+        &Settings::default(),
+        &progress,
+    );
+    println!(
+        "ENGINE {} {}",
+        started.elapsed().as_secs_f64(),
+        r.trade_count
+    );
+}
+
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
     if let Some(i) = argv.iter().position(|a| a == "child-call") {
         let arg = |k: usize| argv.get(i + k).cloned().unwrap_or_default();
         child_call(&arg(1), &arg(2));
+        return;
+    }
+    if argv.iter().any(|a| a == "child-engine") {
+        child_engine();
         return;
     }
     let bars = walk(BARS);
@@ -232,6 +264,23 @@ fn main() {
     };
     let first_ever: Vec<f64> = (0..5).map(|_| child(true)).collect();
     let with_file: Vec<f64> = (0..5).map(|_| child(false)).collect();
+    // The engine alone, first run in a new process (its memory new too).
+    let engine_new: Vec<f64> = (0..5)
+        .map(|_| {
+            let out = std::process::Command::new(&exe)
+                .arg("child-engine")
+                .output()
+                .unwrap_or_else(|e| panic!("{e}"));
+            let text = String::from_utf8_lossy(&out.stdout);
+            let line = text
+                .lines()
+                .find_map(|l| l.strip_prefix("ENGINE "))
+                .unwrap_or_else(|| panic!("child: {text}"));
+            let f: Vec<f64> = line.split(' ').filter_map(|x| x.parse().ok()).collect();
+            assert_eq!(f.get(1).copied(), Some(trades as f64), "{line}");
+            f.first().copied().unwrap_or(f64::MAX)
+        })
+        .collect();
     let best_in = |v: &[f64]| v.iter().copied().fold(f64::MAX, f64::min);
     let column_bytes = std::fs::read_dir(&columns)
         .map(|d| {
@@ -326,6 +375,17 @@ fn main() {
             .join(", ")
     );
     println!(
+        "engine alone, first run in a new process (its working memory new): best {:.1} ms, {:.1}x the in-memory run; the call with the column file present is {:.1}x it (all: {})",
+        ms(best_in(&engine_new)),
+        best_in(&engine_new) / best,
+        best_in(&with_file) / best_in(&engine_new),
+        engine_new
+            .iter()
+            .map(|s| format!("{:.1}", ms(*s)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
         "  the column file read back into a table alone: {:.1} ms",
         ms(from_file)
     );
@@ -349,6 +409,10 @@ fn main() {
         (
             "tradedesk (whole tool call, new process, column file present)",
             &with_file,
+        ),
+        (
+            "tradedesk (engine alone, first run in a new process)",
+            &engine_new,
         ),
     ] {
         let s = best_in(v);
