@@ -43,11 +43,11 @@ struct Cli {
     /// enabled in the config; default: all.
     #[arg(long, global = true, value_name = "LIST", value_parser = parse_toolsets)]
     tools: Option<Toolsets>,
-    /// List the tools without their output schemas (results keep `structuredContent`
-    /// and the JSON text block): about 60% less for clients that read the whole list.
-    /// Beats [tools] output_schemas in the config.
-    #[arg(long, global = true)]
-    no_output_schemas: bool,
+    /// List each tool with its output schema (true) or without (false, the default:
+    /// the list is then less than half its size, and results are the same). Beats
+    /// [tools] output_schemas in the config.
+    #[arg(long, global = true, value_name = "BOOL")]
+    output_schemas: Option<bool>,
     #[command(subcommand)]
     command: Command,
 }
@@ -185,7 +185,10 @@ fn context_with(cli: &Cli, config: Option<&Config>, load: BookLoad) -> Result<To
         (None, None) => open_state().and_then(|state| default_context(VERSION, &state)),
     };
     let ctx = result.map_err(|e| format!("{}\nhint: {}", e.message, e.hint))?;
-    let output_schemas = !cli.no_output_schemas && config.is_none_or(Config::output_schemas);
+    let output_schemas = cli
+        .output_schemas
+        .or_else(|| config.and_then(Config::output_schemas))
+        .unwrap_or(false);
     Ok(ctx
         .with_toolsets(toolsets(cli, config)?)
         .with_output_schemas(output_schemas))

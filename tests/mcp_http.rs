@@ -157,7 +157,7 @@ fn legacy_and_stateless_clients_share_the_endpoint() {
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(names.len(), 29, "{names:?}");
-    // 2025-03-26 has no output schemas: none is listed (docs/tools.md, "Toolsets").
+    // No output schemas by default, and 2025-03-26 has none (docs/tools.md, "Toolsets").
     let tools = list.json()["result"]["tools"].clone();
     assert!(
         tools
@@ -215,24 +215,6 @@ fn legacy_and_stateless_clients_share_the_endpoint() {
     );
     assert_eq!(discover.status, 200, "{}", discover.body);
     assert!(discover.body.contains("tradedesk"));
-    let listed = post(
-        &s.addr,
-        &[
-            ("MCP-Protocol-Version", "2026-07-28"),
-            ("Mcp-Method", "tools/list"),
-        ],
-        &json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {"_meta": meta()}}),
-    );
-    let tools = listed.json()["result"]["tools"].clone();
-    assert_eq!(tools.as_array().map(Vec::len), Some(29), "{}", listed.body);
-    assert!(
-        tools
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|t| t["outputSchema"]["type"] == "object"),
-        "a 2026-07-28 client lacks an output schema"
-    );
 
     // Malformed calls are JSON-RPC errors; bad arguments are tool results.
     let not_object = post(
@@ -933,5 +915,51 @@ fn methods_removed_in_2026_07_28_are_unknown_methods() {
             assert_eq!(v["error"]["code"], -32601, "{v:#}");
             assert_eq!(v["id"], 9, "{v:#}");
         }
+    }
+}
+
+#[test]
+fn output_schemas_when_turned_on_reach_clients_of_2025_06_18_on_only() {
+    let s = start_with(&["--output-schemas", "true"], &[], "127.0.0.1:0").unwrap();
+    let modern = post(
+        &s.addr,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/list"),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}}),
+    );
+    let tools = modern.json()["result"]["tools"].clone();
+    assert_eq!(tools.as_array().map(Vec::len), Some(29), "{}", modern.body);
+    assert!(
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["outputSchema"]["type"] == "object"),
+        "a 2026-07-28 client lacks an output schema: {}",
+        modern.body
+    );
+    for version in ["2025-06-18", "2025-03-26"] {
+        let init = post(
+            &s.addr,
+            &[],
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        );
+        assert_eq!(init.json()["result"]["protocolVersion"], version);
+        let list = post(
+            &s.addr,
+            &[("MCP-Protocol-Version", version)],
+            &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+        );
+        let tools = list.json()["result"]["tools"].clone();
+        let with = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t.get("outputSchema").is_some())
+            .count();
+        let want = if version == "2025-03-26" { 0 } else { 29 };
+        assert_eq!(with, want, "{version}: {}", list.body);
     }
 }

@@ -160,34 +160,26 @@ type Measured = (
 fn the_tool_list_of_every_toolset_stays_within_its_budget() {
     let budgets = budgets();
     let mut measured: Vec<Measured> = Vec::new();
+    // The default: no output schemas.
     for set in TOOLSETS {
         let (bytes, tools) = tool_list(&["--tools", set], None, "2025-11-25");
-        measured.push((set.to_owned(), "off", "2025-11-25", "yes", bytes, tools));
+        measured.push((set.to_owned(), "off", "2025-11-25", "no", bytes, tools));
     }
     let (bytes, tools) = tool_list(&["--tools", "trading"], Some(TRADING_ON), "2025-11-25");
-    measured.push((
-        "trading".to_owned(),
-        "on",
-        "2025-11-25",
-        "yes",
-        bytes,
-        tools,
-    ));
-    for protocol in ["2025-11-25", "2026-07-28"] {
-        let (bytes, tools) = tool_list(&[], None, protocol);
-        measured.push(("all".to_owned(), "off", protocol, "yes", bytes, tools));
-        let (bytes, tools) = tool_list(&[], Some(TRADING_ON), protocol);
-        measured.push(("all".to_owned(), "on", protocol, "yes", bytes, tools));
-    }
-    // Without output schemas: the owner's switch, and every client of 2025-03-26.
-    for (args, protocol) in [
-        (&["--no-output-schemas"][..], "2025-11-25"),
-        (&[][..], "2025-03-26"),
+    measured.push(("trading".to_owned(), "on", "2025-11-25", "no", bytes, tools));
+    // The whole list, without and with them; a 2025-03-26 client gets none even when
+    // they are turned on.
+    for (args, protocol, schemas) in [
+        (&[][..], "2025-11-25", "no"),
+        (&[][..], "2026-07-28", "no"),
+        (&["--output-schemas", "true"][..], "2025-11-25", "yes"),
+        (&["--output-schemas", "true"][..], "2026-07-28", "yes"),
+        (&["--output-schemas", "true"][..], "2025-03-26", "no"),
     ] {
         let (bytes, tools) = tool_list(args, None, protocol);
-        measured.push(("all".to_owned(), "off", protocol, "no", bytes, tools));
+        measured.push(("all".to_owned(), "off", protocol, schemas, bytes, tools));
         let (bytes, tools) = tool_list(args, Some(TRADING_ON), protocol);
-        measured.push(("all".to_owned(), "on", protocol, "no", bytes, tools));
+        measured.push(("all".to_owned(), "on", protocol, schemas, bytes, tools));
     }
 
     // Every tool once, from the whole list with trading on.
@@ -343,11 +335,20 @@ fn a_toolset_lists_its_tools_and_health_and_refuses_the_others_by_name() {
 
 /// `tools/list`'s answer and a `get_accounts` call, in one stdio session.
 fn list_and_call(args: &[&str], config: Option<&str>, protocol: &str) -> (Vec<Value>, Value) {
-    let mut lines = initialize(protocol).to_vec();
-    lines.extend([
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_accounts", "arguments": {}}}),
-    ]);
+    let lines: Vec<Value> = if protocol == "2026-07-28" {
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": protocol, "io.modelcontextprotocol/clientCapabilities": {}});
+        vec![
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}}),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_accounts", "arguments": {}, "_meta": meta}}),
+        ]
+    } else {
+        let mut l = initialize(protocol).to_vec();
+        l.extend([
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_accounts", "arguments": {}}}),
+        ]);
+        l
+    };
     let answers = session(args, config, &lines, &[2, 3]);
     let list: Value = serde_json::from_str(&answers[0]).unwrap();
     let call: Value = serde_json::from_str(&answers[1]).unwrap();
@@ -358,8 +359,8 @@ fn list_and_call(args: &[&str], config: Option<&str>, protocol: &str) -> (Vec<Va
 }
 
 #[test]
-fn output_schemas_are_listed_without_descriptions_or_left_out_and_results_keep_every_figure() {
-    let (tools, _) = list_and_call(&[], None, "2025-11-25");
+fn output_schemas_are_left_out_or_listed_without_descriptions_and_results_keep_every_figure() {
+    let (tools, _) = list_and_call(&["--output-schemas", "true"], None, "2025-11-25");
     assert_eq!(tools.len(), 29);
     for t in &tools {
         let schema = &t["outputSchema"];
@@ -388,17 +389,30 @@ fn output_schemas_are_listed_without_descriptions_or_left_out_and_results_keep_e
     ] {
         assert!(props.contains_key(field), "get_accounts lost {field}");
     }
+    let on = format!("{TRADING_ON}[tools]\noutput_schemas = true\n");
+    let (configured, _) = list_and_call(&[], Some(&on), "2025-11-25");
+    assert_eq!(configured.len(), 34);
+    assert!(
+        configured
+            .iter()
+            .all(|t| t["outputSchema"]["type"] == "object")
+    );
 
-    let config = format!("{TRADING_ON}[tools]\noutput_schemas = false\n");
-    let config = config.as_str();
     for (args, config, protocol) in [
-        (&["--no-output-schemas"][..], None, "2025-11-25"),
-        (&[][..], Some(config), "2025-11-25"),
-        (&[][..], None, "2025-03-26"),
-        (&[][..], None, "2024-11-05"),
+        (&[][..], None, "2025-11-25"),
+        (&[][..], None, "2026-07-28"),
+        // The flag beats the config.
+        (
+            &["--output-schemas", "false"][..],
+            Some(on.as_str()),
+            "2025-11-25",
+        ),
+        // Protocols without output schemas never get them.
+        (&["--output-schemas", "true"][..], None, "2025-03-26"),
+        (&[][..], Some(on.as_str()), "2024-11-05"),
     ] {
         let (bare, call) = list_and_call(args, config, protocol);
-        let case = format!("{args:?} {config:?} {protocol}");
+        let case = format!("{args:?} {} {protocol}", config.is_some());
         let want = if config.is_some() { 34 } else { 29 };
         assert_eq!(bare.len(), want, "{case}");
         assert!(
@@ -406,11 +420,10 @@ fn output_schemas_are_listed_without_descriptions_or_left_out_and_results_keep_e
             "{case}: an output schema is listed"
         );
         // The same tools otherwise, input schemas and all.
-        for (b, t) in bare
+        let read_tools = bare
             .iter()
-            .filter(|b| tools.iter().any(|t| t["name"] == b["name"]))
-            .zip(&tools)
-        {
+            .filter(|b| tools.iter().any(|t| t["name"] == b["name"]));
+        for (b, t) in read_tools.zip(&tools) {
             let mut t = t.clone();
             t.as_object_mut().unwrap().remove("outputSchema");
             assert_eq!(*b, t, "{case}");

@@ -13,6 +13,9 @@ Runs the same checks over four connections:
     http-modern    Streamable HTTP on /mcp, protocol 2026-07-28
     http-legacy    Streamable HTTP on /mcp, initialize handshake (2025-11-25)
 
+The stdio servers list no output schemas (the default); the HTTP ones run with
+`--output-schemas true`, so the SDK checks every structured result against its schema.
+
 and then a "trading" section over stdio-legacy: a config with trading enabled on a
 simulated account (SIM, clock frozen at 2026-11-30T15:00Z), a client with an
 elicitation_callback, previews, paper orders confirmed by token, by elicitation
@@ -314,8 +317,14 @@ async def run_checks(mode: str, client: Client, expected_version: str) -> None:
     check(mode, "tools/list returns the 29 read tools (trading off)", len(tools) == 29 and names == EXPECTED_TOOLS, f"got {sorted(names)}")
     not_ro = [t.name for t in tools if not (t.annotations and t.annotations.read_only_hint is True)]
     check(mode, "every tool has annotations.readOnlyHint true", bool(tools) and not not_ro, f"missing on {not_ro}")
-    no_out = [t.name for t in tools if not (isinstance(t.output_schema, dict) and t.output_schema.get("type") == "object")]
-    check(mode, "every tool has an object outputSchema", bool(tools) and not no_out, f"missing on {no_out}")
+    if mode.startswith("http"):
+        # The HTTP servers here run with --output-schemas true: the SDK then checks every
+        # structuredContent below against its tool's schema.
+        no_out = [t.name for t in tools if not (isinstance(t.output_schema, dict) and t.output_schema.get("type") == "object")]
+        check(mode, "every tool has an object outputSchema (--output-schemas true)", bool(tools) and not no_out, f"missing on {no_out}")
+    else:
+        listed = [t.name for t in tools if t.output_schema is not None]
+        check(mode, "no outputSchema by default", bool(tools) and not listed, f"listed on {listed}")
     no_in = [t.name for t in tools if not (isinstance(t.input_schema, dict) and t.input_schema.get("type") == "object")]
     check(mode, "every tool has an object inputSchema", bool(tools) and not no_in, f"missing on {no_in}")
 
@@ -586,7 +595,7 @@ async def check_auto(mode: str, make_transport: Any) -> None:
 def start_http_server(binary: str) -> tuple[subprocess.Popen[bytes], str, "queue.Queue[str]"]:
     env = dict(os.environ, TRADEDESK_RATE_LIMIT="0")
     proc = subprocess.Popen(
-        [binary, "serve", "--http", "127.0.0.1:0", "--state-dir", temp_dir("tradedesk-interop-http-")],
+        [binary, "--output-schemas", "true", "serve", "--http", "127.0.0.1:0", "--state-dir", temp_dir("tradedesk-interop-http-")],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -49,7 +49,7 @@ pub struct Config {
 pub struct ToolsConfig {
     /// Toolset names; absent: all of them.
     pub enabled: Option<Vec<String>>,
-    /// `false`: `tools/list` leaves out the output schemas (absent: they are listed).
+    /// `true`: `tools/list` gives each tool its output schema (absent: none is listed).
     pub output_schemas: Option<bool>,
 }
 
@@ -66,12 +66,9 @@ impl Config {
     }
 
     /// Whether `tools/list` gives the output schemas (`[tools] output_schemas`, default
-    /// true).
-    pub fn output_schemas(&self) -> bool {
-        self.tools
-            .as_ref()
-            .and_then(|t| t.output_schemas)
-            .unwrap_or(true)
+    /// false), if the config says.
+    pub fn output_schemas(&self) -> Option<bool> {
+        self.tools.as_ref().and_then(|t| t.output_schemas)
     }
 }
 

@@ -197,8 +197,8 @@ pub struct ToolContext {
     /// The toolsets listed and served (`[tools] enabled`, `--tools`); default all.
     pub toolsets: Toolsets,
     /// Whether `tools/list` gives each tool its output schema (`[tools] output_schemas`,
-    /// `--no-output-schemas`); default yes. Clients of protocols before 2025-06-18 never
-    /// get them (docs/tools.md, "Toolsets").
+    /// `--output-schemas`); default no. Clients of protocols before 2025-06-18 never get
+    /// them (docs/tools.md, "Toolsets").
     pub output_schemas: bool,
     /// Bar files already parsed, kept while unchanged (crate::bar_table).
     pub bar_cache: crate::bar_table::BarCache,
@@ -232,7 +232,7 @@ impl ToolContext {
             configured_data_dirs: Vec::new(),
             runs: Arc::default(),
             toolsets: Toolsets::ALL,
-            output_schemas: true,
+            output_schemas: false,
             bar_cache: crate::bar_table::BarCache::default(),
         }
     }

@@ -132,13 +132,14 @@ fn toolsets(out: &mut String) {
          A tool outside them is not listed, and a call to it answers `tool_not_enabled` naming \
          its toolset; an unknown name is a config error naming the valid ones. \
          `get_server_health` belongs to none and is always served.\n\n\
-         Each listed tool carries its output schema, the same fields, types, enums, bounds and \
-         required lists as the result fields below, without their descriptions (a client checks \
-         `structuredContent` against it; Claude Code and opencode do not show it to the model). `[tools] \
-         output_schemas = false` or `--no-output-schemas` lists none, for a client that puts the \
-         whole list in its model's context: the list is then less than half its size. A client \
-         of a protocol before 2025-06-18, which has no output schemas, never gets them. Results \
-         are the same either way: `structuredContent`, and the same JSON in the text block.\n\n\
+         Tools are listed without output schemas by default: every result is the same with or \
+         without them (`structuredContent`, and the same JSON in the text block), Claude Code \
+         and VS Code give the model `structuredContent` either way, and the list is less than \
+         half its size without them. `[tools] output_schemas = true` or `--output-schemas true` \
+         lists each tool's output schema, for a client that checks `structuredContent` against \
+         it (the official SDKs do): the same fields, types, enums, bounds and required lists as \
+         the result fields below, without their descriptions. A client of a protocol before \
+         2025-06-18, which has no output schemas, never gets them.\n\n\
          | toolset | tools | for |\n| --- | --- | --- |\n",
     );
     for set in Toolset::ALL {
