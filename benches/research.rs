@@ -23,7 +23,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 use serde_json::json;
-use tradedesk_research::backtest::Settings;
+use tradedesk_research::backtest::{Settings, Times};
 use tradedesk_research::expr;
 use tradedesk_tools::bar_table::{
     BarCache, CACHE_BYTES, COLUMN_DIR, DISK_BYTES, SETTLE, read_table,
@@ -100,25 +100,38 @@ fn child_engine() {
     let bars = walk(BARS);
     let cols = BarColumns::of(&bars);
     let time: Vec<&str> = bars.iter().map(|b| b.time.as_str()).collect();
-    let entry = expr::parse_condition("cross_above(sma(close, 10), sma(close, 30))")
-        .unwrap_or_else(|e| panic!("{e}"));
-    let exit = expr::parse_condition("cross_below(sma(close, 10), sma(close, 30))")
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (entry, exit) = crossover();
+    let (secs, trades) = engine_once(&time, &cols, &entry, &exit);
+    println!("ENGINE {secs} {trades}");
+}
+
+/// The SMA 10/30 crossover's entry and exit, as the peers run it.
+fn crossover() -> (expr::Expr, expr::Expr) {
+    let parse = |text: &str| expr::parse_condition(text).unwrap_or_else(|e| panic!("{e}"));
+    (
+        parse("cross_above(sma(close, 10), sma(close, 30))"),
+        parse("cross_below(sma(close, 10), sma(close, 30))"),
+    )
+}
+
+/// One engine run (signals, engine, report) on bars in memory: its seconds and trades.
+fn engine_once(
+    time: &dyn Times,
+    cols: &BarColumns,
+    entry: &expr::Expr,
+    exit: &expr::Expr,
+) -> (f64, usize) {
     let progress = AtomicU64::new(0);
     let started = Instant::now();
     let r = run_columns(
-        black_box(&time),
-        black_box(&cols),
-        &entry,
-        Some(&exit),
+        black_box(time),
+        black_box(cols),
+        entry,
+        Some(exit),
         &Settings::default(),
         &progress,
     );
-    println!(
-        "ENGINE {} {}",
-        started.elapsed().as_secs_f64(),
-        r.trade_count
-    );
+    (started.elapsed().as_secs_f64(), r.trade_count)
 }
 
 fn main() {
@@ -133,12 +146,7 @@ fn main() {
         return;
     }
     let bars = walk(BARS);
-    let entry = expr::parse_condition("cross_above(sma(close, 10), sma(close, 30))")
-        .unwrap_or_else(|e| panic!("{e}"));
-    let exit = expr::parse_condition("cross_below(sma(close, 10), sma(close, 30))")
-        .unwrap_or_else(|e| panic!("{e}"));
-    let settings = Settings::default();
-    let progress = AtomicU64::new(0);
+    let (entry, exit) = crossover();
     // In memory, as the peers get it: columns of numbers (and the bar times).
     let cols = BarColumns::of(&bars);
     let time: Vec<&str> = bars.iter().map(|b| b.time.as_str()).collect();
@@ -151,20 +159,11 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
     for run in 0..=runs {
-        let started = Instant::now();
-        let r = run_columns(
-            black_box(&time),
-            black_box(&cols),
-            &entry,
-            Some(&exit),
-            &settings,
-            &progress,
-        );
-        let secs = started.elapsed().as_secs_f64();
+        let (secs, count) = engine_once(&time, &cols, &entry, &exit);
         if run > 0 {
             best = best.min(secs);
         }
-        trades = r.trade_count;
+        trades = count;
     }
     let rate = BARS as f64 / best;
     println!(
@@ -319,6 +318,7 @@ fn main() {
     let old_parse = best_of(&mut || {
         black_box(read_csv(&path).unwrap_or_else(|e| panic!("{e}")));
     });
+    let (settings, progress) = (Settings::default(), AtomicU64::new(0));
     let mut finished = None;
     let run_secs = best_of(&mut || {
         finished = Some(compute(
