@@ -1196,6 +1196,24 @@ async fn levels_and_closes_are_checked_against_the_position() {
         let (_, got, v) = d.refused("modify_position", a).await;
         assert_eq!(got, rule, "{v:#}");
     }
+    // A level that is not above zero or is off the tick: the rule and the words of an
+    // order with the same level.
+    for (level, rule) in [
+        (-5.0, "price_positive"),
+        ((bid - 10.0).round() + 0.005, "tick_size"),
+    ] {
+        let modify = json!({"account": "SIM", "symbol": "AAPL", "stop_loss": level});
+        let (code, got, v) = d.refused("modify_position", modify).await;
+        assert_eq!(
+            (code.as_str(), got.as_str()),
+            ("invalid_order", rule),
+            "{v:#}"
+        );
+        let placed = order("AAPL", "buy", json!({"quantity": 1, "stop_loss": level}));
+        let (_, _, w) = d.refused("place_order", placed).await;
+        assert_eq!(w["error"]["rule"], rule, "{w:#}");
+        assert_eq!(v["error"]["message"], w["error"]["message"], "{v:#}\n{w:#}");
+    }
     let (code, rule, _) = d
         .refused(
             "close_position",

@@ -19,7 +19,7 @@ use tradedesk_store::tokens::{self, Refusal};
 use tradedesk_store::{audit, sha256_hex};
 
 use super::facts::{self, Facts, own_ledger, position_in};
-use super::rules::{self, Evaluation, Rule, level_rules, multiple_of};
+use super::rules::{self, Evaluation, Rule, level_rules};
 use super::{ErrorWrap, Failpoint, Trading, rfc3339};
 use crate::args::SideArg;
 use crate::context::ToolContext;
@@ -1572,17 +1572,15 @@ pub async fn modify_position(ctx: &ToolContext, args: ModifyArgs) -> Result<Modi
     let long = held.is_sign_positive();
     // A long position exits at the bid, a short one at the ask.
     let price = if long { quote.bid } else { quote.ask };
-    for (name, level) in [("stop_loss", sl), ("take_profit", tp)] {
-        if let Some(level) = level {
-            if level <= Decimal::ZERO {
-                return Err(Rule::PricePositive.error(&format!("{name} must be above zero")));
-            }
-            if !multiple_of(level, inst.tick) {
-                return Err(Rule::TickSize.error(&format!(
-                    "{name} {level} is not a multiple of the tick {}",
-                    inst.tick
-                )));
-            }
+    // The same rules, in the same words, as an order's levels.
+    let levels = [("stop_loss", sl), ("take_profit", tp)];
+    let tick = inst.tick;
+    for check in [
+        rules::price_positive(&levels),
+        rules::tick_size(&levels, tick),
+    ] {
+        if let Some(f) = check.failure() {
+            return Err(f.into());
         }
     }
     // The pair in force after the change: a new level with the one already set.

@@ -337,7 +337,7 @@ pub(super) fn prices_match_type(order: &Order) -> Check {
     )
 }
 
-fn named_prices(order: &Order) -> [(&'static str, Option<Decimal>); 4] {
+pub(super) fn named_prices(order: &Order) -> [(&'static str, Option<Decimal>); 4] {
     [
         ("limit_price", order.terms.limit_price),
         ("stop_price", order.terms.stop_price),
@@ -346,8 +346,8 @@ fn named_prices(order: &Order) -> [(&'static str, Option<Decimal>); 4] {
     ]
 }
 
-pub(super) fn price_positive(order: &Order) -> Check {
-    let not_positive: Vec<&str> = named_prices(order)
+pub(super) fn price_positive(prices: &[(&str, Option<Decimal>)]) -> Check {
+    let not_positive: Vec<&str> = prices
         .iter()
         .filter(|(_, p)| p.is_some_and(|p| p <= Decimal::ZERO))
         .map(|(n, _)| *n)
@@ -363,11 +363,13 @@ pub(super) fn price_positive(order: &Order) -> Check {
     )
 }
 
-pub(super) fn tick_size(order: &Order, tick: Decimal) -> Check {
-    let off_tick: Vec<&str> = named_prices(order)
+pub(super) fn tick_size(prices: &[(&str, Option<Decimal>)], tick: Decimal) -> Check {
+    let off_tick: Vec<String> = prices
         .iter()
-        .filter(|(_, p)| p.is_some_and(|p| !multiple_of(p, tick)))
-        .map(|(n, _)| *n)
+        .filter_map(|(n, p)| {
+            p.filter(|p| !multiple_of(*p, tick))
+                .map(|p| format!("{n} {p}"))
+        })
         .collect();
     Check::new(
         Rule::TickSize,
@@ -1027,8 +1029,9 @@ pub(super) fn check(order: &Order, facts: &Facts, policy: &Policy) -> Evaluation
     checks.push(quantity_or_notional(order));
     checks.push(quantity_positive(order));
     checks.push(prices_match_type(order));
-    checks.push(price_positive(order));
-    checks.push(tick_size(order, inst.tick));
+    let prices = named_prices(order);
+    checks.push(price_positive(&prices));
+    checks.push(tick_size(&prices, inst.tick));
     if let Some(q) = s.quantity {
         if order.quantity.is_some() {
             checks.push(lot_step(q, inst));
