@@ -1574,10 +1574,9 @@ pub async fn modify_position(ctx: &ToolContext, args: ModifyArgs) -> Result<Modi
     let price = if long { quote.bid } else { quote.ask };
     // The same rules, in the same words, as an order's levels.
     let levels = [("stop_loss", sl), ("take_profit", tp)];
-    let tick = inst.tick;
     for check in [
         rules::price_positive(&levels),
-        rules::tick_size(&levels, tick),
+        rules::tick_size(&levels, inst.tick),
     ] {
         if let Some(f) = check.failure() {
             return Err(f.into());

@@ -337,7 +337,7 @@ pub(super) fn prices_match_type(order: &Order) -> Check {
     )
 }
 
-pub(super) fn named_prices(order: &Order) -> [(&'static str, Option<Decimal>); 4] {
+fn named_prices(order: &Order) -> [(&'static str, Option<Decimal>); 4] {
     [
         ("limit_price", order.terms.limit_price),
         ("stop_price", order.terms.stop_price),
